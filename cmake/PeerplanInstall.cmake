@@ -1,0 +1,27 @@
+# Installs the library, its headers, a CMake package (find_package(peerplan)
+# -> peerplan::peerplan) and a pkg-config file.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS peerplan EXPORT peerplanTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/peerplan
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_BINARY_DIR}/include/peerplan/version.hpp
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/peerplan)
+
+set(PEERPLAN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/peerplan)
+install(EXPORT peerplanTargets NAMESPACE peerplan:: DESTINATION ${PEERPLAN_CMAKE_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/peerplanConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/peerplanConfig.cmake
+  INSTALL_DESTINATION ${PEERPLAN_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/peerplanConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/peerplanConfig.cmake
+              ${PROJECT_BINARY_DIR}/peerplanConfigVersion.cmake
+  DESTINATION ${PEERPLAN_CMAKE_DIR})
+
+configure_file(${PROJECT_SOURCE_DIR}/cmake/peerplan.pc.in ${PROJECT_BINARY_DIR}/peerplan.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/peerplan.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

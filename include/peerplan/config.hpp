@@ -1,0 +1,76 @@
+// Communicator configuration: filled from code, then overridden by
+// PEERPLAN_* environment variables (see apply_environment), each override
+// logged once at PEERPLAN_DEBUG=INFO.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace peerplan {
+
+enum class Backend : std::uint8_t {
+  automatic = 0,  // cuda when the rank sees a GPU and the CUDA backend was built, else host
+  cuda = 1,
+  host = 2,
+};
+
+enum class LogLevel : std::uint8_t { none = 0, warn = 1, info = 2, trace = 3 };
+
+// How peers exchange data on the fast path: pull (each rank reads every
+// peer's staging slot) or push (each rank writes into the peers' slots).
+enum class TransferMode : std::uint8_t { automatic = 0, pull = 1, push = 2 };
+
+// The farthest link class over which P2P is allowed, like NCCL_P2P_LEVEL.
+// Ordered from closest to farthest.
+enum class P2PLevel : std::uint8_t {
+  loc = 0,   // same device only: disables P2P between distinct GPUs
+  nvl = 1,   // NVLink only
+  pix = 2,   // at most one PCIe switch
+  pxb = 3,   // several PCIe switches, no host bridge
+  phb = 4,   // through a PCIe host bridge (same CPU)
+  node = 5,  // across host bridges within a NUMA node... or same socket
+  sys = 6,   // across sockets (SMP interconnect)
+};
+
+struct RouteCutoffs {
+  // Largest message (bytes) each P2P route takes; larger calls use the
+  // next route or the fallback. 0 disables the route.
+  std::size_t one_shot_max_bytes = 512 * 1024;
+  std::size_t two_shot_max_bytes = 8 * 1024 * 1024;
+  std::size_t fused_max_bytes = 512 * 1024;
+};
+
+struct Config {
+  Backend backend = Backend::automatic;
+  int device = -1;  // CUDA device; -1 = local rank
+  // Bound on every wait (bootstrap collectives, flag barriers, fallback).
+  std::chrono::milliseconds timeout{30'000};
+  RouteCutoffs cutoffs{};
+  TransferMode transfer_mode = TransferMode::automatic;
+  bool disable_p2p = false;
+  P2PLevel p2p_level = P2PLevel::sys;
+  LogLevel log_level = LogLevel::warn;
+  // hwloc XML file to read the topology from instead of the live machine.
+  std::string topology_file;
+  // If > 0, create() fails unless the communicator has exactly this many ranks.
+  int expected_world_size = 0;
+};
+
+// Returns `config` with every PEERPLAN_* variable set in the environment
+// applied. Throws InvalidArgument naming the variable and its accepted
+// values when one cannot be parsed. Variables: PEERPLAN_DEBUG
+// (NONE|WARN|INFO|TRACE), PEERPLAN_BACKEND (auto|cuda|host), PEERPLAN_DEVICE,
+// PEERPLAN_TIMEOUT_MS, PEERPLAN_ONE_SHOT_MAX_BYTES, PEERPLAN_TWO_SHOT_MAX_BYTES,
+// PEERPLAN_FUSED_MAX_BYTES, PEERPLAN_TRANSFER_MODE (auto|pull|push),
+// PEERPLAN_DISABLE_P2P (0|1), PEERPLAN_P2P_LEVEL (LOC|NVL|PIX|PXB|PHB|NODE|SYS),
+// PEERPLAN_TOPO_FILE, PEERPLAN_WORLD_SIZE.
+Config apply_environment(Config config);
+
+const char* to_string(Backend backend) noexcept;
+const char* to_string(LogLevel level) noexcept;
+const char* to_string(TransferMode mode) noexcept;
+const char* to_string(P2PLevel level) noexcept;
+
+}  // namespace peerplan

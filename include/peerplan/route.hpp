@@ -1,0 +1,55 @@
+// Routes a call can take, why a call fell back, and the statistics that
+// let users see which shapes they forgot to declare.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "peerplan/operation.hpp"
+
+namespace peerplan {
+
+enum class Route : std::uint8_t {
+  one_shot = 0,        // every rank reads every peer's slot and reduces
+  two_shot = 1,        // reduce-scatter then all-gather
+  fused_one_shot = 2,  // one-shot reduction + residual add + RMSNorm
+  fallback = 3,        // NCCL (cuda backend) or MPI (host backend)
+};
+
+enum class FallbackReason : std::uint8_t {
+  none = 0,         // the call ran on a P2P route
+  undeclared = 1,   // no declaration has the call's exact key
+  over_cutoff = 2,  // declared, but larger than every admitted route's cutoff
+  p2p_disabled = 3, // declared, but P2P is off (config, topology, agreement, several nodes)
+  misaligned = 4,   // declared, but a pointer is less aligned than declared
+};
+
+const char* to_string(Route route) noexcept;
+const char* to_string(FallbackReason reason) noexcept;
+
+// What one call did.
+struct CallResult {
+  Route route = Route::fallback;
+  FallbackReason reason = FallbackReason::undeclared;
+};
+
+struct PlanStats {
+  std::string name;
+  Operation operation = Operation::all_reduce;
+  Route route = Route::fallback;                 // the route chosen at declare
+  FallbackReason route_reason = FallbackReason::none;  // why fallback, if it is
+  std::uint64_t hits = 0;       // calls that ran on the P2P route
+  std::uint64_t fallbacks = 0;  // calls of this plan that went to the fallback
+};
+
+struct Stats {
+  std::vector<PlanStats> plans;  // in declaration order
+  std::uint64_t p2p_calls = 0;
+  std::uint64_t fallback_undeclared = 0;
+  std::uint64_t fallback_over_cutoff = 0;
+  std::uint64_t fallback_p2p_disabled = 0;
+  std::uint64_t fallback_misaligned = 0;
+};
+
+}  // namespace peerplan

@@ -1,0 +1,65 @@
+// Transports: what the communicator dispatches to. A PeerTransport runs the
+// P2P routes for declared plans among the ranks of one node; a
+// FallbackTransport (NCCL on the cuda backend, MPI on the host backend)
+// takes every call the index or the cutoffs decline. Both backends share
+// everything above this interface.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "peerplan/dtype.hpp"
+#include "peerplan/layout.hpp"
+#include "peerplan/route.hpp"
+
+namespace peerplan::transport {
+
+using StreamHandle = void*;
+
+// Arguments of one all-reduce. `layout` describes both `in` and `out`
+// (element strides); in == out is allowed.
+struct AllReduceArgs {
+  const void* in = nullptr;
+  void* out = nullptr;
+  DataType dtype = DataType::f32;
+  const TensorLayout* layout = nullptr;
+  StreamHandle stream = nullptr;
+};
+
+// residual = allreduce(inout) + residual; inout = rmsnorm(residual) * weight.
+// inout and residual share `layout`; its last dimension is the hidden size;
+// weight is contiguous [hidden] of the same dtype.
+struct FusedArgs {
+  void* inout = nullptr;
+  void* residual = nullptr;
+  const void* weight = nullptr;
+  float eps = 0.0f;
+  DataType dtype = DataType::f32;
+  const TensorLayout* layout = nullptr;
+  StreamHandle stream = nullptr;
+};
+
+class PeerTransport {
+ public:
+  virtual ~PeerTransport() = default;
+  // Collective. Makes the staging slots hold at least `max_message_bytes`
+  // (the largest declared plan routed to P2P); may re-create them, which
+  // releases the previous ones. 0 releases everything.
+  virtual void reserve(std::size_t max_message_bytes) = 0;
+  virtual std::size_t capacity_bytes() const noexcept = 0;
+  // Collective. `route` is one_shot or two_shot.
+  virtual void all_reduce(Route route, const AllReduceArgs& args) = 0;
+  virtual void fused_add_rms_norm(const FusedArgs& args) = 0;
+  // Collective, idempotent.
+  virtual void close() = 0;
+};
+
+class FallbackTransport {
+ public:
+  virtual ~FallbackTransport() = default;
+  virtual void all_reduce(const AllReduceArgs& args) = 0;
+  virtual void fused_add_rms_norm(const FusedArgs& args) = 0;
+  virtual void close() = 0;
+};
+
+}  // namespace peerplan::transport
