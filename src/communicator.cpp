@@ -1,9 +1,322 @@
-// Placeholder until the communicator lands (issue 3).
+// The communicator: lifecycle (DESIGN §4) and dispatch. One index lookup per
+// call decides between the P2P route prepared at declare and the fallback.
 #include "peerplan/communicator.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+
+#include "bootstrap/mpi_bootstrap.hpp"
+#include "communicator/backend_selection.hpp"
+#include "communicator/declaration_agreement.hpp"
+#include "communicator/prepared_plan.hpp"
+#include "core/environment.hpp"
+#include "core/log.hpp"
 #include "peerplan/errors.hpp"
+#include "plan/plan_index.hpp"
+#include "plan/validation.hpp"
+#include "routing/router.hpp"
 
 namespace peerplan {
-std::unique_ptr<Communicator> Communicator::create(MPI_Comm, Config) {
-  throw Unsupported("the communicator is not built yet");
+namespace {
+
+using communicator::PreparedPlan;
+
+bool is_p2p(Route route) noexcept { return route != Route::fallback; }
+
+class CommunicatorImpl final : public Communicator {
+ public:
+  CommunicatorImpl(MPI_Comm comm, Config config, std::unique_ptr<bootstrap::Bootstrap> boot,
+                   const std::vector<std::string>& applied_env)
+      : config_(std::move(config)), boot_(std::move(boot)) {
+    if (boot_->rank() == 0) {
+      for (const auto& line : applied_env) log::info("environment: " + line);
+    }
+    // Agreement first: after it, every check below gives the same verdict on every rank.
+    communicator::check_config_agreement(*boot_, config_);
+    communicator::check_world_size(*boot_, config_);
+    auto setup = communicator::select_backend(comm, *boot_, config_);
+    backend_ = setup.backend;
+    peer_ = std::move(setup.peer);
+    fallback_ = std::move(setup.fallback);
+    p2p_enabled_ = peer_ != nullptr;
+    p2p_disabled_reason_ = setup.p2p_disabled_reason;
+  }
+
+  ~CommunicatorImpl() override {
+    // Not collective: a communicator destroyed without close() (e.g. while
+    // an exception unwinds) releases only what this rank holds.
+    index_.clear();
+    index_.reclaim_retired();
+  }
+
+  void declare(std::span<const Declaration> declarations) override {
+    ensure_open("declare");
+    std::optional<std::string> local_error;
+    try {
+      plan::validate_declarations(declarations);
+    } catch (const Error& e) {
+      local_error = e.what();
+    }
+    if (auto failures = communicator::gather_failures(*boot_, local_error)) {
+      throw InvalidArgument("declare: invalid declarations (" + *failures +
+                            "); the previous declared set stays in force");
+    }
+    if (auto mismatch = communicator::find_declaration_mismatch(*boot_, declarations)) {
+      throw Mismatch(*mismatch);
+    }
+
+    auto decisions = route_all(declarations);
+    if (p2p_enabled_) {
+      std::size_t max_bytes = 0;
+      for (const auto& d : decisions)
+        if (is_p2p(d.route)) max_bytes = std::max(max_bytes, d.message_bytes);
+      std::optional<std::string> reserve_error;
+      try {
+        peer_->reserve(max_bytes);
+      } catch (const Error& e) {
+        reserve_error = e.what();
+      }
+      if (auto failures = communicator::gather_failures(*boot_, reserve_error)) {
+        disable_p2p("preparing the staging buffers failed: " + *failures);
+        decisions = route_all(declarations);
+      }
+    }
+
+    std::vector<std::unique_ptr<plan::PlanPayload>> payloads;
+    std::vector<PreparedPlan*> plans;
+    payloads.reserve(declarations.size());
+    for (const auto& d : decisions) {
+      auto prepared = std::make_unique<PreparedPlan>(d.route, d.reason, d.message_bytes);
+      plans.push_back(prepared.get());
+      payloads.push_back(std::move(prepared));
+    }
+    index_.rebuild(std::vector<Declaration>(declarations.begin(), declarations.end()),
+                   std::move(payloads));
+    plans_ = std::move(plans);
+    // declare() is never concurrent with calls on this communicator (API
+    // contract), so no lookup can still hold a replaced plan: release them.
+    index_.reclaim_retired();
+
+    if (boot_->rank() == 0 && log::enabled(LogLevel::info)) {
+      log::info("declared " + std::to_string(declarations.size()) + " plans:\n" +
+                routing::format_route_table(declarations, decisions));
+    }
+  }
+
+  bool has_plan_for(const PlanKey& key) const noexcept override {
+    return !closed_ && index_.contains(key);
+  }
+
+  PlanInfo plan_for(const PlanKey& key) const override {
+    ensure_open("plan_for");
+    const auto& entry = index_.at(key);
+    const auto* plan = static_cast<const PreparedPlan*>(entry.payload);
+    return PlanInfo{entry.declaration, plan->route, plan->reason};
+  }
+
+  CallResult all_reduce(const void* in, void* out, DataType dtype, const TensorLayout& layout,
+                        StreamHandle stream) override {
+    ensure_open("all_reduce");
+    check_call_layout("all_reduce", layout);
+    if (layout.numel() > 0 && (in == nullptr || out == nullptr)) {
+      throw InvalidArgument("all_reduce: in and out must not be null (got in=" + pointer(in) +
+                            ", out=" + pointer(out) + ")");
+    }
+    const auto* entry = index_.find(make_all_reduce_key(dtype, layout));
+    const transport::AllReduceArgs args{in, out, dtype, &layout, stream};
+    auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
+    const CallResult result = decide(plan);
+    if (is_p2p(result.route)) {
+      check_alignment("all_reduce", *entry->declaration, {in, out});
+      peer_->all_reduce(result.route, args);
+    } else {
+      fallback_->all_reduce(args);
+    }
+    count(plan, result);
+    trace_call("all_reduce", dtype, layout, entry, result);
+    return result;
+  }
+
+  CallResult fused_add_rms_norm(void* inout, void* residual, const void* weight, float eps,
+                                DataType dtype, const TensorLayout& layout,
+                                StreamHandle stream) override {
+    ensure_open("fused_add_rms_norm");
+    check_call_layout("fused_add_rms_norm", layout);
+    if (!(eps >= 0.0f) || !std::isfinite(eps)) {
+      throw InvalidArgument("fused_add_rms_norm: eps must be finite and >= 0 (got " +
+                            std::to_string(eps) + ")");
+    }
+    if (layout.numel() > 0 && (inout == nullptr || residual == nullptr || weight == nullptr)) {
+      throw InvalidArgument("fused_add_rms_norm: inout, residual and weight must not be null");
+    }
+    const auto* entry = index_.find(make_fused_key(dtype, layout, weight, eps));
+    const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
+    auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
+    const CallResult result = decide(plan);
+    if (is_p2p(result.route)) {
+      check_alignment("fused_add_rms_norm", *entry->declaration, {inout, residual});
+      peer_->fused_add_rms_norm(args);
+    } else {
+      fallback_->fused_add_rms_norm(args);
+    }
+    count(plan, result);
+    trace_call("fused_add_rms_norm", dtype, layout, entry, result);
+    return result;
+  }
+
+  Stats stats() const override {
+    Stats s;
+    const auto declared = index_.declarations();
+    for (std::size_t i = 0; i < plans_.size() && i < declared.size(); ++i) {
+      const auto* p = plans_[i];
+      s.plans.push_back(PlanStats{declared[i].name, declared[i].operation, p->route, p->reason,
+                                  p->hits.load(std::memory_order_relaxed),
+                                  p->fallbacks.load(std::memory_order_relaxed)});
+    }
+    s.p2p_calls = p2p_calls_.load(std::memory_order_relaxed);
+    s.fallback_undeclared = fallback_undeclared_.load(std::memory_order_relaxed);
+    s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
+    s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  void reset_stats() override {
+    for (auto* p : plans_) {
+      p->hits.store(0, std::memory_order_relaxed);
+      p->fallbacks.store(0, std::memory_order_relaxed);
+    }
+    p2p_calls_ = 0;
+    fallback_undeclared_ = 0;
+    fallback_over_cutoff_ = 0;
+    fallback_p2p_disabled_ = 0;
+  }
+
+  void close() override {
+    if (closed_) return;
+    closed_ = true;  // first: a failure below must not leave a usable half-closed communicator
+    plans_.clear();
+    index_.clear();
+    index_.reclaim_retired();
+    if (peer_) peer_->close();
+    if (fallback_) fallback_->close();
+    peer_.reset();
+    fallback_.reset();
+    boot_->barrier();  // every rank has released its mappings before anyone returns
+  }
+
+  bool is_closed() const noexcept override { return closed_; }
+  int rank() const noexcept override { return boot_->rank(); }
+  int size() const noexcept override { return boot_->size(); }
+  Backend backend() const noexcept override { return backend_; }
+  bool p2p_enabled() const noexcept override { return p2p_enabled_; }
+  const Config& config() const noexcept override { return config_; }
+
+ private:
+  std::vector<routing::RouteDecision> route_all(std::span<const Declaration> declarations) const {
+    const routing::RoutingContext context{boot_->size(), boot_->num_nodes(), p2p_enabled_,
+                                          config_.cutoffs, backend_};
+    return routing::route_declarations(declarations, context);
+  }
+
+  void disable_p2p(const std::string& why) {
+    p2p_enabled_ = false;
+    p2p_disabled_reason_ = why;
+    peer_.reset();  // local release; every rank takes this branch together
+    log::warn("P2P disabled on every rank, all calls go to the fallback: " + why);
+  }
+
+  static CallResult decide(const PreparedPlan* plan) noexcept {
+    if (plan == nullptr) return {Route::fallback, FallbackReason::undeclared};
+    return {plan->route, plan->reason};
+  }
+
+  void count(PreparedPlan* plan, const CallResult& result) noexcept {
+    if (is_p2p(result.route)) {
+      plan->hits.fetch_add(1, std::memory_order_relaxed);
+      p2p_calls_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (plan) plan->fallbacks.fetch_add(1, std::memory_order_relaxed);
+    switch (result.reason) {
+      case FallbackReason::over_cutoff: fallback_over_cutoff_.fetch_add(1, std::memory_order_relaxed); break;
+      case FallbackReason::p2p_disabled: fallback_p2p_disabled_.fetch_add(1, std::memory_order_relaxed); break;
+      default: fallback_undeclared_.fetch_add(1, std::memory_order_relaxed); break;
+    }
+  }
+
+  void ensure_open(const char* what) const {
+    if (closed_) {
+      throw InvalidUsage(std::string(what) +
+                         ": the communicator is closed; create a new one with Communicator::create");
+    }
+  }
+
+  static void check_call_layout(const char* what, const TensorLayout& layout) {
+    for (int i = 0; i < layout.rank(); ++i) {
+      if (layout.dim(i) < 0) {
+        throw InvalidArgument(std::string(what) + ": layout " + layout.to_string() +
+                              " has a negative dimension " + std::to_string(i));
+      }
+    }
+  }
+
+  // The declaration promised an input alignment; the P2P kernels rely on it.
+  static void check_alignment(const char* what, const Declaration& d,
+                              std::initializer_list<const void*> pointers) {
+    for (const void* p : pointers) {
+      if (reinterpret_cast<std::uintptr_t>(p) % d.input_alignment != 0) {
+        throw InvalidArgument(std::string(what) + ": pointer " + pointer(p) +
+                              " is not aligned to the " + std::to_string(d.input_alignment) +
+                              " bytes declared by '" + d.name +
+                              "'; align the buffer or declare a smaller input_alignment");
+      }
+    }
+  }
+
+  static std::string pointer(const void* p) {
+    std::ostringstream out;
+    out << p;
+    return out.str();
+  }
+
+  void trace_call(const char* what, DataType dtype, const TensorLayout& layout,
+                  const plan::IndexEntry* entry, const CallResult& result) const {
+    if (!log::enabled(LogLevel::trace)) return;
+    std::ostringstream out;
+    out << what << ' ' << to_string(dtype) << ' ' << layout.to_string() << " -> "
+        << to_string(result.route);
+    if (entry) out << " (plan '" << entry->declaration->name << "')";
+    if (!is_p2p(result.route)) out << " reason " << to_string(result.reason);
+    log::trace(out.str());
+  }
+
+  Config config_;
+  std::unique_ptr<bootstrap::Bootstrap> boot_;
+  Backend backend_ = Backend::host;
+  std::unique_ptr<transport::PeerTransport> peer_;
+  std::unique_ptr<transport::FallbackTransport> fallback_;
+  bool p2p_enabled_ = false;
+  std::string p2p_disabled_reason_;
+  bool closed_ = false;
+
+  plan::PlanIndex index_;
+  std::vector<PreparedPlan*> plans_;  // declaration order; owned by index_
+  std::atomic<std::uint64_t> p2p_calls_{0};
+  std::atomic<std::uint64_t> fallback_undeclared_{0};
+  std::atomic<std::uint64_t> fallback_over_cutoff_{0};
+  std::atomic<std::uint64_t> fallback_p2p_disabled_{0};
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config) {
+  std::vector<std::string> applied;
+  config = apply_environment(std::move(config), &applied);
+  log::set_level(config.log_level);
+  auto boot = bootstrap::make_mpi_bootstrap(comm, config.timeout);
+  log::set_rank(boot->rank());
+  return std::make_unique<CommunicatorImpl>(comm, std::move(config), std::move(boot), applied);
 }
+
 }  // namespace peerplan

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace peerplan {
@@ -34,12 +35,21 @@ enum class P2PLevel : std::uint8_t {
   sys = 6,   // across sockets (SMP interconnect)
 };
 
+// A cutoff left at this value takes the backend's default for the
+// communicator's world size (routing::default_cutoffs): the best one-shot
+// limit shrinks as the world grows, so no single number fits every size.
+// PEERPLAN_*_MAX_BYTES=auto sets it explicitly.
+inline constexpr std::size_t kAutoCutoff = std::numeric_limits<std::size_t>::max();
+
 struct RouteCutoffs {
   // Largest message (bytes) each P2P route takes; larger calls use the
-  // next route or the fallback. 0 disables the route.
-  std::size_t one_shot_max_bytes = 512 * 1024;
-  std::size_t two_shot_max_bytes = 8 * 1024 * 1024;
-  std::size_t fused_max_bytes = 512 * 1024;
+  // next route or the fallback. 0 disables the route; kAutoCutoff picks
+  // the default for the world size.
+  std::size_t one_shot_max_bytes = kAutoCutoff;
+  std::size_t two_shot_max_bytes = kAutoCutoff;
+  std::size_t fused_max_bytes = kAutoCutoff;
+
+  friend bool operator==(const RouteCutoffs&, const RouteCutoffs&) = default;
 };
 
 struct Config {
@@ -65,7 +75,10 @@ struct Config {
 // PEERPLAN_TIMEOUT_MS, PEERPLAN_ONE_SHOT_MAX_BYTES, PEERPLAN_TWO_SHOT_MAX_BYTES,
 // PEERPLAN_FUSED_MAX_BYTES, PEERPLAN_TRANSFER_MODE (auto|pull|push),
 // PEERPLAN_DISABLE_P2P (0|1), PEERPLAN_P2P_LEVEL (LOC|NVL|PIX|PXB|PHB|NODE|SYS),
-// PEERPLAN_TOPO_FILE, PEERPLAN_WORLD_SIZE.
+// PEERPLAN_TOPO_FILE, PEERPLAN_WORLD_SIZE. Names and keywords are
+// case-insensitive; sizes take K/M/G suffixes (KiB multiples, e.g. 512K) or
+// "auto"; booleans 0/1/true/false/yes/no/on/off. A variable set to the empty
+// string counts as unset. src/core/environment.cpp documents each one.
 Config apply_environment(Config config);
 
 const char* to_string(Backend backend) noexcept;

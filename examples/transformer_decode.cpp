@@ -1,0 +1,165 @@
+// A transformer-shaped use of peerplan, the program to copy from.
+//
+// Tensor parallelism splits each layer across the ranks; after the
+// attention output projection and after the MLP every rank holds a partial
+// sum that must be all-reduced. Decode steps run a handful of tokens and are
+// latency-bound: those shapes are declared up front and take the P2P route.
+// Prefill runs a long prompt whose length is not known in advance: those
+// calls are undeclared and go to the fallback (NCCL, or MPI on the host
+// backend) without any error.
+//
+// Run: mpirun -np 4 ./peerplan_transformer_decode [--layers N] [--hidden H] [--steps S]
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "peerplan/peerplan.hpp"
+
+namespace {
+
+struct Options {
+  int layers = 4;
+  int hidden = 1024;
+  int steps = 20;
+  std::vector<int> decode_tokens = {1, 2, 4, 8};
+  int prefill_tokens = 300;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const int value = std::atoi(argv[i + 1]);
+    if (flag == "--layers") o.layers = value;
+    else if (flag == "--hidden") o.hidden = value;
+    else if (flag == "--steps") o.steps = value;
+    else if (flag == "--prefill") o.prefill_tokens = value;
+  }
+  return o;
+}
+
+// Per-route wall time of the calls this rank made.
+struct RouteTimes {
+  std::map<std::string, std::pair<long, double>> by_route;  // route -> (calls, seconds)
+  void add(peerplan::CallResult r, double seconds) {
+    auto& [calls, total] = by_route[peerplan::to_string(r.route)];
+    ++calls;
+    total += seconds;
+  }
+};
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const Options opt = parse(argc, argv);
+  long wrong = 0;
+
+  try {
+    // 1. Create: collective; PEERPLAN_* variables override the Config.
+    auto comm = peerplan::Communicator::create(MPI_COMM_WORLD);
+
+    // The model's norm weights: one per layer. Their identity (address) is
+    // part of the fused op's key, so each layer is its own plan.
+    std::vector<std::vector<float>> norm_weights(opt.layers, std::vector<float>(opt.hidden));
+    for (int l = 0; l < opt.layers; ++l)
+      for (int h = 0; h < opt.hidden; ++h) norm_weights[l][h] = 1.0f + 0.001f * (h % 7) + l;
+    const float eps = 1e-5f;
+
+    // 2. Declare every decode-time collective: the all-reduce of the
+    // attention output and the fused all-reduce + residual add + RMSNorm
+    // after the MLP, for each decode batch size.
+    std::vector<peerplan::Declaration> plans;
+    for (int tokens : opt.decode_tokens) {
+      const peerplan::TensorLayout layout{tokens, opt.hidden};
+      plans.push_back(peerplan::Declaration::all_reduce("attn_out.t" + std::to_string(tokens),
+                                                        peerplan::DataType::f32, layout));
+      for (int l = 0; l < opt.layers; ++l) {
+        plans.push_back(peerplan::Declaration::fused_add_rms_norm(
+            "layer" + std::to_string(l) + ".mlp_norm.t" + std::to_string(tokens),
+            peerplan::DataType::f32, layout, norm_weights[l].data(), eps));
+      }
+    }
+    comm->declare(plans);
+
+    RouteTimes times;
+    // Every rank contributes (rank + 1) * small integer: the exact sum is
+    // known, so every element can be checked, not just a checksum.
+    const float rank_sum = size * (size + 1) / 2.0f;
+    auto run_step = [&](int tokens) {
+      const std::size_t n = static_cast<std::size_t>(tokens) * opt.hidden;
+      const peerplan::TensorLayout layout{tokens, opt.hidden};
+      std::vector<float> x(n), residual(n, 0.0f);
+      for (int l = 0; l < opt.layers; ++l) {
+        for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>((rank + 1) * (i % 5 + 1));
+        double t0 = now();
+        auto r = comm->all_reduce(x.data(), x.data(), peerplan::DataType::f32, layout);
+        times.add(r, now() - t0);
+        for (std::size_t i = 0; i < n; ++i) wrong += x[i] != rank_sum * (i % 5 + 1);
+
+        for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(rank + 1);
+        std::fill(residual.begin(), residual.end(), 0.0f);
+        t0 = now();
+        r = comm->fused_add_rms_norm(x.data(), residual.data(), norm_weights[l].data(), eps,
+                                     peerplan::DataType::f32, layout);
+        times.add(r, now() - t0);
+        // residual = rank_sum everywhere, so x = rank_sum / sqrt(rank_sum^2 + eps) * weight.
+        const double norm = rank_sum / std::sqrt(double(rank_sum) * rank_sum + eps);
+        for (std::size_t i = 0; i < n; ++i) {
+          const double expected = norm * norm_weights[l][i % opt.hidden];
+          wrong += residual[i] != rank_sum || std::abs(x[i] - expected) > 1e-5 * expected;
+        }
+      }
+    };
+
+    // 3. Decode: declared shapes, P2P routes. 4. Prefill: undeclared, fallback.
+    for (int step = 0; step < opt.steps; ++step)
+      for (int tokens : opt.decode_tokens) run_step(tokens);
+    run_step(opt.prefill_tokens);
+
+    // 5. What ran where.
+    const peerplan::Stats stats = comm->stats();
+    long total_wrong = 0;
+    MPI_Reduce(&wrong, &total_wrong, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+      std::printf("peerplan %s: %d ranks, backend %s, P2P %s\n", peerplan::kVersion, size,
+                  peerplan::to_string(comm->backend()), comm->p2p_enabled() ? "enabled" : "disabled");
+      std::printf("%-16s %10s %14s\n", "route", "calls", "mean us/call");
+      for (const auto& [route, ct] : times.by_route)
+        std::printf("%-16s %10ld %14.2f\n", route.c_str(), ct.first, 1e6 * ct.second / ct.first);
+      std::printf("P2P calls %llu, fallback: undeclared %llu, over cutoff %llu, P2P disabled %llu\n",
+                  (unsigned long long)stats.p2p_calls, (unsigned long long)stats.fallback_undeclared,
+                  (unsigned long long)stats.fallback_over_cutoff,
+                  (unsigned long long)stats.fallback_p2p_disabled);
+      std::printf("%-24s %-15s %8s %10s\n", "plan", "route", "hits", "fallbacks");
+      for (const auto& p : stats.plans)
+        std::printf("%-24s %-15s %8llu %10llu\n", p.name.c_str(), peerplan::to_string(p.route),
+                    (unsigned long long)p.hits, (unsigned long long)p.fallbacks);
+      std::printf("#wrong %ld\n", total_wrong);
+    }
+    // 6. Close: collective, idempotent.
+    comm->close();
+    wrong = total_wrong;
+    MPI_Bcast(&wrong, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  } catch (const peerplan::Error& e) {
+    std::fprintf(stderr, "rank %d: peerplan error (%s): %s\n", rank, peerplan::to_string(e.code()),
+                 e.what());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  MPI_Finalize();
+  return wrong == 0 ? 0 : 1;
+}

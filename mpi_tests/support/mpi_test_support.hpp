@@ -1,0 +1,34 @@
+// Helpers for MPI tests (linked through peerplan_mpi_test_main).
+//
+// A test runs on every rank at once and the listener in mpi_test_main.cpp
+// merges the ranks' verdicts, so any decision that changes what a test does
+// (skip it, take a branch with collectives in it) must be the same on every
+// rank: take it through all_ranks()/any_rank(), never from local state alone.
+#pragma once
+
+#include <mpi.h>
+
+#include <gtest/gtest.h>
+
+namespace peerplan::mpi_test {
+
+// Rank and size in MPI_COMM_WORLD.
+int world_rank();
+int world_size();
+// The thread level MPI_Init_thread granted.
+int thread_level();
+
+// Collective over MPI_COMM_WORLD (on a private duplicate, so the tests' own
+// traffic on MPI_COMM_WORLD is never matched by it).
+bool all_ranks(bool value);
+bool any_rank(bool value);
+
+}  // namespace peerplan::mpi_test
+
+// Skips the current test on every rank when `condition` holds on any rank.
+// Must be reached by every rank (like any collective).
+#define PEERPLAN_MPI_SKIP_IF(condition, reason)                    \
+  do {                                                             \
+    if (::peerplan::mpi_test::any_rank(static_cast<bool>(condition))) \
+      GTEST_SKIP() << (reason);                                    \
+  } while (false)

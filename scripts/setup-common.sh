@@ -1,0 +1,76 @@
+# Shared by scripts/demo.sh and scripts/test.sh (sourced, not run):
+# installs the Debian packages peerplan needs, detects CUDA/NCCL, and
+# configures + builds into build/. Idempotent: a second run installs nothing
+# and rebuilds only what changed.
+
+PEERPLAN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${PEERPLAN_BUILD_DIR:-$PEERPLAN_ROOT/build}"
+
+# Debian/Ubuntu packages: compiler, build tools, MPI, hwloc, GoogleTest, and
+# the flag/JSON libraries the tools and benchmarks use. The CUDA toolkit and
+# NCCL come from NVIDIA and are only detected, never installed.
+PEERPLAN_PACKAGES=(g++ cmake ninja-build pkg-config openmpi-bin libopenmpi-dev
+                   hwloc libhwloc-dev libgtest-dev nlohmann-json3-dev libcli11-dev)
+
+log() { printf '[peerplan] %s\n' "$*"; }
+
+install_missing_packages() {
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    log "not a Debian/Ubuntu system: make sure these (or equivalents) are installed: ${PEERPLAN_PACKAGES[*]}"
+    return 0
+  fi
+  local missing=() pkg
+  for pkg in "${PEERPLAN_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+      missing+=("$pkg")
+    fi
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "all required Debian packages are installed"
+    return 0
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    log "missing packages: ${missing[*]}"
+    log "install them with:"
+    echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}"
+    exit 1
+  fi
+  log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+report_cuda() {
+  local nvcc_path="" 
+  nvcc_path="$(command -v nvcc || true)"
+  if [ -z "$nvcc_path" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
+    nvcc_path=/usr/local/cuda/bin/nvcc
+  fi
+  if [ -n "$nvcc_path" ]; then
+    log "CUDA toolkit: $("$nvcc_path" --version | tail -n 1) ($nvcc_path)"
+    export PATH="$(dirname "$nvcc_path"):$PATH"
+  else
+    log "CUDA toolkit: not found (install it from NVIDIA for the cuda backend); building the host backend only"
+  fi
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    PEERPLAN_GPU_COUNT=$(nvidia-smi -L | grep -c '^GPU')
+    log "GPUs visible: $PEERPLAN_GPU_COUNT"
+  else
+    PEERPLAN_GPU_COUNT=0
+    log "GPUs visible: none (the host backend will run)"
+  fi
+  export PEERPLAN_GPU_COUNT
+}
+
+configure_and_build() {
+  local generator=()
+  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
+    generator=(-G Ninja)
+  fi
+  cmake -S "$PEERPLAN_ROOT" -B "$BUILD_DIR" "${generator[@]}" ${PEERPLAN_CMAKE_ARGS:-}
+  cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+}
+
+# Open MPI refuses to run as root unless told; our containers and CI run as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -1,0 +1,223 @@
+#include "bootstrap/timed_exchange.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "bootstrap/mpi_check.hpp"
+#include "peerplan/errors.hpp"
+
+namespace peerplan::bootstrap::detail {
+namespace {
+
+// Buffers of messages abandoned by a timed-out call. A send to a rank that
+// never receives, or a receive whose data is still arriving, may still be
+// read or written by MPI after we gave up on it (MPI_Request_free lets it
+// finish in the background), so its buffer must outlive the call. Only
+// timeouts put anything here, and the job is broken by then: the memory is
+// kept until exit on purpose.
+void keep_until_exit(std::shared_ptr<const Blob> buffer) {
+  static std::mutex mutex;
+  static auto* graveyard = new std::vector<std::shared_ptr<const Blob>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  graveyard->push_back(std::move(buffer));
+}
+
+int checked_count(std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(INT_MAX)) {
+    throw InvalidArgument("bootstrap: a blob of " + std::to_string(bytes) +
+                          " bytes is too large; bootstrap messages must be under 2 GiB");
+  }
+  return static_cast<int>(bytes);
+}
+
+std::string join(const std::vector<int>& values) {
+  std::string text;
+  for (int v : values) text += (text.empty() ? "" : ", ") + std::to_string(v);
+  return text;
+}
+
+}  // namespace
+
+// One collective call in flight: what we send, what we still expect.
+struct TimedExchange::Call {
+  const char* operation = "";
+  std::uint64_t number = 0;
+  int tag = 0;
+  std::shared_ptr<const Blob> outgoing;
+  std::vector<MPI_Request> sends;
+  std::vector<int> send_peers;
+  // Receiving: results[r] gets rank r's blob; awaiting[r] until its message
+  // is matched by a probe; probe_source is the rank to probe (or ANY_SOURCE).
+  std::vector<std::shared_ptr<Blob>> results;
+  std::vector<char> awaiting;
+  int awaiting_count = 0;
+  int probe_source = MPI_ANY_SOURCE;
+  std::vector<MPI_Request> receives;
+  std::vector<int> receive_peers;
+};
+
+TimedExchange::TimedExchange(MPI_Comm comm, std::chrono::milliseconds timeout,
+                             std::vector<int> rank_names)
+    : comm_(comm), timeout_(timeout), rank_names_(std::move(rank_names)) {
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  void* value = nullptr;
+  int found = 0;
+  check_mpi(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &value, &found), "MPI_Comm_get_attr(MPI_TAG_UB)");
+  if (found && value != nullptr) tag_bound_ = std::max(*static_cast<int*>(value), 1);
+}
+
+int TimedExchange::begin_call() {
+  ++calls_;
+  return static_cast<int>(calls_ % static_cast<std::uint64_t>(tag_bound_));
+}
+
+void TimedExchange::post_send(Call& call, int destination) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check_mpi(MPI_Isend(call.outgoing->data(), checked_count(call.outgoing->size()), MPI_BYTE,
+                      destination, call.tag, comm_, &request),
+            "MPI_Isend");
+  call.sends.push_back(request);
+  call.send_peers.push_back(destination);
+}
+
+std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine,
+                                           const char* operation) {
+  Call call;
+  call.operation = operation;
+  call.tag = begin_call();
+  call.number = calls_;
+  call.outgoing = std::make_shared<const Blob>(mine.begin(), mine.end());
+  call.results.resize(size_);
+  call.awaiting.assign(size_, 1);
+  call.awaiting[rank_] = 0;
+  call.awaiting_count = size_ - 1;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) post_send(call, peer);
+  }
+  wait(call);
+
+  std::vector<Blob> out(size_);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) {
+      out[r] = *call.outgoing;
+    } else {
+      out[r] = std::move(*call.results[r]);
+    }
+  }
+  return out;
+}
+
+Blob TimedExchange::broadcast(std::span<const std::byte> blob, int root, const char* operation) {
+  if (root < 0 || root >= size_) {
+    throw InvalidArgument("bootstrap " + std::string(operation) + ": root " +
+                          std::to_string(root) + " is not a rank of this communicator (size " +
+                          std::to_string(size_) + ")");
+  }
+  Call call;
+  call.operation = operation;
+  call.tag = begin_call();
+  call.number = calls_;
+  call.results.resize(size_);
+  call.awaiting.assign(size_, 0);
+  if (rank_ == root) {
+    call.outgoing = std::make_shared<const Blob>(blob.begin(), blob.end());
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_) post_send(call, peer);
+    }
+  } else {
+    call.awaiting[root] = 1;
+    call.awaiting_count = 1;
+    call.probe_source = root;
+  }
+  wait(call);
+  return rank_ == root ? *call.outgoing : std::move(*call.results[root]);
+}
+
+void TimedExchange::wait(Call& call) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  std::vector<int> indices;
+  std::vector<MPI_Status> statuses;
+  for (unsigned polls = 0;; ++polls) {
+    // Match every message that has arrived and start receiving it.
+    while (call.awaiting_count > 0) {
+      int flag = 0;
+      MPI_Message message = MPI_MESSAGE_NULL;
+      MPI_Status status;
+      check_mpi(MPI_Improbe(call.probe_source, call.tag, comm_, &flag, &message, &status),
+                "MPI_Improbe");
+      if (!flag) break;
+      const int source = status.MPI_SOURCE;
+      if (!call.awaiting[source]) {
+        throw InternalError("bootstrap " + std::string(call.operation) + " #" +
+                            std::to_string(call.number) + ": a second message from rank " +
+                            std::to_string(source) + " under the same tag; please report this");
+      }
+      int count = 0;
+      check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+      auto buffer = std::make_shared<Blob>(static_cast<std::size_t>(count));
+      MPI_Request request = MPI_REQUEST_NULL;
+      check_mpi(MPI_Imrecv(buffer->data(), count, MPI_BYTE, &message, &request), "MPI_Imrecv");
+      call.results[source] = std::move(buffer);
+      call.receives.push_back(request);
+      call.receive_peers.push_back(source);
+      call.awaiting[source] = 0;
+      --call.awaiting_count;
+    }
+
+    bool pending = call.awaiting_count > 0;
+    for (std::vector<MPI_Request>* requests : {&call.sends, &call.receives}) {
+      if (requests->empty()) continue;
+      indices.resize(requests->size());
+      statuses.resize(requests->size());
+      int completed = 0;
+      check_mpi(MPI_Testsome(static_cast<int>(requests->size()), requests->data(), &completed,
+                             indices.data(), statuses.data()),
+                "MPI_Testsome");
+      // Completed requests became MPI_REQUEST_NULL; MPI_UNDEFINED = none active.
+      for (MPI_Request r : *requests) pending = pending || r != MPI_REQUEST_NULL;
+    }
+    if (!pending) return;
+
+    if (std::chrono::steady_clock::now() >= deadline) time_out(call);
+    // Spin briefly for the fast case, then sleep between polls: with more
+    // ranks than cores (CI) a spinning rank steals the core of the rank it
+    // is waiting for.
+    if (polls >= 32) std::this_thread::sleep_for(std::chrono::microseconds(10));
+  }
+}
+
+void TimedExchange::time_out(Call& call) {
+  std::vector<int> missing;
+  auto name = [&](int r) { return rank_names_.empty() ? r : rank_names_[r]; };
+  for (int r = 0; r < size_; ++r) {
+    if (call.awaiting[r]) missing.push_back(name(r));
+  }
+  // Give up on unfinished messages; MPI may still complete them, so their
+  // buffers stay alive (keep_until_exit).
+  for (std::size_t i = 0; i < call.receives.size(); ++i) {
+    if (call.receives[i] == MPI_REQUEST_NULL) continue;
+    missing.push_back(name(call.receive_peers[i]));
+    MPI_Request_free(&call.receives[i]);
+    keep_until_exit(call.results[call.receive_peers[i]]);
+  }
+  for (std::size_t i = 0; i < call.sends.size(); ++i) {
+    if (call.sends[i] == MPI_REQUEST_NULL) continue;
+    missing.push_back(name(call.send_peers[i]));
+    MPI_Request_free(&call.sends[i]);
+    keep_until_exit(call.outgoing);
+  }
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  throw Timeout("bootstrap " + std::string(call.operation) + " #" + std::to_string(call.number) +
+                " timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank" +
+                (missing.size() == 1 ? " " : "s ") + join(missing) +
+                " (a rank stopped participating or crashed; raise PEERPLAN_TIMEOUT_MS if ranks "
+                "are merely slow)");
+}
+
+}  // namespace peerplan::bootstrap::detail

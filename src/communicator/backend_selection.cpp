@@ -1,0 +1,113 @@
+#include "communicator/backend_selection.hpp"
+
+#include <sstream>
+
+#include "communicator/declaration_agreement.hpp"
+#include "core/log.hpp"
+#include "peerplan/errors.hpp"
+#include "transport/host/host_peer_transport.hpp"
+#include "transport/host/mpi_fallback.hpp"
+
+namespace peerplan::communicator {
+namespace {
+
+std::string as_text(const bootstrap::Blob& blob) {
+  return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());
+}
+
+// The CUDA backend is built in a later step; until then every rank uses the
+// host backend, and asking for cuda explicitly is an error, not a silent
+// downgrade.
+Backend resolve_backend(Backend requested) {
+  if (requested == Backend::cuda) {
+    throw Unsupported(
+        "Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) but this build "
+        "of peerplan has no CUDA backend; use Backend::automatic or PEERPLAN_BACKEND=host");
+  }
+  return Backend::host;
+}
+
+// Why P2P cannot be used, from rank-invariant facts only (the config has
+// been checked to agree, num_nodes/size are the same everywhere), or empty.
+std::string static_p2p_obstacle(const bootstrap::Bootstrap& bootstrap, const Config& config) {
+  if (config.disable_p2p) return "disabled by Config::disable_p2p / PEERPLAN_DISABLE_P2P";
+  if (config.p2p_level == P2PLevel::loc) return "PEERPLAN_P2P_LEVEL=LOC allows no peer access";
+  if (bootstrap.size() < 2) return "the communicator has a single rank";
+  if (bootstrap.num_nodes() > 1) {
+    return "the job spans " + std::to_string(bootstrap.num_nodes()) +
+           " nodes; peer-to-peer routes need every rank on one node";
+  }
+  return {};
+}
+
+}  // namespace
+
+void check_world_size(const bootstrap::Bootstrap& bootstrap, const Config& config) {
+  if (config.expected_world_size > 0 && config.expected_world_size != bootstrap.size()) {
+    throw InvalidArgument("create: the communicator has " + std::to_string(bootstrap.size()) +
+                          " ranks but Config::expected_world_size / PEERPLAN_WORLD_SIZE says " +
+                          std::to_string(config.expected_world_size) +
+                          "; launch with mpirun -np " + std::to_string(config.expected_world_size) +
+                          " or change the setting");
+  }
+}
+
+std::string describe_shared_config(const Config& c) {
+  std::ostringstream out;
+  out << "backend=" << to_string(c.backend) << " timeout_ms=" << c.timeout.count()
+      << " one_shot_max_bytes=" << c.cutoffs.one_shot_max_bytes
+      << " two_shot_max_bytes=" << c.cutoffs.two_shot_max_bytes
+      << " fused_max_bytes=" << c.cutoffs.fused_max_bytes
+      << " transfer_mode=" << to_string(c.transfer_mode) << " disable_p2p=" << c.disable_p2p
+      << " p2p_level=" << to_string(c.p2p_level) << " world_size=" << c.expected_world_size;
+  return out.str();
+}
+
+void check_config_agreement(bootstrap::Bootstrap& bootstrap, const Config& config) {
+  const std::string mine = describe_shared_config(config);
+  const auto all = bootstrap.allgather(std::as_bytes(std::span(mine.data(), mine.size())));
+  std::ostringstream differing;
+  for (int rank = 1; rank < bootstrap.size(); ++rank) {
+    if (all[rank] != all[0]) differing << "; rank " << rank << ": " << as_text(all[rank]);
+  }
+  if (!differing.str().empty()) {
+    throw Mismatch("create: ranks were given different configurations (rank 0: " +
+                   as_text(all[0]) + differing.str() +
+                   "). Routing must be identical on every rank: set the same Config and "
+                   "PEERPLAN_* variables everywhere");
+  }
+}
+
+BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config) {
+  BackendSetup setup;
+  setup.backend = resolve_backend(config.backend);
+  setup.fallback = std::make_unique<transport::host::MpiFallback>(comm, config.timeout);
+
+  setup.p2p_disabled_reason = static_p2p_obstacle(bootstrap, config);
+  if (setup.p2p_disabled_reason.empty()) {
+    std::optional<std::string> local_error;
+    try {
+      setup.peer = std::make_unique<transport::host::HostPeerTransport>(bootstrap, config.timeout);
+    } catch (const Error& e) {
+      local_error = e.what();
+    }
+    // Either every rank enables the fast path or none does.
+    if (auto failures = gather_failures(bootstrap, local_error)) {
+      setup.peer.reset();
+      setup.p2p_disabled_reason = "setting up shared memory failed: " + *failures;
+      log::warn("P2P disabled on every rank, all calls go to the fallback: " +
+                setup.p2p_disabled_reason);
+    }
+  } else if (bootstrap.rank() == 0) {
+    log::info("P2P disabled: " + setup.p2p_disabled_reason);
+  }
+  if (bootstrap.rank() == 0) {
+    log::info(std::string("backend ") + to_string(setup.backend) + ", " +
+              std::to_string(bootstrap.size()) + " ranks on " +
+              std::to_string(bootstrap.num_nodes()) + " node(s), P2P " +
+              (setup.peer ? "enabled" : "disabled"));
+  }
+  return setup;
+}
+
+}  // namespace peerplan::communicator

@@ -1,0 +1,39 @@
+// The parts of Communicator::create that decide what this communicator can
+// do: config checks that must agree across ranks, the backend, and whether
+// the P2P fast path is enabled (on every rank or on none).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <mpi.h>
+
+#include "bootstrap/bootstrap.hpp"
+#include "peerplan/config.hpp"
+#include "transport/transport.hpp"
+
+namespace peerplan::communicator {
+
+// Throws InvalidArgument on every rank when Config::expected_world_size
+// (PEERPLAN_WORLD_SIZE) is set and differs from the communicator's size.
+void check_world_size(const bootstrap::Bootstrap& bootstrap, const Config& config);
+
+// The config fields every rank must share (routing decisions depend on
+// them), as one line. Collective check: throws Mismatch on every rank,
+// naming the ranks whose line differs from rank 0's.
+std::string describe_shared_config(const Config& config);
+void check_config_agreement(bootstrap::Bootstrap& bootstrap, const Config& config);
+
+struct BackendSetup {
+  Backend backend = Backend::host;
+  std::unique_ptr<transport::PeerTransport> peer;  // null: P2P disabled on every rank
+  std::unique_ptr<transport::FallbackTransport> fallback;
+  std::string p2p_disabled_reason;                 // empty when peer is set
+};
+
+// Collective. Resolves Backend::automatic, creates the fallback and, when
+// P2P is allowed (one node, >= 2 ranks, not disabled), the peer transport;
+// an agreement at the end makes every rank enable P2P or none.
+BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config);
+
+}  // namespace peerplan::communicator

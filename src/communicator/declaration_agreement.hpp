@@ -1,0 +1,38 @@
+// Cross-rank agreement on a declared set (DESIGN §4 step 2). Every rank
+// must declare the same plans in the same order; weight addresses differ
+// per rank and are left out. A disagreement fails declare() on every rank
+// with a message naming the first differing declaration and the ranks that
+// differ from rank 0.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "peerplan/declaration.hpp"
+
+namespace peerplan::communicator {
+
+// One line describing the rank-invariant fields of a declaration, e.g.
+// "'attn_out' all_reduce bf16 [4, 4096] strides [4096, 1] align 16".
+std::string describe_invariant_fields(const Declaration& declaration);
+
+// A 64-bit digest of describe_invariant_fields (stable across processes).
+std::uint64_t invariant_digest(const Declaration& declaration);
+
+// Compares the declared sets of all ranks. Returns nullopt when every rank
+// declared the same, else the message every rank throws (identical on every
+// rank: it is computed from the same gathered data). Collective.
+std::optional<std::string> find_declaration_mismatch(bootstrap::Bootstrap& bootstrap,
+                                                     std::span<const Declaration> declarations);
+
+// Gathers every rank's local validation verdict. Returns nullopt when every
+// rank's set is valid, else one message naming each failing rank and its
+// error, identical on every rank. Collective.
+std::optional<std::string> gather_failures(bootstrap::Bootstrap& bootstrap,
+                                           const std::optional<std::string>& local_error);
+
+}  // namespace peerplan::communicator

@@ -1,0 +1,221 @@
+// PEERPLAN_* environment variables: each overrides one Config field.
+//
+// | variable                    | Config field                 | accepted values                              | default        |
+// |-----------------------------|------------------------------|----------------------------------------------|----------------|
+// | PEERPLAN_DEBUG              | log_level                    | NONE, WARN, INFO, TRACE                      | WARN           |
+// | PEERPLAN_BACKEND            | backend                      | auto, cuda, host                             | auto           |
+// | PEERPLAN_DEVICE             | device                       | integer >= -1 (-1 = the local rank)          | -1             |
+// | PEERPLAN_TIMEOUT_MS         | timeout                      | integer 1 .. 2147483647 (milliseconds)       | 30000          |
+// | PEERPLAN_ONE_SHOT_MAX_BYTES | cutoffs.one_shot_max_bytes   | size, or auto; 0 disables the route          | auto           |
+// | PEERPLAN_TWO_SHOT_MAX_BYTES | cutoffs.two_shot_max_bytes   | size, or auto; 0 disables the route          | auto           |
+// | PEERPLAN_FUSED_MAX_BYTES    | cutoffs.fused_max_bytes      | size, or auto; 0 disables the route          | auto           |
+// | PEERPLAN_TRANSFER_MODE      | transfer_mode                | auto, pull, push                             | auto           |
+// | PEERPLAN_DISABLE_P2P        | disable_p2p                  | boolean                                      | 0              |
+// | PEERPLAN_P2P_LEVEL          | p2p_level                    | LOC, NVL, PIX, PXB, PHB, NODE, SYS           | SYS            |
+// | PEERPLAN_TOPO_FILE          | topology_file                | path of an hwloc XML file                    | (live machine) |
+// | PEERPLAN_WORLD_SIZE         | expected_world_size          | integer >= 0 (0 = not checked)               | 0              |
+//
+// Keywords are case-insensitive. A size is a byte count with an optional
+// K, M or G suffix (KiB multiples: 512K = 524288). A boolean is one of
+// 0/1, true/false, yes/no, on/off. "auto" for a cutoff means the backend's
+// default for the communicator's world size (see kAutoCutoff).
+//
+// A variable set to the empty string counts as unset, so `PEERPLAN_DEBUG=`
+// on a command line restores the default instead of failing. Any other
+// value must parse completely; every bad variable is reported in one
+// InvalidArgument, each with its value and what it accepts, rather than
+// being ignored (a typo in a cutoff would otherwise go unnoticed).
+#include "core/environment.hpp"
+
+#include <array>
+#include <climits>
+#include <cstdlib>
+#include <optional>
+
+#include "core/value_parsing.hpp"
+#include "peerplan/errors.hpp"
+
+namespace peerplan {
+namespace {
+
+using core::enum_names;
+using core::parse_bool;
+using core::parse_enum;
+using core::parse_integer;
+using core::parse_size;
+
+constexpr std::array kBackends{Backend::automatic, Backend::cuda, Backend::host};
+constexpr std::array kLogLevels{LogLevel::none, LogLevel::warn, LogLevel::info, LogLevel::trace};
+constexpr std::array kTransferModes{TransferMode::automatic, TransferMode::pull,
+                                    TransferMode::push};
+constexpr std::array kP2PLevels{P2PLevel::loc, P2PLevel::nvl,  P2PLevel::pix, P2PLevel::pxb,
+                                P2PLevel::phb, P2PLevel::node, P2PLevel::sys};
+
+// Applies a value to the config. Returns what it changed, in words, for
+// the INFO log; nullopt when the value is not acceptable.
+using Applier = std::optional<std::string> (*)(Config&, std::string_view value);
+
+struct Variable {
+  const char* name;
+  std::string accepted;  // shown when the value is rejected
+  Applier apply;
+};
+
+std::optional<int> parse_int_in(std::string_view text, std::int64_t lo, std::int64_t hi) {
+  const auto value = parse_integer(text);
+  if (!value || *value < lo || *value > hi) return std::nullopt;
+  return static_cast<int>(*value);
+}
+
+std::optional<std::size_t> parse_cutoff(std::string_view text) {
+  if (core::equals_ignore_case(text, "auto")) return kAutoCutoff;
+  return parse_size(text);
+}
+
+std::string describe_cutoff(const char* route, std::size_t bytes) {
+  if (bytes == kAutoCutoff) return std::string(route) + " max = default for the world size";
+  if (bytes == 0) return std::string(route) + " route disabled";
+  return std::string(route) + " max " + std::to_string(bytes) + " bytes";
+}
+
+template <std::size_t RouteCutoffs::*Field>
+std::optional<std::string> apply_cutoff(Config& config, std::string_view value,
+                                        const char* route) {
+  const auto bytes = parse_cutoff(value);
+  if (!bytes) return std::nullopt;
+  config.cutoffs.*Field = *bytes;
+  return describe_cutoff(route, *bytes);
+}
+
+const std::string kSizeAccepted =
+    "a byte count with an optional K, M or G suffix (e.g. 524288 or 512K), 0 to disable the "
+    "route, or auto";
+
+template <typename Enum, std::size_t N>
+std::string one_of(const std::array<Enum, N>& values) {
+  return "one of " + enum_names(values) + " (case-insensitive)";
+}
+
+const std::vector<Variable>& variables() {
+  static const std::vector<Variable> table{
+      {"PEERPLAN_DEBUG", one_of(kLogLevels),
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto level = parse_enum(v, kLogLevels);
+         if (!level) return std::nullopt;
+         c.log_level = *level;
+         return std::string("log level ") + to_string(*level);
+       }},
+      {"PEERPLAN_BACKEND", one_of(kBackends),
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto backend = parse_enum(v, kBackends);
+         if (!backend) return std::nullopt;
+         c.backend = *backend;
+         return std::string("backend ") + to_string(*backend);
+       }},
+      {"PEERPLAN_DEVICE", "an integer >= -1 (-1 = the local rank)",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto device = parse_int_in(v, -1, INT_MAX);
+         if (!device) return std::nullopt;
+         c.device = *device;
+         return *device < 0 ? std::string("device = local rank")
+                            : "device " + std::to_string(*device);
+       }},
+      // Capped at INT_MAX so that every wait API (poll, MPI progress loops)
+      // can take it as an int and a deadline of now + timeout cannot overflow.
+      {"PEERPLAN_TIMEOUT_MS", "an integer number of milliseconds from 1 to 2147483647",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto ms = parse_int_in(v, 1, INT_MAX);
+         if (!ms) return std::nullopt;
+         c.timeout = std::chrono::milliseconds(*ms);
+         return "timeout " + std::to_string(*ms) + " ms";
+       }},
+      {"PEERPLAN_ONE_SHOT_MAX_BYTES", kSizeAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_cutoff<&RouteCutoffs::one_shot_max_bytes>(c, v, "one-shot");
+       }},
+      {"PEERPLAN_TWO_SHOT_MAX_BYTES", kSizeAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_cutoff<&RouteCutoffs::two_shot_max_bytes>(c, v, "two-shot");
+       }},
+      {"PEERPLAN_FUSED_MAX_BYTES", kSizeAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_cutoff<&RouteCutoffs::fused_max_bytes>(c, v, "fused one-shot");
+       }},
+      {"PEERPLAN_TRANSFER_MODE", one_of(kTransferModes),
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto mode = parse_enum(v, kTransferModes);
+         if (!mode) return std::nullopt;
+         c.transfer_mode = *mode;
+         return std::string("transfer mode ") + to_string(*mode);
+       }},
+      {"PEERPLAN_DISABLE_P2P", "one of 0|1|true|false|yes|no|on|off (case-insensitive)",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto disable = parse_bool(v);
+         if (!disable) return std::nullopt;
+         c.disable_p2p = *disable;
+         return std::string(*disable ? "P2P disabled: every call takes the fallback"
+                                     : "P2P allowed");
+       }},
+      {"PEERPLAN_P2P_LEVEL", one_of(kP2PLevels),
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto level = parse_enum(v, kP2PLevels);
+         if (!level) return std::nullopt;
+         c.p2p_level = *level;
+         return std::string("P2P allowed up to link class ") + to_string(*level);
+       }},
+      // Existence is checked where the file is read, with hwloc's own error.
+      {"PEERPLAN_TOPO_FILE", "the path of an hwloc XML topology file",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         c.topology_file = std::string(v);
+         return "topology read from " + c.topology_file;
+       }},
+      {"PEERPLAN_WORLD_SIZE", "an integer >= 0 (0 = not checked)",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto size = parse_int_in(v, 0, INT_MAX);
+         if (!size) return std::nullopt;
+         c.expected_world_size = *size;
+         return *size == 0 ? std::string("world size not checked")
+                           : "create() requires exactly " + std::to_string(*size) + " ranks";
+       }},
+  };
+  return table;
+}
+
+}  // namespace
+
+Config apply_environment_from(Config config, const EnvironmentLookup& lookup,
+                              std::vector<std::string>* applied) {
+  std::vector<std::string> lines;
+  std::string errors;
+  for (const Variable& variable : variables()) {
+    const char* raw = lookup(variable.name);
+    if (raw == nullptr || *raw == '\0') continue;
+    const std::string_view value(raw);
+    if (const auto effect = variable.apply(config, value)) {
+      lines.push_back(std::string(variable.name) + "=" + raw + " (" + *effect + ")");
+    } else {
+      if (!errors.empty()) errors += "; ";
+      errors += std::string(variable.name) + "=\"" + raw + "\" is not valid: expected " +
+                variable.accepted;
+    }
+  }
+  if (!errors.empty())
+    throw InvalidArgument(errors + ". Fix or unset the variable (an empty value counts as unset).");
+  if (applied != nullptr) applied->insert(applied->end(), lines.begin(), lines.end());
+  return config;
+}
+
+Config apply_environment(Config config, std::vector<std::string>* applied) {
+  return apply_environment_from(std::move(config), [](const char* name) { return std::getenv(name); },
+                                applied);
+}
+
+Config apply_environment(Config config) { return apply_environment(std::move(config), nullptr); }
+
+std::vector<std::string_view> environment_variable_names() {
+  std::vector<std::string_view> names;
+  for (const Variable& variable : variables()) names.emplace_back(variable.name);
+  return names;
+}
+
+}  // namespace peerplan

@@ -1,0 +1,107 @@
+// Canonical plan keys (DESIGN §2 points 1-3): the stride of a size-1
+// dimension is irrelevant and stored as 0, unused dimension slots are 0,
+// epsilon is compared by its bits with -0.0 folded onto +0.0, and the weight
+// is compared by address. Two calls that must hit the same plan therefore
+// produce bit-identical keys, and hashing/equality need no special cases.
+#include "peerplan/plan_key.hpp"
+
+#include <bit>
+#include <charconv>
+#include <cstdio>
+#include <string>
+
+#include "plan/key_hash.hpp"
+
+namespace peerplan {
+namespace {
+
+// Fixed trip count over every slot: TensorLayout keeps the dimensions and
+// strides past its rank at 0 (its factories only write the first `rank`
+// entries), so unused slots come out 0 here without a branch on the rank.
+void fill_layout(PlanKey& key, const TensorLayout& layout) noexcept {
+  key.rank = static_cast<std::uint8_t>(layout.rank());
+  for (int i = 0; i < kMaxRank; ++i) {
+    const std::int64_t dim = layout.dim(i);
+    key.shape[i] = dim;
+    key.strides[i] = dim == 1 ? 0 : layout.stride(i);
+  }
+}
+
+std::uint32_t canonical_eps_bits(float eps) noexcept {
+  const auto bits = std::bit_cast<std::uint32_t>(eps);
+  return bits == 0x80000000u ? 0u : bits;  // -0.0 and +0.0 are the same epsilon
+}
+
+void append_list(std::string& out, const std::int64_t* values, int count) {
+  out += '[';
+  for (int i = 0; i < count; ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(values[i]);
+  }
+  out += ']';
+}
+
+}  // namespace
+
+PlanKey make_all_reduce_key(DataType dtype, const TensorLayout& layout) noexcept {
+  PlanKey key;
+  key.operation = Operation::all_reduce;
+  key.dtype = dtype;
+  fill_layout(key, layout);
+  return key;
+}
+
+PlanKey make_fused_key(DataType dtype, const TensorLayout& layout, const void* weight,
+                       float eps) noexcept {
+  PlanKey key;
+  key.operation = Operation::fused_add_rms_norm;
+  key.dtype = dtype;
+  key.eps_bits = canonical_eps_bits(eps);
+  key.weight = reinterpret_cast<std::uintptr_t>(weight);
+  fill_layout(key, layout);
+  return key;
+}
+
+PlanKey make_key(const Declaration& declaration) noexcept {
+  if (declaration.operation == Operation::all_reduce) {
+    return make_all_reduce_key(declaration.dtype, declaration.layout);
+  }
+  const void* weight = declaration.weights.empty() ? nullptr : declaration.weights.front().data;
+  PlanKey key = make_fused_key(declaration.dtype, declaration.layout, weight,
+                               declaration.eps.value_or(0.0f));
+  // Keep whatever operation value the declaration holds (validation rejects
+  // unknown ones); the key must describe the declaration faithfully.
+  key.operation = declaration.operation;
+  return key;
+}
+
+std::size_t hash_value(const PlanKey& key) noexcept {
+  return static_cast<std::size_t>(plan::hash_key(key));
+}
+
+std::string PlanKey::to_string() const {
+  std::string out;
+  out.reserve(96);
+  out += peerplan::to_string(operation);
+  out += ' ';
+  out += peerplan::to_string(dtype);
+  out += ' ';
+  append_list(out, shape.data(), rank);
+  out += " strides ";
+  append_list(out, strides.data(), rank);
+  if (operation != Operation::all_reduce) {
+    char buffer[48];
+    std::snprintf(buffer, sizeof buffer, " weight 0x%llx",
+                  static_cast<unsigned long long>(weight));
+    out += buffer;
+    // Shortest text that reads back as the same float: two keys whose eps
+    // differ in the last bit print differently.
+    const auto result = std::to_chars(buffer, buffer + sizeof buffer,
+                                      std::bit_cast<float>(eps_bits));
+    out += " eps ";
+    out.append(buffer, result.ptr);
+  }
+  return out;
+}
+
+}  // namespace peerplan

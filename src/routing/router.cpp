@@ -1,0 +1,75 @@
+#include "routing/router.hpp"
+
+#include <limits>
+
+#include "routing/cutoffs.hpp"
+
+namespace peerplan::routing {
+namespace {
+
+constexpr std::size_t kSaturated = std::numeric_limits<std::size_t>::max();
+
+// a * b, or SIZE_MAX when the product does not fit.
+std::size_t saturating_mul(std::size_t a, std::size_t b) noexcept {
+  if (a != 0 && b > kSaturated / a) return kSaturated;
+  return a * b;
+}
+
+bool admits(std::size_t cutoff, std::size_t bytes) noexcept {
+  return cutoff != 0 && bytes <= cutoff;
+}
+
+RouteDecision p2p(Route route, std::size_t bytes) noexcept {
+  return {route, FallbackReason::none, bytes};
+}
+
+RouteDecision fallback(FallbackReason reason, std::size_t bytes) noexcept {
+  return {Route::fallback, reason, bytes};
+}
+
+}  // namespace
+
+std::size_t message_bytes(const Declaration& declaration) noexcept {
+  const TensorLayout& layout = declaration.layout;
+  std::size_t bytes = element_size(declaration.dtype);
+  for (int i = 0; i < layout.rank(); ++i) {
+    if (layout.dim(i) <= 0) return 0;
+    bytes = saturating_mul(bytes, static_cast<std::size_t>(layout.dim(i)));
+  }
+  return bytes;
+}
+
+RouteDecision route_declaration(const Declaration& declaration,
+                                const RoutingContext& context) noexcept {
+  const std::size_t bytes = message_bytes(declaration);
+  // Several nodes: P2P mappings do not cross nodes and there is no
+  // hierarchical route yet, so the whole job takes the fallback.
+  if (!context.p2p_enabled || context.num_nodes > 1 || context.world_size < 2)
+    return fallback(FallbackReason::p2p_disabled, bytes);
+
+  const RouteCutoffs cutoffs =
+      resolve_cutoffs(context.cutoffs, context.world_size, context.backend);
+  switch (declaration.operation) {
+    case Operation::all_reduce:
+      if (admits(cutoffs.one_shot_max_bytes, bytes)) return p2p(Route::one_shot, bytes);
+      if (admits(cutoffs.two_shot_max_bytes, bytes)) return p2p(Route::two_shot, bytes);
+      return fallback(FallbackReason::over_cutoff, bytes);
+    case Operation::fused_add_rms_norm:
+      if (admits(cutoffs.fused_max_bytes, bytes)) return p2p(Route::fused_one_shot, bytes);
+      return fallback(FallbackReason::over_cutoff, bytes);
+  }
+  // An operation value outside the enum has no P2P route (validation
+  // rejects it before routing).
+  return fallback(FallbackReason::p2p_disabled, bytes);
+}
+
+std::vector<RouteDecision> route_declarations(std::span<const Declaration> declarations,
+                                              const RoutingContext& context) {
+  std::vector<RouteDecision> decisions;
+  decisions.reserve(declarations.size());
+  for (const Declaration& declaration : declarations)
+    decisions.push_back(route_declaration(declaration, context));
+  return decisions;
+}
+
+}  // namespace peerplan::routing

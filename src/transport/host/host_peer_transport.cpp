@@ -1,0 +1,309 @@
+#include "transport/host/host_peer_transport.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "peerplan/errors.hpp"
+#include "transport/host/backoff.hpp"
+#include "transport/host/element.hpp"
+#include "transport/host/reduce.hpp"
+#include "transport/host/rms_norm.hpp"
+#include "transport/host/strided_copy.hpp"
+
+namespace peerplan::transport::host {
+namespace {
+
+constexpr std::size_t align_up(std::size_t value, std::size_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+// Elements reduced at a time before being scattered into a strided output.
+constexpr std::int64_t kStridedChunk = 4096;
+
+struct Identity {
+  std::int32_t global_rank;
+  std::uint32_t pid;
+  std::uint64_t nonce;
+};
+
+std::string hex(std::uint64_t value) {
+  static const char digits[] = "0123456789abcdef";
+  std::string text(16, '0');
+  for (int i = 15; i >= 0; --i, value >>= 4) text[i] = digits[value & 0xf];
+  return text;
+}
+
+const char* phase_text(Signal which) {
+  switch (which) {
+    case Signal::arrive: return "stage their input (flag barrier 'arrive')";
+    case Signal::reduced: return "reduce their shard (two-shot barrier 'reduced')";
+    case Signal::done: return "finish reading the staging slot of the call before last ('done')";
+    case Signal::abandoned: break;
+  }
+  return "?";
+}
+
+void require(bool condition, const char* what, const std::string& message) {
+  if (!condition) throw InvalidArgument(std::string("peerplan host backend: ") + what + ": " + message);
+}
+
+}  // namespace
+
+struct HostPeerTransport::Call {
+  std::uint64_t epoch = 0;
+  std::chrono::steady_clock::time_point deadline;
+  const char* what = "";
+};
+
+HostPeerTransport::HostPeerTransport(bootstrap::Bootstrap& bootstrap,
+                                     std::chrono::milliseconds timeout)
+    : bootstrap_(bootstrap),
+      timeout_(timeout),
+      local_rank_(bootstrap.local_rank()),
+      local_size_(bootstrap.local_size()) {
+  // A name prefix unique to this job on this node: local rank 0's pid and a
+  // random nonce, so two jobs sharing a machine (and /dev/shm) never collide.
+  std::random_device entropy;
+  const std::uint64_t nonce = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
+  Identity mine{static_cast<std::int32_t>(bootstrap.rank()),
+                static_cast<std::uint32_t>(::getpid()), nonce};
+  bootstrap::Blob blob(sizeof mine);
+  std::memcpy(blob.data(), &mine, sizeof mine);
+  const auto all = bootstrap.local_allgather(blob);
+  global_ranks_.resize(all.size());
+  Identity first{};
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    Identity id{};
+    std::memcpy(&id, all[i].data(), std::min(sizeof id, all[i].size()));
+    global_ranks_[i] = id.global_rank;
+    if (i == 0) first = id;
+  }
+  name_prefix_ = "/peerplan-" + std::to_string(first.pid) + "-" + hex(first.nonce) + "-";
+}
+
+HostPeerTransport::~HostPeerTransport() { close(); }
+
+void HostPeerTransport::close() {
+  segments_.release();
+  capacity_ = 0;
+  closed_ = true;
+}
+
+void HostPeerTransport::reserve(std::size_t max_message_bytes) {
+  if (closed_) {
+    throw InvalidUsage("peerplan host backend: reserve() after close(); create a new communicator.");
+  }
+  const bool needs_rebuild = broken_ || max_message_bytes != capacity_;
+  // Every rank rebuilds, or none: a broken transport on one rank must reset
+  // the epochs of all.
+  if (bootstrap_.agree(!needs_rebuild)) return;
+
+  segments_.release();
+  capacity_ = 0;
+  input_bytes_ = slot_bytes_ = 0;
+  epoch_ = 0;
+  broken_ = false;
+  if (max_message_bytes == 0) return;
+
+  const auto n = static_cast<std::size_t>(local_size_);
+  input_bytes_ = align_up(max_message_bytes, 64);
+  // A two-shot shard holds ceil(count / n) elements <= bytes / n + one element.
+  const std::size_t result_bytes = align_up((max_message_bytes + n - 1) / n + 4, 64);
+  slot_bytes_ = align_up(input_bytes_ + result_bytes, 4096);
+  ++generation_;
+  segments_ = PeerSegments::establish(bootstrap_, name_prefix_ + "g" + std::to_string(generation_),
+                                      kSignalAreaBytes + 2 * slot_bytes_);
+  capacity_ = max_message_bytes;
+  sources_.assign(n, nullptr);
+}
+
+std::byte* HostPeerTransport::input_region(int local_rank, std::uint64_t epoch) const noexcept {
+  return segments_.base(local_rank) + kSignalAreaBytes + (epoch % 2) * slot_bytes_;
+}
+
+std::byte* HostPeerTransport::result_region(int local_rank, std::uint64_t epoch) const noexcept {
+  return input_region(local_rank, epoch) + input_bytes_;
+}
+
+HostPeerTransport::Call HostPeerTransport::begin_call(const char* what,
+                                                      std::int64_t message_bytes) {
+  if (closed_) {
+    throw InvalidUsage(std::string("peerplan host backend: ") + what +
+                       " after close(); the P2P transport is gone.");
+  }
+  if (broken_) {
+    throw InvalidUsage(std::string("peerplan host backend: ") + what +
+                       " on a P2P transport broken by an earlier timeout (call #" +
+                       std::to_string(epoch_) +
+                       "); reserve() re-creates it on every rank (the communicator does this "
+                       "at the next declare()).");
+  }
+  if (capacity_ == 0) {
+    throw InvalidUsage(std::string("peerplan host backend: ") + what +
+                       " before reserve(): no staging memory.");
+  }
+  if (static_cast<std::size_t>(message_bytes) > capacity_) {
+    throw InvalidArgument(std::string("peerplan host backend: ") + what + " of " +
+                          std::to_string(message_bytes) + " bytes exceeds the reserved " +
+                          std::to_string(capacity_) +
+                          " bytes; such calls must be routed to the fallback.");
+  }
+  Call call;
+  call.epoch = ++epoch_;
+  call.deadline = std::chrono::steady_clock::now() + timeout_;
+  call.what = what;
+  // Slot epoch % 2 was last used by call epoch - 2: every peer must be done
+  // reading it before this rank overwrites it.
+  if (call.epoch > 2) wait_for_peers(call, Signal::done, call.epoch - 2);
+  return call;
+}
+
+void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t target) {
+  Backoff backoff;
+  for (;;) {
+    bool everyone = true;
+    for (int peer = 0; peer < local_size_ && everyone; ++peer) {
+      if (peer != local_rank_ && load_signal(segments_.base(peer), which) < target) everyone = false;
+    }
+    if (everyone) return;
+
+    // A peer that gave up on a call will never arrive: fail now, not at the deadline.
+    for (int peer = 0; peer < local_size_; ++peer) {
+      if (peer == local_rank_) continue;
+      const std::uint64_t gave_up = load_signal(segments_.base(peer), Signal::abandoned);
+      if (gave_up != 0) {
+        store_signal(own_segment(), Signal::abandoned, call.epoch);
+        broken_ = true;
+        throw Timeout("peerplan host backend: " + std::string(call.what) + " call #" +
+                      std::to_string(call.epoch) + ": rank " + std::to_string(global_ranks_[peer]) +
+                      " abandoned call #" + std::to_string(gave_up) +
+                      " after its own timeout, so this call cannot complete. The P2P transport "
+                      "is unusable until reserve() re-creates it (the communicator's next "
+                      "declare()). If the ranks are only slow, raise PEERPLAN_TIMEOUT_MS.");
+      }
+    }
+
+    if (std::chrono::steady_clock::now() > call.deadline) {
+      std::string missing;
+      for (int peer = 0; peer < local_size_; ++peer) {
+        if (peer != local_rank_ && load_signal(segments_.base(peer), which) < target) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(global_ranks_[peer]);
+        }
+      }
+      // Tell the peers, so that a late one fails at once instead of
+      // computing with a slot this rank no longer vouches for.
+      store_signal(own_segment(), Signal::abandoned, call.epoch);
+      broken_ = true;
+      throw Timeout("peerplan host backend: " + std::string(call.what) + " call #" +
+                    std::to_string(call.epoch) + " timed out after " +
+                    std::to_string(timeout_.count()) + " ms waiting for rank(s) " + missing +
+                    " to " + phase_text(which) +
+                    ". They probably stopped calling collectives (crashed, hung, or call them "
+                    "in a different order than this rank). The P2P transport is unusable until "
+                    "reserve() re-creates it (the communicator's next declare()). If the ranks "
+                    "are only slow, raise PEERPLAN_TIMEOUT_MS.");
+    }
+    backoff.pause();
+  }
+}
+
+void HostPeerTransport::stage_input(Call& call, const TensorLayout& layout, DataType dtype,
+                                    const void* input) {
+  pack(layout, element_size(dtype), input, input_region(local_rank_, call.epoch));
+  store_signal(own_segment(), Signal::arrive, call.epoch);
+  wait_for_peers(call, Signal::arrive, call.epoch);
+  for (int peer = 0; peer < local_size_; ++peer) sources_[peer] = input_region(peer, call.epoch);
+}
+
+void HostPeerTransport::finish_call(const Call& call) {
+  store_signal(own_segment(), Signal::done, call.epoch);
+}
+
+void HostPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
+  require(args.layout != nullptr, "all_reduce", "layout is null");
+  require(route == Route::one_shot || route == Route::two_shot, "all_reduce",
+          "route must be one_shot or two_shot");
+  const std::int64_t count = element_count(*args.layout);
+  if (count == 0) return;  // same on every rank: nothing to exchange
+  require(args.in != nullptr && args.out != nullptr, "all_reduce", "in or out is null");
+  const auto bytes = count * static_cast<std::int64_t>(element_size(args.dtype));
+  Call call = begin_call(route == Route::one_shot ? "all_reduce (one-shot)"
+                                                  : "all_reduce (two-shot)",
+                         bytes);
+  stage_input(call, *args.layout, args.dtype, args.in);
+  if (route == Route::one_shot) one_shot(call, args, count);
+  else two_shot(call, args, count);
+  finish_call(call);
+}
+
+void HostPeerTransport::one_shot(Call&, const AllReduceArgs& args, std::int64_t count) {
+  const TensorLayout& layout = *args.layout;
+  if (is_dense(layout)) {
+    reduce_sources(args.dtype, sources_.data(), local_size_, 0, count, args.out);
+    return;
+  }
+  const std::size_t bytes = element_size(args.dtype);
+  chunk_.resize(static_cast<std::size_t>(kStridedChunk) * bytes);
+  for (std::int64_t first = 0; first < count; first += kStridedChunk) {
+    const std::int64_t len = std::min(kStridedChunk, count - first);
+    reduce_sources(args.dtype, sources_.data(), local_size_, first, len, chunk_.data());
+    unpack_range(layout, bytes, chunk_.data(), first, len, args.out);
+  }
+}
+
+void HostPeerTransport::two_shot(Call& call, const AllReduceArgs& args, std::int64_t count) {
+  // Shards of ceil(count / n) elements; the last ones may be short or empty.
+  const std::int64_t n = local_size_;
+  const std::int64_t shard = (count + n - 1) / n;
+  auto shard_range = [&](std::int64_t owner) {
+    const std::int64_t lo = std::min(owner * shard, count);
+    return std::pair{lo, std::min(lo + shard, count)};
+  };
+  const auto [lo, hi] = shard_range(local_rank_);
+  reduce_sources(args.dtype, sources_.data(), local_size_, lo, hi - lo,
+                 result_region(local_rank_, call.epoch));
+  store_signal(own_segment(), Signal::reduced, call.epoch);
+  wait_for_peers(call, Signal::reduced, call.epoch);
+  const std::size_t bytes = element_size(args.dtype);
+  for (int owner = 0; owner < local_size_; ++owner) {
+    const auto [first, last] = shard_range(owner);
+    unpack_range(*args.layout, bytes, result_region(owner, call.epoch), first, last - first,
+                 args.out);
+  }
+}
+
+void HostPeerTransport::fused_add_rms_norm(const FusedArgs& args) {
+  require(args.layout != nullptr, "fused_add_rms_norm", "layout is null");
+  const TensorLayout& layout = *args.layout;
+  const std::int64_t count = element_count(layout);
+  if (count == 0) return;
+  require(args.inout != nullptr && args.residual != nullptr && args.weight != nullptr,
+          "fused_add_rms_norm", "inout, residual or weight is null");
+  require(args.eps >= 0.0f, "fused_add_rms_norm", "eps must be >= 0");
+  const std::size_t bytes = element_size(args.dtype);
+  Call call = begin_call("fused_add_rms_norm (fused one-shot)",
+                         count * static_cast<std::int64_t>(bytes));
+  stage_input(call, layout, args.dtype, args.inout);
+
+  const std::int64_t hidden = layout.last_dim();
+  const std::int64_t rows = count / hidden;
+  const std::int64_t step = layout.rank() == 0 ? 1 : layout.stride(layout.rank() - 1);
+  row_values_.resize(static_cast<std::size_t>(hidden));
+  visit_element(args.dtype, [&](auto traits) {
+    using E = decltype(traits);
+    for (std::int64_t row = 0; row < rows; ++row) {
+      reduce_sources_to_float(args.dtype, sources_.data(), local_size_, row * hidden, hidden,
+                              row_values_.data());
+      const std::int64_t offset = row_offset(layout, row) * static_cast<std::int64_t>(bytes);
+      add_rms_norm_row<E>(row_values_.data(), static_cast<std::byte*>(args.residual) + offset,
+                          args.weight, static_cast<std::byte*>(args.inout) + offset, step, hidden,
+                          args.eps);
+    }
+  });
+  finish_call(call);
+}
+
+}  // namespace peerplan::transport::host

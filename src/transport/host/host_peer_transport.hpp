@@ -1,0 +1,94 @@
+// The host backend's P2P transport: the one-shot, two-shot and fused
+// one-shot algorithms of the CUDA kernels, run by the CPU over POSIX shared
+// memory among the ranks of one node.
+//
+// Each rank owns one segment: [signal area | staging slot 0 | staging slot 1].
+// A call with epoch e (1, 2, ... counted identically on every rank, since
+// calls are collective and made in the same order) stages into slot e % 2,
+// so a rank that races ahead into call e+1 cannot clobber what its peers
+// still read for call e; before reusing a slot (call e+2) a rank checks that
+// every peer marked `done` for call e. Every rank sums the slots in fp32 in
+// fixed rank order 0..n-1 and rounds once, so results are bit-identical on
+// every rank. Every wait is bounded by the timeout.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "transport/host/peer_segments.hpp"
+#include "transport/host/signal_area.hpp"
+#include "transport/transport.hpp"
+
+namespace peerplan::transport::host {
+
+class HostPeerTransport final : public PeerTransport {
+ public:
+  // Collective over every rank of `bootstrap` (one local_allgather picking
+  // a job-unique segment name prefix). Only node-local ranks exchange data:
+  // the communicator uses this transport only when the job is on one node.
+  // `bootstrap` must outlive this object. No memory is reserved yet.
+  HostPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout);
+  ~HostPeerTransport() override;
+
+  // Collective, same argument on every rank. Re-creates the segments when
+  // the capacity changes or when any rank's transport is broken (a wait
+  // timed out): all ranks agree first, and re-creation resets the epochs, so
+  // this is also how the ranks resynchronise after a Timeout. 0 releases.
+  void reserve(std::size_t max_message_bytes) override;
+  std::size_t capacity_bytes() const noexcept override { return capacity_; }
+
+  // Collective. Throws InvalidArgument (route not one_shot/two_shot,
+  // message larger than capacity_bytes()), InvalidUsage (closed, nothing
+  // reserved, broken by an earlier timeout), Timeout.
+  void all_reduce(Route route, const AllReduceArgs& args) override;
+  void fused_add_rms_norm(const FusedArgs& args) override;
+
+  // Unmaps everything. Local (a peer keeps its own mappings alive), so it
+  // is safe even when peers are gone; idempotent.
+  void close() override;
+
+  // Diagnostics and tests.
+  // Every segment of this job on this node is named "<prefix>g<gen>l<rank>";
+  // in /dev/shm it appears without the leading '/'.
+  const std::string& segment_name_prefix() const noexcept { return name_prefix_; }
+  std::uint64_t epoch() const noexcept { return epoch_; }
+  bool broken() const noexcept { return broken_; }
+
+ private:
+  struct Call;  // per-call context (epoch, deadline, what to name in errors)
+
+  Call begin_call(const char* what, std::int64_t message_bytes);
+  void stage_input(Call& call, const TensorLayout& layout, DataType dtype, const void* input);
+  void wait_for_peers(Call& call, Signal which, std::uint64_t target);
+  void finish_call(const Call& call);
+  std::byte* input_region(int local_rank, std::uint64_t epoch) const noexcept;
+  std::byte* result_region(int local_rank, std::uint64_t epoch) const noexcept;
+  std::byte* own_segment() const noexcept { return segments_.base(local_rank_); }
+
+  void one_shot(Call& call, const AllReduceArgs& args, std::int64_t count);
+  void two_shot(Call& call, const AllReduceArgs& args, std::int64_t count);
+
+  bootstrap::Bootstrap& bootstrap_;
+  std::chrono::milliseconds timeout_;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  std::vector<int> global_ranks_;  // by local rank, for error messages
+  std::string name_prefix_;
+  std::uint64_t generation_ = 0;
+
+  PeerSegments segments_;
+  std::size_t capacity_ = 0;       // largest message, bytes
+  std::size_t input_bytes_ = 0;    // per slot: staged input
+  std::size_t slot_bytes_ = 0;     // input region + two-shot result region
+  std::uint64_t epoch_ = 0;
+  bool broken_ = false;
+  bool closed_ = false;
+  std::vector<const void*> sources_;  // scratch: slot pointers of one call
+  std::vector<float> row_values_;     // scratch: one row of the fused op
+  std::vector<std::byte> chunk_;      // scratch: reduced values for strided outputs
+};
+
+}  // namespace peerplan::transport::host

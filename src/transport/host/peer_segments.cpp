@@ -1,0 +1,101 @@
+#include "transport/host/peer_segments.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#include "peerplan/errors.hpp"
+
+namespace peerplan::transport::host {
+namespace {
+
+// Published blob: the segment size (8 bytes) then the name (empty when the
+// rank failed to create its segment).
+bootstrap::Blob encode(std::uint64_t bytes, const std::string& name) {
+  bootstrap::Blob blob(sizeof bytes + name.size());
+  std::memcpy(blob.data(), &bytes, sizeof bytes);
+  std::memcpy(blob.data() + sizeof bytes, name.data(), name.size());
+  return blob;
+}
+
+struct Published {
+  std::uint64_t bytes = 0;
+  std::string name;
+};
+
+Published decode(const bootstrap::Blob& blob) {
+  Published p;
+  if (blob.size() < sizeof p.bytes) return p;
+  std::memcpy(&p.bytes, blob.data(), sizeof p.bytes);
+  p.name.assign(reinterpret_cast<const char*>(blob.data()) + sizeof p.bytes,
+                blob.size() - sizeof p.bytes);
+  return p;
+}
+
+std::string join(const std::vector<int>& ranks) {
+  std::string text;
+  for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+  return text;
+}
+
+}  // namespace
+
+PeerSegments PeerSegments::establish(bootstrap::Bootstrap& bootstrap,
+                                     const std::string& name_prefix, std::size_t bytes) {
+  const int me = bootstrap.local_rank();
+  const std::string own_name = name_prefix + "l" + std::to_string(me);
+  std::string error;  // this rank's failure, if any
+  bool size_mismatch = false;
+
+  PeerSegments result;
+  result.segments_.resize(static_cast<std::size_t>(bootstrap.local_size()));
+  ShmSegment& own = result.segments_[me];
+  try {
+    own = ShmSegment::create(own_name, bytes);
+  } catch (const SystemError& e) {
+    error = e.what();
+  }
+
+  // Publish only a segment that is fully set up (zero-filled inside create).
+  const auto published = bootstrap.local_allgather(encode(bytes, own.mapped() ? own_name : ""));
+
+  for (int peer = 0; peer < static_cast<int>(published.size()); ++peer) {
+    const Published p = decode(published[peer]);
+    if (p.bytes != bytes) size_mismatch = true;
+  }
+  if (size_mismatch) {
+    error = "peerplan host backend: the ranks of this node asked for staging segments of "
+            "different sizes; reserve() must be called with the same size on every rank "
+            "(do all ranks declare the same plans?).";
+  } else if (error.empty()) {
+    for (int peer = 0; peer < static_cast<int>(published.size()); ++peer) {
+      if (peer == me) continue;
+      const Published p = decode(published[peer]);
+      if (p.name.empty()) continue;  // that rank failed and reports it itself
+      try {
+        result.segments_[peer] = ShmSegment::open(p.name, bytes);
+      } catch (const SystemError& e) {
+        error = e.what();
+        break;
+      }
+    }
+  }
+
+  // After this agreement no rank opens a name any more: remove ours now.
+  // (Should the agreement itself throw, ~ShmSegment removes it.)
+  const std::vector<int> failed = bootstrap.failed_ranks(error.empty());
+  own.unlink();
+
+  if (failed.empty()) return result;
+  result.release();
+  if (size_mismatch) throw Mismatch(error);
+  if (!error.empty()) {
+    throw SystemError(error + " (ranks that failed to set up shared memory: " + join(failed) +
+                      ")");
+  }
+  throw SystemError("peerplan host backend: rank(s) " + join(failed) +
+                    " could not set up their shared-memory segments (the OS error is "
+                    "reported on those ranks). Check /dev/shm there: free space (df -h "
+                    "/dev/shm), docker --shm-size, or set PEERPLAN_DISABLE_P2P=1.");
+}
+
+}  // namespace peerplan::transport::host

@@ -1,0 +1,43 @@
+// The head of every rank's shared-memory segment: the flags through which
+// its owner tells its peers how far it got. Only the owner writes its flags
+// (release stores); peers read them (acquire loads). No read-modify-write
+// across processes is needed. Each flag sits on its own 128-byte line (two
+// cache lines: adjacent-line prefetch) so that polling one does not bounce
+// another.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace peerplan::transport::host {
+
+enum class Signal : int {
+  arrive = 0,     // epoch whose input this rank has staged in its slot
+  reduced = 1,    // two-shot: epoch whose shard this rank has reduced
+  done = 2,       // epoch this rank has finished reading peers' slots for
+  abandoned = 3,  // nonzero: this rank gave up (timeout) at that epoch
+};
+
+inline constexpr std::size_t kSignalStride = 128;
+inline constexpr std::size_t kSignalAreaBytes = 4096;  // keeps the slots page aligned
+static_assert(4 * kSignalStride <= kSignalAreaBytes);
+static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free,
+              "cross-process flags need lock-free 64-bit atomics");
+
+inline std::uint64_t& signal_word(std::byte* segment, Signal which) noexcept {
+  return *reinterpret_cast<std::uint64_t*>(segment +
+                                           static_cast<std::size_t>(which) * kSignalStride);
+}
+
+inline std::uint64_t load_signal(std::byte* segment, Signal which) noexcept {
+  return std::atomic_ref<std::uint64_t>(signal_word(segment, which))
+      .load(std::memory_order_acquire);
+}
+
+inline void store_signal(std::byte* segment, Signal which, std::uint64_t value) noexcept {
+  std::atomic_ref<std::uint64_t>(signal_word(segment, which))
+      .store(value, std::memory_order_release);
+}
+
+}  // namespace peerplan::transport::host

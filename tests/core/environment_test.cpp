@@ -1,0 +1,337 @@
+// PEERPLAN_* overrides: every variable with good and bad values (through an
+// injected lookup), the effect lines logged at INFO, and the real process
+// environment through setenv.
+#include "core/environment.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "peerplan/errors.hpp"
+
+namespace peerplan {
+namespace {
+
+using Vars = std::map<std::string, std::string>;
+
+Config apply(const Vars& vars, Config base = {}, std::vector<std::string>* applied = nullptr) {
+  return apply_environment_from(
+      std::move(base),
+      [&vars](const char* name) -> const char* {
+        const auto it = vars.find(name);
+        return it == vars.end() ? nullptr : it->second.c_str();
+      },
+      applied);
+}
+
+Config with(const std::string& name, const std::string& value) { return apply({{name, value}}); }
+
+// The InvalidArgument message for one bad variable; fails the test if the
+// value was accepted.
+std::string rejection(const std::string& name, const std::string& value) {
+  try {
+    with(name, value);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << name << "=\"" << value << "\" was accepted";
+  return {};
+}
+
+// A rejection must name the variable, quote the value and list what is
+// accepted (`accepted_hint` is one word of that list).
+void expect_rejected(const std::string& name, const std::string& value,
+                     const std::string& accepted_hint) {
+  const std::string message = rejection(name, value);
+  EXPECT_NE(message.find(name), std::string::npos) << message;
+  EXPECT_NE(message.find('"' + value + '"'), std::string::npos) << message;
+  EXPECT_NE(message.find(accepted_hint), std::string::npos) << message;
+}
+
+TEST(Environment, ReadsExactlyTheDocumentedVariables) {
+  // The list in include/peerplan/config.hpp's apply_environment comment.
+  const std::vector<std::string_view> documented{
+      "PEERPLAN_DEBUG",           "PEERPLAN_BACKEND",
+      "PEERPLAN_DEVICE",          "PEERPLAN_TIMEOUT_MS",
+      "PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MAX_BYTES",
+      "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TRANSFER_MODE",
+      "PEERPLAN_DISABLE_P2P",     "PEERPLAN_P2P_LEVEL",
+      "PEERPLAN_TOPO_FILE",       "PEERPLAN_WORLD_SIZE"};
+  EXPECT_EQ(environment_variable_names(), documented);
+
+  // And it looks each of them up (no more, no fewer).
+  std::vector<std::string> asked;
+  apply_environment_from(Config{}, [&asked](const char* name) -> const char* {
+    asked.emplace_back(name);
+    return nullptr;
+  });
+  EXPECT_EQ(asked, std::vector<std::string>(documented.begin(), documented.end()));
+}
+
+TEST(Environment, NothingSetLeavesTheConfigAsGiven) {
+  Config code;
+  code.timeout = std::chrono::milliseconds(777);
+  code.cutoffs.two_shot_max_bytes = 12345;
+  code.log_level = LogLevel::trace;
+  code.topology_file = "/from/code.xml";
+  std::vector<std::string> applied;
+  const Config result = apply({}, code, &applied);
+  EXPECT_EQ(result.timeout, code.timeout);
+  EXPECT_EQ(result.cutoffs, code.cutoffs);
+  EXPECT_EQ(result.log_level, LogLevel::trace);
+  EXPECT_EQ(result.topology_file, "/from/code.xml");
+  EXPECT_TRUE(applied.empty());
+}
+
+TEST(Environment, EmptyValueCountsAsUnset) {
+  Config code;
+  code.timeout = std::chrono::milliseconds(42);
+  std::vector<std::string> applied;
+  const Config result = apply({{"PEERPLAN_TIMEOUT_MS", ""}, {"PEERPLAN_DEBUG", ""}}, code, &applied);
+  EXPECT_EQ(result.timeout.count(), 42);
+  EXPECT_EQ(result.log_level, code.log_level);
+  EXPECT_TRUE(applied.empty());
+}
+
+TEST(Environment, EnvironmentOverridesCodeOnlyForVariablesSet) {
+  Config code;
+  code.timeout = std::chrono::milliseconds(42);
+  code.device = 3;
+  const Config result = apply({{"PEERPLAN_TIMEOUT_MS", "5000"}}, code);
+  EXPECT_EQ(result.timeout.count(), 5000);
+  EXPECT_EQ(result.device, 3);
+}
+
+TEST(Environment, Debug) {
+  EXPECT_EQ(with("PEERPLAN_DEBUG", "NONE").log_level, LogLevel::none);
+  EXPECT_EQ(with("PEERPLAN_DEBUG", "warn").log_level, LogLevel::warn);
+  EXPECT_EQ(with("PEERPLAN_DEBUG", "Info").log_level, LogLevel::info);
+  EXPECT_EQ(with("PEERPLAN_DEBUG", "TRACE").log_level, LogLevel::trace);
+  expect_rejected("PEERPLAN_DEBUG", "LOUD", "NONE|WARN|INFO|TRACE");
+  expect_rejected("PEERPLAN_DEBUG", "INFO ", "TRACE");
+  expect_rejected("PEERPLAN_DEBUG", "2", "TRACE");
+}
+
+TEST(Environment, Backend) {
+  EXPECT_EQ(with("PEERPLAN_BACKEND", "auto").backend, Backend::automatic);
+  EXPECT_EQ(with("PEERPLAN_BACKEND", "CUDA").backend, Backend::cuda);
+  EXPECT_EQ(with("PEERPLAN_BACKEND", "host").backend, Backend::host);
+  expect_rejected("PEERPLAN_BACKEND", "gpu", "auto|cuda|host");
+  expect_rejected("PEERPLAN_BACKEND", "automatic ", "auto|cuda|host");
+}
+
+TEST(Environment, Device) {
+  EXPECT_EQ(with("PEERPLAN_DEVICE", "-1").device, -1);
+  EXPECT_EQ(with("PEERPLAN_DEVICE", "0").device, 0);
+  EXPECT_EQ(with("PEERPLAN_DEVICE", "7").device, 7);
+  EXPECT_EQ(with("PEERPLAN_DEVICE", "2147483647").device, 2147483647);
+  for (const char* bad : {"-2", "x", "1.0", "2147483648", "gpu0"})
+    expect_rejected("PEERPLAN_DEVICE", bad, "integer");
+}
+
+TEST(Environment, TimeoutMs) {
+  EXPECT_EQ(with("PEERPLAN_TIMEOUT_MS", "1").timeout.count(), 1);
+  EXPECT_EQ(with("PEERPLAN_TIMEOUT_MS", "5000").timeout.count(), 5000);
+  EXPECT_EQ(with("PEERPLAN_TIMEOUT_MS", "2147483647").timeout.count(), 2147483647);
+  for (const char* bad : {"0", "-5", "5000ms", "5s", "1e3", "2147483648", " 5000"})
+    expect_rejected("PEERPLAN_TIMEOUT_MS", bad, "milliseconds");
+}
+
+class CutoffVariable
+    : public testing::TestWithParam<std::pair<const char*, std::size_t RouteCutoffs::*>> {};
+
+TEST_P(CutoffVariable, SizesSuffixesZeroAndAuto) {
+  const auto [name, field] = GetParam();
+  EXPECT_EQ(with(name, "524288").cutoffs.*field, 524288u);
+  EXPECT_EQ(with(name, "512K").cutoffs.*field, 512u * 1024);
+  EXPECT_EQ(with(name, "8m").cutoffs.*field, 8u << 20);
+  EXPECT_EQ(with(name, "1G").cutoffs.*field, std::size_t{1} << 30);
+  EXPECT_EQ(with(name, "0").cutoffs.*field, 0u);
+  EXPECT_EQ(with(name, "auto").cutoffs.*field, kAutoCutoff);
+  EXPECT_EQ(with(name, "AUTO").cutoffs.*field, kAutoCutoff);
+
+  // Only the named field changes.
+  const RouteCutoffs changed = with(name, "4K").cutoffs;
+  RouteCutoffs expected;
+  expected.*field = 4096;
+  EXPECT_EQ(changed, expected);
+
+  for (const char* bad : {"1.5M", "-1", "512KB", "K", "99999999999999999999", "17179869184G",
+                          "none"})
+    expect_rejected(name, bad, "512K");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Environment, CutoffVariable,
+    testing::Values(std::pair{"PEERPLAN_ONE_SHOT_MAX_BYTES", &RouteCutoffs::one_shot_max_bytes},
+                    std::pair{"PEERPLAN_TWO_SHOT_MAX_BYTES", &RouteCutoffs::two_shot_max_bytes},
+                    std::pair{"PEERPLAN_FUSED_MAX_BYTES", &RouteCutoffs::fused_max_bytes}),
+    [](const auto& info) { return std::string(info.param.first).substr(9); });
+
+TEST(Environment, TransferMode) {
+  EXPECT_EQ(with("PEERPLAN_TRANSFER_MODE", "auto").transfer_mode, TransferMode::automatic);
+  EXPECT_EQ(with("PEERPLAN_TRANSFER_MODE", "pull").transfer_mode, TransferMode::pull);
+  EXPECT_EQ(with("PEERPLAN_TRANSFER_MODE", "PUSH").transfer_mode, TransferMode::push);
+  expect_rejected("PEERPLAN_TRANSFER_MODE", "both", "auto|pull|push");
+}
+
+TEST(Environment, DisableP2P) {
+  for (const char* yes : {"1", "true", "YES", "on"})
+    EXPECT_TRUE(with("PEERPLAN_DISABLE_P2P", yes).disable_p2p) << yes;
+  Config enabled_in_code;
+  enabled_in_code.disable_p2p = true;
+  for (const char* no : {"0", "False", "no", "OFF"})
+    EXPECT_FALSE(apply({{"PEERPLAN_DISABLE_P2P", no}}, enabled_in_code).disable_p2p) << no;
+  for (const char* bad : {"2", "y", "enable"})
+    expect_rejected("PEERPLAN_DISABLE_P2P", bad, "true|false");
+}
+
+TEST(Environment, P2PLevel) {
+  const std::pair<const char*, P2PLevel> levels[] = {
+      {"LOC", P2PLevel::loc}, {"nvl", P2PLevel::nvl}, {"PIX", P2PLevel::pix},
+      {"pxb", P2PLevel::pxb}, {"Phb", P2PLevel::phb}, {"NODE", P2PLevel::node},
+      {"sys", P2PLevel::sys}};
+  for (const auto& [text, level] : levels)
+    EXPECT_EQ(with("PEERPLAN_P2P_LEVEL", text).p2p_level, level) << text;
+  expect_rejected("PEERPLAN_P2P_LEVEL", "NV1", "LOC|NVL|PIX|PXB|PHB|NODE|SYS");
+  expect_rejected("PEERPLAN_P2P_LEVEL", "3", "PHB");
+}
+
+TEST(Environment, TopoFile) {
+  EXPECT_EQ(with("PEERPLAN_TOPO_FILE", "/tmp/two gpus.xml").topology_file, "/tmp/two gpus.xml");
+}
+
+TEST(Environment, WorldSize) {
+  EXPECT_EQ(with("PEERPLAN_WORLD_SIZE", "0").expected_world_size, 0);
+  EXPECT_EQ(with("PEERPLAN_WORLD_SIZE", "4").expected_world_size, 4);
+  for (const char* bad : {"-1", "four", "4.0"})
+    expect_rejected("PEERPLAN_WORLD_SIZE", bad, "integer");
+}
+
+TEST(Environment, EveryEnumNameParsesBackToItsValue) {
+  // What the logs print (to_string) can be pasted back into the environment.
+  for (auto level : {LogLevel::none, LogLevel::warn, LogLevel::info, LogLevel::trace})
+    EXPECT_EQ(with("PEERPLAN_DEBUG", to_string(level)).log_level, level);
+  for (auto backend : {Backend::automatic, Backend::cuda, Backend::host})
+    EXPECT_EQ(with("PEERPLAN_BACKEND", to_string(backend)).backend, backend);
+  for (auto mode : {TransferMode::automatic, TransferMode::pull, TransferMode::push})
+    EXPECT_EQ(with("PEERPLAN_TRANSFER_MODE", to_string(mode)).transfer_mode, mode);
+  for (auto level : {P2PLevel::loc, P2PLevel::nvl, P2PLevel::pix, P2PLevel::pxb, P2PLevel::phb,
+                     P2PLevel::node, P2PLevel::sys})
+    EXPECT_EQ(with("PEERPLAN_P2P_LEVEL", to_string(level)).p2p_level, level);
+}
+
+TEST(Environment, ReportsEveryBadVariableAtOnce) {
+  try {
+    apply({{"PEERPLAN_DEBUG", "LOUD"}, {"PEERPLAN_TIMEOUT_MS", "soon"}, {"PEERPLAN_DEVICE", "1"}});
+    FAIL() << "accepted two bad values";
+  } catch (const InvalidArgument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("PEERPLAN_DEBUG=\"LOUD\""), std::string::npos) << message;
+    EXPECT_NE(message.find("PEERPLAN_TIMEOUT_MS=\"soon\""), std::string::npos) << message;
+    EXPECT_EQ(message.find("PEERPLAN_DEVICE"), std::string::npos) << message;
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+  }
+}
+
+TEST(Environment, AppliedLinesDescribeEachOverrideInOrder) {
+  std::vector<std::string> applied;
+  apply({{"PEERPLAN_TIMEOUT_MS", "5000"},
+         {"PEERPLAN_DEBUG", "info"},
+         {"PEERPLAN_ONE_SHOT_MAX_BYTES", "512K"},
+         {"PEERPLAN_FUSED_MAX_BYTES", "0"},
+         {"PEERPLAN_DISABLE_P2P", "1"}},
+        Config{}, &applied);
+  ASSERT_EQ(applied.size(), 5u);
+  // Applied in the documented order, whatever order they were set in.
+  EXPECT_EQ(applied[0], "PEERPLAN_DEBUG=info (log level INFO)");
+  EXPECT_EQ(applied[1], "PEERPLAN_TIMEOUT_MS=5000 (timeout 5000 ms)");
+  EXPECT_EQ(applied[2], "PEERPLAN_ONE_SHOT_MAX_BYTES=512K (one-shot max 524288 bytes)");
+  EXPECT_EQ(applied[3], "PEERPLAN_FUSED_MAX_BYTES=0 (fused one-shot route disabled)");
+  EXPECT_EQ(applied[4].rfind("PEERPLAN_DISABLE_P2P=1 (P2P disabled", 0), 0u) << applied[4];
+}
+
+TEST(Environment, NoAppliedLinesWhenAValueIsRejected) {
+  std::vector<std::string> applied;
+  EXPECT_THROW(apply({{"PEERPLAN_TIMEOUT_MS", "5000"}, {"PEERPLAN_DEVICE", "x"}}, Config{}, &applied),
+               InvalidArgument);
+  EXPECT_TRUE(applied.empty());
+}
+
+// --- the real process environment ---------------------------------------
+
+// Sets or unsets one variable for the lifetime of the guard.
+class ScopedVariable {
+ public:
+  ScopedVariable(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedVariable() {
+    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+  ScopedVariable(const ScopedVariable&) = delete;
+  ScopedVariable& operator=(const ScopedVariable&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+class ProcessEnvironment : public testing::Test {
+ protected:
+  // Whatever PEERPLAN_* the test runner inherited must not leak in.
+  void SetUp() override {
+    for (std::string_view name : environment_variable_names())
+      cleared_.push_back(std::make_unique<ScopedVariable>(std::string(name).c_str(), nullptr));
+  }
+  std::vector<std::unique_ptr<ScopedVariable>> cleared_;
+};
+
+TEST_F(ProcessEnvironment, PublicApplyEnvironmentReadsSetenv) {
+  ScopedVariable timeout("PEERPLAN_TIMEOUT_MS", "1234");
+  ScopedVariable debug("PEERPLAN_DEBUG", "trace");
+  ScopedVariable level("PEERPLAN_P2P_LEVEL", "PIX");
+  const Config config = apply_environment(Config{});
+  EXPECT_EQ(config.timeout.count(), 1234);
+  EXPECT_EQ(config.log_level, LogLevel::trace);
+  EXPECT_EQ(config.p2p_level, P2PLevel::pix);
+  EXPECT_EQ(config.device, Config{}.device);
+}
+
+TEST_F(ProcessEnvironment, AppliedLinesFromTheRealEnvironment) {
+  ScopedVariable two_shot("PEERPLAN_TWO_SHOT_MAX_BYTES", "16M");
+  std::vector<std::string> applied;
+  const Config config = apply_environment(Config{}, &applied);
+  EXPECT_EQ(config.cutoffs.two_shot_max_bytes, 16u << 20);
+  ASSERT_EQ(applied.size(), 1u);
+  EXPECT_EQ(applied[0], "PEERPLAN_TWO_SHOT_MAX_BYTES=16M (two-shot max 16777216 bytes)");
+}
+
+TEST_F(ProcessEnvironment, BadRealValueThrowsNamingTheVariable) {
+  ScopedVariable world("PEERPLAN_WORLD_SIZE", "many");
+  try {
+    apply_environment(Config{});
+    FAIL() << "accepted PEERPLAN_WORLD_SIZE=many";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("PEERPLAN_WORLD_SIZE=\"many\""), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(ProcessEnvironment, UnsetEnvironmentChangesNothing) {
+  Config code;
+  code.backend = Backend::host;
+  code.cutoffs.one_shot_max_bytes = 1000;
+  const Config config = apply_environment(code);
+  EXPECT_EQ(config.backend, Backend::host);
+  EXPECT_EQ(config.cutoffs, code.cutoffs);
+}
+
+}  // namespace
+}  // namespace peerplan

@@ -1,0 +1,78 @@
+// The default cutoff table and the resolution of kAutoCutoff fields.
+#include "routing/cutoffs.hpp"
+
+#include <gtest/gtest.h>
+
+namespace peerplan::routing {
+namespace {
+
+TEST(DefaultCutoffs, FiniteAndNonZeroForEveryWorldSize) {
+  for (Backend backend : {Backend::host, Backend::cuda}) {
+    for (int n = -1; n <= 64; ++n) {
+      const RouteCutoffs c = default_cutoffs(n, backend);
+      for (std::size_t v : {c.one_shot_max_bytes, c.two_shot_max_bytes, c.fused_max_bytes}) {
+        EXPECT_NE(v, kAutoCutoff) << "world size " << n;
+        EXPECT_GT(v, 0u) << "world size " << n;
+      }
+    }
+  }
+}
+
+TEST(DefaultCutoffs, BelowTwoRanksUseTheTwoRankRow) {
+  EXPECT_EQ(default_cutoffs(1), default_cutoffs(2));
+  EXPECT_EQ(default_cutoffs(0), default_cutoffs(2));
+}
+
+TEST(DefaultCutoffs, OneShotShrinksAsTheWorldGrows) {
+  // The documented design: the bytes a rank pulls per one-shot call,
+  // (n-1) x limit, stay at or under 1 MiB, and the limit never grows with n.
+  std::size_t previous = default_cutoffs(2).one_shot_max_bytes;
+  for (int n = 2; n <= 64; ++n) {
+    const RouteCutoffs c = default_cutoffs(n);
+    EXPECT_LE(c.one_shot_max_bytes, previous) << n;
+    EXPECT_LE(static_cast<std::size_t>(n - 1) * c.one_shot_max_bytes, std::size_t{1} << 20) << n;
+    EXPECT_GE(c.two_shot_max_bytes, c.one_shot_max_bytes) << n;
+    // The fused op is a one-shot reduction: same limit.
+    EXPECT_EQ(c.fused_max_bytes, c.one_shot_max_bytes) << n;
+    previous = c.one_shot_max_bytes;
+  }
+  EXPECT_LT(default_cutoffs(8).one_shot_max_bytes, default_cutoffs(2).one_shot_max_bytes);
+}
+
+TEST(DefaultCutoffs, OneShotIsTheLargestPowerOfTwoWithinTheBudget) {
+  // Doubling the limit would break the 1 MiB budget or the 512 KiB cap.
+  for (int n = 2; n <= 1024; ++n) {
+    const std::size_t limit = default_cutoffs(n).one_shot_max_bytes;
+    EXPECT_EQ(limit & (limit - 1), 0u) << n;
+    const bool at_cap = limit == 512 * 1024;
+    const bool budget_full = static_cast<std::size_t>(n - 1) * 2 * limit > (std::size_t{1} << 20);
+    EXPECT_TRUE(at_cap || budget_full) << n << ": " << limit;
+  }
+  EXPECT_EQ(default_cutoffs(2).one_shot_max_bytes, 512u * 1024);
+  EXPECT_EQ(default_cutoffs(4).one_shot_max_bytes, 256u * 1024);
+  EXPECT_EQ(default_cutoffs(8).one_shot_max_bytes, 128u * 1024);
+}
+
+TEST(ResolveCutoffs, ReplacesOnlyAutomaticFields) {
+  const RouteCutoffs defaults = default_cutoffs(4);
+  const RouteCutoffs all_auto;
+  EXPECT_EQ(resolve_cutoffs(all_auto, 4), defaults);
+
+  RouteCutoffs mixed;
+  mixed.one_shot_max_bytes = 0;  // disabled stays disabled
+  mixed.fused_max_bytes = 12345;
+  const RouteCutoffs resolved = resolve_cutoffs(mixed, 4);
+  EXPECT_EQ(resolved.one_shot_max_bytes, 0u);
+  EXPECT_EQ(resolved.two_shot_max_bytes, defaults.two_shot_max_bytes);
+  EXPECT_EQ(resolved.fused_max_bytes, 12345u);
+}
+
+TEST(ResolveCutoffs, ConfigDefaultsAreAutomatic) {
+  // A Config nobody touched routes by the world-size table.
+  const RouteCutoffs untouched = Config{}.cutoffs;
+  EXPECT_EQ(resolve_cutoffs(untouched, 8), default_cutoffs(8));
+  EXPECT_EQ(resolve_cutoffs(untouched, 2), default_cutoffs(2));
+}
+
+}  // namespace
+}  // namespace peerplan::routing
