@@ -22,7 +22,6 @@ enum class FallbackReason : std::uint8_t {
   undeclared = 1,   // no declaration has the call's exact key
   over_cutoff = 2,  // declared, but larger than every admitted route's cutoff
   p2p_disabled = 3, // declared, but P2P is off (config, topology, agreement, several nodes)
-  misaligned = 4,   // declared, but a pointer is less aligned than declared
 };
 
 const char* to_string(Route route) noexcept;
@@ -49,7 +48,6 @@ struct Stats {
   std::uint64_t fallback_undeclared = 0;
   std::uint64_t fallback_over_cutoff = 0;
   std::uint64_t fallback_p2p_disabled = 0;
-  std::uint64_t fallback_misaligned = 0;
 };
 
 }  // namespace peerplan

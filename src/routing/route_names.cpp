@@ -20,7 +20,6 @@ const char* to_string(FallbackReason reason) noexcept {
     case FallbackReason::undeclared: return "undeclared";
     case FallbackReason::over_cutoff: return "over_cutoff";
     case FallbackReason::p2p_disabled: return "p2p_disabled";
-    case FallbackReason::misaligned: return "misaligned";
   }
   return "unknown";
 }

@@ -19,11 +19,10 @@ TEST(RouteNames, DistinctPerValue) {
 
   std::set<std::string> reasons;
   for (FallbackReason r : {FallbackReason::none, FallbackReason::undeclared,
-                           FallbackReason::over_cutoff, FallbackReason::p2p_disabled,
-                           FallbackReason::misaligned})
+                           FallbackReason::over_cutoff, FallbackReason::p2p_disabled})
     EXPECT_TRUE(reasons.insert(to_string(r)).second) << to_string(r);
   EXPECT_EQ(reasons.count("unknown"), 0u);
-  EXPECT_STREQ(to_string(static_cast<FallbackReason>(5)), "unknown");
+  EXPECT_STREQ(to_string(static_cast<FallbackReason>(4)), "unknown");
 }
 
 }  // namespace
