@@ -123,6 +123,7 @@ std::string link_matrix(const std::vector<GpuLocation>& gpus, const NvlinkCounts
       throw InvalidArgument("NVLink counts must be a " + std::to_string(n) + "x" +
                             std::to_string(n) + " matrix (one row and column per GPU) or empty");
   }
+  if (n == 0) return "No GPUs found (no NVIDIA, AMD or Intel display/3D controller on PCI).\n";
   constexpr std::size_t cell = 8;
   std::size_t cpu_width = std::string("CPU Affinity").size() + 2;
   for (const auto& gpu : gpus) cpu_width = std::max(cpu_width, gpu.local_cpus.size() + 2);

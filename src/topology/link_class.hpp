@@ -49,7 +49,8 @@ bool p2p_allowed(LinkClass link, P2PLevel level) noexcept;
 using NvlinkCounts = std::vector<std::vector<int>>;
 
 // A matrix like `nvidia-smi topo -m` for logs: one row and column per GPU,
-// then each GPU's CPU and NUMA affinity and PCI bus id, then a legend.
+// then each GPU's CPU and NUMA affinity and PCI bus id, then a legend; a
+// one-line note when there is no GPU.
 // Throws InvalidArgument if nvlinks is not empty and not gpus.size() square.
 std::string link_matrix(const std::vector<GpuLocation>& gpus, const NvlinkCounts& nvlinks = {});
 

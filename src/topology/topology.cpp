@@ -1,0 +1,260 @@
+#include "topology/topology.hpp"
+
+#include <hwloc.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <new>
+#include <system_error>
+
+#include "peerplan/errors.hpp"
+
+namespace peerplan::topology {
+namespace {
+
+// hwloc declares its PCI attributes as a struct nested in the attribute union.
+using PciAttributes = hwloc_obj_attr_u::hwloc_pcidev_attr_s;
+
+struct BitmapDeleter {
+  void operator()(hwloc_bitmap_s* bitmap) const noexcept { hwloc_bitmap_free(bitmap); }
+};
+using Bitmap = std::unique_ptr<hwloc_bitmap_s, BitmapDeleter>;
+
+Bitmap make_bitmap() {
+  Bitmap bitmap(hwloc_bitmap_alloc());
+  if (!bitmap) throw std::bad_alloc();
+  return bitmap;
+}
+
+std::string list_string(hwloc_const_bitmap_t set) {
+  char* text = nullptr;
+  if (hwloc_bitmap_list_asprintf(&text, set) < 0 || text == nullptr) throw std::bad_alloc();
+  std::string result(text);
+  std::free(text);
+  return result;
+}
+
+std::string errno_text(int error) { return std::generic_category().message(error); }
+
+int package_id(hwloc_obj_t package) {
+  return package->os_index != HWLOC_UNKNOWN_INDEX ? static_cast<int>(package->os_index)
+                                                  : static_cast<int>(package->logical_index);
+}
+
+// NUMA nodes and packages whose CPUs intersect `cpus`. NUMA nodes without
+// CPUs (CXL or HBM memory, GPU memory) are nobody's local node and never match.
+std::vector<int> numa_nodes_near(hwloc_topology_t topology, hwloc_const_cpuset_t cpus) {
+  std::vector<int> nodes;
+  for (hwloc_obj_t node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, nullptr);
+       node != nullptr; node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, node))
+    if (node->cpuset != nullptr && hwloc_bitmap_intersects(node->cpuset, cpus))
+      nodes.push_back(static_cast<int>(node->os_index));
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
+
+std::vector<int> packages_near(hwloc_topology_t topology, hwloc_const_cpuset_t cpus) {
+  std::vector<int> packages;
+  for (hwloc_obj_t package = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_PACKAGE, nullptr);
+       package != nullptr;
+       package = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_PACKAGE, package))
+    if (hwloc_bitmap_intersects(package->cpuset, cpus)) packages.push_back(package_id(package));
+  std::sort(packages.begin(), packages.end());
+  return packages;
+}
+
+CpuBinding describe_cpus(hwloc_topology_t topology, hwloc_const_cpuset_t cpus, bool live) {
+  CpuBinding binding;
+  binding.cpus = list_string(cpus);
+  binding.numa_nodes = numa_nodes_near(topology, cpus);
+  binding.packages = packages_near(topology, cpus);
+  binding.live = live;
+  return binding;
+}
+
+// GPU vendors whose display/3D controllers are compute devices. Servers also
+// carry a BMC VGA device (ASPEED, Matrox) that is class 0x03 too but not a GPU.
+bool is_gpu(const PciAttributes& pci) noexcept {
+  constexpr std::uint16_t nvidia = 0x10de, amd = 0x1002, intel = 0x8086;
+  const bool display_class = (pci.class_id >> 8) == 0x03;
+  const bool gpu_vendor = pci.vendor_id == nvidia || pci.vendor_id == amd || pci.vendor_id == intel;
+  return display_class && gpu_vendor;
+}
+
+PciAddress address_of(const PciAttributes& pci) noexcept {
+  return PciAddress{static_cast<std::uint32_t>(pci.domain), pci.bus, pci.dev, pci.func};
+}
+
+// Root ports hang off the host bridge; below them PCIe switches alternate an
+// upstream port and its downstream ports. So a bridge's role follows from its
+// level under the host bridge (1 = root port, even = upstream, odd = downstream),
+// which is how the tree reads whatever the bridges' vendors.
+PciPortRole role_at_level(std::size_t level) noexcept {
+  if (level <= 1) return PciPortRole::root_port;
+  return level % 2 == 0 ? PciPortRole::switch_upstream : PciPortRole::switch_downstream;
+}
+
+GpuLocation locate_gpu(hwloc_topology_t topology, hwloc_obj_t device) {
+  const auto& pci = device->attr->pcidev;
+  GpuLocation gpu;
+  gpu.address = address_of(pci);
+  gpu.vendor_id = pci.vendor_id;
+  gpu.device_id = pci.device_id;
+  gpu.class_id = pci.class_id;
+
+  for (hwloc_obj_t parent = device->parent; parent != nullptr && parent->type == HWLOC_OBJ_BRIDGE;
+       parent = parent->parent) {
+    const auto& bridge = parent->attr->bridge;
+    if (bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+      char name[48];
+      std::snprintf(name, sizeof name, "%04x:[%02x-%02x]",
+                    static_cast<unsigned>(bridge.downstream.pci.domain),
+                    static_cast<unsigned>(bridge.downstream.pci.secondary_bus),
+                    static_cast<unsigned>(bridge.downstream.pci.subordinate_bus));
+      gpu.host_bridge = name;
+      break;
+    }
+    const auto& upstream = bridge.upstream.pci;
+    gpu.bridges.push_back(PciBridge{address_of(upstream), upstream.vendor_id, upstream.device_id,
+                                    PciPortRole::root_port});
+  }
+  const std::size_t count = gpu.bridges.size();
+  for (std::size_t k = 0; k < count; ++k) gpu.bridges[k].role = role_at_level(count - k);
+
+  // I/O objects hang below the CPU-side object they are local to.
+  const hwloc_obj_t local = hwloc_get_non_io_ancestor_obj(topology, device);
+  if (local != nullptr && local->cpuset != nullptr) {
+    gpu.local_cpus = list_string(local->cpuset);
+    const auto nodes = numa_nodes_near(topology, local->cpuset);
+    if (nodes.size() == 1) gpu.numa_node = nodes.front();
+    const auto packages = packages_near(topology, local->cpuset);
+    if (packages.size() == 1) gpu.package = packages.front();
+  }
+  return gpu;
+}
+
+std::string topology_file_error(const std::string& path, const std::string& problem) {
+  return "topology file '" + path + "' " + problem +
+         ". It must be an hwloc XML export of the machine to describe, written there with "
+         "`lstopo file.xml` (or `lstopo-no-graphics --of xml file.xml`); it is read because "
+         "Config::topology_file or PEERPLAN_TOPO_FILE names it (leave both unset to use this "
+         "machine)";
+}
+
+// A fresh handle with I/O discovery on: without it hwloc reports no PCI
+// devices at all. KEEP_IMPORTANT keeps GPUs, NICs, storage and the bridges
+// leading to them, and drops empty bridges and uninteresting devices.
+hwloc_topology_t new_io_topology() {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0)
+    throw SystemError("hwloc_topology_init failed: " + errno_text(errno));
+  if (hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0) {
+    const int error = errno;
+    hwloc_topology_destroy(raw);
+    throw SystemError("hwloc could not enable I/O discovery: " + errno_text(error));
+  }
+  return raw;
+}
+
+}  // namespace
+
+void Topology::HwlocDeleter::operator()(hwloc_topology* topology) const noexcept {
+  hwloc_topology_destroy(topology);
+}
+
+Topology::Topology(Handle handle, bool live, std::string source)
+    : handle_(std::move(handle)), live_(live), source_(std::move(source)) {
+  hwloc_topology_t topology = handle_.get();
+  for (hwloc_obj_t device = hwloc_get_next_pcidev(topology, nullptr); device != nullptr;
+       device = hwloc_get_next_pcidev(topology, device))
+    if (is_gpu(device->attr->pcidev)) gpus_.push_back(locate_gpu(topology, device));
+  std::sort(gpus_.begin(), gpus_.end(),
+            [](const GpuLocation& a, const GpuLocation& b) { return a.address < b.address; });
+}
+
+Topology::Topology(Topology&&) noexcept = default;
+Topology& Topology::operator=(Topology&&) noexcept = default;
+Topology::~Topology() = default;
+
+Topology Topology::load_live() {
+  Handle handle(new_io_topology());
+  if (hwloc_topology_load(handle.get()) != 0)
+    throw SystemError("hwloc could not discover this machine's topology: " + errno_text(errno) +
+                      ". Set PEERPLAN_TOPO_FILE to an hwloc XML export (`lstopo file.xml`) "
+                      "to describe it instead");
+  return Topology(std::move(handle), true, "live machine");
+}
+
+Topology Topology::load_xml(const std::string& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (!std::filesystem::exists(status)) throw InvalidArgument(topology_file_error(path, "does not exist"));
+  if (!std::filesystem::is_regular_file(status))
+    throw InvalidArgument(topology_file_error(path, "is not a regular file"));
+
+  Handle handle(new_io_topology());
+  if (hwloc_topology_set_xml(handle.get(), path.c_str()) != 0)
+    throw InvalidArgument(topology_file_error(path, "cannot be read (" + errno_text(errno) + ")"));
+  if (hwloc_topology_load(handle.get()) != 0)
+    throw InvalidArgument(topology_file_error(path, "could not be parsed as an hwloc topology"));
+  return Topology(std::move(handle), false, path);
+}
+
+Topology Topology::load(const std::string& topology_file) {
+  return topology_file.empty() ? load_live() : load_xml(topology_file);
+}
+
+CpuBinding Topology::process_binding() const {
+  hwloc_topology_t topology = handle_.get();
+  if (!live_) return describe_cpus(topology, hwloc_topology_get_topology_cpuset(topology), false);
+
+  Bitmap bound = make_bitmap();
+  if (hwloc_get_cpubind(topology, bound.get(), HWLOC_CPUBIND_PROCESS) != 0 ||
+      hwloc_bitmap_iszero(bound.get()))
+    hwloc_bitmap_copy(bound.get(), hwloc_topology_get_allowed_cpuset(topology));
+  CpuBinding binding = describe_cpus(topology, bound.get(), true);
+
+  Bitmap last = make_bitmap();
+  if (hwloc_get_last_cpu_location(topology, last.get(), HWLOC_CPUBIND_THREAD) == 0)
+    binding.last_cpu = hwloc_bitmap_first(last.get());
+  return binding;
+}
+
+CpuBinding Topology::locality_of(std::string_view cpu_list) const {
+  hwloc_topology_t topology = handle_.get();
+  const std::string text(cpu_list);
+  const std::string machine = list_string(hwloc_topology_get_complete_cpuset(topology));
+  Bitmap cpus = make_bitmap();
+  if (text.find_first_not_of("0123456789,-") != std::string::npos ||
+      hwloc_bitmap_list_sscanf(cpus.get(), text.c_str()) != 0 || hwloc_bitmap_iszero(cpus.get()))
+    throw InvalidArgument("CPU list '" + text + "' is not a list of CPU numbers like \"0-3,8\"");
+  if (!hwloc_bitmap_isincluded(cpus.get(), hwloc_topology_get_complete_cpuset(topology)))
+    throw InvalidArgument("CPU list '" + text + "' names CPUs that " + source_ +
+                          " does not have (its CPUs are " + machine + ")");
+  return describe_cpus(topology, cpus.get(), live_);
+}
+
+std::optional<GpuLocation> Topology::find_gpu(std::string_view bus_id) const {
+  const auto address = PciAddress::parse(bus_id);
+  if (!address)
+    throw InvalidArgument("'" + std::string(bus_id) +
+                          "' is not a PCI bus id; expected domain:bus:device.function such as "
+                          "0000:17:00.0 (as cudaDeviceGetPCIBusId or nvidia-smi print it)");
+  for (const auto& gpu : gpus_)
+    if (gpu.address == *address) return gpu;
+  return std::nullopt;
+}
+
+int Topology::pu_count() const { return hwloc_get_nbobjs_by_type(handle_.get(), HWLOC_OBJ_PU); }
+int Topology::numa_node_count() const {
+  return hwloc_get_nbobjs_by_type(handle_.get(), HWLOC_OBJ_NUMANODE);
+}
+int Topology::package_count() const {
+  return hwloc_get_nbobjs_by_type(handle_.get(), HWLOC_OBJ_PACKAGE);
+}
+
+}  // namespace peerplan::topology
