@@ -194,7 +194,7 @@ TEST(MpiBootstrap, BarrierHoldsEveryRankUntilTheLastArrives) {
   auto bootstrap = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
   bootstrap->barrier();  // everyone is here before the clock starts
   const bool late = world_rank() == world_size() - 1;
-  if (late) std::this_thread::sleep_for(300ms);
+  if (late) std::this_thread::sleep_for(500ms);
   const auto start = std::chrono::steady_clock::now();
   bootstrap->barrier();
   const auto waited = std::chrono::steady_clock::now() - start;

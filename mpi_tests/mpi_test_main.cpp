@@ -11,7 +11,8 @@
 // Only rank 0's result printer prints, so the output reads like one process.
 // Every synchronisation here is bounded: a rank that hangs inside a test makes
 // the others abort the job after PEERPLAN_MPI_TEST_SYNC_TIMEOUT_S seconds
-// (default 120) with the name of the test, instead of hanging until ctest's
+// (default 60; the ctest registration sets it below the ctest timeout) with
+// the name of the test, instead of hanging until ctest's
 // timeout kills everything without a word.
 #include <mpi.h>
 
@@ -42,7 +43,7 @@ std::chrono::seconds sync_timeout() {
   static const std::chrono::seconds value = [] {
     const char* text = std::getenv("PEERPLAN_MPI_TEST_SYNC_TIMEOUT_S");
     const long seconds = text != nullptr ? std::strtol(text, nullptr, 10) : 0;
-    return std::chrono::seconds(seconds > 0 ? seconds : 120);
+    return std::chrono::seconds(seconds > 0 ? seconds : 60);
   }();
   return value;
 }

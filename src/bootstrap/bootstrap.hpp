@@ -4,6 +4,13 @@
 // Every operation is collective over all ranks and bounded by the timeout
 // given at construction: a rank that never arrives makes the others throw
 // peerplan::Timeout naming the missing ranks, never hang.
+//
+// Ranks must make the same calls in the same order (calls are matched by
+// their sequence number). A rank that was merely late catches up; but once
+// a rank has skipped a call, the ranks are out of step for good: after a
+// Timeout, discard the bootstrap (its destructor is safe) and stop, or build
+// a new one on every rank. One object is used by one thread at a time.
+// The MPI implementation: make_mpi_bootstrap in "bootstrap/mpi_bootstrap.hpp".
 #pragma once
 
 #include <cstddef>
