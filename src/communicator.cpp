@@ -38,6 +38,7 @@ class CommunicatorImpl final : public Communicator {
     auto setup = communicator::select_backend(comm, *boot_, config_);
     backend_ = setup.backend;
     peer_ = std::move(setup.peer);
+    fallback_comm_ = std::move(setup.fallback_comm);
     fallback_ = std::move(setup.fallback);
     p2p_enabled_ = peer_ != nullptr;
     p2p_disabled_reason_ = setup.p2p_disabled_reason;
@@ -52,6 +53,120 @@ class CommunicatorImpl final : public Communicator {
 
   void declare(std::span<const Declaration> declarations) override {
     ensure_open("declare");
+    breaking_on_timeout("declare", [&] { declare_set(declarations); });
+  }
+
+  bool has_plan_for(const PlanKey& key) const noexcept override {
+    return !closed_ && index_.contains(key);
+  }
+
+  PlanInfo plan_for(const PlanKey& key) const override {
+    ensure_open("plan_for");
+    const auto& entry = index_.at(key);
+    const auto* plan = static_cast<const PreparedPlan*>(entry.payload);
+    return PlanInfo{entry.declaration, plan->route, plan->reason};
+  }
+
+  CallResult all_reduce(const void* in, void* out, DataType dtype, const TensorLayout& layout,
+                        StreamHandle stream) override {
+    ensure_open("all_reduce");
+    check_call_layout("all_reduce", layout);
+    if (layout.numel() > 0 && (in == nullptr || out == nullptr)) {
+      throw InvalidArgument("all_reduce: in and out must not be null (got in=" + pointer(in) +
+                            ", out=" + pointer(out) + ")");
+    }
+    const auto* entry = index_.find(make_all_reduce_key(dtype, layout));
+    const transport::AllReduceArgs args{in, out, dtype, &layout, stream};
+    auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
+    const CallResult result = decide(plan);
+    if (is_p2p(result.route)) {
+      peer_->all_reduce(result.route, args);
+    } else {
+      breaking_on_timeout("all_reduce", [&] { fallback_->all_reduce(args); });
+    }
+    count(plan, result);
+    trace_call("all_reduce", dtype, layout, entry, result);
+    return result;
+  }
+
+  CallResult fused_add_rms_norm(void* inout, void* residual, const void* weight, float eps,
+                                DataType dtype, const TensorLayout& layout,
+                                StreamHandle stream) override {
+    ensure_open("fused_add_rms_norm");
+    check_call_layout("fused_add_rms_norm", layout);
+    if (!(eps >= 0.0f) || !std::isfinite(eps)) {
+      throw InvalidArgument("fused_add_rms_norm: eps must be finite and >= 0 (got " +
+                            std::to_string(eps) + ")");
+    }
+    if (layout.numel() > 0 && (inout == nullptr || residual == nullptr || weight == nullptr)) {
+      throw InvalidArgument("fused_add_rms_norm: inout, residual and weight must not be null");
+    }
+    const auto* entry = index_.find(make_fused_key(dtype, layout, weight, eps));
+    const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
+    auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
+    const CallResult result = decide(plan);
+    if (is_p2p(result.route)) {
+      peer_->fused_add_rms_norm(args);
+    } else {
+      breaking_on_timeout("fused_add_rms_norm", [&] { fallback_->fused_add_rms_norm(args); });
+    }
+    count(plan, result);
+    trace_call("fused_add_rms_norm", dtype, layout, entry, result);
+    return result;
+  }
+
+  Stats stats() const override {
+    Stats s;
+    const auto declared = index_.declarations();
+    for (std::size_t i = 0; i < plans_.size() && i < declared.size(); ++i) {
+      const auto* p = plans_[i];
+      s.plans.push_back(PlanStats{declared[i].name, declared[i].operation, p->route, p->reason,
+                                  p->hits.load(std::memory_order_relaxed),
+                                  p->fallbacks.load(std::memory_order_relaxed)});
+    }
+    s.p2p_calls = p2p_calls_.load(std::memory_order_relaxed);
+    s.fallback_undeclared = fallback_undeclared_.load(std::memory_order_relaxed);
+    s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
+    s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  void reset_stats() override {
+    for (auto* p : plans_) {
+      p->hits.store(0, std::memory_order_relaxed);
+      p->fallbacks.store(0, std::memory_order_relaxed);
+    }
+    p2p_calls_ = 0;
+    fallback_undeclared_ = 0;
+    fallback_over_cutoff_ = 0;
+    fallback_p2p_disabled_ = 0;
+  }
+
+  void close() override {
+    if (closed_) return;
+    closed_ = true;  // first: a failure below must not leave a usable half-closed communicator
+    plans_.clear();
+    index_.clear();
+    index_.reclaim_retired();
+    if (peer_) peer_->close();
+    if (fallback_) fallback_->close();
+    peer_.reset();
+    fallback_.reset();
+    // A broken communicator's peers may be gone: release locally, no barrier.
+    if (broken_reason_.empty()) boot_->barrier();  // all released before anyone returns
+    fallback_comm_.reset();
+  }
+
+  bool is_closed() const noexcept override { return closed_; }
+  int rank() const noexcept override { return boot_->rank(); }
+  int size() const noexcept override { return boot_->size(); }
+  Backend backend() const noexcept override { return backend_; }
+  bool p2p_enabled() const noexcept override { return p2p_enabled_; }
+  const Config& config() const noexcept override { return config_; }
+
+ private:
+  // declare() without the open check and timeout bookkeeping.
+  void declare_set(std::span<const Declaration> declarations) {
     std::optional<std::string> local_error;
     try {
       plan::validate_declarations(declarations);
@@ -104,115 +219,6 @@ class CommunicatorImpl final : public Communicator {
     }
   }
 
-  bool has_plan_for(const PlanKey& key) const noexcept override {
-    return !closed_ && index_.contains(key);
-  }
-
-  PlanInfo plan_for(const PlanKey& key) const override {
-    ensure_open("plan_for");
-    const auto& entry = index_.at(key);
-    const auto* plan = static_cast<const PreparedPlan*>(entry.payload);
-    return PlanInfo{entry.declaration, plan->route, plan->reason};
-  }
-
-  CallResult all_reduce(const void* in, void* out, DataType dtype, const TensorLayout& layout,
-                        StreamHandle stream) override {
-    ensure_open("all_reduce");
-    check_call_layout("all_reduce", layout);
-    if (layout.numel() > 0 && (in == nullptr || out == nullptr)) {
-      throw InvalidArgument("all_reduce: in and out must not be null (got in=" + pointer(in) +
-                            ", out=" + pointer(out) + ")");
-    }
-    const auto* entry = index_.find(make_all_reduce_key(dtype, layout));
-    const transport::AllReduceArgs args{in, out, dtype, &layout, stream};
-    auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
-    const CallResult result = decide(plan);
-    if (is_p2p(result.route)) {
-      check_alignment("all_reduce", *entry->declaration, {in, out});
-      peer_->all_reduce(result.route, args);
-    } else {
-      fallback_->all_reduce(args);
-    }
-    count(plan, result);
-    trace_call("all_reduce", dtype, layout, entry, result);
-    return result;
-  }
-
-  CallResult fused_add_rms_norm(void* inout, void* residual, const void* weight, float eps,
-                                DataType dtype, const TensorLayout& layout,
-                                StreamHandle stream) override {
-    ensure_open("fused_add_rms_norm");
-    check_call_layout("fused_add_rms_norm", layout);
-    if (!(eps >= 0.0f) || !std::isfinite(eps)) {
-      throw InvalidArgument("fused_add_rms_norm: eps must be finite and >= 0 (got " +
-                            std::to_string(eps) + ")");
-    }
-    if (layout.numel() > 0 && (inout == nullptr || residual == nullptr || weight == nullptr)) {
-      throw InvalidArgument("fused_add_rms_norm: inout, residual and weight must not be null");
-    }
-    const auto* entry = index_.find(make_fused_key(dtype, layout, weight, eps));
-    const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
-    auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
-    const CallResult result = decide(plan);
-    if (is_p2p(result.route)) {
-      check_alignment("fused_add_rms_norm", *entry->declaration, {inout, residual});
-      peer_->fused_add_rms_norm(args);
-    } else {
-      fallback_->fused_add_rms_norm(args);
-    }
-    count(plan, result);
-    trace_call("fused_add_rms_norm", dtype, layout, entry, result);
-    return result;
-  }
-
-  Stats stats() const override {
-    Stats s;
-    const auto declared = index_.declarations();
-    for (std::size_t i = 0; i < plans_.size() && i < declared.size(); ++i) {
-      const auto* p = plans_[i];
-      s.plans.push_back(PlanStats{declared[i].name, declared[i].operation, p->route, p->reason,
-                                  p->hits.load(std::memory_order_relaxed),
-                                  p->fallbacks.load(std::memory_order_relaxed)});
-    }
-    s.p2p_calls = p2p_calls_.load(std::memory_order_relaxed);
-    s.fallback_undeclared = fallback_undeclared_.load(std::memory_order_relaxed);
-    s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
-    s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
-    return s;
-  }
-
-  void reset_stats() override {
-    for (auto* p : plans_) {
-      p->hits.store(0, std::memory_order_relaxed);
-      p->fallbacks.store(0, std::memory_order_relaxed);
-    }
-    p2p_calls_ = 0;
-    fallback_undeclared_ = 0;
-    fallback_over_cutoff_ = 0;
-    fallback_p2p_disabled_ = 0;
-  }
-
-  void close() override {
-    if (closed_) return;
-    closed_ = true;  // first: a failure below must not leave a usable half-closed communicator
-    plans_.clear();
-    index_.clear();
-    index_.reclaim_retired();
-    if (peer_) peer_->close();
-    if (fallback_) fallback_->close();
-    peer_.reset();
-    fallback_.reset();
-    boot_->barrier();  // every rank has released its mappings before anyone returns
-  }
-
-  bool is_closed() const noexcept override { return closed_; }
-  int rank() const noexcept override { return boot_->rank(); }
-  int size() const noexcept override { return boot_->size(); }
-  Backend backend() const noexcept override { return backend_; }
-  bool p2p_enabled() const noexcept override { return p2p_enabled_; }
-  const Config& config() const noexcept override { return config_; }
-
- private:
   std::vector<routing::RouteDecision> route_all(std::span<const Declaration> declarations) const {
     const routing::RoutingContext context{boot_->size(), boot_->num_nodes(), p2p_enabled_,
                                           config_.cutoffs, backend_};
@@ -250,6 +256,22 @@ class CommunicatorImpl final : public Communicator {
       throw InvalidUsage(std::string(what) +
                          ": the communicator is closed; create a new one with Communicator::create");
     }
+    if (!broken_reason_.empty()) {
+      throw InvalidUsage(std::string(what) + ": the communicator is unusable since " +
+                         broken_reason_ + "; close() it and create a new one");
+    }
+  }
+
+  // Runs a step that exchanges with every rank outside the P2P transport;
+  // a Timeout there leaves the ranks out of step for good.
+  template <class Step>
+  void breaking_on_timeout(const char* what, Step&& step) {
+    try {
+      step();
+    } catch (const Timeout& e) {
+      broken_reason_ = std::string(what) + " timed out (" + e.what() + ")";
+      throw;
+    }
   }
 
   static void check_call_layout(const char* what, const TensorLayout& layout) {
@@ -257,19 +279,6 @@ class CommunicatorImpl final : public Communicator {
       if (layout.dim(i) < 0) {
         throw InvalidArgument(std::string(what) + ": layout " + layout.to_string() +
                               " has a negative dimension " + std::to_string(i));
-      }
-    }
-  }
-
-  // The declaration promised an input alignment; the P2P kernels rely on it.
-  static void check_alignment(const char* what, const Declaration& d,
-                              std::initializer_list<const void*> pointers) {
-    for (const void* p : pointers) {
-      if (reinterpret_cast<std::uintptr_t>(p) % d.input_alignment != 0) {
-        throw InvalidArgument(std::string(what) + ": pointer " + pointer(p) +
-                              " is not aligned to the " + std::to_string(d.input_alignment) +
-                              " bytes declared by '" + d.name +
-                              "'; align the buffer or declare a smaller input_alignment");
       }
     }
   }
@@ -295,10 +304,16 @@ class CommunicatorImpl final : public Communicator {
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   Backend backend_ = Backend::host;
   std::unique_ptr<transport::PeerTransport> peer_;
+  communicator::OwnedComm fallback_comm_;  // outlives fallback_, which uses it
   std::unique_ptr<transport::FallbackTransport> fallback_;
   bool p2p_enabled_ = false;
   std::string p2p_disabled_reason_;
   bool closed_ = false;
+  // Set when a collective step (bootstrap exchange or fallback reduction)
+  // timed out: the ranks' sequences of collectives no longer line up, so the
+  // communicator cannot be used again. (A timed-out P2P call is different:
+  // the next declare() resynchronises the P2P transport on every rank.)
+  std::string broken_reason_;
 
   plan::PlanIndex index_;
   std::vector<PreparedPlan*> plans_;  // declaration order; owned by index_

@@ -5,8 +5,8 @@
 #include "communicator/declaration_agreement.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
-#include "transport/host/host_peer_transport.hpp"
-#include "transport/host/mpi_fallback.hpp"
+#include "topology/topology.hpp"
+#include "transport/host/host_backend.hpp"
 
 namespace peerplan::communicator {
 namespace {
@@ -38,6 +38,30 @@ std::string static_p2p_obstacle(const bootstrap::Bootstrap& bootstrap, const Con
            " nodes; peer-to-peer routes need every rank on one node";
   }
   return {};
+}
+
+// Where this rank runs, logged at INFO so users can check their binding
+// (the host backend's shared-memory traffic stays within a NUMA node when
+// ranks are bound well). A topology file that cannot be read is an error on
+// every rank: it was asked for explicitly.
+void describe_locality(bootstrap::Bootstrap& bootstrap, const Config& config) {
+  std::optional<std::string> local_error;
+  std::string where;
+  try {
+    const auto topology = topology::Topology::load(config.topology_file);
+    const auto binding = topology.process_binding();
+    std::ostringstream out;
+    out << "topology " << topology.source() << ": cpus " << binding.cpus << ", NUMA nodes";
+    for (int node : binding.numa_nodes) out << ' ' << node;
+    out << ", " << topology.gpus().size() << " GPU(s) visible";
+    where = out.str();
+  } catch (const Error& e) {
+    local_error = e.what();
+  }
+  if (auto failures = gather_failures(bootstrap, local_error)) {
+    throw InvalidArgument("create: cannot load the topology (" + *failures + ")");
+  }
+  log::info(where);
 }
 
 }  // namespace
@@ -81,13 +105,16 @@ void check_config_agreement(bootstrap::Bootstrap& bootstrap, const Config& confi
 BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config) {
   BackendSetup setup;
   setup.backend = resolve_backend(config.backend);
-  setup.fallback = std::make_unique<transport::host::MpiFallback>(comm, config.timeout);
+  describe_locality(bootstrap, config);
+  bootstrap.barrier();  // bounded: every rank is here before the unbounded MPI_Comm_dup
+  setup.fallback_comm = OwnedComm::duplicate(comm);
+  setup.fallback = transport::host::make_mpi_fallback(setup.fallback_comm.get(), config.timeout);
 
   setup.p2p_disabled_reason = static_p2p_obstacle(bootstrap, config);
   if (setup.p2p_disabled_reason.empty()) {
     std::optional<std::string> local_error;
     try {
-      setup.peer = std::make_unique<transport::host::HostPeerTransport>(bootstrap, config.timeout);
+      setup.peer = transport::host::make_host_peer_transport(bootstrap, config.timeout);
     } catch (const Error& e) {
       local_error = e.what();
     }
