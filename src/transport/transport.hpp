@@ -42,12 +42,17 @@ struct FusedArgs {
 class PeerTransport {
  public:
   virtual ~PeerTransport() = default;
-  // Collective. Makes the staging slots hold at least `max_message_bytes`
-  // (the largest declared plan routed to P2P); may re-create them, which
-  // releases the previous ones. 0 releases everything.
+  // Collective, same argument on every rank. Makes the staging slots hold
+  // at least `max_message_bytes` (the largest declared plan routed to P2P);
+  // may re-create them, which releases the previous ones. 0 releases
+  // everything. It is also the recovery after a Timeout: a transport whose
+  // wait timed out refuses calls (InvalidUsage) until reserve() re-creates
+  // the buffers and resets the call epochs on every rank.
   virtual void reserve(std::size_t max_message_bytes) = 0;
   virtual std::size_t capacity_bytes() const noexcept = 0;
-  // Collective. `route` is one_shot or two_shot.
+  // Collective, in the same order on every rank. `route` is one_shot or
+  // two_shot. Every wait is bounded by the timeout: Timeout names the ranks
+  // that did not arrive. Results are bit-identical on every rank.
   virtual void all_reduce(Route route, const AllReduceArgs& args) = 0;
   virtual void fused_add_rms_norm(const FusedArgs& args) = 0;
   // Collective, idempotent.

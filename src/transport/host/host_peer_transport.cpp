@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "peerplan/errors.hpp"
 #include "transport/host/backoff.hpp"
@@ -46,8 +47,16 @@ const char* phase_text(Signal which) {
   return "?";
 }
 
-void require(bool condition, const char* what, const std::string& message) {
-  if (!condition) throw InvalidArgument(std::string("peerplan host backend: ") + what + ": " + message);
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string text;
+  for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+  return text;
+}
+
+void require(bool condition, const char* what, const char* message) {
+  if (!condition) {
+    throw InvalidArgument(std::string("peerplan host backend: ") + what + ": " + message);
+  }
 }
 
 }  // namespace
@@ -64,6 +73,10 @@ HostPeerTransport::HostPeerTransport(bootstrap::Bootstrap& bootstrap,
       timeout_(timeout),
       local_rank_(bootstrap.local_rank()),
       local_size_(bootstrap.local_size()) {
+  if (timeout.count() <= 0) {
+    throw InvalidArgument("peerplan host backend: the timeout must be positive (got " +
+                          std::to_string(timeout.count()) + " ms); set PEERPLAN_TIMEOUT_MS > 0");
+  }
   // A name prefix unique to this job on this node: local rank 0's pid and a
   // random nonce, so two jobs sharing a machine (and /dev/shm) never collide.
   std::random_device entropy;
@@ -82,6 +95,11 @@ HostPeerTransport::HostPeerTransport(bootstrap::Bootstrap& bootstrap,
     if (i == 0) first = id;
   }
   name_prefix_ = "/peerplan-" + std::to_string(first.pid) + "-" + hex(first.nonce) + "-";
+  // Probe with one page per rank, so that a /dev/shm that is missing, not
+  // writable or not shared by the node's ranks (separate containers) fails
+  // here, where the communicator agrees on enabling P2P, rather than at the
+  // first declare. The staging memory itself comes with reserve().
+  PeerSegments::establish(bootstrap_, name_prefix_ + "probe", kSignalAreaBytes).release();
 }
 
 HostPeerTransport::~HostPeerTransport() { close(); }
@@ -164,45 +182,45 @@ HostPeerTransport::Call HostPeerTransport::begin_call(const char* what,
 void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t target) {
   Backoff backoff;
   for (;;) {
-    bool everyone = true;
-    for (int peer = 0; peer < local_size_ && everyone; ++peer) {
-      if (peer != local_rank_ && load_signal(segments_.base(peer), which) < target) everyone = false;
-    }
-    if (everyone) return;
-
-    // A peer that gave up on a call will never arrive: fail now, not at the deadline.
+    std::vector<int>& missing = missing_scratch_;  // global ranks
+    std::vector<int>& gave_up = gave_up_scratch_;
+    missing.clear();
+    gave_up.clear();
+    std::uint64_t gave_up_at = 0;
     for (int peer = 0; peer < local_size_; ++peer) {
       if (peer == local_rank_) continue;
-      const std::uint64_t gave_up = load_signal(segments_.base(peer), Signal::abandoned);
-      if (gave_up != 0) {
-        store_signal(own_segment(), Signal::abandoned, call.epoch);
-        broken_ = true;
-        throw Timeout("peerplan host backend: " + std::string(call.what) + " call #" +
-                      std::to_string(call.epoch) + ": rank " + std::to_string(global_ranks_[peer]) +
-                      " abandoned call #" + std::to_string(gave_up) +
-                      " after its own timeout, so this call cannot complete. The P2P transport "
-                      "is unusable until reserve() re-creates it (the communicator's next "
-                      "declare()). If the ranks are only slow, raise PEERPLAN_TIMEOUT_MS.");
+      // Read `abandoned` first: a peer that gave up after arriving must not
+      // let a late rank complete a call the peer already reported as failed.
+      const std::uint64_t abandoned = load_signal(segments_.base(peer), Signal::abandoned);
+      if (abandoned != 0) {
+        gave_up.push_back(global_ranks_[peer]);
+        gave_up_at = abandoned;
       }
+      if (load_signal(segments_.base(peer), which) < target) missing.push_back(global_ranks_[peer]);
     }
+    if (missing.empty() && gave_up.empty()) return;
 
-    if (std::chrono::steady_clock::now() > call.deadline) {
-      std::string missing;
-      for (int peer = 0; peer < local_size_; ++peer) {
-        if (peer != local_rank_ && load_signal(segments_.base(peer), which) < target) {
-          missing += (missing.empty() ? "" : ", ") + std::to_string(global_ranks_[peer]);
-        }
-      }
-      // Tell the peers, so that a late one fails at once instead of
-      // computing with a slot this rank no longer vouches for.
+    const bool expired = std::chrono::steady_clock::now() > call.deadline;
+    if (!gave_up.empty() || expired) {
+      // Tell the peers, so that they fail at once instead of at their own
+      // deadline, and a late one does not complete a call reported failed.
       store_signal(own_segment(), Signal::abandoned, call.epoch);
       broken_ = true;
-      throw Timeout("peerplan host backend: " + std::string(call.what) + " call #" +
-                    std::to_string(call.epoch) + " timed out after " +
-                    std::to_string(timeout_.count()) + " ms waiting for rank(s) " + missing +
-                    " to " + phase_text(which) +
-                    ". They probably stopped calling collectives (crashed, hung, or call them "
-                    "in a different order than this rank). The P2P transport is unusable until "
+      std::string message = "peerplan host backend: " + std::string(call.what) + " call #" +
+                            std::to_string(call.epoch);
+      if (!missing.empty()) {
+        message += (expired ? " timed out after " + std::to_string(timeout_.count()) + " ms"
+                            : std::string(" failed")) +
+                   " waiting for rank(s) " + join_ranks(missing) + " to " + phase_text(which);
+      }
+      if (!gave_up.empty()) {
+        message += std::string(missing.empty() ? " cannot complete" : ", and") + ": rank(s) " +
+                   join_ranks(gave_up) + " gave up on call #" + std::to_string(gave_up_at) +
+                   " after their own timeout";
+      }
+      throw Timeout(message +
+                    ". A rank probably stopped calling collectives (crashed, hung, or calls them "
+                    "in a different order than the others). The P2P transport is unusable until "
                     "reserve() re-creates it (the communicator's next declare()). If the ranks "
                     "are only slow, raise PEERPLAN_TIMEOUT_MS.");
     }

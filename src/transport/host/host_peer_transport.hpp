@@ -26,10 +26,12 @@ namespace peerplan::transport::host {
 
 class HostPeerTransport final : public PeerTransport {
  public:
-  // Collective over every rank of `bootstrap` (one local_allgather picking
-  // a job-unique segment name prefix). Only node-local ranks exchange data:
-  // the communicator uses this transport only when the job is on one node.
-  // `bootstrap` must outlive this object. No memory is reserved yet.
+  // Collective over every rank of `bootstrap`: picks a job-unique segment
+  // name prefix and probes shared memory with one page per rank (throws
+  // SystemError on every rank if any rank cannot create or map it; leaves
+  // nothing in /dev/shm). Only node-local ranks exchange data: the
+  // communicator uses this transport only when the job is on one node.
+  // `bootstrap` must outlive this object. No staging memory is reserved yet.
   HostPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout);
   ~HostPeerTransport() override;
 
@@ -37,6 +39,9 @@ class HostPeerTransport final : public PeerTransport {
   // the capacity changes or when any rank's transport is broken (a wait
   // timed out): all ranks agree first, and re-creation resets the epochs, so
   // this is also how the ranks resynchronise after a Timeout. 0 releases.
+  // Throws SystemError on every rank when any rank cannot create or map its
+  // segment (capacity_bytes() is then 0), Mismatch when ranks pass
+  // different sizes, Timeout from the bootstrap.
   void reserve(std::size_t max_message_bytes) override;
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
 
@@ -89,6 +94,7 @@ class HostPeerTransport final : public PeerTransport {
   std::vector<const void*> sources_;  // scratch: slot pointers of one call
   std::vector<float> row_values_;     // scratch: one row of the fused op
   std::vector<std::byte> chunk_;      // scratch: reduced values for strided outputs
+  std::vector<int> missing_scratch_, gave_up_scratch_;  // scratch: wait_for_peers
 };
 
 }  // namespace peerplan::transport::host

@@ -36,7 +36,15 @@ const char* dtype_name(DataType dtype) {
 }  // namespace
 
 MpiFallback::MpiFallback(MPI_Comm comm, std::chrono::milliseconds timeout)
-    : comm_(comm), timeout_(timeout) {}
+    : comm_(comm), timeout_(timeout) {
+  if (comm == MPI_COMM_NULL) {
+    throw InvalidArgument("peerplan MPI fallback: the communicator is MPI_COMM_NULL");
+  }
+  if (timeout.count() <= 0) {
+    throw InvalidArgument("peerplan MPI fallback: the timeout must be positive (got " +
+                          std::to_string(timeout.count()) + " ms); set PEERPLAN_TIMEOUT_MS > 0");
+  }
+}
 
 MpiFallback::~MpiFallback() {
   close();

@@ -1,0 +1,18 @@
+#include "transport/host/host_backend.hpp"
+
+#include "transport/host/host_peer_transport.hpp"
+#include "transport/host/mpi_fallback.hpp"
+
+namespace peerplan::transport::host {
+
+std::unique_ptr<PeerTransport> make_host_peer_transport(bootstrap::Bootstrap& bootstrap,
+                                                        std::chrono::milliseconds timeout) {
+  return std::make_unique<HostPeerTransport>(bootstrap, timeout);
+}
+
+std::unique_ptr<FallbackTransport> make_mpi_fallback(MPI_Comm comm,
+                                                     std::chrono::milliseconds timeout) {
+  return std::make_unique<MpiFallback>(comm, timeout);
+}
+
+}  // namespace peerplan::transport::host
