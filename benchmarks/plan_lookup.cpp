@@ -288,6 +288,7 @@ int main(int argc, char** argv) {
     out["compiler"] = {{"id", PEERPLAN_BENCH_COMPILER_ID},
                        {"version", PEERPLAN_BENCH_COMPILER_VERSION},
                        {"build_type", PEERPLAN_BENCH_BUILD_TYPE},
+                       {"cxx_standard", __cplusplus},
                        {"flags", PEERPLAN_BENCH_CXX_FLAGS}};
     out["host"] = {{"cpu", cpu_model()},
                    {"hardware_threads", std::thread::hardware_concurrency()}};

@@ -9,6 +9,7 @@
 // in unrelated buckets.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include "peerplan/layout.hpp"
@@ -43,28 +44,41 @@ inline std::uint64_t key_head_word(const PlanKey& key) noexcept {
          (static_cast<std::uint64_t>(key.eps_bits) << 32);
 }
 
+// Arbitrary odd 64-bit constants (random draws), one per lane operand.
+inline constexpr std::uint64_t kHashSecret[12] = {
+    0x373a9eac7dece4cbULL, 0x55f652d8119644f5ULL, 0xe2cd56a772c07ea1ULL,
+    0x2aa07b456dc93c5fULL, 0xd7f7629e6b2972cbULL, 0xb54128c02b6ba209ULL,
+    0xd95db1eed3b92e45ULL, 0x70e6b785ebb49a43ULL, 0xc98b58bc46e26f6bULL,
+    0xa2908ef227634d2bULL, 0xb8b8e88d5392d975ULL, 0x06f7c76f725de8d7ULL};
+
+// One word per dimension: the size in the low half, the stride rotated into
+// the high half. Injective while both are below 2^32 (every real tensor);
+// beyond that two dimensions may share a word, which costs a hash
+// collision (resolved by the full key comparison), never a wrong answer.
+inline std::uint64_t dimension_word(std::int64_t size, std::int64_t stride) noexcept {
+  return static_cast<std::uint64_t>(size) ^ std::rotl(static_cast<std::uint64_t>(stride), 32);
+}
+
 // Every field, every dimension slot (unused ones are 0 in canonical form, so
 // a fixed trip count keeps the function branch-free and its cost independent
-// of the rank). The per-lane products are independent of each other, so the
-// CPU overlaps them; only the final mix is serial.
+// of the rank): five independent 128-bit products, which the CPU overlaps,
+// summed, then one final product so that the low bits the table indexes
+// with depend on every input bit.
 inline std::uint64_t hash_key(const PlanKey& key) noexcept {
-  // Arbitrary odd 64-bit constants (random draws), one per lane operand.
-  constexpr std::uint64_t kSecret[2 + 2 * kMaxRank + 2] = {
-      0x373a9eac7dece4cbULL, 0x55f652d8119644f5ULL, 0xe2cd56a772c07ea1ULL,
-      0x2aa07b456dc93c5fULL, 0xd7f7629e6b2972cbULL, 0xb54128c02b6ba209ULL,
-      0xd95db1eed3b92e45ULL, 0x70e6b785ebb49a43ULL, 0xc98b58bc46e26f6bULL,
-      0xa2908ef227634d2bULL, 0xb8b8e88d5392d975ULL, 0x06f7c76f725de8d7ULL,
-      0x7d5cec92ddffcb3dULL, 0x12ac5049ab223163ULL, 0xc01381c92a8d7cd3ULL,
-      0xea0eb838f505e035ULL, 0xde4c7405329c17d3ULL, 0x1339aaab56173d61ULL,
-      0x427aa16a09a4363fULL, 0x5851f42d4c957f2dULL};
-  std::uint64_t h = fold_multiply(key_head_word(key) ^ kSecret[0],
-                                  static_cast<std::uint64_t>(key.weight) ^ kSecret[1]);
-  for (int i = 0; i < kMaxRank; ++i) {
-    h += fold_multiply(static_cast<std::uint64_t>(key.shape[i]) ^ kSecret[2 + 2 * i],
-                       static_cast<std::uint64_t>(key.strides[i]) ^ kSecret[3 + 2 * i]);
-  }
-  // Final avalanche, so the low bits the table indexes with depend on all.
-  return fold_multiply(h ^ kSecret[2 + 2 * kMaxRank], (h >> 29) ^ kSecret[3 + 2 * kMaxRank]);
+  static_assert(kMaxRank == 8, "the lanes below cover exactly 8 dimensions");
+  const auto& shape = key.shape;
+  const auto& strides = key.strides;
+  std::uint64_t h = fold_multiply(key_head_word(key) ^ kHashSecret[0],
+                                  static_cast<std::uint64_t>(key.weight) ^ kHashSecret[1]);
+  h += fold_multiply(dimension_word(shape[0], strides[0]) ^ kHashSecret[2],
+                     dimension_word(shape[1], strides[1]) ^ kHashSecret[3]);
+  h += fold_multiply(dimension_word(shape[2], strides[2]) ^ kHashSecret[4],
+                     dimension_word(shape[3], strides[3]) ^ kHashSecret[5]);
+  h += fold_multiply(dimension_word(shape[4], strides[4]) ^ kHashSecret[6],
+                     dimension_word(shape[5], strides[5]) ^ kHashSecret[7]);
+  h += fold_multiply(dimension_word(shape[6], strides[6]) ^ kHashSecret[8],
+                     dimension_word(shape[7], strides[7]) ^ kHashSecret[9]);
+  return fold_multiply(h ^ kHashSecret[10], std::rotl(h, 29) ^ kHashSecret[11]);
 }
 
 // Same result as the defaulted operator== (which the linear scan uses), but

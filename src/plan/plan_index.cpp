@@ -93,6 +93,10 @@ void PlanIndex::rebuild(std::vector<Declaration> declarations,
 
 void PlanIndex::clear() { rebuild({}); }
 
+std::size_t PlanIndex::reclaim_retired() noexcept { return publisher_.reclaim_retired(); }
+
+std::size_t PlanIndex::retired_count() const noexcept { return publisher_.retired_count(); }
+
 const IndexEntry* PlanIndex::find(const PlanKey& key) const noexcept {
   return probe(*publisher_.current(), key);
 }

@@ -92,8 +92,8 @@ class PlanIndex {
 
   // Frees replaced sets; see the reclamation contract above. Returns how
   // many sets were freed.
-  std::size_t reclaim_retired() noexcept { return publisher_.reclaim_retired(); }
-  std::size_t retired_count() const noexcept { return publisher_.retired_count(); }
+  std::size_t reclaim_retired() noexcept;
+  std::size_t retired_count() const noexcept;
 
   ProbeStats probe_stats() const noexcept;
 

@@ -64,6 +64,10 @@ void PlanScan::rebuild(std::vector<Declaration> declarations,
 
 void PlanScan::clear() { rebuild({}); }
 
+std::size_t PlanScan::reclaim_retired() noexcept { return publisher_.reclaim_retired(); }
+
+std::size_t PlanScan::retired_count() const noexcept { return publisher_.retired_count(); }
+
 const IndexEntry* PlanScan::find(const PlanKey& key) const noexcept {
   return scan(*publisher_.current(), key);
 }

@@ -55,8 +55,8 @@ class PlanScan {
   std::span<const Declaration> declarations() const noexcept;
   View snapshot() const noexcept { return View(publisher_.current()); }
 
-  std::size_t reclaim_retired() noexcept { return publisher_.reclaim_retired(); }
-  std::size_t retired_count() const noexcept { return publisher_.retired_count(); }
+  std::size_t reclaim_retired() noexcept;
+  std::size_t retired_count() const noexcept;
 
  private:
   static std::unique_ptr<Snapshot> build(std::vector<Declaration> declarations,

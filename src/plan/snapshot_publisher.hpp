@@ -39,7 +39,9 @@ class SnapshotPublisher {
   // retired list cannot grow, nothing changes.
   void publish(std::unique_ptr<Snapshot> next) {
     std::lock_guard lock(writer_mutex_);
-    retired_.reserve(retired_.size() + 1);
+    if (retired_.size() == retired_.capacity()) {
+      retired_.reserve(retired_.capacity() < 4 ? 4 : 2 * retired_.capacity());
+    }
     current_.store(next.get(), std::memory_order_release);
     retired_.push_back(std::move(live_));
     live_ = std::move(next);

@@ -1,6 +1,7 @@
 // Canonical plan keys (DESIGN §2 points 1-3) and their hash.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <string>
