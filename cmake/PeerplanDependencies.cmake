@@ -41,6 +41,7 @@ if(PEERPLAN_HAVE_CUDA)
     set(CMAKE_CUDA_ARCHITECTURES 80 89 90 120)
   endif()
   enable_language(CUDA)
-  set(CMAKE_CUDA_STANDARD 20)
+  # CMake 3.25 does not know how to ask nvcc for C++20; the kernels need only C++17.
+  set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 endif()

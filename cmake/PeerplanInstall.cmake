@@ -23,5 +23,9 @@ install(FILES ${PROJECT_BINARY_DIR}/peerplanConfig.cmake
               ${PROJECT_BINARY_DIR}/peerplanConfigVersion.cmake
   DESTINATION ${PEERPLAN_CMAKE_DIR})
 
+# The .pc file finds its prefix relative to itself, so the installed tree
+# works wherever it is installed or moved (cmake --install --prefix ...).
+file(RELATIVE_PATH PEERPLAN_PC_PREFIX_FROM_PCDIR
+     "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/peerplan.pc.in ${PROJECT_BINARY_DIR}/peerplan.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/peerplan.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
