@@ -1,0 +1,158 @@
+// stats() after a known sequence of calls: per-plan hits and fallbacks in
+// declaration order, P2P calls and fallbacks by reason (undeclared, over
+// cutoff, P2P disabled), and reset_stats().
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "peerplan/communicator.hpp"
+#include "peerplan/plan_key.hpp"
+#include "support/communicator_test_support.hpp"
+#include "support/mpi_test_support.hpp"
+
+namespace peerplan::comm_test {
+namespace {
+
+constexpr float kEps = 1e-6f;
+
+struct Expected {
+  std::string name;
+  Operation operation;
+  Route route;
+  FallbackReason reason;
+  std::uint64_t hits;
+  std::uint64_t fallbacks;
+};
+
+void expect_plans(const Stats& stats, const std::vector<Expected>& expected, const std::string& when) {
+  ASSERT_EQ(stats.plans.size(), expected.size()) << when;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const PlanStats& p = stats.plans[i];
+    const Expected& e = expected[i];
+    EXPECT_EQ(p.name, e.name) << when << ": plans are listed in declaration order";
+    EXPECT_EQ(p.operation, e.operation) << when << ": " << e.name;
+    EXPECT_EQ(p.route, e.route) << when << ": " << e.name;
+    EXPECT_EQ(p.route_reason, e.reason) << when << ": " << e.name;
+    EXPECT_EQ(p.hits, e.hits) << when << ": hits of " << e.name;
+    EXPECT_EQ(p.fallbacks, e.fallbacks) << when << ": fallbacks of " << e.name;
+  }
+}
+
+TEST(CommunicatorStats, CountAKnownSequenceOfCalls) {
+  PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "P2P routes need every rank on one node");
+  Config config;
+  config.cutoffs = RouteCutoffs{4096, 32768, 16384};
+  auto comm = create_on_world(config);
+  ASSERT_TRUE(comm->p2p_enabled());
+
+  const TensorLayout one{2, 64};          // f32 512 B: one-shot
+  const TensorLayout two{2, 2048};        // f32 16 KiB: two-shot
+  const TensorLayout big{9, 1024};        // f32 36 KiB: over every cutoff
+  const TensorLayout norm{2, 1024};       // bf16 4 KiB: fused one-shot
+  const TensorLayout big_norm{8, 1024};   // f32 32 KiB: over the fused cutoff
+  const Buffer weight = make_weight(DataType::bf16, 1024, next_seed());
+  const Buffer weight_f32 = make_weight(DataType::f32, 1024, next_seed());
+  const Buffer other_weight = make_weight(DataType::bf16, 1024, next_seed());
+  comm->declare(std::vector<Declaration>{
+      Declaration::all_reduce("one", DataType::f32, one),
+      Declaration::all_reduce("two", DataType::f32, two),
+      Declaration::all_reduce("big", DataType::f32, big),
+      Declaration::fused_add_rms_norm("norm", DataType::bf16, norm, weight.data(), kEps),
+      Declaration::fused_add_rms_norm("big_norm", DataType::f32, big_norm, weight_f32.data(), kEps)});
+
+  const auto all_reduce = [&](DataType dtype, const TensorLayout& layout, Route route,
+                              FallbackReason reason) {
+    const AllReduceOutcome o = run_all_reduce(*comm, dtype, layout, Inputs::integers, false, next_seed());
+    EXPECT_EQ(o.result.route, route) << layout.to_string();
+    EXPECT_EQ(o.result.reason, reason) << layout.to_string();
+    EXPECT_EQ(o.wrong + o.unwritten, 0) << layout.to_string() << ": " << o.first_problem;
+  };
+  const auto fused = [&](DataType dtype, const TensorLayout& layout, const Buffer& w, Route route,
+                         FallbackReason reason) {
+    const FusedOutcome o = run_fused(*comm, dtype, layout, w, kEps, Inputs::integers, true, next_seed());
+    EXPECT_EQ(o.result.route, route) << layout.to_string();
+    EXPECT_EQ(o.result.reason, reason) << layout.to_string();
+    EXPECT_EQ(o.wrong_out + o.wrong_residual, 0) << layout.to_string() << ": " << o.first_problem;
+  };
+  const auto none = FallbackReason::none;
+  for (int i = 0; i < 3; ++i) all_reduce(DataType::f32, one, Route::one_shot, none);
+  for (int i = 0; i < 2; ++i) all_reduce(DataType::f32, two, Route::two_shot, none);
+  all_reduce(DataType::f32, big, Route::fallback, FallbackReason::over_cutoff);
+  for (int i = 0; i < 2; ++i) fused(DataType::bf16, norm, weight, Route::fused_one_shot, none);
+  fused(DataType::f32, big_norm, weight_f32, Route::fallback, FallbackReason::over_cutoff);
+  // Undeclared: another shape, another dtype, another weight.
+  all_reduce(DataType::f32, TensorLayout{3, 64}, Route::fallback, FallbackReason::undeclared);
+  all_reduce(DataType::bf16, one, Route::fallback, FallbackReason::undeclared);
+  fused(DataType::bf16, norm, other_weight, Route::fallback, FallbackReason::undeclared);
+
+  const auto ar = Operation::all_reduce;
+  const auto fo = Operation::fused_add_rms_norm;
+  const auto over = FallbackReason::over_cutoff;
+  Stats stats = comm->stats();
+  expect_plans(stats,
+               {{"one", ar, Route::one_shot, none, 3, 0},
+                {"two", ar, Route::two_shot, none, 2, 0},
+                {"big", ar, Route::fallback, over, 0, 1},
+                {"norm", fo, Route::fused_one_shot, none, 2, 0},
+                {"big_norm", fo, Route::fallback, over, 0, 1}},
+               "after the sequence");
+  EXPECT_EQ(stats.p2p_calls, 7u);
+  EXPECT_EQ(stats.fallback_over_cutoff, 2u);
+  EXPECT_EQ(stats.fallback_undeclared, 3u);
+  EXPECT_EQ(stats.fallback_p2p_disabled, 0u);
+
+  comm->reset_stats();
+  stats = comm->stats();
+  expect_plans(stats,
+               {{"one", ar, Route::one_shot, none, 0, 0},
+                {"two", ar, Route::two_shot, none, 0, 0},
+                {"big", ar, Route::fallback, over, 0, 0},
+                {"norm", fo, Route::fused_one_shot, none, 0, 0},
+                {"big_norm", fo, Route::fallback, over, 0, 0}},
+               "after reset_stats");
+  EXPECT_EQ(stats.p2p_calls, 0u);
+  EXPECT_EQ(stats.fallback_over_cutoff, 0u);
+  EXPECT_EQ(stats.fallback_undeclared, 0u);
+
+  // Counting resumes from zero.
+  all_reduce(DataType::f32, two, Route::two_shot, none);
+  all_reduce(DataType::f32, TensorLayout{3, 64}, Route::fallback, FallbackReason::undeclared);
+  stats = comm->stats();
+  EXPECT_EQ(stats.plans[1].hits, 1u);
+  EXPECT_EQ(stats.plans[0].hits, 0u);
+  EXPECT_EQ(stats.p2p_calls, 1u);
+  EXPECT_EQ(stats.fallback_undeclared, 1u);
+
+  // Identical on every rank: the ranks made the same calls.
+  std::uint64_t digest = stats.p2p_calls * 31 + stats.fallback_undeclared;
+  for (const auto& p : stats.plans) digest = digest * 1000003 + p.hits * 17 + p.fallbacks;
+  EXPECT_TRUE(ranks_differing_from_rank0(digest).empty());
+  comm->close();
+}
+
+TEST(CommunicatorStats, CountFallbacksWithP2PDisabled) {
+  Config config;
+  config.disable_p2p = true;
+  auto comm = create_on_world(config);
+  const TensorLayout layout{2, 64};
+  comm->declare(std::vector<Declaration>{Declaration::all_reduce("ar", DataType::f32, layout)});
+  for (int i = 0; i < 2; ++i) {
+    const AllReduceOutcome o = run_all_reduce(*comm, DataType::f32, layout, Inputs::integers, true, next_seed());
+    EXPECT_EQ(o.result.reason, FallbackReason::p2p_disabled);
+    EXPECT_EQ(o.wrong + o.unwritten, 0) << o.first_problem;
+  }
+  run_all_reduce(*comm, DataType::f32, TensorLayout{4, 64}, Inputs::integers, true, next_seed());
+  const Stats stats = comm->stats();
+  expect_plans(stats,
+               {{"ar", Operation::all_reduce, Route::fallback, FallbackReason::p2p_disabled, 0, 2}},
+               "P2P disabled");
+  EXPECT_EQ(stats.p2p_calls, 0u);
+  EXPECT_EQ(stats.fallback_p2p_disabled, 2u);
+  EXPECT_EQ(stats.fallback_undeclared, 1u);
+  EXPECT_EQ(stats.fallback_over_cutoff, 0u);
+  comm->close();
+}
+
+}  // namespace
+}  // namespace peerplan::comm_test
