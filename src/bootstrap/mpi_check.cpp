@@ -6,12 +6,12 @@
 
 namespace peerplan::bootstrap::detail {
 
-void check_mpi(int rc, const char* call) {
+void check_mpi(int rc, const char* call, const char* context) {
   if (rc == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
   if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) length = 0;
-  throw MpiError(std::string("bootstrap: ") + call + " failed: " +
+  throw MpiError(std::string(context) + ": " + call + " failed: " +
                  (length > 0 ? std::string(text, static_cast<std::size_t>(length))
                              : "MPI error code " + std::to_string(rc)));
 }

@@ -1,20 +1,12 @@
 #include "communicator/owned_comm.hpp"
 
-#include <string>
-
-#include "peerplan/errors.hpp"
+#include "bootstrap/mpi_check.hpp"
 
 namespace peerplan::communicator {
 
 OwnedComm OwnedComm::duplicate(MPI_Comm comm) {
   OwnedComm owned;
-  const int rc = MPI_Comm_dup(comm, &owned.comm_);
-  if (rc != MPI_SUCCESS) {
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    MPI_Error_string(rc, text, &length);
-    throw MpiError("MPI_Comm_dup failed: " + std::string(text, length));
-  }
+  bootstrap::detail::check_mpi(MPI_Comm_dup(comm, &owned.comm_), "MPI_Comm_dup", "create");
   return owned;
 }
 

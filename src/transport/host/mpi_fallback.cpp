@@ -4,6 +4,8 @@
 #include <climits>
 #include <string>
 
+#include "bootstrap/mpi_check.hpp"
+#include "peerplan/dtype.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/host/backoff.hpp"
 #include "transport/host/rms_norm.hpp"
@@ -16,21 +18,7 @@ namespace {
 constexpr std::int64_t kMaxMpiCount = std::int64_t{1} << 30;
 
 void check(int code, const char* call) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  throw MpiError(std::string("peerplan MPI fallback: ") + call + " failed: " +
-                 std::string(text, static_cast<std::size_t>(length)));
-}
-
-const char* dtype_name(DataType dtype) {
-  switch (dtype) {
-    case DataType::f16: return "f16";
-    case DataType::bf16: return "bf16";
-    case DataType::f32: break;
-  }
-  return "f32";
+  bootstrap::detail::check_mpi(code, call, "peerplan MPI fallback");
 }
 
 }  // namespace
@@ -100,7 +88,7 @@ void MpiFallback::reduce_staging(DataType dtype, std::int64_t count, const char*
         abandoned_.push_back({request, std::move(staging_)});
         staging_ = {};
         throw Timeout(std::string("peerplan MPI fallback: ") + what + " of " +
-                      std::to_string(count) + " " + dtype_name(dtype) +
+                      std::to_string(count) + " " + to_string(dtype) +
                       " elements did not complete within " + std::to_string(timeout_.count()) +
                       " ms: at least one rank did not make the matching call (it stopped, "
                       "crashed, or calls collectives in a different order). MPI cannot tell "

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "bootstrap/mpi_check.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/host/element.hpp"
 
@@ -19,12 +20,7 @@ void sum_into(void* in, void* inout, int* len, MPI_Datatype*) {
 }
 
 void check(int code, const char* call) {
-  if (code == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(code, text, &length);
-  throw MpiError(std::string("peerplan MPI fallback: ") + call + " failed: " +
-                 std::string(text, static_cast<std::size_t>(length)));
+  bootstrap::detail::check_mpi(code, call, "peerplan MPI fallback");
 }
 
 }  // namespace
