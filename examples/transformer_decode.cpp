@@ -136,8 +136,9 @@ int main(int argc, char** argv) {
     long total_wrong = 0;
     MPI_Reduce(&wrong, &total_wrong, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-      std::printf("peerplan %s: %d ranks, backend %s, P2P %s\n", peerplan::kVersion, size,
-                  peerplan::to_string(comm->backend()), comm->p2p_enabled() ? "enabled" : "disabled");
+      std::printf("peerplan %s: %d ranks, backend %s, P2P %s%s\n", peerplan::kVersion, size,
+                  peerplan::to_string(comm->backend()), comm->p2p_enabled() ? "enabled" : "disabled: ",
+                  comm->p2p_disabled_reason().c_str());
       std::printf("%-16s %10s %14s\n", "route", "calls", "mean us/call");
       for (const auto& [route, ct] : times.by_route)
         std::printf("%-16s %10ld %14.2f\n", route.c_str(), ct.first, 1e6 * ct.second / ct.first);

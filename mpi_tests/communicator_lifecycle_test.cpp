@@ -57,6 +57,7 @@ TEST(CommunicatorCreate, HostBackendWithRankSizeAndAgreedP2P) {
   // On one node with >= 2 ranks shared memory works, so create's agreement
   // must enable the fast path (on every rank: checked by the listener).
   EXPECT_EQ(comm->p2p_enabled(), one_node && test_size() >= 2);
+  EXPECT_EQ(comm->p2p_disabled_reason().empty(), comm->p2p_enabled());
   const auto flags = allgather_value(static_cast<int>(comm->p2p_enabled()));
   for (std::size_t r = 0; r < flags.size(); ++r)
     EXPECT_EQ(flags[r], flags[0]) << "rank " << r << " disagrees on p2p_enabled()";
@@ -98,6 +99,8 @@ TEST(CommunicatorCreate, DisableP2PSendsDeclaredCallsToTheFallback) {
   config.disable_p2p = true;
   auto comm = create_on_world(config);
   EXPECT_FALSE(comm->p2p_enabled());
+  EXPECT_NE(comm->p2p_disabled_reason().find("disable_p2p"), std::string::npos)
+      << "the reason must name the setting: " << comm->p2p_disabled_reason();
 
   const TensorLayout layout{2, 256};
   const Buffer weight = make_weight(DataType::bf16, 256, next_seed());

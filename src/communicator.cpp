@@ -171,6 +171,7 @@ class CommunicatorImpl final : public Communicator {
   int size() const noexcept override { return boot_->size(); }
   Backend backend() const noexcept override { return backend_; }
   bool p2p_enabled() const noexcept override { return p2p_enabled_; }
+  const std::string& p2p_disabled_reason() const noexcept override { return p2p_disabled_reason_; }
   const Config& config() const noexcept override { return config_; }
 
  private:

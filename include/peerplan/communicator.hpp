@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 
 #include "peerplan/config.hpp"
 #include "peerplan/declaration.hpp"
@@ -71,8 +72,10 @@ class Communicator {
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
   virtual Backend backend() const noexcept = 0;
-  // Whether the fast path was enabled by create's agreement.
+  // Whether the fast path is enabled (create's agreement; a failed buffer
+  // preparation at declare disables it on every rank), and if not, why.
   virtual bool p2p_enabled() const noexcept = 0;
+  virtual const std::string& p2p_disabled_reason() const noexcept = 0;
   virtual const Config& config() const noexcept = 0;
 
  protected:
