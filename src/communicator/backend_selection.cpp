@@ -1,5 +1,6 @@
 #include "communicator/backend_selection.hpp"
 
+#include <optional>
 #include <sstream>
 
 #include "communicator/declaration_agreement.hpp"
@@ -7,6 +8,9 @@
 #include "peerplan/errors.hpp"
 #include "topology/topology.hpp"
 #include "transport/host/host_backend.hpp"
+#if PEERPLAN_HAVE_CUDA
+#include "transport/cuda/cuda_backend.hpp"
+#endif
 
 namespace peerplan::communicator {
 namespace {
@@ -15,14 +19,39 @@ std::string as_text(const bootstrap::Blob& blob) {
   return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());
 }
 
-// The CUDA backend is built in a later step; until then every rank uses the
-// host backend, and asking for cuda explicitly is an error, not a silent
-// downgrade.
-Backend resolve_backend(Backend requested) {
+#if PEERPLAN_HAVE_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;
+#endif
+
+// Backend::automatic -> cuda when this build has the CUDA backend and every
+// rank sees a GPU (one agreement, so every rank picks the same backend),
+// else host. Asking for cuda explicitly where it cannot work is an error on
+// every rank, not a silent downgrade.
+Backend resolve_backend(Backend requested, bootstrap::Bootstrap& bootstrap) {
+  if (requested == Backend::host) return Backend::host;
+  if (!kCudaBuilt) {
+    if (requested == Backend::cuda) {
+      throw Unsupported(
+          "Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) but this build "
+          "of peerplan has no CUDA backend (configure with the CUDA toolkit and NCCL installed); "
+          "use Backend::automatic or PEERPLAN_BACKEND=host");
+    }
+    return Backend::host;
+  }
+  bool visible = false;
+#if PEERPLAN_HAVE_CUDA
+  visible = transport::cuda::cuda_device_visible();
+#endif
+  const auto blind = bootstrap.failed_ranks(visible);
+  if (blind.empty()) return Backend::cuda;
   if (requested == Backend::cuda) {
-    throw Unsupported(
-        "Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) but this build "
-        "of peerplan has no CUDA backend; use Backend::automatic or PEERPLAN_BACKEND=host");
+    std::string ranks;
+    for (int r : blind) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    throw Unsupported("Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) "
+                      "but rank(s) " + ranks + " see no GPU (check CUDA_VISIBLE_DEVICES and the "
+                      "driver); use Backend::automatic or PEERPLAN_BACKEND=host");
   }
   return Backend::host;
 }
@@ -102,31 +131,71 @@ void check_config_agreement(bootstrap::Bootstrap& bootstrap, const Config& confi
   }
 }
 
-BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config) {
-  BackendSetup setup;
-  setup.backend = resolve_backend(config.backend);
-  describe_locality(bootstrap, config);
+namespace {
+
+// Either every rank enables the fast path or none does.
+template <class MakePeer>
+void enable_p2p_if_agreed(bootstrap::Bootstrap& bootstrap, const Config& config,
+                          BackendSetup& setup, const char* what, MakePeer&& make_peer) {
+  setup.p2p_disabled_reason = static_p2p_obstacle(bootstrap, config);
+  if (!setup.p2p_disabled_reason.empty()) {
+    if (bootstrap.rank() == 0) log::info("P2P disabled: " + setup.p2p_disabled_reason);
+    return;
+  }
+  std::optional<std::string> local_error;
+  try {
+    setup.peer = make_peer();
+  } catch (const Error& e) {
+    local_error = e.what();
+  }
+  if (auto failures = gather_failures(bootstrap, local_error)) {
+    setup.peer.reset();
+    setup.p2p_disabled_reason = std::string(what) + " failed: " + *failures;
+    log::warn("P2P disabled on every rank, all calls go to the fallback: " +
+              setup.p2p_disabled_reason);
+  }
+}
+
+void create_host_transports(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config,
+                            BackendSetup& setup) {
   bootstrap.barrier();  // bounded: every rank is here before the unbounded MPI_Comm_dup
   setup.fallback_comm = OwnedComm::duplicate(comm);
   setup.fallback = transport::host::make_mpi_fallback(setup.fallback_comm.get(), config.timeout);
+  enable_p2p_if_agreed(bootstrap, config, setup, "setting up shared memory", [&] {
+    return transport::host::make_host_peer_transport(bootstrap, config.timeout);
+  });
+}
 
-  setup.p2p_disabled_reason = static_p2p_obstacle(bootstrap, config);
-  if (setup.p2p_disabled_reason.empty()) {
-    std::optional<std::string> local_error;
-    try {
-      setup.peer = transport::host::make_host_peer_transport(bootstrap, config.timeout);
-    } catch (const Error& e) {
-      local_error = e.what();
-    }
-    // Either every rank enables the fast path or none does.
-    if (auto failures = gather_failures(bootstrap, local_error)) {
-      setup.peer.reset();
-      setup.p2p_disabled_reason = "setting up shared memory failed: " + *failures;
-      log::warn("P2P disabled on every rank, all calls go to the fallback: " +
-                setup.p2p_disabled_reason);
-    }
-  } else if (bootstrap.rank() == 0) {
-    log::info("P2P disabled: " + setup.p2p_disabled_reason);
+void create_cuda_transports([[maybe_unused]] bootstrap::Bootstrap& bootstrap,
+                            [[maybe_unused]] const Config& config,
+                            [[maybe_unused]] BackendSetup& setup) {
+#if PEERPLAN_HAVE_CUDA
+  std::optional<std::string> local_error;
+  try {
+    transport::cuda::select_device(config.device, bootstrap.local_rank());
+  } catch (const Error& e) {
+    local_error = e.what();
+  }
+  if (auto failures = gather_failures(bootstrap, local_error)) {
+    throw InvalidArgument("create: cannot select the GPU (" + *failures + ")");
+  }
+  setup.fallback = transport::cuda::make_nccl_fallback(bootstrap, config.timeout);
+  enable_p2p_if_agreed(bootstrap, config, setup, "setting up CUDA IPC / peer access", [&] {
+    return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout);
+  });
+#endif
+}
+
+}  // namespace
+
+BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config) {
+  BackendSetup setup;
+  setup.backend = resolve_backend(config.backend, bootstrap);
+  describe_locality(bootstrap, config);
+  if (setup.backend == Backend::cuda) {
+    create_cuda_transports(bootstrap, config, setup);
+  } else {
+    create_host_transports(comm, bootstrap, config, setup);
   }
   if (bootstrap.rank() == 0) {
     log::info(std::string("backend ") + to_string(setup.backend) + ", " +

@@ -1,0 +1,304 @@
+// Collective benchmark in the style of nccl-tests (DESIGN §7): peerplan's
+// all-reduce or fused all-reduce + add + RMSNorm, per message size, next to
+// NCCL on the same buffers in the same run. Times are per call (µs), the
+// median over batches of -n calls each (eager launches, or CUDA graph
+// replays with -G 1); busbw = algbw * 2(n-1)/n. #wrong counts elements that
+// differ from the exact result (all-reduce of small integers, exact in every
+// dtype) or, for the fused op, from the fallback's result beyond rounding.
+//
+//   mpirun -np 2 peerplan_collective_bench -b 1K -e 64M -f 2 -d bf16 -G 1 --json out.json
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "peerplan/communicator.hpp"
+#include "peerplan/errors.hpp"
+#include "transport/host/element.hpp"
+
+namespace {
+
+using namespace peerplan;
+
+void check(cudaError_t s, const char* what) {
+  if (s != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(s));
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+}
+void check(ncclResult_t s, const char* what) {
+  if (s != ncclSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, ncclGetErrorString(s));
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+}
+
+std::size_t parse_size(const std::string& text) {
+  std::size_t pos = 0;
+  double v = std::stod(text, &pos);
+  const char unit = pos < text.size() ? static_cast<char>(std::toupper(text[pos])) : ' ';
+  if (unit == 'K') v *= 1024;
+  if (unit == 'M') v *= 1024 * 1024;
+  if (unit == 'G') v *= 1024.0 * 1024 * 1024;
+  return static_cast<std::size_t>(v);
+}
+
+// Median over `batches` of the mean time per call of `iters` calls (µs).
+double time_calls(const std::function<void()>& call, cudaStream_t stream, int iters, int warmup,
+                  bool graph) {
+  for (int i = 0; i < warmup; ++i) call();
+  check(cudaStreamSynchronize(stream), "warmup");
+  cudaGraphExec_t exec = nullptr;
+  cudaGraph_t g = nullptr;
+  if (graph) {
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+    call();
+    check(cudaStreamEndCapture(stream, &g), "end capture");
+    check(cudaGraphInstantiate(&exec, g, 0), "instantiate");
+    for (int i = 0; i < warmup; ++i) check(cudaGraphLaunch(exec, stream), "replay");
+  }
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<double> per_call;
+  constexpr int kBatches = 7;
+  for (int b = 0; b < kBatches; ++b) {
+    check(cudaStreamSynchronize(stream), "sync");
+    MPI_Barrier(MPI_COMM_WORLD);
+    cudaEventRecord(start, stream);
+    for (int i = 0; i < iters; ++i) {
+      if (graph) check(cudaGraphLaunch(exec, stream), "replay");
+      else call();
+    }
+    cudaEventRecord(stop, stream);
+    check(cudaEventSynchronize(stop), "event");
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    per_call.push_back(1000.0 * ms / iters);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (g) cudaGraphDestroy(g);
+  std::sort(per_call.begin(), per_call.end());
+  // Every rank reports the slowest rank's median (as nccl-tests does).
+  double median = per_call[per_call.size() / 2];
+  MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return median;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  CLI::App app{"peerplan collective benchmark (nccl-tests style)"};
+  std::string min_text = "1K", max_text = "64M", dtype_text = "bf16", op = "allreduce",
+              route_text = "auto", json_path;
+  double factor = 2;
+  int iters = 100, warmup = 20, graph = 0;
+  std::int64_t hidden = 4096;
+  app.add_option("-b,--minbytes", min_text, "smallest message (K/M/G suffixes)");
+  app.add_option("-e,--maxbytes", max_text, "largest message");
+  app.add_option("-f,--stepfactor", factor, "size multiplier between rows");
+  app.add_option("-n,--iters", iters, "calls per timed batch (7 batches, median)");
+  app.add_option("-w,--warmup_iters", warmup, "warm-up calls");
+  app.add_option("-d,--datatype", dtype_text, "f16 | bf16 | f32");
+  app.add_option("-G,--cudagraph", graph, "1: time CUDA graph replays of one captured call");
+  app.add_option("--op", op, "allreduce | fused")->check(CLI::IsMember({"allreduce", "fused"}));
+  app.add_option("--hidden", hidden, "fused op: hidden size (row length)");
+  app.add_option("--route", route_text, "auto (default cutoffs) | p2p (P2P up to -e) | nccl")
+      ->check(CLI::IsMember({"auto", "p2p", "nccl"}));
+  app.add_option("--json", json_path, "write every row as JSON to this file (rank 0)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = rank == 0 ? app.exit(e) : 0;
+    MPI_Finalize();
+    return code;
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+
+  const auto parsed = parse_data_type(dtype_text);
+  if (!parsed) {
+    if (rank == 0) std::fprintf(stderr, "-d %s: expected f16, bf16 or f32\n", dtype_text.c_str());
+    MPI_Finalize();
+    return 1;
+  }
+  const DataType dtype = *parsed;
+  const std::size_t esize = element_size(dtype);
+  const std::size_t min_bytes = parse_size(min_text), max_bytes = parse_size(max_text);
+  const bool fused = op == "fused";
+
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int local_rank = 0;
+  MPI_Comm_rank(local, &local_rank);
+  int devices = 1;
+  check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  check(cudaSetDevice(local_rank % devices), "cudaSetDevice");
+
+  Config config;
+  config.backend = Backend::cuda;
+  if (route_text == "p2p") {
+    config.cutoffs.two_shot_max_bytes = std::max<std::size_t>(max_bytes, 1);
+    config.cutoffs.fused_max_bytes = std::max<std::size_t>(max_bytes, 1);
+  }
+  auto comm = Communicator::create(MPI_COMM_WORLD, config);
+
+  ncclUniqueId id;
+  if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t nccl;
+  check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
+  int nccl_version = 0;
+  ncclGetVersion(&nccl_version);
+
+  cudaStream_t stream;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  void *in, *out, *residual, *weight, *check_out, *check_res;
+  check(cudaMalloc(&in, max_bytes), "malloc");
+  check(cudaMalloc(&out, max_bytes), "malloc");
+  check(cudaMalloc(&residual, max_bytes), "malloc");
+  check(cudaMalloc(&check_out, max_bytes), "malloc");
+  check(cudaMalloc(&check_res, max_bytes), "malloc");
+  check(cudaMalloc(&weight, static_cast<std::size_t>(hidden) * esize), "malloc");
+  const float eps = 1e-6f;
+
+  // Inputs: small integers, whose sums every dtype holds exactly.
+  std::vector<std::uint8_t> host(max_bytes);
+  const std::size_t max_count = max_bytes / esize;
+  for (std::size_t i = 0; i < max_count; ++i)
+    transport::host::store_from_float(dtype, static_cast<float>(static_cast<int>((i * 7 + rank * 3) % 16) - 8), &host[i * esize]);
+  check(cudaMemcpy(in, host.data(), max_bytes, cudaMemcpyHostToDevice), "upload");
+  std::vector<std::uint8_t> w(static_cast<std::size_t>(hidden) * esize);
+  for (std::int64_t j = 0; j < hidden; ++j) transport::host::store_from_float(dtype, 0.5f + (j % 5) * 0.25f, &w[j * esize]);
+  check(cudaMemcpy(weight, w.data(), w.size(), cudaMemcpyHostToDevice), "upload");
+
+  struct Row { std::size_t bytes; std::int64_t count; std::int64_t rows; };
+  std::vector<Row> rows;
+  for (double b = static_cast<double>(min_bytes); b <= static_cast<double>(max_bytes) * 1.0000001; b *= factor) {
+    std::int64_t count = static_cast<std::int64_t>(b) / static_cast<std::int64_t>(esize);
+    std::int64_t nrows = 0;
+    if (fused) {
+      nrows = count / hidden;
+      if (nrows < 1) continue;
+      count = nrows * hidden;
+    }
+    if (count < 1) continue;
+    rows.push_back({static_cast<std::size_t>(count) * esize, count, nrows});
+    if (factor <= 1) break;
+  }
+  std::vector<Declaration> declared;
+  if (route_text != "nccl") {
+    for (const auto& r : rows) {
+      const std::string name = "s" + std::to_string(r.bytes);
+      declared.push_back(fused ? Declaration::fused_add_rms_norm(name, dtype, TensorLayout({r.rows, hidden}), weight, eps)
+                               : Declaration::all_reduce(name, dtype, TensorLayout({r.count})));
+    }
+  }
+  comm->declare(declared);
+
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, local_rank % devices);
+  if (rank == 0) {
+    std::printf("# peerplan collective benchmark: %s, %d ranks, %s, op %s%s, route %s, %s, NCCL %d\n",
+                prop.name, size, dtype_text.c_str(), op.c_str(),
+                fused ? (" hidden " + std::to_string(hidden)).c_str() : "", route_text.c_str(),
+                graph ? "CUDA graph replay" : "eager", nccl_version);
+    std::printf("%12s %12s %6s %15s %10s %9s %9s %7s %10s %7s\n", "size(B)", "count", "type",
+                "route", "time(us)", "algbw", "busbw", "#wrong", "nccl(us)", "ratio");
+  }
+  nlohmann::json results = nlohmann::json::array();
+  const double bus_factor = 2.0 * (size - 1) / size;
+  std::int64_t total_wrong = 0;
+  for (const auto& r : rows) {
+    const TensorLayout layout = fused ? TensorLayout({r.rows, hidden}) : TensorLayout({r.count});
+    Route route = Route::fallback;
+    std::function<void()> ours, theirs;
+    if (fused) {
+      ours = [&] { route = comm->fused_add_rms_norm(out, residual, weight, eps, dtype, layout, stream).route; };
+      // NCCL + separate add + RMSNorm: the same op under another eps (an undeclared key).
+      theirs = [&] { comm->fused_add_rms_norm(out, residual, weight, eps * 2, dtype, layout, stream); };
+    } else {
+      ours = [&] { route = comm->all_reduce(in, out, dtype, layout, stream).route; };
+      const ncclDataType_t t = dtype == DataType::bf16 ? ncclBfloat16 : dtype == DataType::f16 ? ncclFloat16 : ncclFloat32;
+      theirs = [&] { check(ncclAllReduce(in, out, static_cast<std::size_t>(r.count), t, ncclSum, nccl, stream), "ncclAllReduce"); };
+    }
+    // Correctness first, on fresh outputs.
+    std::int64_t wrong = 0;
+    check(cudaMemset(out, 0xff, r.bytes), "poison");
+    if (fused) {
+      check(cudaMemcpy(out, in, r.bytes, cudaMemcpyDeviceToDevice), "copy");
+      check(cudaMemset(residual, 0, r.bytes), "zero");
+      check(cudaMemcpy(check_out, in, r.bytes, cudaMemcpyDeviceToDevice), "copy");
+      check(cudaMemset(check_res, 0, r.bytes), "zero");
+      ours();
+      comm->fused_add_rms_norm(check_out, check_res, weight, eps * 2, dtype, layout, stream);
+      check(cudaStreamSynchronize(stream), "sync");
+      std::vector<std::uint8_t> a(r.bytes), b(r.bytes);
+      check(cudaMemcpy(a.data(), out, r.bytes, cudaMemcpyDeviceToHost), "download");
+      check(cudaMemcpy(b.data(), check_out, r.bytes, cudaMemcpyDeviceToHost), "download");
+      for (std::int64_t i = 0; i < r.count; ++i) {
+        const float x = transport::host::load_as_float(dtype, &a[i * esize]);
+        const float y = transport::host::load_as_float(dtype, &b[i * esize]);
+        if (!(std::fabs(x - y) <= 0.02f * std::fabs(y) + 0.02f)) ++wrong;
+      }
+    } else {
+      ours();
+      check(cudaStreamSynchronize(stream), "sync");
+      std::vector<std::uint8_t> a(r.bytes);
+      check(cudaMemcpy(a.data(), out, r.bytes, cudaMemcpyDeviceToHost), "download");
+      for (std::int64_t i = 0; i < r.count; ++i) {
+        double expected = 0;
+        for (int q = 0; q < size; ++q) expected += static_cast<int>((i * 7 + q * 3) % 16) - 8;
+        if (transport::host::load_as_float(dtype, &a[i * esize]) != expected) ++wrong;
+      }
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    total_wrong += wrong;
+    const double t_ours = time_calls(ours, stream, iters, warmup, graph != 0);
+    const double t_nccl = time_calls(theirs, stream, iters, warmup, graph != 0);
+    const double algbw = static_cast<double>(r.bytes) / (t_ours * 1e3);  // GB/s
+    if (rank == 0) {
+      std::printf("%12zu %12lld %6s %15s %10.2f %9.2f %9.2f %7lld %10.2f %7.2f\n", r.bytes,
+                  static_cast<long long>(r.count), dtype_text.c_str(), to_string(route), t_ours,
+                  algbw, algbw * bus_factor, static_cast<long long>(wrong), t_nccl, t_nccl / t_ours);
+      results.push_back({{"bytes", r.bytes}, {"count", r.count}, {"type", dtype_text},
+                         {"route", to_string(route)}, {"time_us", t_ours}, {"algbw_gbs", algbw},
+                         {"busbw_gbs", algbw * bus_factor}, {"wrong", wrong},
+                         {"nccl_time_us", t_nccl}, {"ratio_nccl_over_peerplan", t_nccl / t_ours}});
+    }
+  }
+  if (rank == 0) {
+    std::printf("# total #wrong %lld\n", static_cast<long long>(total_wrong));
+    if (!json_path.empty()) {
+      nlohmann::json doc{{"device", prop.name}, {"ranks", size}, {"dtype", dtype_text}, {"op", op},
+                         {"hidden", fused ? hidden : 0}, {"route", route_text},
+                         {"mode", graph ? "graph" : "eager"}, {"iters", iters}, {"warmup", warmup},
+                         {"nccl_version", nccl_version}, {"rows", results}};
+      std::ofstream(json_path) << doc.dump(2) << "\n";
+    }
+  }
+  comm->close();
+  ncclCommDestroy(nccl);
+  cudaFree(in); cudaFree(out); cudaFree(residual); cudaFree(weight); cudaFree(check_out); cudaFree(check_res);
+  MPI_Comm_free(&local);
+  MPI_Finalize();
+  return total_wrong == 0 ? 0 : 2;
+}

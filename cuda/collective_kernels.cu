@@ -1,0 +1,416 @@
+// The CUDA backend's kernels: one-shot and two-shot all-reduce, fused
+// all-reduce + residual add + RMSNorm, the standalone add + RMSNorm of the
+// fallback, and strided pack/unpack. Sums are fp32 in fixed rank order
+// 0..n-1 with one rounding, so every rank's output is bit-identical.
+// Peer slots are read 16 bytes at a time; the caller's tensors use 16-byte
+// accesses only where this rank's pointer is aligned (a local choice: it
+// never changes what is exchanged), element by element otherwise.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "collective_kernels.hpp"
+#include "device_sync.cuh"
+
+namespace peerplan::cuda_kernels {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kAllReduceMaxBlocks = 80;
+static_assert(kAllReduceMaxBlocks <= kMaxBlocks);
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+template <class T>
+struct Pack {
+  static constexpr int kCount = static_cast<int>(kPackBytes / sizeof(T));
+  union {
+    uint4 raw;
+    T v[kCount];
+  };
+  __device__ Pack() : raw{0u, 0u, 0u, 0u} {}
+};
+
+// Element offset of logical (row-major) index i.
+__device__ __noinline__ std::int64_t element_offset(const KernelLayout& layout, std::int64_t i) {
+  std::int64_t offset = 0;
+  for (int d = layout.rank - 1; d >= 0; --d) {
+    const std::int64_t dim = layout.dims[d];
+    const std::int64_t q = i / dim;
+    offset += (i - q * dim) * layout.strides[d];
+    i = q;
+  }
+  return offset;
+}
+
+__device__ __forceinline__ std::int64_t offset_of(const KernelLayout& layout, std::int64_t i) {
+  return layout.dense ? i : element_offset(layout, i);
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & (kPackBytes - 1)) == 0;
+}
+
+// Elements [first, first + kCount) of the tensor (zeros past `count`).
+template <class T>
+__device__ __forceinline__ Pack<T> load_tensor(const T* tensor, const KernelLayout& layout,
+                                               bool vector_ok, std::int64_t first,
+                                               std::int64_t count) {
+  Pack<T> pack;
+  if (vector_ok && first + Pack<T>::kCount <= count) {
+    pack.raw = *reinterpret_cast<const uint4*>(tensor + first);
+    return pack;
+  }
+  for (int k = 0; k < Pack<T>::kCount && first + k < count; ++k) {
+    pack.v[k] = tensor[offset_of(layout, first + k)];
+  }
+  return pack;
+}
+
+template <class T>
+__device__ __forceinline__ void store_tensor(T* tensor, const KernelLayout& layout,
+                                             bool vector_ok, std::int64_t first,
+                                             std::int64_t count, const Pack<T>& pack) {
+  if (vector_ok && first + Pack<T>::kCount <= count) {
+    *reinterpret_cast<uint4*>(tensor + first) = pack.raw;
+    return;
+  }
+  for (int k = 0; k < Pack<T>::kCount && first + k < count; ++k) {
+    tensor[offset_of(layout, first + k)] = pack.v[k];
+  }
+}
+
+// Sum of every rank's slot at element `first` (a pack boundary), fixed
+// rank order, one rounding.
+template <class T>
+__device__ __forceinline__ Pack<T> reduce_slots(const PeerSet& p, std::uint32_t epoch,
+                                                std::int64_t first) {
+  float acc[Pack<T>::kCount];
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = 0.0f;
+  for (int r = 0; r < p.size; ++r) {
+    Pack<T> in;
+    in.raw = *reinterpret_cast<const uint4*>(slot_of<T>(p, r, epoch) + first);
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = __fadd_rn(acc[k], to_float(in.v[k]));
+  }
+  Pack<T> out;
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) out.v[k] = from_float<T>(acc[k]);
+  return out;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    one_shot_kernel(PeerSet p, const T* in, T* out, KernelLayout layout, std::int64_t count) {
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
+  Signals* own = signals_of(p, p.rank);
+  if (!wait_peers(p, own->done, epoch - 2, Phase::slot_free, epoch)) return;
+
+  constexpr int V = Pack<T>::kCount;
+  const std::int64_t packs = (count + V - 1) / V;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool in_vec = layout.dense && aligned16(in);
+  const bool out_vec = layout.dense && aligned16(out);
+  T* mine = slot_of<T>(p, p.rank, epoch);
+  for (std::int64_t i = begin; i < packs; i += stride) {
+    const Pack<T> pack = load_tensor(in, layout, in_vec, i * V, count);
+    *reinterpret_cast<uint4*>(mine + i * V) = pack.raw;
+  }
+  __syncthreads();
+  signal_peers(p, FlagRow::arrive, epoch);
+  if (!wait_peers(p, own->arrive[blockIdx.x], epoch, Phase::arrive, epoch)) return;
+
+  for (std::int64_t i = begin; i < packs; i += stride) {
+    store_tensor(out, layout, out_vec, i * V, count, reduce_slots<T>(p, epoch, i * V));
+  }
+  finish_call(p, epoch);
+}
+
+// Shard s covers [s * shard, min((s + 1) * shard, count)), shard a whole
+// number of packs. Block b handles pack j of every shard for the same j on
+// every rank, so per-block flags order exactly the data each block needs.
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    two_shot_kernel(PeerSet p, const T* in, T* out, KernelLayout layout, std::int64_t count) {
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
+  Signals* own = signals_of(p, p.rank);
+  if (!wait_peers(p, own->done, epoch - 2, Phase::slot_free, epoch)) return;
+
+  constexpr int V = Pack<T>::kCount;
+  const std::int64_t shard = ((count + p.size - 1) / p.size + V - 1) / V * V;
+  const std::int64_t shard_packs = shard / V;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool in_vec = layout.dense && aligned16(in);
+  const bool out_vec = layout.dense && aligned16(out);
+  T* mine = slot_of<T>(p, p.rank, epoch);
+
+  for (std::int64_t j = begin; j < shard_packs; j += stride) {
+    for (int s = 0; s < p.size; ++s) {
+      const std::int64_t first = s * shard + j * V;
+      if (first >= count) break;
+      *reinterpret_cast<uint4*>(mine + first) =
+          load_tensor(in, layout, in_vec, first, count).raw;
+    }
+  }
+  __syncthreads();
+  signal_peers(p, FlagRow::arrive, epoch);
+  if (!wait_peers(p, own->arrive[blockIdx.x], epoch, Phase::arrive, epoch)) return;
+
+  // Reduce this rank's shard; the result replaces this rank's own input in
+  // its slot (no peer reads those positions) for the peers to gather.
+  for (std::int64_t j = begin; j < shard_packs; j += stride) {
+    const std::int64_t first = p.rank * shard + j * V;
+    if (first >= count) break;
+    const Pack<T> sum = reduce_slots<T>(p, epoch, first);
+    *reinterpret_cast<uint4*>(mine + first) = sum.raw;
+    store_tensor(out, layout, out_vec, first, count, sum);
+  }
+  __syncthreads();
+  signal_peers(p, FlagRow::reduced, epoch);
+  if (!wait_peers(p, own->reduced[blockIdx.x], epoch, Phase::reduced, epoch)) return;
+
+  for (std::int64_t j = begin; j < shard_packs; j += stride) {
+    for (int s = 0; s < p.size; ++s) {
+      if (s == p.rank) continue;
+      const std::int64_t first = s * shard + j * V;
+      if (first >= count) break;
+      Pack<T> sum;
+      sum.raw = *reinterpret_cast<const uint4*>(slot_of<T>(p, s, epoch) + first);
+      store_tensor(out, layout, out_vec, first, count, sum);
+    }
+  }
+  finish_call(p, epoch);
+}
+
+// Deterministic block sum: fixed shuffle tree, then warps in order.
+__device__ float block_sum(float value, float* scratch) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    value = __fadd_rn(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  }
+  const int warp = threadIdx.x / 32;
+  if ((threadIdx.x & 31) == 0) scratch[warp] = value;
+  __syncthreads();
+  float total = 0.0f;
+  const int warps = (blockDim.x + 31) / 32;
+  for (int w = 0; w < warps; ++w) total = __fadd_rn(total, scratch[w]);
+  __syncthreads();  // scratch is reused by the next row
+  return total;
+}
+
+// Element offset of the first element of row `row` (the last dimension).
+__device__ std::int64_t row_offset(const KernelLayout& layout, std::int64_t row,
+                                   std::int64_t hidden) {
+  if (layout.dense) return row * hidden;
+  std::int64_t offset = 0;
+  for (int d = layout.rank - 2; d >= 0; --d) {
+    const std::int64_t dim = layout.dims[d];
+    const std::int64_t q = row / dim;
+    offset += (row - q * dim) * layout.strides[d];
+    row = q;
+  }
+  return offset;
+}
+
+// One row of add + RMSNorm (the rounding of src/transport/host/rms_norm.hpp):
+//   r = round(s + residual) -> residual; var = mean(r^2) (fp32);
+//   out = round(r * (1 / sqrt(var + eps)) * weight) -> out.
+// `sum_at(j)` gives s, the rounded all-reduced value, as a float. No
+// contraction into FMAs, so the fused and fallback paths round alike.
+template <class T, class SumAt>
+__device__ void add_rms_norm_row(SumAt sum_at, T* residual, const T* weight, T* out,
+                                 std::int64_t hidden, float eps, float* scratch) {
+  float squares = 0.0f;
+  for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
+    const T r = from_float<T>(__fadd_rn(sum_at(j), to_float(residual[j])));
+    residual[j] = r;
+    const float rf = to_float(r);
+    squares = __fadd_rn(squares, __fmul_rn(rf, rf));
+  }
+  const float variance = __fdiv_rn(block_sum(squares, scratch), static_cast<float>(hidden));
+  const float inv_rms = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(variance, eps)));
+  for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
+    out[j] = from_float<T>(__fmul_rn(__fmul_rn(to_float(residual[j]), inv_rms), to_float(weight[j])));
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    fused_kernel(PeerSet p, T* inout, T* residual, const T* weight, float eps,
+                 KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
+  __shared__ float scratch[kThreads / 32];
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
+  Signals* own = signals_of(p, p.rank);
+  if (!wait_peers(p, own->done, epoch - 2, Phase::slot_free, epoch)) return;
+
+  T* mine = slot_of<T>(p, p.rank, epoch);
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* src = inout + row_offset(layout, row, hidden);
+    T* dst = mine + row * hidden;
+    for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) dst[j] = src[j];
+  }
+  __syncthreads();
+  signal_peers(p, FlagRow::arrive, epoch);
+  if (!wait_peers(p, own->arrive[blockIdx.x], epoch, Phase::arrive, epoch)) return;
+
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const std::int64_t base = row * hidden;
+    auto sum_at = [&](std::int64_t j) {
+      float acc = 0.0f;
+      for (int r = 0; r < p.size; ++r) acc = __fadd_rn(acc, to_float(slot_of<T>(p, r, epoch)[base + j]));
+      return to_float(from_float<T>(acc));
+    };
+    const std::int64_t offset = row_offset(layout, row, hidden);
+    add_rms_norm_row<T>(sum_at, residual + offset, weight, inout + offset, hidden, eps, scratch);
+  }
+  finish_call(p, epoch);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    add_rms_norm_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
+                        KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
+  __shared__ float scratch[kThreads / 32];
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* sums = reduced + row * hidden;
+    auto sum_at = [&](std::int64_t j) { return to_float(sums[j]); };
+    const std::int64_t offset = row_offset(layout, row, hidden);
+    add_rms_norm_row<T>(sum_at, residual + offset, weight, inout + offset, hidden, eps, scratch);
+  }
+}
+
+template <class W>
+__global__ void pack_kernel(const W* tensor, W* contiguous, KernelLayout layout,
+                            std::int64_t count, bool unpack) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       i < count; i += stride) {
+    const std::int64_t offset = offset_of(layout, i);
+    if (unpack) const_cast<W*>(tensor)[offset] = contiguous[i];
+    else contiguous[i] = tensor[offset];
+  }
+}
+
+unsigned blocks_for(std::int64_t work_items, int max_blocks) {
+  const std::int64_t wanted = (work_items + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(wanted, 1, max_blocks));
+}
+
+template <class F>
+cudaError_t dispatch(ElementType type, F&& launch) {
+  switch (type) {
+    case ElementType::f16: launch(__half{}); break;
+    case ElementType::bf16: launch(__nv_bfloat16{}); break;
+    case ElementType::f32: launch(float{}); break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+std::size_t slot_bytes_for(std::size_t max_message_bytes, int size) {
+  // Two-shot pads each of `size` shards by less than one pack; the fused op
+  // and one-shot need the message rounded up to a pack.
+  const std::size_t bytes = max_message_bytes + static_cast<std::size_t>(size + 1) * kPackBytes;
+  return (bytes + 255) / 256 * 256;
+}
+
+cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
+                            const KernelLayout& layout, std::int64_t count,
+                            cudaStream_t stream) {
+  return dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    const std::int64_t packs = (count + Pack<T>::kCount - 1) / Pack<T>::kCount;
+    one_shot_kernel<T><<<blocks_for(packs, kAllReduceMaxBlocks), kThreads, 0, stream>>>(
+        peers, static_cast<const T*>(in), static_cast<T*>(out), layout, count);
+  });
+}
+
+cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
+                            const KernelLayout& layout, std::int64_t count,
+                            cudaStream_t stream) {
+  return dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int V = Pack<T>::kCount;
+    const std::int64_t shard = ((count + peers.size - 1) / peers.size + V - 1) / V * V;
+    two_shot_kernel<T><<<blocks_for(shard / V, kAllReduceMaxBlocks), kThreads, 0, stream>>>(
+        peers, static_cast<const T*>(in), static_cast<T*>(out), layout, count);
+  });
+}
+
+cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, void* residual,
+                         const void* weight, float eps, const KernelLayout& layout,
+                         std::int64_t rows, std::int64_t hidden, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxBlocks));
+  return dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    fused_kernel<T><<<blocks, kThreads, 0, stream>>>(peers, static_cast<T*>(inout),
+                                                     static_cast<T*>(residual),
+                                                     static_cast<const T*>(weight), eps, layout,
+                                                     rows, hidden);
+  });
+}
+
+cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout,
+                                void* residual, const void* weight, float eps,
+                                const KernelLayout& layout, std::int64_t rows,
+                                std::int64_t hidden, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, 1024));
+  return dispatch(type, [&](auto tag) {
+    using T = decltype(tag);
+    add_rms_norm_kernel<T><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const T*>(reduced), static_cast<T*>(inout), static_cast<T*>(residual),
+        static_cast<const T*>(weight), eps, layout, rows, hidden);
+  });
+}
+
+namespace {
+cudaError_t launch_copy(std::size_t element_bytes, const void* tensor, void* contiguous,
+                        const KernelLayout& layout, std::int64_t count, bool unpack,
+                        cudaStream_t stream) {
+  const unsigned blocks = blocks_for(count, 1024);
+  if (element_bytes == 2) {
+    pack_kernel<std::uint16_t><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const std::uint16_t*>(tensor), static_cast<std::uint16_t*>(contiguous),
+        layout, count, unpack);
+  } else {
+    pack_kernel<std::uint32_t><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const std::uint32_t*>(tensor), static_cast<std::uint32_t*>(contiguous),
+        layout, count, unpack);
+  }
+  return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t launch_pack(std::size_t element_bytes, const void* tensor, void* contiguous,
+                        const KernelLayout& layout, std::int64_t count, cudaStream_t stream) {
+  return launch_copy(element_bytes, tensor, contiguous, layout, count, false, stream);
+}
+
+cudaError_t launch_unpack(std::size_t element_bytes, const void* contiguous, void* tensor,
+                          const KernelLayout& layout, std::int64_t count, cudaStream_t stream) {
+  return launch_copy(element_bytes, tensor, const_cast<void*>(contiguous), layout, count, true,
+                     stream);
+}
+
+}  // namespace peerplan::cuda_kernels

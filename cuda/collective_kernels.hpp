@@ -1,0 +1,95 @@
+// Host-callable launchers of the CUDA backend's kernels (DESIGN §5). Only
+// the CUDA transport (src/transport/cuda/, compiled with the toolkit)
+// includes this; nothing outside it sees CUDA types.
+//
+// Every rank owns one device slab [signal area | staging slot 0 | slot 1]
+// mapped into its node-local peers through CUDA IPC. A call with epoch e
+// (counted on the device, in the owner's signal area, so CUDA-graph replays
+// need no host patching) stages into slot e % 2. Flags are epochs written
+// with system-scope release stores into the *reader's* signal area and
+// polled there with acquire loads: no peer atomics. A rank reuses slot
+// e % 2 at call e + 2 only after every peer published `done >= e`. Every
+// spin is bounded by `timeout_ns` (%globaltimer); a spin that expires
+// records the failure in `error` (host-mapped memory), tells the peers it
+// gave up, and returns: never a hang, never a trap.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace peerplan::cuda_kernels {
+
+inline constexpr int kMaxRanks = 8;
+inline constexpr int kMaxBlocks = 128;             // per-block flags exist for this many blocks
+inline constexpr std::size_t kSignalAreaBytes = 16384;
+inline constexpr std::size_t kPackBytes = 16;      // one vector load/store
+
+enum class ElementType : std::uint8_t { f16 = 0, bf16 = 1, f32 = 2 };
+
+// Which wait a failed kernel was in.
+enum class Phase : std::uint32_t { none = 0, slot_free = 1, arrive = 2, reduced = 3 };
+enum class ErrorCode : std::uint32_t { none = 0, timeout = 1, peer_gave_up = 2 };
+
+// In pinned, mapped host memory: the device writes, the host reads at the
+// next call. `code` is written last.
+struct DeviceError {
+  std::uint32_t code;
+  std::uint32_t epoch;
+  std::uint32_t phase;
+  std::uint32_t peer;   // local rank waited for
+  std::uint32_t block;
+  std::uint32_t reserved[3];
+};
+
+// A tensor's element layout as the kernels see it. `dense`: element i at
+// offset i (strides of size-1 dims ignored); otherwise offsets come from
+// dims/strides (the innermost stride is 1, validated at declare).
+struct KernelLayout {
+  std::int32_t rank = 0;
+  std::int32_t dense = 1;
+  std::int64_t dims[8] = {};
+  std::int64_t strides[8] = {};
+};
+
+// The node-local ranks' slabs, by local rank (own included). Passed by value
+// to every kernel: it changes only when reserve() re-creates the slabs.
+struct PeerSet {
+  void* slabs[kMaxRanks] = {};
+  std::int32_t rank = 0;
+  std::int32_t size = 0;
+  std::uint64_t slot_bytes = 0;   // each staging slot
+  std::uint64_t timeout_ns = 0;
+  DeviceError* error = nullptr;   // device pointer of the host-mapped error word
+};
+
+// All return the launch's cudaError_t (cudaSuccess when enqueued).
+cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
+                            const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
+// Any count: shards of ceil(count / size) elements rounded up to a pack;
+// the last shards may be short or empty.
+cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
+                            const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
+// residual = allreduce(inout) + residual; inout = rmsnorm(residual) * weight.
+cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, void* residual,
+                         const void* weight, float eps, const KernelLayout& layout,
+                         std::int64_t rows, std::int64_t hidden, cudaStream_t stream);
+// The same add + RMSNorm from already reduced values: `reduced` holds
+// rows * hidden contiguous elements (it may be `inout` itself when inout is
+// dense). Rounds exactly like launch_fused.
+cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout,
+                                void* residual, const void* weight, float eps,
+                                const KernelLayout& layout, std::int64_t rows,
+                                std::int64_t hidden, cudaStream_t stream);
+// Strided tensor <-> contiguous buffer (row-major logical order).
+cudaError_t launch_pack(std::size_t element_bytes, const void* tensor, void* contiguous,
+                        const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
+cudaError_t launch_unpack(std::size_t element_bytes, const void* contiguous, void* tensor,
+                          const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
+
+// Bytes a staging slot needs for messages up to `max_message_bytes` on
+// `size` ranks (two-shot pads every shard to whole packs).
+std::size_t slot_bytes_for(std::size_t max_message_bytes, int size);
+
+}  // namespace peerplan::cuda_kernels

@@ -1,0 +1,162 @@
+// Device-side flag protocol shared by the collective kernels: the signal
+// area, system-scope release/acquire flags, bounded waits and the end-of-call
+// bookkeeping. See collective_kernels.hpp for the protocol.
+#pragma once
+
+#include <cstdint>
+
+#include "collective_kernels.hpp"
+
+namespace peerplan::cuda_kernels {
+
+// Head of every slab. Flag arrays are indexed [block][writer]: peer p writes
+// its epoch into *my* area at [b][p], so every wait polls local memory.
+struct Signals {
+  std::uint32_t arrive[kMaxBlocks][kMaxRanks];
+  std::uint32_t reduced[kMaxBlocks][kMaxRanks];
+  std::uint32_t done[kMaxRanks];       // peer p finished reading every slot of call `done`
+  std::uint32_t abandoned[kMaxRanks];  // nonzero: peer p gave up at that epoch
+  // Owner-only words below (local atomics only).
+  std::uint32_t epoch;            // last completed call
+  std::uint32_t blocks_finished;  // blocks of the running call that are done
+  std::uint32_t aborted;          // this rank gave up; later kernels exit at once
+};
+static_assert(sizeof(Signals) <= kSignalAreaBytes, "signal area too small");
+
+__device__ __forceinline__ Signals* signals_of(const PeerSet& p, int rank) {
+  return static_cast<Signals*>(p.slabs[rank]);
+}
+
+template <class T>
+__device__ __forceinline__ T* slot_of(const PeerSet& p, int rank, std::uint32_t epoch) {
+  return reinterpret_cast<T*>(static_cast<char*>(p.slabs[rank]) + kSignalAreaBytes +
+                              (epoch & 1u) * p.slot_bytes);
+}
+
+__device__ __forceinline__ std::uint32_t load_acquire(const std::uint32_t* address) {
+  std::uint32_t value;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+  return value;
+}
+
+__device__ __forceinline__ void store_release(std::uint32_t* address, std::uint32_t value) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
+}
+
+__device__ __forceinline__ std::uint64_t global_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Epochs wrap at 2^32: compare by signed difference.
+__device__ __forceinline__ bool reached(std::uint32_t value, std::uint32_t target) {
+  return static_cast<std::int32_t>(value - target) >= 0;
+}
+
+// First words of every kernel: this call's epoch, or false (every thread
+// alike) when an earlier call on this rank gave up: the transport is broken
+// until reserve() re-creates the slabs.
+__device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoch) {
+  __shared__ std::uint32_t shared_epoch;
+  __shared__ int shared_aborted;
+  if (threadIdx.x == 0) {
+    const volatile Signals* own = signals_of(p, p.rank);
+    shared_aborted = own->aborted != 0;
+    shared_epoch = own->epoch + 1;
+  }
+  __syncthreads();
+  epoch = shared_epoch;
+  return !shared_aborted;
+}
+
+// Records why this rank gives up (first failing thread only), then tells
+// every peer, so that their waits end at once instead of at their own
+// deadline.
+__device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Phase phase,
+                                     std::uint32_t epoch, int peer) {
+  Signals* own = signals_of(p, p.rank);
+  if (atomicExch(&own->aborted, 1u) == 0u) {
+    volatile DeviceError* error = p.error;
+    error->epoch = epoch;
+    error->phase = static_cast<std::uint32_t>(phase);
+    error->peer = static_cast<std::uint32_t>(peer);
+    error->block = blockIdx.x;
+    __threadfence_system();
+    error->code = static_cast<std::uint32_t>(code);
+    __threadfence_system();
+  }
+  for (int q = 0; q < p.size; ++q) {
+    if (q != p.rank) store_release(&signals_of(p, q)->abandoned[p.rank], epoch == 0 ? 1u : epoch);
+  }
+}
+
+enum class FlagRow { arrive, reduced };
+
+__device__ __forceinline__ std::uint32_t* flag_row(Signals* s, FlagRow row, int block) {
+  return row == FlagRow::arrive ? s->arrive[block] : s->reduced[block];
+}
+
+// Thread q < size publishes `epoch` into peer q's row[block][my rank].
+// Call after __syncthreads(): the release covers the block's earlier writes.
+__device__ __forceinline__ void signal_peers(const PeerSet& p, FlagRow row, std::uint32_t epoch) {
+  const int q = threadIdx.x;
+  if (q < p.size && q != p.rank) {
+    store_release(&flag_row(signals_of(p, q), row, blockIdx.x)[p.rank], epoch);
+  }
+}
+
+// Waits until every peer's flag in `flags` (this rank's area, indexed by
+// writer) reached `target`. Thread q polls peer q. Returns false on every
+// thread of the block when the wait failed (timeout or a peer gave up).
+// Ends with a block barrier either way.
+__device__ __forceinline__ bool wait_peers(const PeerSet& p, const std::uint32_t* flags,
+                                           std::uint32_t target, Phase phase,
+                                           std::uint32_t epoch) {
+  const int q = threadIdx.x;
+  int failed = 0;
+  if (q < p.size && q != p.rank) {
+    const Signals* own = signals_of(p, p.rank);
+    std::uint64_t start = 0;
+    for (std::uint32_t spins = 0; !reached(load_acquire(&flags[q]), target); ++spins) {
+      if ((spins & 127u) != 127u) continue;
+      if (*static_cast<const volatile std::uint32_t*>(&own->abandoned[q]) != 0u) {
+        give_up(p, ErrorCode::peer_gave_up, phase, epoch, q);
+        failed = 1;
+        break;
+      }
+      if (*static_cast<const volatile std::uint32_t*>(&own->aborted) != 0u) {
+        failed = 1;  // another block of this call already gave up
+        break;
+      }
+      const std::uint64_t now = global_ns();
+      if (start == 0) start = now;
+      if (now - start > p.timeout_ns) {
+        give_up(p, ErrorCode::timeout, phase, epoch, q);
+        failed = 1;
+        break;
+      }
+    }
+  }
+  return __syncthreads_or(failed) == 0;
+}
+
+// Last words of every kernel: the last block to finish advances the epoch
+// and tells the peers that this rank is done reading their slots.
+__device__ __forceinline__ void finish_call(const PeerSet& p, std::uint32_t epoch) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  Signals* own = signals_of(p, p.rank);
+  __threadfence();
+  const std::uint32_t before = atomicAdd(&own->blocks_finished, 1u);
+  if (before != gridDim.x - 1) return;
+  __threadfence();
+  *static_cast<volatile std::uint32_t*>(&own->blocks_finished) = 0u;
+  *static_cast<volatile std::uint32_t*>(&own->epoch) = epoch;
+  __threadfence_system();
+  for (int q = 0; q < p.size; ++q) {
+    if (q != p.rank) store_release(&signals_of(p, q)->done[p.rank], epoch);
+  }
+}
+
+}  // namespace peerplan::cuda_kernels

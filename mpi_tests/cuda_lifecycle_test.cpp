@@ -1,0 +1,107 @@
+// The CUDA backend's lifecycle on real GPUs: a rank that stops calling
+// makes the others raise Timeout (never hang) and the next declare()
+// recovers; 200 declare/refresh cycles (and close/create) return device
+// memory to its baseline. Skipped (on every rank) without GPUs.
+#include <chrono>
+
+#include "cuda_test_support.hpp"
+
+namespace peerplan::cuda_test {
+namespace {
+
+std::vector<std::uint8_t> all_reduce_bytes(Communicator& comm, std::int64_t n, std::uint64_t seed,
+                                           Route expected) {
+  DeviceBuffer in(n * 2), out(n * 2);
+  in.upload(random_tensor(DataType::bf16, n, seed, rank()));
+  out.poison();
+  const auto result = comm.all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
+  EXPECT_EQ(result.route, expected);
+  check_cuda(cudaDeviceSynchronize(), "sync");
+  auto got = out.download(n * 2);
+  std::int64_t wrong = 0;
+  // Exact reference: sums of the bf16-rounded inputs.
+  std::vector<std::vector<std::uint8_t>> inputs;
+  for (int r = 0; r < size(); ++r) inputs.push_back(random_tensor(DataType::bf16, n, seed, r));
+  for (std::int64_t i = 0; i < n; ++i) {
+    double ref = 0;
+    for (int r = 0; r < size(); ++r) ref += value_at(DataType::bf16, inputs[r], i);
+    if (!(std::fabs(value_at(DataType::bf16, got, i) - ref) <= sum_tolerance(DataType::bf16, ref))) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0);
+  return got;
+}
+
+TEST(CudaTimeout, RankThatStopsCallingMakesTheOthersRaiseTimeoutThenDeclareRecovers) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  Config config;
+  config.timeout = std::chrono::milliseconds(1500);
+  auto comm = create_cuda(config);
+  const std::int64_t n = 8192;
+  const std::vector<Declaration> declared{Declaration::all_reduce("x", DataType::bf16, TensorLayout({n}))};
+  comm->declare(declared);
+  all_reduce_bytes(*comm, n, 1, Route::one_shot);
+
+  const bool stops = rank() == size() - 1;
+  std::string message;
+  bool timed_out = false;
+  if (!stops) {
+    DeviceBuffer in(n * 2), out(n * 2);
+    in.upload(random_tensor(DataType::bf16, n, 2, rank()));
+    const auto start = std::chrono::steady_clock::now();
+    comm->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, std::chrono::milliseconds(1000));
+    EXPECT_LT(waited, std::chrono::milliseconds(20000));
+    try {
+      comm->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
+    } catch (const Timeout& e) {
+      timed_out = true;
+      message = e.what();
+    }
+    EXPECT_TRUE(timed_out) << "the call after the abandoned one must raise Timeout";
+    EXPECT_NE(message.find("rank " + std::to_string(size() - 1)), std::string::npos) << message;
+    EXPECT_NE(message.find("PEERPLAN_TIMEOUT_MS"), std::string::npos) << message;
+  }
+  MPI_Barrier(test_comm());
+  comm->declare(declared);  // re-creates the slabs and epochs on every rank
+  const auto bytes = all_reduce_bytes(*comm, n, 3, Route::one_shot);
+  EXPECT_TRUE(same_on_every_rank(bytes));
+  comm->close();
+}
+
+std::size_t free_device_memory() {
+  std::size_t free_bytes = 0, total = 0;
+  check_cuda(cudaDeviceSynchronize(), "sync");
+  check_cuda(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+  return free_bytes;
+}
+
+TEST(CudaLifecycle, TwoHundredDeclareRefreshCloseCyclesReturnMemoryToBaseline) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  {  // warm-up: CUDA context, NCCL's one-time state
+    auto comm = create_cuda(forcing(Route::two_shot));
+    comm->declare(std::vector<Declaration>{Declaration::all_reduce("w", DataType::bf16, TensorLayout({1024}))});
+    all_reduce_bytes(*comm, 1024, 9, Route::two_shot);
+    comm->close();
+  }
+  const std::size_t baseline = free_device_memory();
+  std::unique_ptr<Communicator> comm;
+  for (int cycle = 0; cycle < 200; ++cycle) {
+    if (!comm) comm = create_cuda(forcing(Route::two_shot));
+    // 4, 8 or 16 MiB: every refresh changes the capacity, so slabs are re-created.
+    const std::int64_t n = (std::int64_t{2} << 20) << (cycle % 3);
+    comm->declare(std::vector<Declaration>{Declaration::all_reduce("c", DataType::bf16, TensorLayout({n}))});
+    if (cycle % 20 == 0) all_reduce_bytes(*comm, n, 100 + cycle, Route::two_shot);
+    if (cycle % 50 == 49) {
+      comm->close();
+      comm.reset();
+    }
+  }
+  const std::size_t after = free_device_memory();
+  const double leaked_mib = (static_cast<double>(baseline) - static_cast<double>(after)) / (1 << 20);
+  EXPECT_LT(leaked_mib, 64.0) << "device memory not returned: " << leaked_mib << " MiB below baseline";
+}
+
+}  // namespace
+}  // namespace peerplan::cuda_test

@@ -1,0 +1,156 @@
+// Helpers of the CUDA backend's GPU tests (mpi_tests/cuda_*_test.cpp).
+// Every rank regenerates every rank's input from (seed, rank, index), so the
+// float64 reference needs no communication; outputs are poisoned (all-ones
+// bytes: NaN in f16, bf16 and f32) before each call; cross-rank checks go
+// through a private duplicate of MPI_COMM_WORLD.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "peerplan/communicator.hpp"
+#include "peerplan/errors.hpp"
+#include "support/mpi_test_support.hpp"
+#include "transport/host/element.hpp"
+
+namespace peerplan::cuda_test {
+
+using transport::host::load_as_float;
+using transport::host::store_from_float;
+
+inline MPI_Comm test_comm() {
+  static const MPI_Comm comm = [] {
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    return dup;
+  }();
+  return comm;
+}
+
+inline int rank() { return mpi_test::world_rank(); }
+inline int size() { return mpi_test::world_size(); }
+
+// One GPU per rank, and the ranks of this test all on one node.
+inline bool gpus_for_every_rank() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  MPI_Comm local = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int local_size = 0;
+  MPI_Comm_size(local, &local_size);
+  MPI_Comm_free(&local);
+  return count >= local_size && local_size == size();
+}
+
+#define PEERPLAN_SKIP_WITHOUT_GPUS()                                                   \
+  PEERPLAN_MPI_SKIP_IF(!::peerplan::cuda_test::gpus_for_every_rank(),                  \
+                       "needs one visible GPU per rank on one node (no GPU here): the " \
+                       "CUDA backend's tests run on GPU hosts (scripts/gpu-check.sh)")
+
+#define CUDA_OK(expr)                                                              \
+  do {                                                                             \
+    const cudaError_t status_ = (expr);                                            \
+    ASSERT_EQ(status_, cudaSuccess) << #expr << ": " << cudaGetErrorString(status_); \
+  } while (false)
+
+inline void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+// Device memory owned by the test.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  explicit DeviceBuffer(std::size_t n) : bytes(n) { check_cuda(cudaMalloc(&ptr, n ? n : 16), "cudaMalloc"); }
+  ~DeviceBuffer() { if (ptr) cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  template <class T = void> T* get() const { return static_cast<T*>(ptr); }
+  void upload(const std::vector<std::uint8_t>& host) {
+    check_cuda(cudaMemcpy(ptr, host.data(), host.size(), cudaMemcpyHostToDevice), "upload");
+  }
+  std::vector<std::uint8_t> download(std::size_t n) const {
+    std::vector<std::uint8_t> host(n);
+    check_cuda(cudaMemcpy(host.data(), ptr, n, cudaMemcpyDeviceToHost), "download");
+    return host;
+  }
+  void poison() { check_cuda(cudaMemset(ptr, 0xff, bytes), "poison"); }
+};
+
+inline std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [-1, 1), never all zeros; a fresh `seed` per check.
+inline float random_value(std::uint64_t seed, int r, std::int64_t i) {
+  const std::uint64_t h = mix(seed * 1000003ull + static_cast<std::uint64_t>(r) * 7919ull + mix(static_cast<std::uint64_t>(i)));
+  return static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
+
+// `count` elements of `dtype` (logical order) from (seed, rank).
+inline std::vector<std::uint8_t> random_tensor(DataType dtype, std::int64_t count,
+                                               std::uint64_t seed, int r) {
+  const std::size_t e = element_size(dtype);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(count) * e);
+  for (std::int64_t i = 0; i < count; ++i)
+    store_from_float(dtype, random_value(seed, r, i), bytes.data() + i * e);
+  return bytes;
+}
+
+inline double value_at(DataType dtype, const std::vector<std::uint8_t>& bytes, std::int64_t i) {
+  return load_as_float(dtype, bytes.data() + i * element_size(dtype));
+}
+
+// Tolerance of one all-reduced element (one rounding of an exact sum).
+inline double sum_tolerance(DataType dtype, double reference) {
+  const double rel = dtype == DataType::bf16 ? 1.0 / 128 : dtype == DataType::f16 ? 1.0 / 1024 : 1e-6;
+  return rel * std::fabs(reference) + (dtype == DataType::f32 ? 1e-6 : 1e-3);
+}
+
+// Fused op: r and out are rounded twice or three times.
+inline double fused_tolerance(DataType dtype, double reference) {
+  const double rel = dtype == DataType::bf16 ? 3.0 / 128 : dtype == DataType::f16 ? 3.0 / 1024 : 1e-5;
+  return rel * std::fabs(reference) + (dtype == DataType::f32 ? 1e-5 : dtype == DataType::f16 ? 2e-3 : 2e-2);
+}
+
+// True iff `bytes` is identical on every rank.
+inline bool same_on_every_rank(const std::vector<std::uint8_t>& bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::uint8_t b : bytes) h = (h ^ b) * 1099511628211ull;
+  std::uint64_t lo = h, hi = h;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, test_comm());
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, test_comm());
+  return lo == hi;
+}
+
+inline std::unique_ptr<Communicator> create_cuda(Config config = {}) {
+  config.backend = Backend::cuda;
+  return Communicator::create(MPI_COMM_WORLD, std::move(config));
+}
+
+// Cutoffs that force one route for every declared plan that fits.
+inline Config forcing(Route route, std::size_t max_bytes = 64u << 20) {
+  Config c;
+  c.cutoffs.one_shot_max_bytes = route == Route::one_shot ? max_bytes : 0;
+  c.cutoffs.two_shot_max_bytes = route == Route::two_shot ? max_bytes : 0;
+  c.cutoffs.fused_max_bytes = route == Route::fused_one_shot ? max_bytes : 0;
+  return c;
+}
+
+}  // namespace peerplan::cuda_test

@@ -1,0 +1,37 @@
+// What the communicator needs to build the CUDA backend's transports,
+// without CUDA or NCCL headers (backend_selection.cpp is compiled in every
+// build; it includes this only when PEERPLAN_HAVE_CUDA is set).
+#pragma once
+
+#include <cstdint>
+#include <chrono>
+#include <memory>
+
+#include "bootstrap/bootstrap.hpp"
+#include "transport/transport.hpp"
+
+namespace peerplan::transport::cuda {
+
+// True when the CUDA runtime finds at least one device (false on machines
+// without a driver or GPU; never throws).
+bool cuda_device_visible() noexcept;
+
+// Makes `configured` (Config::device; -1 = local rank modulo the device
+// count) this thread's current device. Throws InvalidArgument for a device
+// that does not exist, CudaError when the runtime refuses. Not collective.
+int select_device(int configured, int local_rank);
+
+// P2P over CUDA IPC among the node-local ranks of `bootstrap`. Collective
+// over every rank of `bootstrap` (which must outlive the result). Checks
+// peer access between every pair of devices with a real peer copy; throws
+// (on this rank) when it fails, for the caller's agreement. Reserves no
+// staging memory until reserve().
+std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bootstrap,
+                                                        std::chrono::milliseconds timeout);
+
+// NCCL fallback: one NCCL communicator over every rank of `bootstrap`, its
+// unique id broadcast from rank 0. Collective. Forces NCCL_NVLS_ENABLE=0.
+std::unique_ptr<FallbackTransport> make_nccl_fallback(bootstrap::Bootstrap& bootstrap,
+                                                      std::chrono::milliseconds timeout);
+
+}  // namespace peerplan::transport::cuda

@@ -1,0 +1,285 @@
+#include "transport/cuda/cuda_peer_transport.hpp"
+
+#include <cstdint>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.hpp"
+#include "peerplan/errors.hpp"
+#include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/kernel_args.hpp"
+
+namespace peerplan::transport::cuda {
+namespace {
+
+using cuda_kernels::DeviceError;
+using cuda_kernels::ErrorCode;
+using cuda_kernels::Phase;
+
+struct DeviceIdentity {
+  std::int32_t global_rank;
+  std::int32_t device;
+  char pci_bus_id[32];
+};
+
+const char* phase_text(std::uint32_t phase) {
+  switch (static_cast<Phase>(phase)) {
+    case Phase::slot_free: return "finish reading the staging slot of the call before last";
+    case Phase::arrive: return "stage their input (flag barrier 'arrive')";
+    case Phase::reduced: return "reduce their shard (two-shot barrier 'reduced')";
+    case Phase::none: break;
+  }
+  return "?";
+}
+
+constexpr std::uint32_t kProbePattern = 0x5eed0000u;
+
+}  // namespace
+
+CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
+                                     std::chrono::milliseconds timeout)
+    : bootstrap_(bootstrap),
+      timeout_(timeout),
+      local_rank_(bootstrap.local_rank()),
+      local_size_(bootstrap.local_size()) {
+  if (timeout.count() <= 0) {
+    throw InvalidArgument("peerplan cuda backend: the timeout must be positive (got " +
+                          std::to_string(timeout.count()) + " ms); set PEERPLAN_TIMEOUT_MS > 0");
+  }
+  // Every collective step below is made by every rank whatever failed
+  // locally, so that the ranks stay in step; errors are thrown at the end.
+  std::string error;
+  DeviceIdentity mine{};
+  mine.global_rank = bootstrap.rank();
+  try {
+    if (local_size_ > cuda_kernels::kMaxRanks) {
+      throw Unsupported("peerplan cuda backend: " + std::to_string(local_size_) +
+                        " ranks on one node; the P2P kernels support at most " +
+                        std::to_string(cuda_kernels::kMaxRanks));
+    }
+    check_cuda(cudaGetDevice(&mine.device), "cudaGetDevice");
+    check_cuda(cudaDeviceGetPCIBusId(mine.pci_bus_id, sizeof mine.pci_bus_id, mine.device),
+               "cudaDeviceGetPCIBusId");
+    check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&error_host_), sizeof(DeviceError),
+                             cudaHostAllocMapped),
+               "cudaHostAlloc of the error word");
+    std::memset(error_host_, 0, sizeof(DeviceError));
+    void* device_view = nullptr;
+    check_cuda(cudaHostGetDevicePointer(&device_view, error_host_, 0), "cudaHostGetDevicePointer");
+    peers_.error = static_cast<DeviceError*>(device_view);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  bootstrap::Blob blob(sizeof mine);
+  std::memcpy(blob.data(), &mine, sizeof mine);
+  const auto all = bootstrap.local_allgather(blob);
+  global_ranks_.assign(all.size(), -1);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    DeviceIdentity peer{};
+    std::memcpy(&peer, all[r].data(), std::min(sizeof peer, all[r].size()));
+    global_ranks_[r] = peer.global_rank;
+    if (!error.empty() || static_cast<int>(r) == local_rank_) continue;
+    peer.pci_bus_id[sizeof peer.pci_bus_id - 1] = '\0';
+    int peer_device = -1;
+    const std::string who = "rank " + std::to_string(peer.global_rank) + "'s GPU (PCI " +
+                            peer.pci_bus_id + ")";
+    if (cudaDeviceGetByPCIBusId(&peer_device, peer.pci_bus_id) != cudaSuccess) {
+      cudaGetLastError();
+      error = "peerplan cuda backend: " + who +
+              " is not visible to rank " + std::to_string(mine.global_rank) +
+              "; CUDA IPC needs every node-local GPU visible to every rank (do not restrict "
+              "CUDA_VISIBLE_DEVICES per rank; select the GPU with PEERPLAN_DEVICE instead)";
+    } else if (peer_device == mine.device) {
+      error = "peerplan cuda backend: " + who + " is also rank " +
+              std::to_string(mine.global_rank) +
+              "'s GPU; give every rank its own GPU (PEERPLAN_DEVICE)";
+    } else {
+      int can_access = 0;
+      if (cudaDeviceCanAccessPeer(&can_access, mine.device, peer_device) != cudaSuccess ||
+          !can_access) {
+        cudaGetLastError();
+        error = "peerplan cuda backend: rank " + std::to_string(mine.global_rank) +
+                "'s GPU cannot access " + who + " (cudaDeviceCanAccessPeer)";
+      }
+    }
+  }
+  if (!bootstrap.agree(error.empty())) {
+    if (error_host_) cudaFreeHost(error_host_);
+    error_host_ = nullptr;
+    throw Unsupported(error.empty() ? "peerplan cuda backend: peer access is not possible on "
+                                      "another rank (see its message)"
+                                    : error);
+  }
+  probe_peer_access();
+}
+
+// cudaDeviceCanAccessPeer can claim access that does not work (IOMMU,
+// virtualisation, ACS): read a known word from every peer's slab.
+void CudaPeerTransport::probe_peer_access() {
+  IpcSlabs probe = IpcSlabs::establish(bootstrap_, cuda_kernels::kSignalAreaBytes);
+  std::string error;
+  try {
+    const std::uint32_t word = kProbePattern | static_cast<std::uint32_t>(local_rank_);
+    check_cuda(cudaMemcpy(probe.base(local_rank_), &word, sizeof word, cudaMemcpyHostToDevice),
+               "writing the probe word");
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  bootstrap_.barrier();
+  for (int r = 0; r < local_size_ && error.empty(); ++r) {
+    if (r == local_rank_) continue;
+    std::uint32_t seen = 0;
+    const cudaError_t status =
+        cudaMemcpy(&seen, probe.base(r), sizeof seen, cudaMemcpyDeviceToHost);
+    if (status != cudaSuccess || seen != (kProbePattern | static_cast<std::uint32_t>(r))) {
+      cudaGetLastError();
+      error = "peerplan cuda backend: reading rank " + std::to_string(global_ranks_[r]) +
+              "'s probe word through its IPC mapping " +
+              (status != cudaSuccess ? std::string("failed: ") + cudaGetErrorString(status)
+                                     : std::string("returned a wrong value")) +
+              "; peer-to-peer access does not work between these GPUs";
+    }
+  }
+  probe.release(bootstrap_);
+  if (!error.empty()) throw CudaError(error);
+}
+
+CudaPeerTransport::~CudaPeerTransport() {
+  close();
+}
+
+void CudaPeerTransport::close() {
+  if (closed_) return;
+  closed_ = true;
+  // Kernels are bounded by the timeout: wait for ours before unmapping.
+  cudaDeviceSynchronize();
+  cudaGetLastError();
+  slabs_.release_local();
+  if (error_host_ != nullptr) cudaFreeHost(error_host_);
+  error_host_ = nullptr;
+  capacity_ = 0;
+}
+
+void CudaPeerTransport::reserve(std::size_t max_message_bytes) {
+  if (closed_) {
+    throw InvalidUsage("peerplan cuda backend: reserve() after close(); create a new communicator.");
+  }
+  if (error_host_ != nullptr && *static_cast<volatile std::uint32_t*>(&error_host_->code) != 0) {
+    broken_ = true;
+  }
+  const bool needs_rebuild = broken_ || max_message_bytes != capacity_;
+  // Every rank rebuilds, or none: a rank that timed out resets every rank's epochs.
+  if (bootstrap_.agree(!needs_rebuild)) return;
+
+  // Our kernels end within the timeout; none may still use the old slabs.
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize before re-creating the slabs");
+  slabs_.release(bootstrap_);
+  std::memset(error_host_, 0, sizeof(DeviceError));
+  capacity_ = 0;
+  broken_ = false;
+  broken_reason_.clear();
+  if (max_message_bytes == 0) return;
+
+  const std::size_t slot = cuda_kernels::slot_bytes_for(max_message_bytes, local_size_);
+  slabs_ = IpcSlabs::establish(bootstrap_, cuda_kernels::kSignalAreaBytes + 2 * slot);
+  for (int r = 0; r < local_size_; ++r) peers_.slabs[r] = slabs_.base(r);
+  peers_.rank = local_rank_;
+  peers_.size = local_size_;
+  peers_.slot_bytes = slot;
+  peers_.timeout_ns = static_cast<std::uint64_t>(timeout_.count()) * 1'000'000ull;
+  capacity_ = max_message_bytes;
+}
+
+void CudaPeerTransport::check_error_word(const char* what) {
+  if (error_host_ == nullptr) return;
+  const auto* word = static_cast<volatile DeviceError*>(error_host_);
+  const std::uint32_t code = word->code;
+  if (code == 0 || broken_) return;
+  broken_ = true;
+  const int peer = static_cast<int>(word->peer);
+  const std::string peer_name =
+      peer >= 0 && peer < local_size_ ? std::to_string(global_ranks_[peer]) : "?";
+  std::string message = "peerplan cuda backend: P2P call #" + std::to_string(word->epoch) +
+                        " (detected at " + what + ") ";
+  if (static_cast<ErrorCode>(code) == ErrorCode::timeout) {
+    message += "timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank " +
+               peer_name + " to " + phase_text(word->phase);
+  } else {
+    message += "failed: rank " + peer_name + " gave up on it after its own timeout while this "
+               "rank waited for it to " + std::string(phase_text(word->phase));
+  }
+  broken_reason_ = message;
+  throw Timeout(message +
+                ". A rank probably stopped calling collectives (crashed, hung, or calls them in a "
+                "different order than the others). The P2P transport is unusable until "
+                "reserve() re-creates it (the communicator's next declare()). If the ranks are "
+                "only slow, raise PEERPLAN_TIMEOUT_MS.");
+}
+
+void CudaPeerTransport::begin_call(const char* what, std::size_t message_bytes) {
+  if (closed_) {
+    throw InvalidUsage(std::string("peerplan cuda backend: ") + what +
+                       " after close(); the P2P transport is gone.");
+  }
+  check_error_word(what);
+  if (broken_) {
+    throw InvalidUsage(std::string("peerplan cuda backend: ") + what +
+                       " on a P2P transport broken by an earlier timeout (" + broken_reason_ +
+                       "); reserve() re-creates it on every rank (the communicator does this at "
+                       "the next declare()).");
+  }
+  if (capacity_ == 0) {
+    throw InvalidUsage(std::string("peerplan cuda backend: ") + what +
+                       " before reserve(): no staging memory.");
+  }
+  if (message_bytes > capacity_) {
+    throw InvalidArgument(std::string("peerplan cuda backend: ") + what + " of " +
+                          std::to_string(message_bytes) + " bytes exceeds the reserved " +
+                          std::to_string(capacity_) +
+                          " bytes; such calls must be routed to the fallback.");
+  }
+}
+
+void CudaPeerTransport::check_launch(cudaError_t status, const char* what) {
+  check_cuda(status, std::string("launching the ") + what + " kernel");
+}
+
+void CudaPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
+  if (args.layout == nullptr) throw InvalidArgument("peerplan cuda backend: all_reduce: layout is null");
+  if (route != Route::one_shot && route != Route::two_shot) {
+    throw InvalidArgument("peerplan cuda backend: all_reduce: route must be one_shot or two_shot");
+  }
+  const std::int64_t count = element_count(*args.layout);
+  if (count == 0) return;
+  const char* what = route == Route::one_shot ? "all_reduce (one-shot)" : "all_reduce (two-shot)";
+  begin_call(what, static_cast<std::size_t>(count) * element_size(args.dtype));
+  const auto layout = kernel_layout(*args.layout);
+  const auto stream = static_cast<cudaStream_t>(args.stream);
+  const auto type = element_type(args.dtype);
+  check_launch(route == Route::one_shot
+                   ? cuda_kernels::launch_one_shot(peers_, type, args.in, args.out, layout, count,
+                                                   stream)
+                   : cuda_kernels::launch_two_shot(peers_, type, args.in, args.out, layout, count,
+                                                   stream),
+               what);
+}
+
+void CudaPeerTransport::fused_add_rms_norm(const FusedArgs& args) {
+  if (args.layout == nullptr) {
+    throw InvalidArgument("peerplan cuda backend: fused_add_rms_norm: layout is null");
+  }
+  const std::int64_t count = element_count(*args.layout);
+  if (count == 0) return;
+  const char* what = "fused_add_rms_norm (fused one-shot)";
+  begin_call(what, static_cast<std::size_t>(count) * element_size(args.dtype));
+  const std::int64_t hidden = args.layout->last_dim();
+  check_launch(cuda_kernels::launch_fused(peers_, element_type(args.dtype), args.inout,
+                                          args.residual, args.weight, args.eps,
+                                          kernel_layout(*args.layout), count / hidden, hidden,
+                                          static_cast<cudaStream_t>(args.stream)),
+               what);
+}
+
+}  // namespace peerplan::transport::cuda

@@ -1,0 +1,62 @@
+// The CUDA backend's P2P transport: one-shot, two-shot and fused one-shot
+// kernels (cuda/collective_kernels.hpp) over CUDA IPC slabs shared by the
+// node-local ranks.
+//
+// Slab of each rank: [signal area 16 KiB | staging slot 0 | staging slot 1].
+// The call epoch lives on the device (the owner's signal area), so eager
+// calls and CUDA-graph replays of captured calls interleave freely and
+// replays need no host patching; the host keeps no per-call state. A
+// kernel whose wait exceeds the timeout writes the error word (pinned,
+// mapped host memory) and exits; the next call on the host sees it and
+// throws Timeout. The slabs (and captured graphs' pointers into them) stay
+// valid until reserve() re-creates them with a different capacity or after
+// a timeout.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "collective_kernels.hpp"
+#include "transport/cuda/ipc_slabs.hpp"
+#include "transport/transport.hpp"
+
+namespace peerplan::transport::cuda {
+
+class CudaPeerTransport final : public PeerTransport {
+ public:
+  // Collective. Checks that every pair of node-local devices can map each
+  // other (distinct devices, cudaDeviceCanAccessPeer, then a real peer read
+  // of a probe slab); throws CudaError/Unsupported on this rank otherwise.
+  CudaPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout);
+  ~CudaPeerTransport() override;
+
+  void reserve(std::size_t max_message_bytes) override;
+  std::size_t capacity_bytes() const noexcept override { return capacity_; }
+  void all_reduce(Route route, const AllReduceArgs& args) override;
+  void fused_add_rms_norm(const FusedArgs& args) override;
+  void close() override;
+
+ private:
+  void begin_call(const char* what, std::size_t message_bytes);
+  void check_error_word(const char* what);
+  void check_launch(cudaError_t status, const char* what);
+  void probe_peer_access();
+
+  bootstrap::Bootstrap& bootstrap_;
+  std::chrono::milliseconds timeout_;
+  int local_rank_ = 0;
+  int local_size_ = 1;
+  std::vector<int> global_ranks_;  // by local rank
+  IpcSlabs slabs_;
+  cuda_kernels::PeerSet peers_{};
+  cuda_kernels::DeviceError* error_host_ = nullptr;  // pinned, mapped
+  std::size_t capacity_ = 0;
+  bool broken_ = false;
+  bool closed_ = false;
+  std::string broken_reason_;
+};
+
+}  // namespace peerplan::transport::cuda

@@ -1,0 +1,154 @@
+#include "transport/cuda/ipc_slabs.hpp"
+
+#include <cstdint>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <string>
+
+#include "peerplan/errors.hpp"
+#include "transport/cuda/cuda_check.hpp"
+
+namespace peerplan::transport::cuda {
+namespace {
+
+struct Exported {
+  cudaIpcMemHandle_t handle;
+  std::uint64_t offset;  // of the buffer from its allocation's base
+  std::uint64_t bytes;
+  std::int32_t ok;
+  std::int32_t pad;
+};
+
+using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+
+// The base of the allocation holding `ptr`, through the driver entry point
+// (the runtime has no equivalent; linking libcuda directly would make the
+// library fail to load on machines without a driver).
+void* allocation_base(void* ptr) {
+  static GetAddressRange get_range = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      fn = nullptr;
+    }
+    return reinterpret_cast<GetAddressRange>(fn);
+  }();
+  if (get_range == nullptr) return ptr;  // our own cudaMalloc'ed buffers are their base
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (get_range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) return ptr;
+  return reinterpret_cast<void*>(base);
+}
+
+Exported export_buffer(void* ptr, std::size_t bytes) {
+  Exported e{};
+  void* base = allocation_base(ptr);
+  check_cuda(cudaIpcGetMemHandle(&e.handle, base), "cudaIpcGetMemHandle");
+  e.offset = static_cast<std::uint64_t>(static_cast<char*>(ptr) - static_cast<char*>(base));
+  e.bytes = bytes;
+  e.ok = 1;
+  return e;
+}
+
+}  // namespace
+
+IpcSlabs& IpcSlabs::operator=(IpcSlabs&& other) noexcept {
+  if (this != &other) {
+    release_local();
+    bases_ = std::move(other.bases_);
+    mapped_ = std::move(other.mapped_);
+    own_allocation_ = other.own_allocation_;
+    local_rank_ = other.local_rank_;
+    bytes_ = other.bytes_;
+    other.bases_.clear();
+    other.mapped_.clear();
+    other.own_allocation_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes) {
+  IpcSlabs slabs;
+  slabs.local_rank_ = bootstrap.local_rank();
+  slabs.bytes_ = bytes;
+  const auto n = static_cast<std::size_t>(bootstrap.local_size());
+  std::string error;
+  Exported mine{};
+  try {
+    check_cuda(cudaMalloc(&slabs.own_allocation_, bytes),
+               "cudaMalloc of a " + std::to_string(bytes) + "-byte staging slab");
+    // Zero-filled and complete before anyone can see the handle: a peer
+    // must never read a stale flag as a current epoch.
+    check_cuda(cudaMemset(slabs.own_allocation_, 0, bytes), "cudaMemset of the staging slab");
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after zero-filling the slab");
+    mine = export_buffer(slabs.own_allocation_, bytes);
+  } catch (const Error& e) {
+    error = e.what();
+    mine.ok = 0;
+  }
+  bootstrap::Blob blob(sizeof mine);
+  std::memcpy(blob.data(), &mine, sizeof mine);
+  const auto all = bootstrap.local_allgather(blob);
+
+  slabs.bases_.assign(n, nullptr);
+  slabs.mapped_.assign(n, nullptr);
+  if (error.empty()) {
+    try {
+      for (std::size_t r = 0; r < n; ++r) {
+        if (static_cast<int>(r) == slabs.local_rank_) {
+          slabs.bases_[r] = slabs.own_allocation_;
+          continue;
+        }
+        Exported peer{};
+        if (all[r].size() != sizeof peer) throw CudaError("malformed IPC handle from a peer");
+        std::memcpy(&peer, all[r].data(), sizeof peer);
+        if (!peer.ok) continue;  // that rank fails too; the agreement below reports it
+        void* mapped = nullptr;
+        check_cuda(cudaIpcOpenMemHandle(&mapped, peer.handle, cudaIpcMemLazyEnablePeerAccess),
+                   "cudaIpcOpenMemHandle of local rank " + std::to_string(r) + "'s slab");
+        slabs.mapped_[r] = mapped;
+        slabs.bases_[r] = static_cast<char*>(mapped) + peer.offset;
+      }
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  const auto failed = bootstrap.failed_ranks(error.empty());
+  if (!failed.empty()) {
+    slabs.release_local();
+    std::string ranks;
+    for (int r : failed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    throw CudaError("peerplan cuda backend: sharing staging slabs through CUDA IPC failed on "
+                    "rank(s) " + ranks + (error.empty() ? std::string() : ": " + error));
+  }
+  return slabs;
+}
+
+void IpcSlabs::unmap_peers() noexcept {
+  for (void*& mapped : mapped_) {
+    if (mapped != nullptr) cudaIpcCloseMemHandle(mapped);
+    mapped = nullptr;
+  }
+}
+
+void IpcSlabs::release(bootstrap::Bootstrap& bootstrap) {
+  unmap_peers();
+  bootstrap.barrier();
+  release_local();
+}
+
+void IpcSlabs::release_local() noexcept {
+  unmap_peers();
+  if (own_allocation_ != nullptr) cudaFree(own_allocation_);
+  own_allocation_ = nullptr;
+  bases_.clear();
+  mapped_.clear();
+  bytes_ = 0;
+}
+
+}  // namespace peerplan::transport::cuda

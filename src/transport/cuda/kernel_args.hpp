@@ -1,0 +1,43 @@
+// Conversions from the transport's arguments to the kernels'.
+#pragma once
+
+#include <cstdint>
+
+#include "collective_kernels.hpp"
+#include "peerplan/dtype.hpp"
+#include "peerplan/layout.hpp"
+
+namespace peerplan::transport::cuda {
+
+inline cuda_kernels::ElementType element_type(DataType dtype) noexcept {
+  switch (dtype) {
+    case DataType::f16: return cuda_kernels::ElementType::f16;
+    case DataType::bf16: return cuda_kernels::ElementType::bf16;
+    case DataType::f32: break;
+  }
+  return cuda_kernels::ElementType::f32;
+}
+
+// Dense: element i at offset i, i.e. contiguous once size-1 dimensions'
+// strides are ignored.
+inline cuda_kernels::KernelLayout kernel_layout(const TensorLayout& layout) noexcept {
+  cuda_kernels::KernelLayout k;
+  k.rank = layout.rank();
+  k.dense = layout.is_contiguous() ? 1 : 0;
+  for (int i = 0; i < layout.rank(); ++i) {
+    k.dims[i] = layout.dim(i);
+    k.strides[i] = layout.stride(i);
+  }
+  return k;
+}
+
+inline std::int64_t element_count(const TensorLayout& layout) noexcept {
+  std::int64_t n = 1;
+  for (int i = 0; i < layout.rank(); ++i) {
+    if (layout.dim(i) <= 0) return 0;
+    n *= layout.dim(i);
+  }
+  return n;
+}
+
+}  // namespace peerplan::transport::cuda
