@@ -22,7 +22,7 @@ TEST(CommunicatorCommOwnership, CallerMayFreeItsCommAfterCreate) {
   MPI_Comm_dup(test_comm(), &mine);
   Config config;
   config.timeout = std::chrono::milliseconds(5000);
-  auto comm = Communicator::create(mine, config);
+  auto comm = Communicator::create(mine, host_config(config));
   MPI_Comm_free(&mine);  // ours to free: peerplan holds its own duplicate
   ASSERT_EQ(mine, MPI_COMM_NULL);
 

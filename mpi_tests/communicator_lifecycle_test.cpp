@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -47,10 +48,18 @@ void expect_same_failure_everywhere(const CreateOutcome& o, ErrorCode expected,
                                  << " failed differently from rank 0; here: " << o.message;
 }
 
+TEST(CommunicatorCreate, AutomaticBackendIsHostWhereNoGpuIsVisible) {
+  PEERPLAN_MPI_SKIP_IF(std::filesystem::exists("/dev/nvidiactl"),
+                       "an NVIDIA driver is present: Backend::automatic may pick cuda here "
+                       "(the cuda_* tests cover that backend)");
+  auto comm = Communicator::create(MPI_COMM_WORLD);
+  EXPECT_EQ(comm->backend(), Backend::host);
+}
+
 TEST(CommunicatorCreate, HostBackendWithRankSizeAndAgreedP2P) {
   const bool one_node = all_ranks_on_one_node();
   auto comm = create_on_world();
-  EXPECT_EQ(comm->backend(), Backend::host) << "Backend::automatic without a CUDA backend";
+  EXPECT_EQ(comm->backend(), Backend::host);
   EXPECT_EQ(comm->rank(), test_rank());
   EXPECT_EQ(comm->size(), test_size());
   EXPECT_FALSE(comm->is_closed());
@@ -74,7 +83,7 @@ TEST(CommunicatorCreate, WorksOnASubCommunicator) {
   MPI_Comm_rank(half, &half_rank);
   MPI_Comm_size(half, &half_size);
   {
-    auto comm = Communicator::create(half);
+    auto comm = Communicator::create(half, host_config());
     EXPECT_EQ(comm->rank(), half_rank);
     EXPECT_EQ(comm->size(), half_size);
     if (all_ranks_on_one_node()) {

@@ -333,8 +333,15 @@ inline std::uint64_t hash_elements(DataType dtype, const Buffer& buffer,
 
 // ------------------------------------------------------------ communicator
 
+// These tests pass host memory, so they ask for the host backend (on a GPU
+// host Backend::automatic would pick cuda). The cuda_* tests cover the GPUs.
+inline Config host_config(Config config = {}) {
+  config.backend = Backend::host;
+  return config;
+}
+
 inline std::unique_ptr<Communicator> create_on_world(Config config = {}) {
-  return Communicator::create(MPI_COMM_WORLD, std::move(config));
+  return Communicator::create(MPI_COMM_WORLD, host_config(std::move(config)));
 }
 
 // Does `message` name rank `rank` in a phrase like "rank 3", "rank(s) 1, 3"
