@@ -120,7 +120,6 @@ __global__ void __launch_bounds__(kThreads)
   std::uint32_t epoch;
   if (!begin_call(p, epoch)) return;
   Signals* own = signals_of(p, p.rank);
-  if (!wait_peers(p, own->done, epoch - 2, Phase::slot_free, epoch)) return;
 
   constexpr int V = Pack<T>::kCount;
   const std::int64_t packs = (count + V - 1) / V;
@@ -152,7 +151,6 @@ __global__ void __launch_bounds__(kThreads)
   std::uint32_t epoch;
   if (!begin_call(p, epoch)) return;
   Signals* own = signals_of(p, p.rank);
-  if (!wait_peers(p, own->done, epoch - 2, Phase::slot_free, epoch)) return;
 
   constexpr int V = Pack<T>::kCount;
   const std::int64_t shard = ((count + p.size - 1) / p.size + V - 1) / V * V;
@@ -231,25 +229,76 @@ __device__ std::int64_t row_offset(const KernelLayout& layout, std::int64_t row,
   return offset;
 }
 
+// Packs of one row: 16-byte accesses when the row is a whole number of
+// packs and the pointer is aligned, element by element otherwise (zeros
+// past `hidden`). Either way thread t handles packs t, t + blockDim, ... and
+// the elements of a pack in order, so the arithmetic order - and therefore
+// every rounding - is the same on both paths.
+template <class T>
+__device__ __forceinline__ Pack<T> load_row_pack(const T* row, std::int64_t first,
+                                                 std::int64_t hidden, bool vec) {
+  Pack<T> pack;
+  if (vec) {
+    pack.raw = *reinterpret_cast<const uint4*>(row + first);
+    return pack;
+  }
+  for (int k = 0; k < Pack<T>::kCount && first + k < hidden; ++k) pack.v[k] = row[first + k];
+  return pack;
+}
+
+template <class T>
+__device__ __forceinline__ void store_row_pack(T* row, std::int64_t first, std::int64_t hidden,
+                                               bool vec, const Pack<T>& pack) {
+  if (vec) {
+    *reinterpret_cast<uint4*>(row + first) = pack.raw;
+    return;
+  }
+  for (int k = 0; k < Pack<T>::kCount && first + k < hidden; ++k) row[first + k] = pack.v[k];
+}
+
 // One row of add + RMSNorm (the rounding of src/transport/host/rms_norm.hpp):
 //   r = round(s + residual) -> residual; var = mean(r^2) (fp32);
 //   out = round(r * (1 / sqrt(var + eps)) * weight) -> out.
-// `sum_at(j)` gives s, the rounded all-reduced value, as a float. No
-// contraction into FMAs, so the fused and fallback paths round alike.
-template <class T, class SumAt>
-__device__ void add_rms_norm_row(SumAt sum_at, T* residual, const T* weight, T* out,
+// `sum_pack(first, s)` fills s[k] with the rounded all-reduced value of
+// element first + k as a float. No contraction into FMAs, and the same
+// thread/pack order in the fused and the fallback kernel, so both paths
+// round alike bit for bit.
+template <class T, class SumPack>
+__device__ void add_rms_norm_row(SumPack sum_pack, T* residual, const T* weight, T* out,
                                  std::int64_t hidden, float eps, float* scratch) {
+  constexpr int V = Pack<T>::kCount;
+  const std::int64_t packs = (hidden + V - 1) / V;
+  const bool whole = hidden % V == 0;
+  const bool residual_vec = whole && aligned16(residual);
+  const bool out_vec = whole && aligned16(out) && aligned16(weight) && residual_vec;
   float squares = 0.0f;
-  for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
-    const T r = from_float<T>(__fadd_rn(sum_at(j), to_float(residual[j])));
-    residual[j] = r;
-    const float rf = to_float(r);
-    squares = __fadd_rn(squares, __fmul_rn(rf, rf));
+  for (std::int64_t j = threadIdx.x; j < packs; j += blockDim.x) {
+    const std::int64_t first = j * V;
+    float s[V];
+    sum_pack(first, s);
+    const Pack<T> old = load_row_pack(residual, first, hidden, residual_vec);
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      if (first + k >= hidden) break;
+      r.v[k] = from_float<T>(__fadd_rn(s[k], to_float(old.v[k])));
+      const float rf = to_float(r.v[k]);
+      squares = __fadd_rn(squares, __fmul_rn(rf, rf));
+    }
+    store_row_pack(residual, first, hidden, residual_vec, r);
   }
   const float variance = __fdiv_rn(block_sum(squares, scratch), static_cast<float>(hidden));
   const float inv_rms = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(variance, eps)));
-  for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
-    out[j] = from_float<T>(__fmul_rn(__fmul_rn(to_float(residual[j]), inv_rms), to_float(weight[j])));
+  for (std::int64_t j = threadIdx.x; j < packs; j += blockDim.x) {
+    const std::int64_t first = j * V;
+    const Pack<T> r = load_row_pack(static_cast<const T*>(residual), first, hidden, out_vec);
+    const Pack<T> w = load_row_pack(weight, first, hidden, out_vec);
+    Pack<T> o;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      o.v[k] = from_float<T>(__fmul_rn(__fmul_rn(to_float(r.v[k]), inv_rms), to_float(w.v[k])));
+    }
+    store_row_pack(out, first, hidden, out_vec, o);
   }
 }
 
@@ -258,16 +307,23 @@ __global__ void __launch_bounds__(kThreads)
     fused_kernel(PeerSet p, T* inout, T* residual, const T* weight, float eps,
                  KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
   __shared__ float scratch[kThreads / 32];
+  constexpr int V = Pack<T>::kCount;
   std::uint32_t epoch;
   if (!begin_call(p, epoch)) return;
   Signals* own = signals_of(p, p.rank);
-  if (!wait_peers(p, own->done, epoch - 2, Phase::slot_free, epoch)) return;
 
+  // Slot rows are packed back to back from a 256-byte aligned slot start,
+  // so they are 16-byte aligned exactly when a row is a whole number of packs.
+  const bool whole = hidden % V == 0;
+  const std::int64_t packs = (hidden + V - 1) / V;
   T* mine = slot_of<T>(p, p.rank, epoch);
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* src = inout + row_offset(layout, row, hidden);
     T* dst = mine + row * hidden;
-    for (std::int64_t j = threadIdx.x; j < hidden; j += blockDim.x) dst[j] = src[j];
+    const bool vec = whole && aligned16(src);
+    for (std::int64_t j = threadIdx.x; j < packs; j += blockDim.x) {
+      store_row_pack(dst, j * V, hidden, whole, load_row_pack(src, j * V, hidden, vec));
+    }
   }
   __syncthreads();
   signal_peers(p, FlagRow::arrive, epoch);
@@ -275,13 +331,20 @@ __global__ void __launch_bounds__(kThreads)
 
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const std::int64_t base = row * hidden;
-    auto sum_at = [&](std::int64_t j) {
-      float acc = 0.0f;
-      for (int r = 0; r < p.size; ++r) acc = __fadd_rn(acc, to_float(slot_of<T>(p, r, epoch)[base + j]));
-      return to_float(from_float<T>(acc));
+    auto sum_pack = [&](std::int64_t first, float (&s)[V]) {
+      float acc[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+      for (int r = 0; r < p.size; ++r) {
+        const Pack<T> in = load_row_pack(slot_of<T>(p, r, epoch) + base, first, hidden, whole);
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], to_float(in.v[k]));
+      }
+#pragma unroll
+      for (int k = 0; k < V; ++k) s[k] = to_float(from_float<T>(acc[k]));
     };
     const std::int64_t offset = row_offset(layout, row, hidden);
-    add_rms_norm_row<T>(sum_at, residual + offset, weight, inout + offset, hidden, eps, scratch);
+    add_rms_norm_row<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps, scratch);
   }
   finish_call(p, epoch);
 }
@@ -291,11 +354,17 @@ __global__ void __launch_bounds__(kThreads)
     add_rms_norm_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
                         KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
   __shared__ float scratch[kThreads / 32];
+  constexpr int V = Pack<T>::kCount;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* sums = reduced + row * hidden;
-    auto sum_at = [&](std::int64_t j) { return to_float(sums[j]); };
+    const bool vec = hidden % V == 0 && aligned16(sums);
+    auto sum_pack = [&](std::int64_t first, float (&s)[V]) {
+      const Pack<T> in = load_row_pack(sums, first, hidden, vec);
+#pragma unroll
+      for (int k = 0; k < V; ++k) s[k] = to_float(in.v[k]);
+    };
     const std::int64_t offset = row_offset(layout, row, hidden);
-    add_rms_norm_row<T>(sum_at, residual + offset, weight, inout + offset, hidden, eps, scratch);
+    add_rms_norm_row<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps, scratch);
   }
 }
 

@@ -7,8 +7,10 @@
 // (counted on the device, in the owner's signal area, so CUDA-graph replays
 // need no host patching) stages into slot e % 2. Flags are epochs written
 // with system-scope release stores into the *reader's* signal area and
-// polled there with acquire loads: no peer atomics. A rank reuses slot
-// e % 2 at call e + 2 only after every peer published `done >= e`. Every
+// polled there with acquire loads: no peer atomics. Reusing slot e % 2 at
+// call e + 2 needs no extra wait: call e + 1 already saw every peer arrive,
+// which a peer does only after its call e (the last reader) finished. Calls
+// on one communicator must therefore be stream-ordered on every rank. Every
 // spin is bounded by `timeout_ns` (%globaltimer); a spin that expires
 // records the failure in `error` (host-mapped memory), tells the peers it
 // gave up, and returns: never a hang, never a trap.
@@ -29,7 +31,7 @@ inline constexpr std::size_t kPackBytes = 16;      // one vector load/store
 enum class ElementType : std::uint8_t { f16 = 0, bf16 = 1, f32 = 2 };
 
 // Which wait a failed kernel was in.
-enum class Phase : std::uint32_t { none = 0, slot_free = 1, arrive = 2, reduced = 3 };
+enum class Phase : std::uint32_t { none = 0, arrive = 2, reduced = 3 };
 enum class ErrorCode : std::uint32_t { none = 0, timeout = 1, peer_gave_up = 2 };
 
 // In pinned, mapped host memory: the device writes, the host reads at the

@@ -14,7 +14,6 @@ namespace peerplan::cuda_kernels {
 struct Signals {
   std::uint32_t arrive[kMaxBlocks][kMaxRanks];
   std::uint32_t reduced[kMaxBlocks][kMaxRanks];
-  std::uint32_t done[kMaxRanks];       // peer p finished reading every slot of call `done`
   std::uint32_t abandoned[kMaxRanks];  // nonzero: peer p gave up at that epoch
   // Owner-only words below (local atomics only).
   std::uint32_t epoch;            // last completed call
@@ -142,7 +141,10 @@ __device__ __forceinline__ bool wait_peers(const PeerSet& p, const std::uint32_t
 }
 
 // Last words of every kernel: the last block to finish advances the epoch
-// and tells the peers that this rank is done reading their slots.
+// (local atomics only). No peer needs to hear "done": a rank reaches call
+// e + 2, which overwrites slot e % 2, only after its call e + 1 saw every
+// peer arrive at e + 1, and a peer's kernel e + 1 starts only once its
+// kernel e (the last reader of that slot) has finished on its stream.
 __device__ __forceinline__ void finish_call(const PeerSet& p, std::uint32_t epoch) {
   __syncthreads();
   if (threadIdx.x != 0) return;
@@ -150,13 +152,8 @@ __device__ __forceinline__ void finish_call(const PeerSet& p, std::uint32_t epoc
   __threadfence();
   const std::uint32_t before = atomicAdd(&own->blocks_finished, 1u);
   if (before != gridDim.x - 1) return;
-  __threadfence();
   *static_cast<volatile std::uint32_t*>(&own->blocks_finished) = 0u;
   *static_cast<volatile std::uint32_t*>(&own->epoch) = epoch;
-  __threadfence_system();
-  for (int q = 0; q < p.size; ++q) {
-    if (q != p.rank) store_release(&signals_of(p, q)->done[p.rank], epoch);
-  }
 }
 
 }  // namespace peerplan::cuda_kernels

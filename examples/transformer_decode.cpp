@@ -17,10 +17,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "peerplan/peerplan.hpp"
+#include "tensor_memory.hpp"
 
 namespace {
 
@@ -73,11 +75,17 @@ int main(int argc, char** argv) {
     // 1. Create: collective; PEERPLAN_* variables override the Config.
     auto comm = peerplan::Communicator::create(MPI_COMM_WORLD);
 
+    const peerplan::Backend backend = comm->backend();
+
     // The model's norm weights: one per layer. Their identity (address) is
     // part of the fused op's key, so each layer is its own plan.
     std::vector<std::vector<float>> norm_weights(opt.layers, std::vector<float>(opt.hidden));
-    for (int l = 0; l < opt.layers; ++l)
+    std::vector<std::unique_ptr<TensorMemory>> weight_memory;
+    for (int l = 0; l < opt.layers; ++l) {
       for (int h = 0; h < opt.hidden; ++h) norm_weights[l][h] = 1.0f + 0.001f * (h % 7) + l;
+      weight_memory.push_back(std::make_unique<TensorMemory>(backend, opt.hidden));
+      weight_memory.back()->upload(norm_weights[l]);
+    }
     const float eps = 1e-5f;
 
     // 2. Declare every decode-time collective: the all-reduce of the
@@ -91,7 +99,7 @@ int main(int argc, char** argv) {
       for (int l = 0; l < opt.layers; ++l) {
         plans.push_back(peerplan::Declaration::fused_add_rms_norm(
             "layer" + std::to_string(l) + ".mlp_norm.t" + std::to_string(tokens),
-            peerplan::DataType::f32, layout, norm_weights[l].data(), eps));
+            peerplan::DataType::f32, layout, weight_memory[l]->data(), eps));
       }
     }
     comm->declare(plans);
@@ -103,25 +111,31 @@ int main(int argc, char** argv) {
     auto run_step = [&](int tokens) {
       const std::size_t n = static_cast<std::size_t>(tokens) * opt.hidden;
       const peerplan::TensorLayout layout{tokens, opt.hidden};
-      std::vector<float> x(n), residual(n, 0.0f);
+      TensorMemory x(backend, n), residual(backend, n);
+      std::vector<float> values(n);
       for (int l = 0; l < opt.layers; ++l) {
-        for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>((rank + 1) * (i % 5 + 1));
+        for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>((rank + 1) * (i % 5 + 1));
+        x.upload(values);
         double t0 = now();
         auto r = comm->all_reduce(x.data(), x.data(), peerplan::DataType::f32, layout);
+        x.synchronize();
         times.add(r, now() - t0);
-        for (std::size_t i = 0; i < n; ++i) wrong += x[i] != rank_sum * (i % 5 + 1);
+        values = x.download();
+        for (std::size_t i = 0; i < n; ++i) wrong += values[i] != rank_sum * (i % 5 + 1);
 
-        for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(rank + 1);
-        std::fill(residual.begin(), residual.end(), 0.0f);
+        x.upload(std::vector<float>(n, static_cast<float>(rank + 1)));
+        residual.upload(std::vector<float>(n, 0.0f));
         t0 = now();
-        r = comm->fused_add_rms_norm(x.data(), residual.data(), norm_weights[l].data(), eps,
+        r = comm->fused_add_rms_norm(x.data(), residual.data(), weight_memory[l]->data(), eps,
                                      peerplan::DataType::f32, layout);
+        x.synchronize();
         times.add(r, now() - t0);
         // residual = rank_sum everywhere, so x = rank_sum / sqrt(rank_sum^2 + eps) * weight.
         const double norm = rank_sum / std::sqrt(double(rank_sum) * rank_sum + eps);
+        const std::vector<float> out = x.download(), res = residual.download();
         for (std::size_t i = 0; i < n; ++i) {
           const double expected = norm * norm_weights[l][i % opt.hidden];
-          wrong += residual[i] != rank_sum || std::abs(x[i] - expected) > 1e-5 * expected;
+          wrong += res[i] != rank_sum || std::abs(out[i] - expected) > 1e-5 * expected;
         }
       }
     };

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "peerplan/communicator.hpp"
+#include "peerplan/errors.hpp"
 #include "peerplan/plan_key.hpp"
 #include "support/communicator_test_support.hpp"
 #include "support/mpi_test_support.hpp"
@@ -196,6 +197,22 @@ TEST_P(FusedAddRmsNorm, TrimmedRowWithPaddedStrideHitsContiguousPlan) {
     expect_fused_correct(o, std::string("trimmed row, ") + comm_test::to_string(inputs), true);
   }
   EXPECT_EQ(comm->stats().plans.at(0).hits, 2u);
+}
+
+TEST(FusedAddRmsNormLayout, RowsWithAnInnerStrideAreRejectedOnEveryRank) {
+  auto comm = create_on_world(fused_config());
+  const Buffer weight = make_weight(DataType::f32, 8, next_seed());
+  std::vector<float> inout(32, 1.0f), residual(32, 0.0f);
+  // [4, 8] stored column-major: a row is not contiguous.
+  const TensorLayout transposed = strided_layout({4, 8}, {1, 4});
+  try {
+    comm->fused_add_rms_norm(inout.data(), residual.data(), weight.data(), kEps, DataType::f32,
+                             transposed);
+    ADD_FAILURE() << "a fused call whose rows are not contiguous must be rejected";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("innermost stride 4"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(residual, std::vector<float>(32, 0.0f)) << "nothing may be written";
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedAddRmsNorm,

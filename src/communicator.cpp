@@ -94,6 +94,14 @@ class CommunicatorImpl final : public Communicator {
                                 StreamHandle stream) override {
     ensure_open("fused_add_rms_norm");
     check_call_layout("fused_add_rms_norm", layout);
+    // RMSNorm runs over rows (the last dimension): every kernel reads a row
+    // as one contiguous run.
+    if (layout.rank() > 0 && layout.last_dim() > 1 && layout.stride(layout.rank() - 1) != 1) {
+      throw InvalidArgument("fused_add_rms_norm: layout " + layout.to_string() +
+                            " has innermost stride " +
+                            std::to_string(layout.stride(layout.rank() - 1)) +
+                            "; rows (the last dimension) must be contiguous (stride 1)");
+    }
     if (!(eps >= 0.0f) || !std::isfinite(eps)) {
       throw InvalidArgument("fused_add_rms_norm: eps must be finite and >= 0 (got " +
                             std::to_string(eps) + ")");

@@ -26,7 +26,6 @@ struct DeviceIdentity {
 
 const char* phase_text(std::uint32_t phase) {
   switch (static_cast<Phase>(phase)) {
-    case Phase::slot_free: return "finish reading the staging slot of the call before last";
     case Phase::arrive: return "stage their input (flag barrier 'arrive')";
     case Phase::reduced: return "reduce their shard (two-shot barrier 'reduced')";
     case Phase::none: break;
