@@ -94,17 +94,17 @@ __device__ __forceinline__ void store_tensor(T* tensor, const KernelLayout& layo
   }
 }
 
-// Sum of every rank's slot at element `first` (a pack boundary), fixed
-// rank order, one rounding.
+// Sum of every source's sub-slot of this rank's own slot at element
+// `first` (a pack boundary): fixed rank order, one rounding, local reads.
 template <class T>
-__device__ __forceinline__ Pack<T> reduce_slots(const PeerSet& p, std::uint32_t epoch,
-                                                std::int64_t first) {
+__device__ __forceinline__ Pack<T> reduce_sources(const PeerSet& p, std::uint32_t epoch,
+                                                  std::int64_t first) {
   float acc[Pack<T>::kCount];
 #pragma unroll
   for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = 0.0f;
   for (int r = 0; r < p.size; ++r) {
     Pack<T> in;
-    in.raw = *reinterpret_cast<const uint4*>(slot_of<T>(p, r, epoch) + first);
+    in.raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, r, epoch) + first);
 #pragma unroll
     for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = __fadd_rn(acc[k], to_float(in.v[k]));
   }
@@ -114,37 +114,120 @@ __device__ __forceinline__ Pack<T> reduce_slots(const PeerSet& p, std::uint32_t 
   return out;
 }
 
+// One-shot uses NCCL's "LL" idea: every 16-byte line carries 8 bytes of
+// data and the call's epoch twice, written with one 16-byte store, so a
+// reader knows the data has arrived when it sees the flags: no separate
+// flag write, hence no fence that would wait for the data writes to be
+// acknowledged across the link. Line i of source r lies in sub-slot r.
+__device__ __forceinline__ void store_line(uint4* line, uint2 data, std::uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(data.x),
+               "r"(flag), "r"(data.y), "r"(flag)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 load_line(const uint4* line) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(line)
+               : "memory");
+  return v;
+}
+
+// Waits (bounded) until `line` carries `epoch`; false when the call failed
+// (timeout, or a peer or another block of this rank gave up).
+__device__ __forceinline__ bool wait_line(const PeerSet& p, const uint4* line, int source,
+                                          std::uint32_t epoch, uint2& data) {
+  uint4 v = load_line(line);
+  std::uint64_t start = 0;
+  for (std::uint32_t spins = 0; v.y != epoch || v.w != epoch; v = load_line(line)) {
+    if ((++spins & 255u) != 0u) continue;
+    const Signals* own = signals_of(p, p.rank);
+    if (*static_cast<const volatile std::uint32_t*>(&own->abandoned[source]) != 0u) {
+      give_up(p, ErrorCode::peer_gave_up, Phase::arrive, epoch, source);
+      return false;
+    }
+    if (*static_cast<const volatile std::uint32_t*>(&own->aborted) != 0u) return false;
+    const std::uint64_t now = global_ns();
+    if (start == 0) start = now;
+    if (now - start > p.timeout_ns) {
+      give_up(p, ErrorCode::timeout, Phase::arrive, epoch, source);
+      return false;
+    }
+  }
+  data = make_uint2(v.x, v.z);
+  return true;
+}
+
+template <class T>
+union Half8 {  // the 8 data bytes of a line
+  uint2 raw;
+  T v[8 / sizeof(T)];
+};
+
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     one_shot_kernel(PeerSet p, const T* in, T* out, KernelLayout layout, std::int64_t count) {
   std::uint32_t epoch;
   if (!begin_call(p, epoch)) return;
-  Signals* own = signals_of(p, p.rank);
 
-  constexpr int V = Pack<T>::kCount;
-  const std::int64_t packs = (count + V - 1) / V;
+  constexpr int E = 8 / sizeof(T);  // elements per line
+  const std::int64_t lines = (count + E - 1) / E;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool in_vec = layout.dense && aligned16(in);
-  const bool out_vec = layout.dense && aligned16(out);
-  T* mine = slot_of<T>(p, p.rank, epoch);
-  for (std::int64_t i = begin; i < packs; i += stride) {
-    const Pack<T> pack = load_tensor(in, layout, in_vec, i * V, count);
-    *reinterpret_cast<uint4*>(mine + i * V) = pack.raw;
-  }
-  __syncthreads();
-  signal_peers(p, FlagRow::arrive, epoch);
-  if (!wait_peers(p, own->arrive[blockIdx.x], epoch, Phase::arrive, epoch)) return;
+  const bool in_vec = layout.dense && (reinterpret_cast<std::uintptr_t>(in) & 7u) == 0;
+  const bool out_vec = layout.dense && (reinterpret_cast<std::uintptr_t>(out) & 7u) == 0;
 
-  for (std::int64_t i = begin; i < packs; i += stride) {
-    store_tensor(out, layout, out_vec, i * V, count, reduce_slots<T>(p, epoch, i * V));
+  for (std::int64_t i = begin; i < lines; i += stride) {
+    Half8<T> data;
+    data.raw = make_uint2(0u, 0u);
+    if (in_vec && (i + 1) * E <= count) {
+      data.raw = *reinterpret_cast<const uint2*>(in + i * E);
+    } else {
+      for (int k = 0; k < E && i * E + k < count; ++k) data.v[k] = in[offset_of(layout, i * E + k)];
+    }
+    for (int q = 0; q < p.size; ++q) {
+      store_line(data_of<uint4>(p, q, p.rank, epoch) + i, data.raw, epoch);
+    }
   }
+
+  bool ok = true;
+  for (std::int64_t i = begin; ok && i < lines; i += stride) {
+    float acc[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) acc[k] = 0.0f;
+    for (int r = 0; r < p.size; ++r) {
+      Half8<T> data;
+      if (!wait_line(p, data_of<uint4>(p, p.rank, r, epoch) + i, r, epoch, data.raw)) {
+        ok = false;
+        break;
+      }
+#pragma unroll
+      for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], to_float(data.v[k]));
+    }
+    if (!ok) break;
+    Half8<T> sum;
+#pragma unroll
+    for (int k = 0; k < E; ++k) sum.v[k] = from_float<T>(acc[k]);
+    if (out_vec && (i + 1) * E <= count) {
+      *reinterpret_cast<uint2*>(out + i * E) = sum.raw;
+    } else {
+      for (int k = 0; k < E && i * E + k < count; ++k) out[offset_of(layout, i * E + k)] = sum.v[k];
+    }
+  }
+  // A failed call leaves the epoch where it was; the transport is broken
+  // until reserve() re-creates the slabs.
+  if (__syncthreads_or(!ok)) return;
   finish_call(p, epoch);
 }
 
 // Shard s covers [s * shard, min((s + 1) * shard, count)), shard a whole
-// number of packs. Block b handles pack j of every shard for the same j on
-// every rank, so per-block flags order exactly the data each block needs.
+// number of packs. Reduce-scatter: every rank pushes shard s of its input
+// into rank s's slot (sub-slot <own rank>); rank s reduces its shard from
+// its own slot and pushes the result into every peer's slot (sub-slot s, at
+// the shard's positions, unused by the first phase); all-gather reads are
+// local. Block b handles pack j of every shard for the same j on every
+// rank, so per-block flags order exactly the data each block needs.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     two_shot_kernel(PeerSet p, const T* in, T* out, KernelLayout layout, std::int64_t count) {
@@ -159,13 +242,12 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool in_vec = layout.dense && aligned16(in);
   const bool out_vec = layout.dense && aligned16(out);
-  T* mine = slot_of<T>(p, p.rank, epoch);
 
   for (std::int64_t j = begin; j < shard_packs; j += stride) {
     for (int s = 0; s < p.size; ++s) {
       const std::int64_t first = s * shard + j * V;
       if (first >= count) break;
-      *reinterpret_cast<uint4*>(mine + first) =
+      *reinterpret_cast<uint4*>(data_of<T>(p, s, p.rank, epoch) + first) =
           load_tensor(in, layout, in_vec, first, count).raw;
     }
   }
@@ -173,13 +255,13 @@ __global__ void __launch_bounds__(kThreads)
   signal_peers(p, FlagRow::arrive, epoch);
   if (!wait_peers(p, own->arrive[blockIdx.x], epoch, Phase::arrive, epoch)) return;
 
-  // Reduce this rank's shard; the result replaces this rank's own input in
-  // its slot (no peer reads those positions) for the peers to gather.
   for (std::int64_t j = begin; j < shard_packs; j += stride) {
     const std::int64_t first = p.rank * shard + j * V;
     if (first >= count) break;
-    const Pack<T> sum = reduce_slots<T>(p, epoch, first);
-    *reinterpret_cast<uint4*>(mine + first) = sum.raw;
+    const Pack<T> sum = reduce_sources<T>(p, epoch, first);
+    for (int q = 0; q < p.size; ++q) {
+      if (q != p.rank) *reinterpret_cast<uint4*>(data_of<T>(p, q, p.rank, epoch) + first) = sum.raw;
+    }
     store_tensor(out, layout, out_vec, first, count, sum);
   }
   __syncthreads();
@@ -192,7 +274,7 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t first = s * shard + j * V;
       if (first >= count) break;
       Pack<T> sum;
-      sum.raw = *reinterpret_cast<const uint4*>(slot_of<T>(p, s, epoch) + first);
+      sum.raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, s, epoch) + first);
       store_tensor(out, layout, out_vec, first, count, sum);
     }
   }
@@ -312,17 +394,19 @@ __global__ void __launch_bounds__(kThreads)
   if (!begin_call(p, epoch)) return;
   Signals* own = signals_of(p, p.rank);
 
-  // Slot rows are packed back to back from a 256-byte aligned slot start,
-  // so they are 16-byte aligned exactly when a row is a whole number of packs.
+  // Rows are packed back to back from a 256-byte aligned sub-slot start, so
+  // they are 16-byte aligned exactly when a row is a whole number of packs.
+  // Every rank pushes its rows into every slot; the reduction reads locally.
   const bool whole = hidden % V == 0;
   const std::int64_t packs = (hidden + V - 1) / V;
-  T* mine = slot_of<T>(p, p.rank, epoch);
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* src = inout + row_offset(layout, row, hidden);
-    T* dst = mine + row * hidden;
     const bool vec = whole && aligned16(src);
     for (std::int64_t j = threadIdx.x; j < packs; j += blockDim.x) {
-      store_row_pack(dst, j * V, hidden, whole, load_row_pack(src, j * V, hidden, vec));
+      const Pack<T> pack = load_row_pack(src, j * V, hidden, vec);
+      for (int q = 0; q < p.size; ++q) {
+        store_row_pack(data_of<T>(p, q, p.rank, epoch) + row * hidden, j * V, hidden, whole, pack);
+      }
     }
   }
   __syncthreads();
@@ -336,7 +420,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[k] = 0.0f;
       for (int r = 0; r < p.size; ++r) {
-        const Pack<T> in = load_row_pack(slot_of<T>(p, r, epoch) + base, first, hidden, whole);
+        const Pack<T> in = load_row_pack(data_of<T>(p, p.rank, r, epoch) + base, first, hidden, whole);
 #pragma unroll
         for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], to_float(in.v[k]));
       }
@@ -397,10 +481,12 @@ cudaError_t dispatch(ElementType type, F&& launch) {
 
 }  // namespace
 
-std::size_t slot_bytes_for(std::size_t max_message_bytes, int size) {
-  // Two-shot pads each of `size` shards by less than one pack; the fused op
-  // and one-shot need the message rounded up to a pack.
-  const std::size_t bytes = max_message_bytes + static_cast<std::size_t>(size + 1) * kPackBytes;
+std::size_t sub_slot_bytes_for(std::size_t max_message_bytes, int size) {
+  // One-shot's lines carry 8 data bytes in 16 (twice the message); two-shot
+  // pads each of `size` shards by less than one pack; the fused op needs
+  // the message rounded up to a pack. 256-byte aligned.
+  const std::size_t bytes =
+      2 * max_message_bytes + static_cast<std::size_t>(size + 1) * kPackBytes;
   return (bytes + 255) / 256 * 256;
 }
 
@@ -409,8 +495,8 @@ cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* 
                             cudaStream_t stream) {
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    const std::int64_t packs = (count + Pack<T>::kCount - 1) / Pack<T>::kCount;
-    one_shot_kernel<T><<<blocks_for(packs, kAllReduceMaxBlocks), kThreads, 0, stream>>>(
+    const std::int64_t lines = (count + 8 / sizeof(T) - 1) / (8 / sizeof(T));
+    one_shot_kernel<T><<<blocks_for(lines, kAllReduceMaxBlocks), kThreads, 0, stream>>>(
         peers, static_cast<const T*>(in), static_cast<T*>(out), layout, count);
   });
 }

@@ -3,9 +3,12 @@
 // includes this; nothing outside it sees CUDA types.
 //
 // Every rank owns one device slab [signal area | staging slot 0 | slot 1]
-// mapped into its node-local peers through CUDA IPC. A call with epoch e
-// (counted on the device, in the owner's signal area, so CUDA-graph replays
-// need no host patching) stages into slot e % 2. Flags are epochs written
+// mapped into its node-local peers through CUDA IPC; a slot holds one
+// sub-slot per source rank. A call with epoch e (counted on the device, in
+// the owner's signal area, so CUDA-graph replays need no host patching)
+// uses slot e % 2. Data moves by push: a rank *writes* its contribution
+// into sub-slot <own rank> of the peers' slots (posted NVLink/PCIe writes),
+// then raises a flag; every read after the barrier is local. Flags are epochs written
 // with system-scope release stores into the *reader's* signal area and
 // polled there with acquire loads: no peer atomics. Reusing slot e % 2 at
 // call e + 2 needs no extra wait: call e + 1 already saw every peer arrive,
@@ -61,7 +64,8 @@ struct PeerSet {
   void* slabs[kMaxRanks] = {};
   std::int32_t rank = 0;
   std::int32_t size = 0;
-  std::uint64_t slot_bytes = 0;   // each staging slot
+  std::uint64_t slot_bytes = 0;   // each staging slot: size * sub_slot_bytes
+  std::uint64_t sub_slot_bytes = 0;  // one source rank's part of a slot
   std::uint64_t timeout_ns = 0;
   DeviceError* error = nullptr;   // device pointer of the host-mapped error word
 };
@@ -90,8 +94,9 @@ cudaError_t launch_pack(std::size_t element_bytes, const void* tensor, void* con
 cudaError_t launch_unpack(std::size_t element_bytes, const void* contiguous, void* tensor,
                           const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
 
-// Bytes a staging slot needs for messages up to `max_message_bytes` on
-// `size` ranks (two-shot pads every shard to whole packs).
-std::size_t slot_bytes_for(std::size_t max_message_bytes, int size);
+// Bytes one source's sub-slot needs for messages up to `max_message_bytes`
+// on `size` ranks (two-shot pads every shard to whole packs); a slot is
+// `size` of them.
+std::size_t sub_slot_bytes_for(std::size_t max_message_bytes, int size);
 
 }  // namespace peerplan::cuda_kernels

@@ -26,10 +26,13 @@ __device__ __forceinline__ Signals* signals_of(const PeerSet& p, int rank) {
   return static_cast<Signals*>(p.slabs[rank]);
 }
 
+// Where source rank `source`'s data for call `epoch` lies in rank
+// `owner`'s slab: slot epoch % 2, sub-slot `source`.
 template <class T>
-__device__ __forceinline__ T* slot_of(const PeerSet& p, int rank, std::uint32_t epoch) {
-  return reinterpret_cast<T*>(static_cast<char*>(p.slabs[rank]) + kSignalAreaBytes +
-                              (epoch & 1u) * p.slot_bytes);
+__device__ __forceinline__ T* data_of(const PeerSet& p, int owner, int source,
+                                      std::uint32_t epoch) {
+  return reinterpret_cast<T*>(static_cast<char*>(p.slabs[owner]) + kSignalAreaBytes +
+                              (epoch & 1u) * p.slot_bytes + source * p.sub_slot_bytes);
 }
 
 __device__ __forceinline__ std::uint32_t load_acquire(const std::uint32_t* address) {

@@ -125,16 +125,18 @@ TEST(CudaAllReduce, StridedRowsOnEveryRoute) {
 TEST(CudaAllReduce, DefaultCutoffsRouteBySize) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   auto comm = create_cuda();
-  const std::int64_t small = 128 * 1024, medium = 2 * 1024 * 1024, large = 5 * 1024 * 1024;  // bf16 elements
+  // The measured 2-rank defaults (src/routing/cutoffs.cpp): one-shot up to
+  // 64 KiB, two-shot off, so larger all-reduces go to NCCL as over_cutoff.
+  const std::int64_t small = 16 * 1024, medium = 512 * 1024, large = 5 * 1024 * 1024;  // bf16 elements
   const std::vector<Declaration> declared{
       Declaration::all_reduce("small", DataType::bf16, vector_of(small)),
       Declaration::all_reduce("medium", DataType::bf16, vector_of(medium)),
       Declaration::all_reduce("large", DataType::bf16, vector_of(large))};
   comm->declare(declared);
-  check_all_reduce(*comm, DataType::bf16, vector_of(small), Route::one_shot);
-  check_all_reduce(*comm, DataType::bf16, vector_of(medium), Route::two_shot);
-  check_all_reduce(*comm, DataType::bf16, vector_of(large), Route::fallback);  // 10 MiB > 8 MiB
-  EXPECT_EQ(comm->stats().fallback_over_cutoff, 1u);
+  check_all_reduce(*comm, DataType::bf16, vector_of(small), Route::one_shot);     // 32 KiB
+  check_all_reduce(*comm, DataType::bf16, vector_of(medium), Route::fallback);   // 1 MiB
+  check_all_reduce(*comm, DataType::bf16, vector_of(large), Route::fallback);    // 10 MiB
+  EXPECT_EQ(comm->stats().fallback_over_cutoff, 2u);
   comm->close();
 }
 
@@ -254,7 +256,9 @@ TEST(CudaFused, RowsAndHiddenSizesP2PAndFallbackAgainstFloat64) {
 
 TEST(CudaGraph, CaptureAndReplayDeclaredAndUndeclaredWithEagerInterleaved) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto comm = create_cuda();
+  Config config;  // two-shot is off by default: turn it on to capture every route
+  config.cutoffs.two_shot_max_bytes = 8u << 20;
+  auto comm = create_cuda(config);
   const DataType bf16 = DataType::bf16;
   const std::int64_t n1 = 4096, n2 = 1 << 20, n3 = 1000, rows = 4, hidden = 4096;
   const auto w_host = random_tensor(bf16, hidden, 5, -2);

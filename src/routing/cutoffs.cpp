@@ -15,9 +15,17 @@
 // all-reduce kernels commonly start from.
 //
 // These numbers are for the host backend (shared memory, CPU copies) and
-// are a starting point, not a measurement. The CUDA backend uses the same
-// rule until its kernels exist; its values are to be set from measurements
-// on the GPUs against NCCL (DESIGN §7-§8), per world size.
+// are a starting point, not a measurement.
+//
+// The CUDA backend's come from measurement against NCCL on 2x H200 (NVLink,
+// bf16, eager and CUDA-graph replay; benchmarks/RESULTS.md): at two ranks
+// one-shot beats NCCL up to 64 KiB in both modes (at 256 KiB only under
+// graphs), two-shot loses at 1 MiB and 16 MiB and wins only near 4 MiB, and
+// the fused one-shot beats NCCL + a separate add + RMSNorm at every
+// measured size up to 3.5 MiB. So: one-shot 64 KiB, two-shot off (a route
+// must never be slower than the fallback it replaces; re-enabling it needs
+// a lower bound as well), fused 3.5 MiB. Other world sizes are not measured
+// yet: they scale the two-rank limits by the (n-1) bytes each rank pushes.
 #include "routing/cutoffs.hpp"
 
 #include <bit>
@@ -31,6 +39,7 @@ constexpr std::size_t MiB = 1024 * KiB;
 constexpr std::size_t kOneShotPullBudget = 1 * MiB;  // (n-1) x one-shot limit
 constexpr std::size_t kOneShotCap = 512 * KiB;
 constexpr std::size_t kTwoShotMax = 8 * MiB;
+constexpr std::size_t kPackAlignment = 16;  // declared messages are whole 16-byte packs
 
 std::size_t host_one_shot_limit(int world_size) noexcept {
   const std::size_t peers = world_size < 2 ? 1 : static_cast<std::size_t>(world_size - 1);
@@ -39,10 +48,20 @@ std::size_t host_one_shot_limit(int world_size) noexcept {
   return limit < kOneShotCap ? limit : kOneShotCap;
 }
 
+constexpr std::size_t kCudaOneShotTwoRanks = 64 * KiB;
+constexpr std::size_t kCudaFusedTwoRanks = 3584 * KiB;  // 256 rows of 7168 bf16
+
+RouteCutoffs cuda_cutoffs(int world_size) noexcept {
+  const std::size_t peers = world_size < 2 ? 1 : static_cast<std::size_t>(world_size - 1);
+  const std::size_t one_shot = std::bit_floor(kCudaOneShotTwoRanks / peers);
+  const std::size_t fused = kCudaFusedTwoRanks / peers / kPackAlignment * kPackAlignment;
+  return RouteCutoffs{one_shot == 0 ? 1 : one_shot, 0, fused == 0 ? kPackAlignment : fused};
+}
+
 }  // namespace
 
-RouteCutoffs default_cutoffs(int world_size, Backend /*backend*/) noexcept {
-  // One rule for every backend until the CUDA backend's is measured.
+RouteCutoffs default_cutoffs(int world_size, Backend backend) noexcept {
+  if (backend == Backend::cuda) return cuda_cutoffs(world_size);
   const std::size_t one_shot = host_one_shot_limit(world_size);
   return RouteCutoffs{one_shot, kTwoShotMax, one_shot};
 }

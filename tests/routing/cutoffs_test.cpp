@@ -12,9 +12,30 @@ TEST(DefaultCutoffs, FiniteAndNonZeroForEveryWorldSize) {
       const RouteCutoffs c = default_cutoffs(n, backend);
       for (std::size_t v : {c.one_shot_max_bytes, c.two_shot_max_bytes, c.fused_max_bytes}) {
         EXPECT_NE(v, kAutoCutoff) << "world size " << n;
-        EXPECT_GT(v, 0u) << "world size " << n;
+      }
+      EXPECT_GT(c.one_shot_max_bytes, 0u) << "world size " << n;
+      EXPECT_GT(c.fused_max_bytes, 0u) << "world size " << n;
+      if (backend == Backend::host) {
+        EXPECT_GT(c.two_shot_max_bytes, 0u) << "world size " << n;
       }
     }
+  }
+}
+
+TEST(DefaultCutoffs, CudaTwoRanksAreTheMeasuredCrossovers) {
+  // benchmarks/RESULTS.md, 2x H200: one-shot wins up to 64 KiB, two-shot is
+  // off (slower than NCCL at 1 MiB and 16 MiB), fused wins up to 3.5 MiB.
+  const RouteCutoffs c = default_cutoffs(2, Backend::cuda);
+  EXPECT_EQ(c.one_shot_max_bytes, 64u * 1024);
+  EXPECT_EQ(c.two_shot_max_bytes, 0u);
+  EXPECT_EQ(c.fused_max_bytes, 3584u * 1024);
+  // More ranks push (n-1) copies: the limits shrink, stay whole packs, never grow.
+  for (int n = 3; n <= 16; ++n) {
+    const RouteCutoffs m = default_cutoffs(n, Backend::cuda);
+    EXPECT_LE(m.one_shot_max_bytes, default_cutoffs(n - 1, Backend::cuda).one_shot_max_bytes) << n;
+    EXPECT_LE(m.fused_max_bytes, default_cutoffs(n - 1, Backend::cuda).fused_max_bytes) << n;
+    EXPECT_EQ(m.fused_max_bytes % 16, 0u) << n;
+    EXPECT_EQ(m.two_shot_max_bytes, 0u) << n;
   }
 }
 

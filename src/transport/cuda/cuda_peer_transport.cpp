@@ -181,12 +181,14 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes) {
   broken_reason_.clear();
   if (max_message_bytes == 0) return;
 
-  const std::size_t slot = cuda_kernels::slot_bytes_for(max_message_bytes, local_size_);
+  const std::size_t sub_slot = cuda_kernels::sub_slot_bytes_for(max_message_bytes, local_size_);
+  const std::size_t slot = sub_slot * static_cast<std::size_t>(local_size_);
   slabs_ = IpcSlabs::establish(bootstrap_, cuda_kernels::kSignalAreaBytes + 2 * slot);
   for (int r = 0; r < local_size_; ++r) peers_.slabs[r] = slabs_.base(r);
   peers_.rank = local_rank_;
   peers_.size = local_size_;
   peers_.slot_bytes = slot;
+  peers_.sub_slot_bytes = sub_slot;
   peers_.timeout_ns = static_cast<std::uint64_t>(timeout_.count()) * 1'000'000ull;
   capacity_ = max_message_bytes;
 }
