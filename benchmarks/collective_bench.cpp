@@ -128,6 +128,8 @@ int main(int argc, char** argv) {
   app.add_option("-G,--cudagraph", graph, "1: time CUDA graph replays of one captured call");
   app.add_option("--op", op, "allreduce | fused")->check(CLI::IsMember({"allreduce", "fused"}));
   app.add_option("--hidden", hidden, "fused op: hidden size (row length)");
+  bool nccl_first = false;
+  app.add_flag("--nccl-first", nccl_first, "create the reference NCCL communicator before peerplan's");
   app.add_option("--route", route_text, "auto (default cutoffs) | p2p (P2P up to -e) | nccl")
       ->check(CLI::IsMember({"auto", "p2p", "nccl"}));
   app.add_option("--json", json_path, "write every row as JSON to this file (rank 0)");
@@ -165,13 +167,19 @@ int main(int argc, char** argv) {
     config.cutoffs.two_shot_max_bytes = std::max<std::size_t>(max_bytes, 1);
     config.cutoffs.fused_max_bytes = std::max<std::size_t>(max_bytes, 1);
   }
+  // The reference NCCL communicator, created before or after peerplan's
+  // (--nccl-first): the order a process creates its communicators in has
+  // been seen to change NCCL's speed, so the benchmark can show both.
+  ncclComm_t nccl = nullptr;
+  auto create_reference_nccl = [&] {
+    ncclUniqueId id;
+    if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
+  };
+  if (nccl_first) create_reference_nccl();
   auto comm = Communicator::create(MPI_COMM_WORLD, config);
-
-  ncclUniqueId id;
-  if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  ncclComm_t nccl;
-  check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
+  if (!nccl_first) create_reference_nccl();
   int nccl_version = 0;
   ncclGetVersion(&nccl_version);
 
@@ -244,7 +252,9 @@ int main(int argc, char** argv) {
     } else {
       ours = [&] { route = comm->all_reduce(in, out, dtype, layout, stream).route; };
       const ncclDataType_t t = dtype == DataType::bf16 ? ncclBfloat16 : dtype == DataType::f16 ? ncclFloat16 : ncclFloat32;
-      theirs = [&] { check(ncclAllReduce(in, out, static_cast<std::size_t>(r.count), t, ncclSum, nccl, stream), "ncclAllReduce"); };
+      // `t` and the count by value: the lambda outlives this block.
+      const auto count = static_cast<std::size_t>(r.count);
+      theirs = [&, t, count] { check(ncclAllReduce(in, out, count, t, ncclSum, nccl, stream), "ncclAllReduce"); };
     }
     // Correctness first, on fresh outputs.
     std::int64_t wrong = 0;
