@@ -6,6 +6,7 @@
 #include <string>
 
 #include "peerplan/errors.hpp"
+#include "plan/list_format.hpp"
 
 namespace peerplan {
 namespace {
@@ -25,14 +26,6 @@ std::int64_t wrapping_mul(std::int64_t a, std::int64_t b) noexcept {
   return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
 }
 
-void append_list(std::string& out, const std::int64_t* values, int count) {
-  out += '[';
-  for (int i = 0; i < count; ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(values[i]);
-  }
-  out += ']';
-}
 
 }  // namespace
 
@@ -92,9 +85,9 @@ bool TensorLayout::is_contiguous() const noexcept {
 std::string TensorLayout::to_string() const {
   std::string out;
   out.reserve(16 + 24 * static_cast<std::size_t>(rank_));
-  append_list(out, shape_.data(), rank_);
+  plan::append_list(out, shape_.data(), rank_);
   out += " strides ";
-  append_list(out, strides_.data(), rank_);
+  plan::append_list(out, strides_.data(), rank_);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "plan/key_hash.hpp"
+#include "plan/list_format.hpp"
 
 namespace peerplan {
 namespace {
@@ -49,14 +50,6 @@ std::uint32_t canonical_eps_bits(float eps) noexcept {
   return bits == 0x80000000u ? 0u : bits;  // -0.0 and +0.0 are the same epsilon
 }
 
-void append_list(std::string& out, const std::int64_t* values, int count) {
-  out += '[';
-  for (int i = 0; i < count; ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(values[i]);
-  }
-  out += ']';
-}
 
 }  // namespace
 
@@ -94,9 +87,9 @@ std::string PlanKey::to_string() const {
   out += ' ';
   out += peerplan::to_string(dtype);
   out += ' ';
-  append_list(out, shape.data(), rank);
+  plan::append_list(out, shape.data(), rank);
   out += " strides ";
-  append_list(out, strides.data(), rank);
+  plan::append_list(out, strides.data(), rank);
   if (operation != Operation::all_reduce) {
     char buffer[48];
     std::snprintf(buffer, sizeof buffer, " weight 0x%llx",
