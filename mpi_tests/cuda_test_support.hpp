@@ -28,14 +28,7 @@ namespace peerplan::cuda_test {
 using transport::host::load_as_float;
 using transport::host::store_from_float;
 
-inline MPI_Comm test_comm() {
-  static const MPI_Comm comm = [] {
-    MPI_Comm dup = MPI_COMM_NULL;
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    return dup;
-  }();
-  return comm;
-}
+using mpi_test::test_comm;
 
 inline int rank() { return mpi_test::world_rank(); }
 inline int size() { return mpi_test::world_size(); }

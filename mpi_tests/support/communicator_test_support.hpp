@@ -35,6 +35,7 @@
 #include "peerplan/communicator.hpp"
 #include "peerplan/dtype.hpp"
 #include "peerplan/layout.hpp"
+#include "support/mpi_test_support.hpp"
 #include "transport/host/element.hpp"
 
 namespace peerplan {
@@ -47,18 +48,7 @@ namespace peerplan::comm_test {
 
 // ---------------------------------------------------------------- MPI side
 
-// The tests' own communicator for synchronising and comparing ranks. The
-// first call is collective (every rank runs the same tests in the same
-// order, so every rank makes it at the same point). Never freed: MPI_Finalize
-// releases it.
-inline MPI_Comm test_comm() {
-  static const MPI_Comm comm = [] {
-    MPI_Comm dup = MPI_COMM_NULL;
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    return dup;
-  }();
-  return comm;
-}
+using mpi_test::test_comm;
 
 inline int test_rank() {
   int rank = 0;

@@ -23,6 +23,19 @@ int thread_level();
 bool all_ranks(bool value);
 bool any_rank(bool value);
 
+// The tests' own communicator for synchronising and comparing ranks (a
+// duplicate of MPI_COMM_WORLD). The first call is collective (every rank
+// runs the same tests in the same order, so every rank makes it at the same
+// point). Never freed: MPI_Finalize releases it.
+inline MPI_Comm test_comm() {
+  static const MPI_Comm comm = [] {
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    return dup;
+  }();
+  return comm;
+}
+
 }  // namespace peerplan::mpi_test
 
 // Skips the current test on every rank when `condition` holds on any rank.
