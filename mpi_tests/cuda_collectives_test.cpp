@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <array>
 
-#include "cuda_test_support.hpp"
+#include "support/cuda_test_support.hpp"
 
 namespace peerplan::cuda_test {
 namespace {

@@ -4,7 +4,7 @@
 // memory to its baseline. Skipped (on every rank) without GPUs.
 #include <chrono>
 
-#include "cuda_test_support.hpp"
+#include "support/cuda_test_support.hpp"
 
 namespace peerplan::cuda_test {
 namespace {
