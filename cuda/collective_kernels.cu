@@ -45,16 +45,23 @@ struct Pack {
   __device__ Pack() : raw{0u, 0u, 0u, 0u} {}
 };
 
-// Element offset of logical (row-major) index i.
-__device__ __noinline__ std::int64_t element_offset(const KernelLayout& layout, std::int64_t i) {
+// Element offset of logical (row-major) index i over dimensions [0, end):
+// end = rank for an element, rank - 1 for the first element of a row.
+__device__ __noinline__ std::int64_t offset_over(const KernelLayout& layout, std::int64_t i,
+                                                 int end) {
   std::int64_t offset = 0;
-  for (int d = layout.rank - 1; d >= 0; --d) {
+  for (int d = end - 1; d >= 0; --d) {
     const std::int64_t dim = layout.dims[d];
     const std::int64_t q = i / dim;
     offset += (i - q * dim) * layout.strides[d];
     i = q;
   }
   return offset;
+}
+
+__device__ __forceinline__ std::int64_t element_offset(const KernelLayout& layout,
+                                                       std::int64_t i) {
+  return offset_over(layout, i, layout.rank);
 }
 
 __device__ __forceinline__ std::int64_t offset_of(const KernelLayout& layout, std::int64_t i) {
@@ -300,15 +307,7 @@ __device__ float block_sum(float value, float* scratch) {
 // Element offset of the first element of row `row` (the last dimension).
 __device__ std::int64_t row_offset(const KernelLayout& layout, std::int64_t row,
                                    std::int64_t hidden) {
-  if (layout.dense) return row * hidden;
-  std::int64_t offset = 0;
-  for (int d = layout.rank - 2; d >= 0; --d) {
-    const std::int64_t dim = layout.dims[d];
-    const std::int64_t q = row / dim;
-    offset += (row - q * dim) * layout.strides[d];
-    row = q;
-  }
-  return offset;
+  return layout.dense ? row * hidden : offset_over(layout, row, layout.rank - 1);
 }
 
 // Packs of one row: 16-byte accesses when the row is a whole number of
