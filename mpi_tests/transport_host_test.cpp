@@ -35,7 +35,6 @@ namespace {
 using namespace peerplan;
 using namespace peerplan::transport;
 using namespace std::chrono_literals;
-using host::element_count;
 using peerplan::mpi_test::world_rank;
 using peerplan::mpi_test::world_size;
 
@@ -84,7 +83,7 @@ std::int64_t span_of(const TensorLayout& layout) {
 
 std::vector<std::int64_t> logical_offsets(const TensorLayout& layout) {
   std::vector<std::int64_t> offsets;
-  for (std::int64_t i = 0; i < element_count(layout); ++i) {
+  for (std::int64_t i = 0; i < layout.numel(); ++i) {
     std::int64_t rest = i, offset = 0;
     for (int d = layout.rank() - 1; d >= 0; --d) {
       offset += (rest % layout.dim(d)) * layout.stride(d);
@@ -277,7 +276,7 @@ TEST_F(HostTransport, P2PResultsAreBitIdenticalOnEveryRank) {
           in.set(offsets[i], random_value(dtype, rank(), i, salt) * 1000.0f / (1 + i % 7));
         }
         all_reduce(way, in, out, layout);
-        Buffer packed(dtype, element_count(layout));
+        Buffer packed(dtype, layout.numel());
         host::pack(layout, element_size(dtype), out.data(), packed.data());
         EXPECT_TRUE(same_on_every_rank(fnv1a(packed.bytes)))
             << name(way) << " " << name(dtype) << " " << layout.to_string();
@@ -342,7 +341,7 @@ TEST_F(HostTransport, FusedMatchesFloat64ReferenceOnBothPaths) {
   for (const TensorLayout& layout : fused_layouts()) {
     const auto offsets = logical_offsets(layout);
     const std::int64_t hidden = layout.last_dim();
-    const std::int64_t rows = element_count(layout) / hidden;
+    const std::int64_t rows = layout.numel() / hidden;
     for (DataType dtype : kDtypes) {
       for (Way way : {Way::one_shot, Way::fallback}) {
         ++salt;
@@ -401,7 +400,7 @@ TEST_F(HostTransport, FusedOnExactSumsIsIdenticalOnBothPathsAndToTheStandaloneOp
     const std::int64_t hidden = layout.last_dim();
     for (DataType dtype : kDtypes) {
       ++salt;
-      Buffer weight(dtype, hidden), exact_sum(dtype, element_count(layout));
+      Buffer weight(dtype, hidden), exact_sum(dtype, layout.numel());
       for (std::int64_t j = 0; j < hidden; ++j) weight.set(j, 0.75f + 0.01f * (j % 50));
       Buffer expected_out(dtype, span_of(layout)), expected_residual(dtype, span_of(layout));
       std::vector<std::unique_ptr<Buffer>> inouts, residuals;
@@ -451,7 +450,7 @@ TEST_F(HostTransport, ThousandsOfBackToBackCallsAlternatingRoutes) {
     const int kind = call % 4;
     if (kind == 3) {
       const TensorLayout rows{1 + call % 3, hidden};
-      const auto total = element_count(rows);
+      const auto total = rows.numel();
       Buffer inout(DataType::bf16, total), residual(DataType::bf16, total);
       for (std::int64_t i = 0; i < total; ++i) {
         inout.set(i, static_cast<float>((call + i + rank()) % 5));

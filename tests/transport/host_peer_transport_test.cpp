@@ -51,7 +51,7 @@ float integer_input(int rank, std::int64_t i, int salt) {
 
 std::vector<std::int64_t> logical_offsets(const TensorLayout& layout) {
   std::vector<std::int64_t> offsets;
-  for (std::int64_t i = 0; i < element_count(layout); ++i) {
+  for (std::int64_t i = 0; i < layout.numel(); ++i) {
     std::int64_t rest = i, offset = 0;
     for (int d = layout.rank() - 1; d >= 0; --d) {
       offset += (rest % layout.dim(d)) * layout.stride(d);

@@ -34,7 +34,7 @@ std::int64_t span_elements(const TensorLayout& layout) {
 
 template <class T>
 void check_layout(const TensorLayout& layout) {
-  const std::int64_t n = element_count(layout);
+  const std::int64_t n = layout.numel();
   ASSERT_GT(n, 0);
   // Tensor memory: every slot holds a distinct value; padding is recognisable.
   std::vector<T> tensor(static_cast<std::size_t>(span_elements(layout)));
@@ -109,9 +109,9 @@ TEST(StridedCopy, EightDimensions) {
 }
 
 TEST(StridedCopy, CountsAndRowOffsets) {
-  EXPECT_EQ(element_count(TensorLayout{}), 1);  // rank 0: one element
-  EXPECT_EQ(element_count(TensorLayout{2, 0, 3}), 0);
-  EXPECT_EQ(element_count(TensorLayout{2, 3, 4}), 24);
+  EXPECT_EQ((TensorLayout{}).numel(), 1);  // rank 0: one element
+  EXPECT_EQ((TensorLayout{2, 0, 3}).numel(), 0);
+  EXPECT_EQ((TensorLayout{2, 3, 4}).numel(), 24);
   const TensorLayout padded = make({2, 3, 4}, {40, 12, 1});
   EXPECT_EQ(row_offset(padded, 0), 0);
   EXPECT_EQ(row_offset(padded, 2), 24);

@@ -252,7 +252,7 @@ void CudaPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
   if (route != Route::one_shot && route != Route::two_shot) {
     throw InvalidArgument("peerplan cuda backend: all_reduce: route must be one_shot or two_shot");
   }
-  const std::int64_t count = element_count(*args.layout);
+  const std::int64_t count = args.layout->numel();
   if (count == 0) return;
   const char* what = route == Route::one_shot ? "all_reduce (one-shot)" : "all_reduce (two-shot)";
   begin_call(what, static_cast<std::size_t>(count) * element_size(args.dtype));
@@ -271,7 +271,7 @@ void CudaPeerTransport::fused_add_rms_norm(const FusedArgs& args) {
   if (args.layout == nullptr) {
     throw InvalidArgument("peerplan cuda backend: fused_add_rms_norm: layout is null");
   }
-  const std::int64_t count = element_count(*args.layout);
+  const std::int64_t count = args.layout->numel();
   if (count == 0) return;
   const char* what = "fused_add_rms_norm (fused one-shot)";
   begin_call(what, static_cast<std::size_t>(count) * element_size(args.dtype));

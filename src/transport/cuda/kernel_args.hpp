@@ -31,13 +31,4 @@ inline cuda_kernels::KernelLayout kernel_layout(const TensorLayout& layout) noex
   return k;
 }
 
-inline std::int64_t element_count(const TensorLayout& layout) noexcept {
-  std::int64_t n = 1;
-  for (int i = 0; i < layout.rank(); ++i) {
-    if (layout.dim(i) <= 0) return 0;
-    n *= layout.dim(i);
-  }
-  return n;
-}
-
 }  // namespace peerplan::transport::cuda

@@ -111,7 +111,7 @@ void* NcclFallback::scratch(std::size_t bytes, cudaStream_t stream, const char* 
 void NcclFallback::all_reduce(const AllReduceArgs& args) {
   if (comm_ == nullptr) throw InvalidUsage("peerplan cuda backend: all_reduce after close()");
   if (args.layout == nullptr) throw InvalidArgument("peerplan cuda backend: all_reduce: layout is null");
-  const std::int64_t count = element_count(*args.layout);
+  const std::int64_t count = args.layout->numel();
   const auto stream = static_cast<cudaStream_t>(args.stream);
   const auto type = nccl_type(args.dtype);
   if (args.layout->is_contiguous() || count == 0) {
@@ -137,7 +137,7 @@ void NcclFallback::fused_add_rms_norm(const FusedArgs& args) {
   if (args.layout == nullptr) {
     throw InvalidArgument("peerplan cuda backend: fused_add_rms_norm: layout is null");
   }
-  const std::int64_t count = element_count(*args.layout);
+  const std::int64_t count = args.layout->numel();
   if (count == 0) return;
   const auto stream = static_cast<cudaStream_t>(args.stream);
   const auto type = nccl_type(args.dtype);

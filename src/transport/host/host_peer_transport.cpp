@@ -244,7 +244,7 @@ void HostPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
   require(args.layout != nullptr, "all_reduce", "layout is null");
   require(route == Route::one_shot || route == Route::two_shot, "all_reduce",
           "route must be one_shot or two_shot");
-  const std::int64_t count = element_count(*args.layout);
+  const std::int64_t count = args.layout->numel();
   if (count == 0) return;  // same on every rank: nothing to exchange
   require(args.in != nullptr && args.out != nullptr, "all_reduce", "in or out is null");
   const auto bytes = count * static_cast<std::int64_t>(element_size(args.dtype));
@@ -296,7 +296,7 @@ void HostPeerTransport::two_shot(Call& call, const AllReduceArgs& args, std::int
 void HostPeerTransport::fused_add_rms_norm(const FusedArgs& args) {
   require(args.layout != nullptr, "fused_add_rms_norm", "layout is null");
   const TensorLayout& layout = *args.layout;
-  const std::int64_t count = element_count(layout);
+  const std::int64_t count = layout.numel();
   if (count == 0) return;
   require(args.inout != nullptr && args.residual != nullptr && args.weight != nullptr,
           "fused_add_rms_norm", "inout, residual or weight is null");

@@ -105,7 +105,7 @@ void MpiFallback::all_reduce(const AllReduceArgs& args) {
   if (args.layout == nullptr) {
     throw InvalidArgument("peerplan MPI fallback: all_reduce: layout is null");
   }
-  const std::int64_t count = element_count(*args.layout);
+  const std::int64_t count = args.layout->numel();
   if (count == 0) return;
   if (args.in == nullptr || args.out == nullptr) {
     throw InvalidArgument("peerplan MPI fallback: all_reduce: in or out is null");
@@ -122,7 +122,7 @@ void MpiFallback::fused_add_rms_norm(const FusedArgs& args) {
   if (args.layout == nullptr) {
     throw InvalidArgument("peerplan MPI fallback: fused_add_rms_norm: layout is null");
   }
-  const std::int64_t count = element_count(*args.layout);
+  const std::int64_t count = args.layout->numel();
   if (count == 0) return;
   if (args.inout == nullptr || args.residual == nullptr || args.weight == nullptr) {
     throw InvalidArgument(

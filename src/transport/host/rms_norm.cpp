@@ -8,7 +8,7 @@ namespace peerplan::transport::host {
 
 void add_rms_norm(DataType dtype, const TensorLayout& layout, const void* reduced, void* out,
                   void* residual, const void* weight, float eps) {
-  const std::int64_t count = element_count(layout);
+  const std::int64_t count = layout.numel();
   if (count == 0) return;
   const std::int64_t hidden = layout.last_dim();
   const std::int64_t rows = count / hidden;

@@ -50,7 +50,7 @@ void add_rms_norm_row(float* values, void* residual_row, const void* weight, voi
 }
 
 // Standalone add + RMSNorm over a whole tensor. `reduced` holds the
-// all-reduced values as element_count(layout) contiguous elements of
+// all-reduced values as layout.numel() contiguous elements of
 // `dtype` (row-major); `out` (the op's inout) and `residual` share
 // `layout`, whose last dimension is the hidden size; weight is a contiguous
 // [hidden]. `reduced` may not alias out or residual.

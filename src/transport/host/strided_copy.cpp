@@ -6,15 +6,6 @@
 
 namespace peerplan::transport::host {
 
-std::int64_t element_count(const TensorLayout& layout) noexcept {
-  std::int64_t n = 1;
-  for (int d = 0; d < layout.rank(); ++d) {
-    if (layout.dim(d) <= 0) return 0;
-    n *= layout.dim(d);
-  }
-  return n;
-}
-
 bool is_dense(const TensorLayout& layout) noexcept {
   std::int64_t expected = 1;
   for (int d = layout.rank() - 1; d >= 0; --d) {

@@ -12,9 +12,6 @@
 
 namespace peerplan::transport::host {
 
-// Number of elements: product of the dimensions, 1 for rank 0, 0 if any
-// dimension is <= 0.
-std::int64_t element_count(const TensorLayout& layout) noexcept;
 
 // True when element i (row-major) lives at offset i, i.e. a plain memcpy
 // moves the tensor. Strides of size-1 dimensions do not matter.
@@ -30,11 +27,11 @@ void unpack_range(const TensorLayout& layout, std::size_t element_bytes, const v
 // The whole tensor.
 inline void pack(const TensorLayout& layout, std::size_t element_bytes, const void* tensor,
                  void* contiguous) {
-  pack_range(layout, element_bytes, tensor, 0, element_count(layout), contiguous);
+  pack_range(layout, element_bytes, tensor, 0, layout.numel(), contiguous);
 }
 inline void unpack(const TensorLayout& layout, std::size_t element_bytes, const void* contiguous,
                    void* tensor) {
-  unpack_range(layout, element_bytes, contiguous, 0, element_count(layout), tensor);
+  unpack_range(layout, element_bytes, contiguous, 0, layout.numel(), tensor);
 }
 
 // Element offset (in elements, may be negative for negative strides) of row
