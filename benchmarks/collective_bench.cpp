@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_call_timing.hpp"
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/host/element.hpp"
@@ -53,56 +54,6 @@ std::size_t parse_size(const std::string& text) {
   if (unit == 'M') v *= 1024 * 1024;
   if (unit == 'G') v *= 1024.0 * 1024 * 1024;
   return static_cast<std::size_t>(v);
-}
-
-// Median over `batches` of the mean time per call of `iters` calls (µs).
-double time_calls(const std::function<void()>& call, cudaStream_t stream, int iters, int warmup,
-                  bool graph) {
-  for (int i = 0; i < warmup; ++i) call();
-  check(cudaStreamSynchronize(stream), "warmup");
-  cudaGraphExec_t exec = nullptr;
-  cudaGraph_t g = nullptr;
-  // A graph holds kCallsPerGraph calls, as decode steps do, so graph launch
-  // overhead is amortised the same way for peerplan and NCCL (and as in
-  // the anchors of DESIGN §8).
-  constexpr int kCallsPerGraph = 20;
-  const int replays = std::max(1, iters / kCallsPerGraph);
-  if (graph) {
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
-    for (int i = 0; i < kCallsPerGraph; ++i) call();
-    check(cudaStreamEndCapture(stream, &g), "end capture");
-    check(cudaGraphInstantiate(&exec, g, 0), "instantiate");
-    for (int i = 0; i < warmup; ++i) check(cudaGraphLaunch(exec, stream), "replay");
-  }
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  std::vector<double> per_call;
-  constexpr int kBatches = 7;
-  for (int b = 0; b < kBatches; ++b) {
-    check(cudaStreamSynchronize(stream), "sync");
-    MPI_Barrier(MPI_COMM_WORLD);
-    cudaEventRecord(start, stream);
-    if (graph) {
-      for (int i = 0; i < replays; ++i) check(cudaGraphLaunch(exec, stream), "replay");
-    } else {
-      for (int i = 0; i < iters; ++i) call();
-    }
-    cudaEventRecord(stop, stream);
-    check(cudaEventSynchronize(stop), "event");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    per_call.push_back(1000.0 * ms / (graph ? replays * kCallsPerGraph : iters));
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  if (exec) cudaGraphExecDestroy(exec);
-  if (g) cudaGraphDestroy(g);
-  std::sort(per_call.begin(), per_call.end());
-  // Every rank reports the slowest rank's median (as nccl-tests does).
-  double median = per_call[per_call.size() / 2];
-  MPI_Allreduce(MPI_IN_PLACE, &median, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return median;
 }
 
 }  // namespace
@@ -288,8 +239,8 @@ int main(int argc, char** argv) {
     }
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     total_wrong += wrong;
-    const double t_ours = time_calls(ours, stream, iters, warmup, graph != 0);
-    const double t_nccl = time_calls(theirs, stream, iters, warmup, graph != 0);
+    const double t_ours = bench::time_cuda_calls(ours, stream, iters, warmup, graph != 0);
+    const double t_nccl = bench::time_cuda_calls(theirs, stream, iters, warmup, graph != 0);
     const double algbw = static_cast<double>(r.bytes) / (t_ours * 1e3);  // GB/s
     if (rank == 0) {
       std::printf("%12zu %12lld %6s %15s %10.2f %9.2f %9.2f %7lld %10.2f %7.2f\n", r.bytes,

@@ -12,94 +12,11 @@
 
 #include "collective_kernels.hpp"
 #include "device_sync.cuh"
+#include "element_ops.cuh"
+#include "launch_shape.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
-
-constexpr int kThreads = 512;
-constexpr int kAllReduceMaxBlocks = 80;
-static_assert(kAllReduceMaxBlocks <= kMaxBlocks);
-
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <class T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-
-template <class T>
-struct Pack {
-  static constexpr int kCount = static_cast<int>(kPackBytes / sizeof(T));
-  union {
-    uint4 raw;
-    T v[kCount];
-  };
-  __device__ Pack() : raw{0u, 0u, 0u, 0u} {}
-};
-
-// Element offset of logical (row-major) index i over dimensions [0, end):
-// end = rank for an element, rank - 1 for the first element of a row.
-__device__ __noinline__ std::int64_t offset_over(const KernelLayout& layout, std::int64_t i,
-                                                 int end) {
-  std::int64_t offset = 0;
-  for (int d = end - 1; d >= 0; --d) {
-    const std::int64_t dim = layout.dims[d];
-    const std::int64_t q = i / dim;
-    offset += (i - q * dim) * layout.strides[d];
-    i = q;
-  }
-  return offset;
-}
-
-__device__ __forceinline__ std::int64_t element_offset(const KernelLayout& layout,
-                                                       std::int64_t i) {
-  return offset_over(layout, i, layout.rank);
-}
-
-__device__ __forceinline__ std::int64_t offset_of(const KernelLayout& layout, std::int64_t i) {
-  return layout.dense ? i : element_offset(layout, i);
-}
-
-__device__ __forceinline__ bool aligned16(const void* p) {
-  return (reinterpret_cast<std::uintptr_t>(p) & (kPackBytes - 1)) == 0;
-}
-
-// Elements [first, first + kCount) of the tensor (zeros past `count`).
-template <class T>
-__device__ __forceinline__ Pack<T> load_tensor(const T* tensor, const KernelLayout& layout,
-                                               bool vector_ok, std::int64_t first,
-                                               std::int64_t count) {
-  Pack<T> pack;
-  if (vector_ok && first + Pack<T>::kCount <= count) {
-    pack.raw = *reinterpret_cast<const uint4*>(tensor + first);
-    return pack;
-  }
-  for (int k = 0; k < Pack<T>::kCount && first + k < count; ++k) {
-    pack.v[k] = tensor[offset_of(layout, first + k)];
-  }
-  return pack;
-}
-
-template <class T>
-__device__ __forceinline__ void store_tensor(T* tensor, const KernelLayout& layout,
-                                             bool vector_ok, std::int64_t first,
-                                             std::int64_t count, const Pack<T>& pack) {
-  if (vector_ok && first + Pack<T>::kCount <= count) {
-    *reinterpret_cast<uint4*>(tensor + first) = pack.raw;
-    return;
-  }
-  for (int k = 0; k < Pack<T>::kCount && first + k < count; ++k) {
-    tensor[offset_of(layout, first + k)] = pack.v[k];
-  }
-}
 
 // Sum of every source's sub-slot of this rank's own slot at element
 // `first` (a pack boundary): fixed rank order, one rounding, local reads.
@@ -348,17 +265,20 @@ template <class T, class SumPack>
 __device__ void add_rms_norm_row(SumPack sum_pack, T* residual, const T* weight, T* out,
                                  std::int64_t hidden, float eps, float* scratch) {
   constexpr int V = Pack<T>::kCount;
+  // A thread's first kKept packs stay in registers between the two passes
+  // (with their weights, loaded before the wait for the sums): no reload
+  // on the latency-bound path of short rows. Same values, same order.
+  constexpr int kKept = 2;
   const std::int64_t packs = (hidden + V - 1) / V;
   const bool whole = hidden % V == 0;
   const bool residual_vec = whole && aligned16(residual);
   const bool out_vec = whole && aligned16(out) && aligned16(weight) && residual_vec;
   float squares = 0.0f;
-  for (std::int64_t j = threadIdx.x; j < packs; j += blockDim.x) {
+  auto add_residual = [&](std::int64_t j, Pack<T>& r) {
     const std::int64_t first = j * V;
     float s[V];
     sum_pack(first, s);
     const Pack<T> old = load_row_pack(residual, first, hidden, residual_vec);
-    Pack<T> r;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       if (first + k >= hidden) break;
@@ -367,27 +287,48 @@ __device__ void add_rms_norm_row(SumPack sum_pack, T* residual, const T* weight,
       squares = __fadd_rn(squares, __fmul_rn(rf, rf));
     }
     store_row_pack(residual, first, hidden, residual_vec, r);
+  };
+  Pack<T> kept_r[kKept], kept_w[kKept];
+#pragma unroll
+  for (int it = 0; it < kKept; ++it) {
+    const std::int64_t j = threadIdx.x + static_cast<std::int64_t>(it) * blockDim.x;
+    if (j < packs) {
+      kept_w[it] = load_row_pack(weight, j * V, hidden, out_vec);
+      add_residual(j, kept_r[it]);
+    }
+  }
+  for (std::int64_t j = threadIdx.x + static_cast<std::int64_t>(kKept) * blockDim.x; j < packs;
+       j += blockDim.x) {
+    Pack<T> r;
+    add_residual(j, r);
   }
   const float variance = __fdiv_rn(block_sum(squares, scratch), static_cast<float>(hidden));
   const float inv_rms = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(variance, eps)));
-  for (std::int64_t j = threadIdx.x; j < packs; j += blockDim.x) {
-    const std::int64_t first = j * V;
-    const Pack<T> r = load_row_pack(static_cast<const T*>(residual), first, hidden, out_vec);
-    const Pack<T> w = load_row_pack(weight, first, hidden, out_vec);
+  auto normalize = [&](std::int64_t j, const Pack<T>& r, const Pack<T>& w) {
     Pack<T> o;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       o.v[k] = from_float<T>(__fmul_rn(__fmul_rn(to_float(r.v[k]), inv_rms), to_float(w.v[k])));
     }
-    store_row_pack(out, first, hidden, out_vec, o);
+    store_row_pack(out, j * V, hidden, out_vec, o);
+  };
+#pragma unroll
+  for (int it = 0; it < kKept; ++it) {
+    const std::int64_t j = threadIdx.x + static_cast<std::int64_t>(it) * blockDim.x;
+    if (j < packs) normalize(j, kept_r[it], kept_w[it]);
+  }
+  for (std::int64_t j = threadIdx.x + static_cast<std::int64_t>(kKept) * blockDim.x; j < packs;
+       j += blockDim.x) {
+    normalize(j, load_row_pack(static_cast<const T*>(residual), j * V, hidden, out_vec),
+              load_row_pack(weight, j * V, hidden, out_vec));
   }
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kRowThreads)
     fused_kernel(PeerSet p, T* inout, T* residual, const T* weight, float eps,
                  KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
-  __shared__ float scratch[kThreads / 32];
+  __shared__ float scratch[kRowThreads / 32];
   constexpr int V = Pack<T>::kCount;
   std::uint32_t epoch;
   if (!begin_call(p, epoch)) return;
@@ -432,11 +373,73 @@ __global__ void __launch_bounds__(kThreads)
   finish_call(p, epoch);
 }
 
+// The fused op for small messages: rows travel as LL lines, as in the
+// one-shot all-reduce, so there is no flag barrier (and no release fence):
+// each pack of the row function waits for exactly the lines it sums. Rows
+// are whole numbers of 16-byte packs (launch_fused checks), so pack j of a
+// row is its lines 2j and 2j + 1.
 template <class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kRowThreads)
+    fused_ll_kernel(PeerSet p, T* inout, T* residual, const T* weight, float eps,
+                    KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
+  __shared__ float scratch[kRowThreads / 32];
+  constexpr int V = Pack<T>::kCount;
+  constexpr int E = 8 / sizeof(T);  // elements per line
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
+
+  const std::int64_t row_lines = hidden / E;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* src = inout + row_offset(layout, row, hidden);
+    const bool vec = (reinterpret_cast<std::uintptr_t>(src) & 7u) == 0;
+    for (std::int64_t l = threadIdx.x; l < row_lines; l += blockDim.x) {
+      Half8<T> data;
+      if (vec) {
+        data.raw = *reinterpret_cast<const uint2*>(src + l * E);
+      } else {
+        for (int k = 0; k < E; ++k) data.v[k] = src[l * E + k];
+      }
+      for (int q = 0; q < p.size; ++q) {
+        store_line(data_of<uint4>(p, q, p.rank, epoch) + row * row_lines + l, data.raw, epoch);
+      }
+    }
+  }
+
+  bool ok = true;
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    auto sum_pack = [&](std::int64_t first, float (&s)[V]) {
+      const std::int64_t line = row * row_lines + first / E;
+      float acc[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+      for (int r = 0; r < p.size; ++r) {
+        Half8<T> low, high;
+        low.raw = high.raw = make_uint2(0u, 0u);
+        // After a failure the row is finished with zeros (every thread must
+        // reach the row's block barriers) and the kernel exits after it.
+        if (ok) ok = wait_line(p, data_of<uint4>(p, p.rank, r, epoch) + line, r, epoch, low.raw);
+        if (ok) ok = wait_line(p, data_of<uint4>(p, p.rank, r, epoch) + line + 1, r, epoch, high.raw);
+#pragma unroll
+        for (int k = 0; k < E; ++k) {
+          acc[k] = __fadd_rn(acc[k], to_float(low.v[k]));
+          acc[E + k] = __fadd_rn(acc[E + k], to_float(high.v[k]));
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < V; ++k) s[k] = to_float(from_float<T>(acc[k]));
+    };
+    const std::int64_t offset = row_offset(layout, row, hidden);
+    add_rms_norm_row<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps, scratch);
+    if (__syncthreads_or(!ok)) return;
+  }
+  finish_call(p, epoch);
+}
+
+template <class T>
+__global__ void __launch_bounds__(kRowThreads)
     add_rms_norm_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
                         KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
-  __shared__ float scratch[kThreads / 32];
+  __shared__ float scratch[kRowThreads / 32];
   constexpr int V = Pack<T>::kCount;
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* sums = reduced + row * hidden;
@@ -463,30 +466,28 @@ __global__ void pack_kernel(const W* tensor, W* contiguous, KernelLayout layout,
   }
 }
 
-unsigned blocks_for(std::int64_t work_items, int max_blocks) {
-  const std::int64_t wanted = (work_items + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::clamp<std::int64_t>(wanted, 1, max_blocks));
-}
-
-template <class F>
-cudaError_t dispatch(ElementType type, F&& launch) {
-  switch (type) {
-    case ElementType::f16: launch(__half{}); break;
-    case ElementType::bf16: launch(__nv_bfloat16{}); break;
-    case ElementType::f32: launch(float{}); break;
-  }
-  return cudaGetLastError();
-}
-
 }  // namespace
 
+namespace {
+std::size_t round_up(std::size_t bytes, std::size_t to) { return (bytes + to - 1) / to * to; }
+// A staged message, padded: two-shot pads each of `size` shards by less
+// than one pack; the fused op rounds the message up to a pack.
+std::size_t padded_message(std::size_t max_message_bytes, int size) {
+  return max_message_bytes + static_cast<std::size_t>(size + 1) * kPackBytes;
+}
+}  // namespace
+
+std::size_t result_offset_for(std::size_t max_message_bytes, int size) {
+  return round_up(padded_message(max_message_bytes, size), 256);
+}
+
 std::size_t sub_slot_bytes_for(std::size_t max_message_bytes, int size) {
-  // One-shot's lines carry 8 data bytes in 16 (twice the message); two-shot
-  // pads each of `size` shards by less than one pack; the fused op needs
-  // the message rounded up to a pack. 256-byte aligned.
-  const std::size_t bytes =
-      2 * max_message_bytes + static_cast<std::size_t>(size + 1) * kPackBytes;
-  return (bytes + 255) / 256 * 256;
+  // One-shot push's lines carry 8 data bytes in 16 (twice the message);
+  // two-shot pull needs its input and its reduced shard side by side.
+  const std::size_t line_bytes = 2 * max_message_bytes + kPackBytes;
+  const std::size_t pull_bytes =
+      result_offset_for(max_message_bytes, size) + padded_message(max_message_bytes, size);
+  return round_up(line_bytes > pull_bytes ? line_bytes : pull_bytes, 256);
 }
 
 cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
@@ -495,8 +496,9 @@ cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* 
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
     const std::int64_t lines = (count + 8 / sizeof(T) - 1) / (8 / sizeof(T));
-    one_shot_kernel<T><<<blocks_for(lines, kAllReduceMaxBlocks), kThreads, 0, stream>>>(
-        peers, static_cast<const T*>(in), static_cast<T*>(out), layout, count);
+    launch_p2p(one_shot_kernel<T>, blocks_for(lines, kAllReduceMaxBlocks), kThreads,
+               peers.overlap_launch,
+               stream, peers, static_cast<const T*>(in), static_cast<T*>(out), layout, count);
   });
 }
 
@@ -507,8 +509,9 @@ cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* 
     using T = decltype(tag);
     constexpr int V = Pack<T>::kCount;
     const std::int64_t shard = ((count + peers.size - 1) / peers.size + V - 1) / V * V;
-    two_shot_kernel<T><<<blocks_for(shard / V, kAllReduceMaxBlocks), kThreads, 0, stream>>>(
-        peers, static_cast<const T*>(in), static_cast<T*>(out), layout, count);
+    launch_p2p(two_shot_kernel<T>, blocks_for(shard / V, kAllReduceMaxBlocks), kThreads,
+               peers.overlap_launch, stream, peers, static_cast<const T*>(in),
+               static_cast<T*>(out), layout, count);
   });
 }
 
@@ -518,10 +521,13 @@ cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, vo
   const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxBlocks));
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    fused_kernel<T><<<blocks, kThreads, 0, stream>>>(peers, static_cast<T*>(inout),
-                                                     static_cast<T*>(residual),
-                                                     static_cast<const T*>(weight), eps, layout,
-                                                     rows, hidden);
+    const std::uint64_t row_bytes = static_cast<std::uint64_t>(hidden) * sizeof(T);
+    const bool lines = row_bytes % kPackBytes == 0 &&
+                       row_bytes * static_cast<std::uint64_t>(rows) <= peers.fused_ll_max_bytes;
+    launch_p2p(lines ? fused_ll_kernel<T> : fused_kernel<T>, blocks, kRowThreads,
+               peers.overlap_launch, stream,
+               peers, static_cast<T*>(inout), static_cast<T*>(residual),
+               static_cast<const T*>(weight), eps, layout, rows, hidden);
   });
 }
 
@@ -532,7 +538,7 @@ cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* ino
   const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, 1024));
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    add_rms_norm_kernel<T><<<blocks, kThreads, 0, stream>>>(
+    add_rms_norm_kernel<T><<<blocks, kRowThreads, 0, stream>>>(
         static_cast<const T*>(reduced), static_cast<T*>(inout), static_cast<T*>(residual),
         static_cast<const T*>(weight), eps, layout, rows, hidden);
   });

@@ -34,8 +34,16 @@ inline constexpr std::size_t kPackBytes = 16;      // one vector load/store
 enum class ElementType : std::uint8_t { f16 = 0, bf16 = 1, f32 = 2 };
 
 // Which wait a failed kernel was in.
-enum class Phase : std::uint32_t { none = 0, arrive = 2, reduced = 3 };
-enum class ErrorCode : std::uint32_t { none = 0, timeout = 1, peer_gave_up = 2 };
+enum class Phase : std::uint32_t { none = 0, arrive = 2, reduced = 3, done = 4 };
+enum class ErrorCode : std::uint32_t {
+  none = 0,
+  timeout = 1,
+  peer_gave_up = 2,
+  // A pull call named a registered buffer that is not (or no longer)
+  // registered on this rank's view: buffers were deregistered after a
+  // graph that reads them was captured.
+  unregistered_buffer = 3,
+};
 
 // In pinned, mapped host memory: the device writes, the host reads at the
 // next call. `code` is written last.
@@ -68,6 +76,29 @@ struct PeerSet {
   std::uint64_t sub_slot_bytes = 0;  // one source rank's part of a slot
   std::uint64_t timeout_ns = 0;
   DeviceError* error = nullptr;   // device pointer of the host-mapped error word
+  // Pull kernels only. Device table [size][kMaxRegisteredBuffers]: local
+  // rank r's registered buffer j as mapped on this device (null: none).
+  void* const* registry = nullptr;
+  // Where, inside a sub-slot, two-shot pull keeps its reduced shard.
+  std::uint64_t result_offset = 0;
+  // Host only: launch the P2P kernels as programmatic dependent launches
+  // (compute capability 9.0+).
+  bool overlap_launch = false;
+  // Host only: fused calls up to this many bytes use LL lines (no barrier),
+  // larger ones staged packs and a flag barrier.
+  std::uint64_t fused_ll_max_bytes = 0;
+};
+
+// Pull calls: where this rank's input is. A registered buffer (index into
+// the registry, byte offset inside it) is read by the peers in place - zero
+// copy; kStagedSource makes the kernel copy the input into this rank's own
+// slot first, from where the peers read it.
+inline constexpr int kMaxRegisteredBuffers = 256;
+inline constexpr std::uint32_t kStagedSource = 0xffffffffu;
+struct PullSource {
+  std::uint32_t buffer = kStagedSource;
+  std::uint32_t reserved = 0;
+  std::uint64_t offset = 0;
 };
 
 // All return the launch's cudaError_t (cudaSuccess when enqueued).
@@ -77,6 +108,17 @@ cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* 
 // the last shards may be short or empty.
 cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
                             const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
+// The same all-reduces by pull: every rank publishes where its input is
+// (PullSource), then reads its peers' inputs over the link. A rank whose
+// input is registered lets the peers read it in place and waits, before
+// its kernel ends, until they have (the caller may overwrite it next).
+// `in` must not overlap `out` when `source` names a registered buffer.
+cudaError_t launch_pull_one_shot(const PeerSet& peers, ElementType type, const void* in,
+                                 void* out, const KernelLayout& layout, std::int64_t count,
+                                 PullSource source, cudaStream_t stream);
+cudaError_t launch_pull_two_shot(const PeerSet& peers, ElementType type, const void* in,
+                                 void* out, const KernelLayout& layout, std::int64_t count,
+                                 PullSource source, cudaStream_t stream);
 // residual = allreduce(inout) + residual; inout = rmsnorm(residual) * weight.
 cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, void* residual,
                          const void* weight, float eps, const KernelLayout& layout,
@@ -95,8 +137,10 @@ cudaError_t launch_unpack(std::size_t element_bytes, const void* contiguous, voi
                           const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
 
 // Bytes one source's sub-slot needs for messages up to `max_message_bytes`
-// on `size` ranks (two-shot pads every shard to whole packs); a slot is
-// `size` of them.
+// on `size` ranks (two-shot pads every shard to whole packs; two-shot pull
+// keeps its reduced shard at result_offset_for() in the same sub-slot); a
+// slot is `size` of them.
 std::size_t sub_slot_bytes_for(std::size_t max_message_bytes, int size);
+std::size_t result_offset_for(std::size_t max_message_bytes, int size);
 
 }  // namespace peerplan::cuda_kernels

@@ -14,6 +14,12 @@ namespace peerplan::cuda_kernels {
 struct Signals {
   std::uint32_t arrive[kMaxBlocks][kMaxRanks];
   std::uint32_t reduced[kMaxBlocks][kMaxRanks];
+  std::uint32_t done[kMaxBlocks][kMaxRanks];  // pull: peer p finished reading my input
+  // Pull: where peer p's input of the call with epoch e is, at [e % 2][p];
+  // written by p before its arrive flag. Parity suffices: p writes the
+  // entry again at e + 2 only after seeing this rank arrive at e + 1, i.e.
+  // after this rank's call e (the reader) finished.
+  PullSource sources[2][kMaxRanks];
   std::uint32_t abandoned[kMaxRanks];  // nonzero: peer p gave up at that epoch
   // Owner-only words below (local atomics only).
   std::uint32_t epoch;            // last completed call
@@ -59,9 +65,18 @@ __device__ __forceinline__ bool reached(std::uint32_t value, std::uint32_t targe
 // First words of every kernel: this call's epoch, or false (every thread
 // alike) when an earlier call on this rank gave up: the transport is broken
 // until reserve() re-creates the slabs.
+//
+// Under a programmatic dependent launch this is where the kernel waits for
+// the previous kernel of the stream (its epoch, its outputs); it first lets
+// the next kernel be scheduled, whose own wait keeps it behind this one.
+// Both instructions are no-ops without such a launch.
 __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoch) {
   __shared__ std::uint32_t shared_epoch;
   __shared__ int shared_aborted;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   if (threadIdx.x == 0) {
     const volatile Signals* own = signals_of(p, p.rank);
     shared_aborted = own->aborted != 0;
@@ -75,7 +90,7 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
 // Records why this rank gives up (first failing thread only), then tells
 // every peer, so that their waits end at once instead of at their own
 // deadline.
-__device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Phase phase,
+inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Phase phase,
                                      std::uint32_t epoch, int peer) {
   Signals* own = signals_of(p, p.rank);
   if (atomicExch(&own->aborted, 1u) == 0u) {
@@ -93,10 +108,15 @@ __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Phase pha
   }
 }
 
-enum class FlagRow { arrive, reduced };
+enum class FlagRow { arrive, reduced, done };
 
 __device__ __forceinline__ std::uint32_t* flag_row(Signals* s, FlagRow row, int block) {
-  return row == FlagRow::arrive ? s->arrive[block] : s->reduced[block];
+  switch (row) {
+    case FlagRow::arrive: return s->arrive[block];
+    case FlagRow::reduced: return s->reduced[block];
+    case FlagRow::done: break;
+  }
+  return s->done[block];
 }
 
 // Thread q < size publishes `epoch` into peer q's row[block][my rank].

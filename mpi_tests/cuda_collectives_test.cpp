@@ -7,82 +7,26 @@
 #include <algorithm>
 #include <array>
 
+#include "support/cuda_all_reduce_check.hpp"
 #include "support/cuda_test_support.hpp"
 
 namespace peerplan::cuda_test {
 namespace {
-
-std::uint64_t next_seed() {
-  static std::uint64_t seed = 1000;
-  return ++seed;
-}
-
-// Runs one all-reduce of `count` elements through `comm` and checks it.
-void check_all_reduce(Communicator& comm, DataType dtype, const TensorLayout& layout,
-                      Route expected_route, bool in_place = false) {
-  const std::int64_t count = layout.numel();
-  // Extent of the strided tensor in elements.
-  std::int64_t extent = 1;
-  for (int d = 0; d < layout.rank(); ++d) extent += (layout.dim(d) - 1) * layout.stride(d);
-  const std::size_t e = element_size(dtype);
-  const std::uint64_t seed = next_seed();
-  auto logical = random_tensor(dtype, count, seed, rank());
-  // Scatter the logical values into the strided buffer, padding poisoned.
-  std::vector<std::uint8_t> strided(static_cast<std::size_t>(extent) * e, 0xff);
-  auto offset_of = [&](std::int64_t i) {
-    std::int64_t off = 0;
-    for (int d = layout.rank() - 1; d >= 0; --d) {
-      off += (i % layout.dim(d)) * layout.stride(d);
-      i /= layout.dim(d);
-    }
-    return off;
-  };
-  for (std::int64_t i = 0; i < count; ++i)
-    std::memcpy(&strided[offset_of(i) * e], &logical[i * e], e);
-  DeviceBuffer in(strided.size()), out(strided.size());
-  in.upload(strided);
-  out.poison();
-  void* out_ptr = in_place ? in.ptr : out.ptr;
-  const auto result = comm.all_reduce(in.ptr, out_ptr, dtype, layout, nullptr);
-  EXPECT_EQ(result.route, expected_route) << to_string(dtype) << " " << layout.to_string();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const auto got = (in_place ? in : out).download(strided.size());
-
-  std::vector<std::vector<std::uint8_t>> inputs;
-  for (int r = 0; r < size(); ++r) inputs.push_back(random_tensor(dtype, count, seed, r));
-  std::int64_t wrong = 0;
-  std::string first;
-  std::vector<bool> touched(static_cast<std::size_t>(extent), false);
-  for (std::int64_t i = 0; i < count; ++i) {
-    double ref = 0;
-    for (int r = 0; r < size(); ++r) ref += value_at(dtype, inputs[r], i);
-    const auto off = offset_of(i);
-    touched[off] = true;
-    const double v = load_as_float(dtype, &got[off * e]);
-    if (!(std::fabs(v - ref) <= sum_tolerance(dtype, ref))) {
-      if (wrong++ == 0) first = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref);
-    }
-  }
-  EXPECT_EQ(wrong, 0) << to_string(dtype) << " " << layout.to_string() << " route "
-                      << to_string(result.route) << ", first: " << first;
-  if (!in_place) {
-    for (std::int64_t o = 0; o < extent; ++o) {
-      if (touched[o]) continue;
-      for (std::size_t b = 0; b < e; ++b) ASSERT_EQ(got[o * e + b], 0xff) << "padding written at " << o;
-    }
-  }
-  EXPECT_TRUE(same_on_every_rank(got)) << "outputs differ across ranks";
-}
-
-TensorLayout vector_of(std::int64_t n) { return TensorLayout({n}); }
 
 TEST(CudaAllReduce, EveryDtypeAndRouteAndSize) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   // Message sizes in bytes (declarations need 16-byte rows): 16 B up to
   // 2 MiB + 16; 48, 8208 and 2097168 B leave the two-shot's last shard short.
   const std::array<std::int64_t, 7> sizes{16, 48, 2000, 8208, 131088, 524288, 2097168};
-  for (Route route : {Route::one_shot, Route::two_shot, Route::fallback}) {
-    auto comm = create_cuda(forcing(route == Route::fallback ? Route::one_shot : route));
+  for (auto [route, mode] : {std::pair{Route::one_shot, TransferMode::push},
+                             {Route::two_shot, TransferMode::push},
+                             {Route::one_shot, TransferMode::pull},
+                             {Route::two_shot, TransferMode::pull},
+                             {Route::fallback, TransferMode::push}}) {
+    SCOPED_TRACE(std::string("transfer mode ") + to_string(mode));
+    Config config = forcing(route == Route::fallback ? Route::one_shot : route);
+    config.transfer_mode = mode;
+    auto comm = create_cuda(config);
     ASSERT_EQ(comm->backend(), Backend::cuda);
     ASSERT_TRUE(comm->p2p_enabled());
     std::vector<Declaration> declared;
@@ -112,8 +56,13 @@ TEST(CudaAllReduce, StridedRowsOnEveryRoute) {
   const std::array<std::int64_t, 2> shape{5, 24};
   const std::array<std::int64_t, 2> strides{32, 1};
   const auto layout = TensorLayout::strided(shape, strides);
-  for (Route route : {Route::one_shot, Route::two_shot}) {
-    auto comm = create_cuda(forcing(route));
+  for (auto [route, mode] : {std::pair{Route::one_shot, TransferMode::push},
+                             {Route::two_shot, TransferMode::push},
+                             {Route::one_shot, TransferMode::pull},
+                             {Route::two_shot, TransferMode::pull}}) {
+    Config config = forcing(route);
+    config.transfer_mode = mode;
+    auto comm = create_cuda(config);
     const std::vector<Declaration> declared{Declaration::all_reduce("rows", DataType::bf16, layout)};
     comm->declare(declared);
     check_all_reduce(*comm, DataType::bf16, layout, route);
@@ -124,19 +73,20 @@ TEST(CudaAllReduce, StridedRowsOnEveryRoute) {
 
 TEST(CudaAllReduce, DefaultCutoffsRouteBySize) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
+  PEERPLAN_MPI_SKIP_IF(size() != 2, "the CUDA defaults are measured for two ranks only");
   auto comm = create_cuda();
   // The measured 2-rank defaults (src/routing/cutoffs.cpp): one-shot up to
-  // 64 KiB, two-shot off, so larger all-reduces go to NCCL as over_cutoff.
-  const std::int64_t small = 16 * 1024, medium = 512 * 1024, large = 5 * 1024 * 1024;  // bf16 elements
+  // 1 MiB, two-shot up to 4 MiB, larger all-reduces to NCCL as over_cutoff.
+  const std::int64_t small = 256 * 1024, medium = 3 * 512 * 1024, large = 5 * 1024 * 1024;  // bf16 elements
   const std::vector<Declaration> declared{
       Declaration::all_reduce("small", DataType::bf16, vector_of(small)),
       Declaration::all_reduce("medium", DataType::bf16, vector_of(medium)),
       Declaration::all_reduce("large", DataType::bf16, vector_of(large))};
   comm->declare(declared);
-  check_all_reduce(*comm, DataType::bf16, vector_of(small), Route::one_shot);     // 32 KiB
-  check_all_reduce(*comm, DataType::bf16, vector_of(medium), Route::fallback);   // 1 MiB
-  check_all_reduce(*comm, DataType::bf16, vector_of(large), Route::fallback);    // 10 MiB
-  EXPECT_EQ(comm->stats().fallback_over_cutoff, 2u);
+  check_all_reduce(*comm, DataType::bf16, vector_of(small), Route::one_shot);   // 512 KiB
+  check_all_reduce(*comm, DataType::bf16, vector_of(medium), Route::two_shot);  // 3 MiB
+  check_all_reduce(*comm, DataType::bf16, vector_of(large), Route::fallback);   // 10 MiB
+  EXPECT_EQ(comm->stats().fallback_over_cutoff, 1u);
   comm->close();
 }
 

@@ -4,7 +4,8 @@
 # small sizes, and the collective benchmark (bf16, eager and CUDA graph),
 # in one go. Logs go to $OUT (or ./gpu-check-out); a short summary is
 # printed last.
-#   scripts/gpu-check.sh [build-dir]        env: ARCH (default 90), JOBS, SKIP_SANITIZER=1, BENCH_MAX
+#   scripts/gpu-check.sh [build-dir]        env: ARCH (default 90), JOBS, SKIP_SANITIZER=1, SKIP_BENCH=1, BENCH_MAX,
+#                                            REFERENCE=1 (torch NCCL + symmetric memory), REFERENCE_ARGS
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}
@@ -31,7 +32,7 @@ nvidia-smi topo -m >>"$OUT/gpus.txt" 2>&1
 step configure build.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DPEERPLAN_BUILD_TESTS=ON -DPEERPLAN_BUILD_EXAMPLES=ON
 step build build-ninja.log ninja -C "$BUILD" -j"$JOBS" cuda_collectives_test cuda_lifecycle_test \
-  peerplan_collective_bench peerplan_transformer_decode || { printf '%s\n' "${SUMMARY[@]}"; tail -40 "$OUT/build-ninja.log"; exit 1; }
+  cuda_registration_test cuda_p2p_agreement_test peerplan_collective_bench peerplan_tune peerplan_transformer_decode || { printf '%s\n' "${SUMMARY[@]}"; tail -40 "$OUT/build-ninja.log"; exit 1; }
 cat "$OUT/build-ninja.log" >>"$OUT/build.log" && rm -f "$OUT/build-ninja.log"
 
 step gpu-tests gpu-tests.log ctest --test-dir "$BUILD" -R '^cuda_' --output-on-failure --timeout 400
@@ -43,11 +44,32 @@ BENCH="$BUILD/benchmarks/peerplan_collective_bench"
 if [[ -z "${SKIP_BENCH:-}" ]]; then
 step bench-eager bench.log timeout 150 "${MPIRUN[@]}" "$BENCH" -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d bf16 -G 0 --json "$OUT/bench-eager.json"
 step bench-graph bench-graph.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-graph.json"
-step bench-fused-graph bench-fused.tmp timeout 100 "${MPIRUN[@]}" "$BENCH" --op fused --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1
+step bench-fused-graph bench-fused.tmp timeout 100 "${MPIRUN[@]}" "$BENCH" --op fused --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-fused-graph.json"
 # Every size on the P2P routes (--route p2p), to see where they beat NCCL: the cutoffs.
 step bench-graph-p2p bench-p2p.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" --route p2p -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-graph-p2p.json"
-step bench-fused-p2p bench-fused-p2p.tmp timeout 100 "${MPIRUN[@]}" "$BENCH" --op fused --route p2p --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1
-cat "$OUT/bench-graph.tmp" "$OUT/bench-fused.tmp" "$OUT/bench-p2p.tmp" "$OUT/bench-fused-p2p.tmp" >>"$OUT/bench.log"; rm -f "$OUT"/*.tmp
+step bench-fused-p2p bench-fused-p2p.tmp timeout 100 "${MPIRUN[@]}" "$BENCH" --op fused --route p2p --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-fused-graph-p2p.json"
+# The same P2P routes by pull (PEERPLAN_TRANSFER_MODE=pull; inputs staged, not registered).
+step bench-graph-pull bench-pull.tmp timeout 150 env PEERPLAN_TRANSFER_MODE=pull "${MPIRUN[@]}" -x PEERPLAN_TRANSFER_MODE "$BENCH" --route p2p -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-graph-pull.json"
+# Other dtypes (auto routes, graph), for the per-byte comparison with bf16.
+for d in f16 f32; do
+  step "bench-graph-$d" "bench-$d.tmp" timeout 150 "${MPIRUN[@]}" "$BENCH" -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d $d -G 1 --json "$OUT/bench-graph-$d.json"
+done
+# The fused op with every message on LL lines, and with none (FUSED_SWEEP=1).
+if [[ -n "${FUSED_SWEEP:-}" ]]; then
+  for ll in 0 67108864; do
+    step "bench-fused-ll-$ll" "bench-fused-ll-$ll.tmp" timeout 100 env PEERPLAN_FUSED_LL_MAX_BYTES=$ll "${MPIRUN[@]}" -x PEERPLAN_FUSED_LL_MAX_BYTES "$BENCH" --op fused --route p2p --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1
+  done
+fi
+cat "$OUT/bench-graph.tmp" "$OUT/bench-fused.tmp" "$OUT/bench-p2p.tmp" "$OUT/bench-fused-p2p.tmp" "$OUT/bench-pull.tmp" "$OUT"/bench-f*.tmp >>"$OUT/bench.log" 2>/dev/null; rm -f "$OUT"/*.tmp
+fi
+# The crossovers of this machine, as peerplan_tune measures them (TUNE=1).
+if [[ -n "${TUNE:-}" ]]; then
+  step tune tune.log timeout 200 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$BENCH_MAX" --graph 1
+fi
+# NCCL and PyTorch symmetric memory through torch, on the same GPUs (REFERENCE=1).
+if [[ -n "${REFERENCE:-}" ]] && python3 -c 'import torch' 2>/dev/null; then
+  step reference reference.log timeout 240 python3 benchmarks/reference_allreduce.py --out "$OUT/reference.json" ${REFERENCE_ARGS:-}
+  python3 benchmarks/compare_results.py --reference "$OUT/reference.json" "$OUT"/bench-*.json >"$OUT/comparison.md" 2>&1
 fi
 
 if [[ -z "${SKIP_SANITIZER:-}" ]] && command -v compute-sanitizer >/dev/null; then
@@ -57,11 +79,18 @@ if [[ -z "${SKIP_SANITIZER:-}" ]] && command -v compute-sanitizer >/dev/null; th
   step racecheck sanitizer-race.tmp timeout 120 "${MPIRUN[@]}" compute-sanitizer --tool racecheck --error-exitcode 9 "$T" "$F"
   grep -m 30 -E '^========= +(Invalid|Program hit|Host Frame|Saved host|at |by thread)' "$OUT/sanitizer.log" | head -30
   cat "$OUT/sanitizer-race.tmp" >>"$OUT/sanitizer.log"; rm -f "$OUT"/*.tmp
+  step memcheck-pull sanitizer-pull.tmp timeout 120 "${MPIRUN[@]}" compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/mpi_tests/cuda_registration_test" '--gtest_filter=CudaRegistration.RanksMix*'
+  cat "$OUT/sanitizer-pull.tmp" >>"$OUT/sanitizer.log"; rm -f "$OUT"/*.tmp
 fi
 
-echo "==== benchmark (bf16: eager, graph, fused graph) ===="; grep -v '^#' "$OUT/bench.log" 2>/dev/null | head -70
+echo "==== benchmark ===="; grep -v 'size(B)\|# total' "$OUT/bench.log" 2>/dev/null | awk '/^#/ {print substr($0, 1, 110); next} {print $1, $3, $4, $5, $8, $9, $10}' | head -130
+[[ -f "$OUT/comparison.md" ]] && { echo "==== comparison (graph, bf16) ===="; grep -A14 -m1 -i 'bf16.*graph' "$OUT/comparison.md"; }
+[[ -f "$OUT/tune.log" ]] && { echo "==== peerplan_tune ===="; tail -40 "$OUT/tune.log"; }
 echo "==== sanitizer ===="; grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT"/sanitizer.log 2>/dev/null | sort | uniq -c
-echo "==== test failures ===="; grep -E 'Failure|FAILED|error|Expected|Which is|Value of|actual' "$OUT/gpu-tests.log" | head -40
+echo "==== test failures ===="; grep -E 'Failure|FAILED|error|Expected|Which is|Value of|actual|exception' "$OUT/gpu-tests.log" | head -40
 echo "==== demo ===="; head -6 "$OUT/demo.log"; tail -1 "$OUT/demo.log"
 echo "==== tests ===="; echo "$TESTS_SUMMARY"
 echo "==== summary ===="; printf '%s\n' "${SUMMARY[@]}"
+# Everything in one archive: the device tool returns at most 8 files.
+printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"
+tar czf /tmp/gpu-check.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-check.tgz "$OUT/"

@@ -8,7 +8,9 @@
 
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "communicator/backend_selection.hpp"
+#include "communicator/cutoff_resolution.hpp"
 #include "communicator/declaration_agreement.hpp"
+#include "communicator/machine_fingerprint.hpp"
 #include "communicator/prepared_plan.hpp"
 #include "core/environment.hpp"
 #include "core/log.hpp"
@@ -35,6 +37,7 @@ class CommunicatorImpl final : public Communicator {
     // Agreement first: after it, every check below gives the same verdict on every rank.
     communicator::check_config_agreement(*boot_, config_);
     communicator::check_world_size(*boot_, config_);
+    const auto tuning = communicator::load_tuning_file(*boot_, config_);
     auto setup = communicator::select_backend(comm, *boot_, config_);
     backend_ = setup.backend;
     peer_ = std::move(setup.peer);
@@ -42,6 +45,8 @@ class CommunicatorImpl final : public Communicator {
     fallback_ = std::move(setup.fallback);
     p2p_enabled_ = peer_ != nullptr;
     p2p_disabled_reason_ = setup.p2p_disabled_reason;
+    fingerprint_ = communicator::machine_fingerprint(*boot_, config_, backend_);
+    cutoffs_ = communicator::resolve_route_cutoffs(*boot_, config_, backend_, fingerprint_, tuning);
   }
 
   ~CommunicatorImpl() override {
@@ -78,9 +83,9 @@ class CommunicatorImpl final : public Communicator {
     const auto* entry = index_.find(make_all_reduce_key(dtype, layout));
     const transport::AllReduceArgs args{in, out, dtype, &layout, stream};
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
-    const CallResult result = decide(plan);
+    CallResult result = decide(plan);
     if (is_p2p(result.route)) {
-      peer_->all_reduce(result.route, args);
+      result.zero_copy = peer_->all_reduce(result.route, args);
     } else {
       breaking_on_timeout("all_reduce", [&] { fallback_->all_reduce(args); });
     }
@@ -123,6 +128,34 @@ class CommunicatorImpl final : public Communicator {
     return result;
   }
 
+  void register_buffers(std::span<const BufferRegion> buffers) override {
+    ensure_open("register_buffers");
+    // What no backend accepts is checked here, on every rank together.
+    std::optional<std::string> local_error;
+    for (std::size_t i = 0; i < buffers.size() && !local_error; ++i) {
+      if (buffers[i].data == nullptr || buffers[i].bytes == 0) {
+        local_error = "buffer " + std::to_string(i) + " is " +
+                      (buffers[i].data == nullptr ? "a null pointer" : "0 bytes long") +
+                      "; pass non-empty device buffers";
+      }
+    }
+    if (auto failures = communicator::gather_failures(*boot_, local_error)) {
+      throw InvalidArgument("register_buffers: " + *failures + "; nothing was registered");
+    }
+    if (!p2p_enabled_) return;  // same on every rank: nothing reads in place
+    breaking_on_timeout("register_buffers", [&] { peer_->register_buffers(buffers); });
+  }
+
+  void deregister_buffers() override {
+    ensure_open("deregister_buffers");
+    if (!p2p_enabled_) return;
+    breaking_on_timeout("deregister_buffers", [&] { peer_->deregister_buffers(); });
+  }
+
+  std::size_t registered_buffer_count() const noexcept override {
+    return p2p_enabled_ && peer_ ? peer_->registered_buffer_count() : 0;
+  }
+
   Stats stats() const override {
     Stats s;
     const auto declared = index_.declarations();
@@ -133,6 +166,7 @@ class CommunicatorImpl final : public Communicator {
                                   p->fallbacks.load(std::memory_order_relaxed)});
     }
     s.p2p_calls = p2p_calls_.load(std::memory_order_relaxed);
+    s.zero_copy_calls = zero_copy_calls_.load(std::memory_order_relaxed);
     s.fallback_undeclared = fallback_undeclared_.load(std::memory_order_relaxed);
     s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
     s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
@@ -145,6 +179,7 @@ class CommunicatorImpl final : public Communicator {
       p->fallbacks.store(0, std::memory_order_relaxed);
     }
     p2p_calls_ = 0;
+    zero_copy_calls_ = 0;
     fallback_undeclared_ = 0;
     fallback_over_cutoff_ = 0;
     fallback_p2p_disabled_ = 0;
@@ -181,6 +216,8 @@ class CommunicatorImpl final : public Communicator {
   bool p2p_enabled() const noexcept override { return p2p_enabled_; }
   const std::string& p2p_disabled_reason() const noexcept override { return p2p_disabled_reason_; }
   const Config& config() const noexcept override { return config_; }
+  const std::string& topology_fingerprint() const noexcept override { return fingerprint_; }
+  RouteCutoffs cutoffs() const noexcept override { return cutoffs_; }
 
  private:
   // declare() without the open check and timeout bookkeeping.
@@ -239,7 +276,7 @@ class CommunicatorImpl final : public Communicator {
 
   std::vector<routing::RouteDecision> route_all(std::span<const Declaration> declarations) const {
     const routing::RoutingContext context{boot_->size(), boot_->num_nodes(), p2p_enabled_,
-                                          config_.cutoffs, backend_};
+                                          cutoffs_, backend_};
     return routing::route_declarations(declarations, context);
   }
 
@@ -259,6 +296,7 @@ class CommunicatorImpl final : public Communicator {
     if (is_p2p(result.route)) {
       plan->hits.fetch_add(1, std::memory_order_relaxed);
       p2p_calls_.fetch_add(1, std::memory_order_relaxed);
+      if (result.zero_copy) zero_copy_calls_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
     if (plan) plan->fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -326,6 +364,8 @@ class CommunicatorImpl final : public Communicator {
   std::unique_ptr<transport::FallbackTransport> fallback_;
   bool p2p_enabled_ = false;
   std::string p2p_disabled_reason_;
+  std::string fingerprint_;
+  RouteCutoffs cutoffs_;  // resolved at create: config > tuning file > defaults
   bool closed_ = false;
   // Set when a collective step (bootstrap exchange or fallback reduction)
   // timed out: the ranks' sequences of collectives no longer line up, so the
@@ -338,6 +378,7 @@ class CommunicatorImpl final : public Communicator {
   std::atomic<std::uint64_t> p2p_calls_{0};
   std::atomic<std::uint64_t> fallback_undeclared_{0};
   std::atomic<std::uint64_t> fallback_over_cutoff_{0};
+  std::atomic<std::uint64_t> zero_copy_calls_{0};
   std::atomic<std::uint64_t> fallback_p2p_disabled_{0};
 };
 

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 
+#include "peerplan/buffer_region.hpp"
 #include "peerplan/config.hpp"
 #include "peerplan/declaration.hpp"
 #include "peerplan/dtype.hpp"
@@ -62,6 +63,25 @@ class Communicator {
                                         float eps, DataType dtype, const TensorLayout& layout,
                                         StreamHandle stream = nullptr) = 0;
 
+  // Collective. Registers device buffers of this rank (each rank passes its
+  // own list, any length) so that, with TransferMode::pull, the peers read
+  // an all-reduce input lying wholly inside one of them in place: no
+  // staging copy (CallResult::zero_copy). Meant for inputs that live at a
+  // fixed address, such as those of captured CUDA graphs. Registrations
+  // add up; each buffer must be cudaMalloc-based device memory of this
+  // rank's GPU, stay allocated until deregister_buffers() or close(), and
+  // be registered before graphs that read it are captured. An input that
+  // overlaps its output, or is not contiguous, is staged as usual. Throws
+  // InvalidArgument on every rank when any rank's list is invalid,
+  // registering nothing. Accepted but unused with push mode and on the host
+  // backend (registered_buffer_count() is then 0), and when P2P is off.
+  virtual void register_buffers(std::span<const BufferRegion> buffers) = 0;
+  // Collective. Forgets every registration. Graphs captured with a
+  // registered input must not be replayed afterwards (their next call
+  // raises InvalidUsage instead of reading unmapped memory).
+  virtual void deregister_buffers() = 0;
+  virtual std::size_t registered_buffer_count() const noexcept = 0;
+
   virtual Stats stats() const = 0;
   virtual void reset_stats() = 0;
 
@@ -77,6 +97,13 @@ class Communicator {
   virtual bool p2p_enabled() const noexcept = 0;
   virtual const std::string& p2p_disabled_reason() const noexcept = 0;
   virtual const Config& config() const noexcept = 0;
+  // The machine as routing sees it, e.g. `cuda ranks=2 gpu="NVIDIA H200"
+  // links=NV18`: what a tuning file's entries are matched on.
+  virtual const std::string& topology_fingerprint() const noexcept = 0;
+  // The cutoffs declare() routes by, resolved per field from the config
+  // (code or PEERPLAN_*_BYTES), the tuning file's entry, or the default
+  // table; no field is kAutoCutoff. The same on every rank.
+  virtual RouteCutoffs cutoffs() const noexcept = 0;
 
  protected:
   Communicator() = default;

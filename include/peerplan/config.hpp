@@ -36,18 +36,28 @@ enum class P2PLevel : std::uint8_t {
 };
 
 // A cutoff left at this value takes the backend's default for the
-// communicator's world size (routing::default_cutoffs): the best one-shot
-// limit shrinks as the world grows, so no single number fits every size.
-// PEERPLAN_*_MAX_BYTES=auto sets it explicitly.
+// communicator's world size (routing::default_cutoffs), or the tuning
+// file's value when one applies: the best one-shot limit shrinks as the
+// world grows, so no single number fits every size.
+// PEERPLAN_*_BYTES=auto sets it explicitly.
 inline constexpr std::size_t kAutoCutoff = std::numeric_limits<std::size_t>::max();
 
 struct RouteCutoffs {
   // Largest message (bytes) each P2P route takes; larger calls use the
   // next route or the fallback. 0 disables the route; kAutoCutoff picks
-  // the default for the world size.
+  // the default for the world size (or the tuning file's entry, see
+  // Config::tuning_file).
   std::size_t one_shot_max_bytes = kAutoCutoff;
   std::size_t two_shot_max_bytes = kAutoCutoff;
   std::size_t fused_max_bytes = kAutoCutoff;
+  // Smallest message two-shot takes: an all-reduce above the one-shot
+  // cutoff runs two-shot only when two_shot_min_bytes <= bytes <=
+  // two_shot_max_bytes, else the fallback (on GPUs two-shot beats NCCL only
+  // in a window of sizes). 0 = no lower bound; a minimum above the maximum
+  // means two-shot is never taken. Last in the struct so that brace
+  // initialisations written as {one-shot, two-shot, fused} keep their
+  // meaning.
+  std::size_t two_shot_min_bytes = kAutoCutoff;
 
   friend bool operator==(const RouteCutoffs&, const RouteCutoffs&) = default;
 };
@@ -64,6 +74,12 @@ struct Config {
   LogLevel log_level = LogLevel::warn;
   // hwloc XML file to read the topology from instead of the live machine.
   std::string topology_file;
+  // Tuning file (written by peerplan_tune) whose entry for this machine's
+  // fingerprint (Communicator::topology_fingerprint) supplies the cutoffs
+  // left at kAutoCutoff; empty = none. Per cutoff: an explicit value (code
+  // or PEERPLAN_*_BYTES) > the file's entry > the built-in default table.
+  // The format is described in README.md ("Tuning files").
+  std::string tuning_file;
   // If > 0, create() fails unless the communicator has exactly this many ranks.
   int expected_world_size = 0;
 };
@@ -72,10 +88,11 @@ struct Config {
 // applied. Throws InvalidArgument naming the variable and its accepted
 // values when one cannot be parsed. Variables: PEERPLAN_DEBUG
 // (NONE|WARN|INFO|TRACE), PEERPLAN_BACKEND (auto|cuda|host), PEERPLAN_DEVICE,
-// PEERPLAN_TIMEOUT_MS, PEERPLAN_ONE_SHOT_MAX_BYTES, PEERPLAN_TWO_SHOT_MAX_BYTES,
-// PEERPLAN_FUSED_MAX_BYTES, PEERPLAN_TRANSFER_MODE (auto|pull|push),
-// PEERPLAN_DISABLE_P2P (0|1), PEERPLAN_P2P_LEVEL (LOC|NVL|PIX|PXB|PHB|NODE|SYS),
-// PEERPLAN_TOPO_FILE, PEERPLAN_WORLD_SIZE. Names and keywords are
+// PEERPLAN_TIMEOUT_MS, PEERPLAN_ONE_SHOT_MAX_BYTES, PEERPLAN_TWO_SHOT_MIN_BYTES,
+// PEERPLAN_TWO_SHOT_MAX_BYTES, PEERPLAN_FUSED_MAX_BYTES, PEERPLAN_TRANSFER_MODE
+// (auto|pull|push), PEERPLAN_DISABLE_P2P (0|1), PEERPLAN_P2P_LEVEL
+// (LOC|NVL|PIX|PXB|PHB|NODE|SYS), PEERPLAN_TOPO_FILE, PEERPLAN_TUNING_FILE,
+// PEERPLAN_WORLD_SIZE. Names and keywords are
 // case-insensitive; sizes take K/M/G suffixes (KiB multiples, e.g. 512K) or
 // "auto"; booleans 0/1/true/false/yes/no/on/off. A variable set to the empty
 // string counts as unset. src/core/environment.cpp documents each one.

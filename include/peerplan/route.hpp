@@ -31,6 +31,9 @@ const char* to_string(FallbackReason reason) noexcept;
 struct CallResult {
   Route route = Route::fallback;
   FallbackReason reason = FallbackReason::undeclared;
+  // The peers read this rank's input in place from a registered buffer
+  // (pull transfer mode), without a staging copy.
+  bool zero_copy = false;
 };
 
 struct PlanStats {
@@ -45,6 +48,7 @@ struct PlanStats {
 struct Stats {
   std::vector<PlanStats> plans;  // in declaration order
   std::uint64_t p2p_calls = 0;
+  std::uint64_t zero_copy_calls = 0;  // P2P calls whose input was read in place
   std::uint64_t fallback_undeclared = 0;
   std::uint64_t fallback_over_cutoff = 0;
   std::uint64_t fallback_p2p_disabled = 0;

@@ -109,6 +109,7 @@ std::string describe_shared_config(const Config& c) {
   std::ostringstream out;
   out << "backend=" << to_string(c.backend) << " timeout_ms=" << c.timeout.count()
       << " one_shot_max_bytes=" << c.cutoffs.one_shot_max_bytes
+      << " two_shot_min_bytes=" << c.cutoffs.two_shot_min_bytes
       << " two_shot_max_bytes=" << c.cutoffs.two_shot_max_bytes
       << " fused_max_bytes=" << c.cutoffs.fused_max_bytes
       << " transfer_mode=" << to_string(c.transfer_mode) << " disable_p2p=" << c.disable_p2p
@@ -181,7 +182,8 @@ void create_cuda_transports([[maybe_unused]] bootstrap::Bootstrap& bootstrap,
   }
   setup.fallback = transport::cuda::make_nccl_fallback(bootstrap, config.timeout);
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up CUDA IPC / peer access", [&] {
-    return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout);
+    return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout,
+                                                     config.transfer_mode);
   });
 #endif
 }

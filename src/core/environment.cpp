@@ -7,18 +7,22 @@
 // | PEERPLAN_DEVICE             | device                       | integer >= -1 (-1 = the local rank)          | -1             |
 // | PEERPLAN_TIMEOUT_MS         | timeout                      | integer 1 .. 2147483647 (milliseconds)       | 30000          |
 // | PEERPLAN_ONE_SHOT_MAX_BYTES | cutoffs.one_shot_max_bytes   | size, or auto; 0 disables the route          | auto           |
+// | PEERPLAN_TWO_SHOT_MIN_BYTES | cutoffs.two_shot_min_bytes   | size, or auto; 0 = no lower bound            | auto           |
 // | PEERPLAN_TWO_SHOT_MAX_BYTES | cutoffs.two_shot_max_bytes   | size, or auto; 0 disables the route          | auto           |
 // | PEERPLAN_FUSED_MAX_BYTES    | cutoffs.fused_max_bytes      | size, or auto; 0 disables the route          | auto           |
 // | PEERPLAN_TRANSFER_MODE      | transfer_mode                | auto, pull, push                             | auto           |
 // | PEERPLAN_DISABLE_P2P        | disable_p2p                  | boolean                                      | 0              |
 // | PEERPLAN_P2P_LEVEL          | p2p_level                    | LOC, NVL, PIX, PXB, PHB, NODE, SYS           | SYS            |
 // | PEERPLAN_TOPO_FILE          | topology_file                | path of an hwloc XML file                    | (live machine) |
+// | PEERPLAN_TUNING_FILE        | tuning_file                  | path of a tuning file (peerplan_tune)        | (none)         |
 // | PEERPLAN_WORLD_SIZE         | expected_world_size          | integer >= 0 (0 = not checked)               | 0              |
 //
 // Keywords are case-insensitive. A size is a byte count with an optional
 // K, M or G suffix (KiB multiples: 512K = 524288). A boolean is one of
-// 0/1, true/false, yes/no, on/off. "auto" for a cutoff means the backend's
-// default for the communicator's world size (see kAutoCutoff).
+// 0/1, true/false, yes/no, on/off. "auto" for a cutoff means the tuning
+// file's value for this machine if one applies, else the backend's default
+// for the communicator's world size (see kAutoCutoff). An explicit cutoff
+// wins over the tuning file.
 //
 // A variable set to the empty string counts as unset, so `PEERPLAN_DEBUG=`
 // on a command line restores the default instead of failing. Any other
@@ -72,24 +76,33 @@ std::optional<std::size_t> parse_cutoff(std::string_view text) {
   return parse_size(text);
 }
 
-std::string describe_cutoff(const char* route, std::size_t bytes) {
-  if (bytes == kAutoCutoff) return std::string(route) + " max = default for the world size";
-  if (bytes == 0) return std::string(route) + " route disabled";
-  return std::string(route) + " max " + std::to_string(bytes) + " bytes";
+enum class Bound { max, min };
+
+// 0 disables a route through its maximum but only removes the lower bound
+// of two-shot's window.
+std::string describe_cutoff(const char* route, Bound bound, std::size_t bytes) {
+  const std::string what = std::string(route) + (bound == Bound::max ? " max" : " min");
+  if (bytes == kAutoCutoff) return what + " = default for the world size";
+  if (bytes == 0 && bound == Bound::max) return std::string(route) + " route disabled";
+  if (bytes == 0) return what + " 0: no lower bound";
+  return what + " " + std::to_string(bytes) + " bytes";
 }
 
 template <std::size_t RouteCutoffs::*Field>
 std::optional<std::string> apply_cutoff(Config& config, std::string_view value,
-                                        const char* route) {
+                                        const char* route, Bound bound = Bound::max) {
   const auto bytes = parse_cutoff(value);
   if (!bytes) return std::nullopt;
   config.cutoffs.*Field = *bytes;
-  return describe_cutoff(route, *bytes);
+  return describe_cutoff(route, bound, *bytes);
 }
 
 const std::string kSizeAccepted =
     "a byte count with an optional K, M or G suffix (e.g. 524288 or 512K), 0 to disable the "
     "route, or auto";
+const std::string kMinSizeAccepted =
+    "a byte count with an optional K, M or G suffix (e.g. 524288 or 512K), 0 for no lower "
+    "bound, or auto";
 
 template <typename Enum, std::size_t N>
 std::string one_of(const std::array<Enum, N>& values) {
@@ -133,6 +146,10 @@ const std::vector<Variable>& variables() {
        [](Config& c, std::string_view v) {
          return apply_cutoff<&RouteCutoffs::one_shot_max_bytes>(c, v, "one-shot");
        }},
+      {"PEERPLAN_TWO_SHOT_MIN_BYTES", kMinSizeAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_cutoff<&RouteCutoffs::two_shot_min_bytes>(c, v, "two-shot", Bound::min);
+       }},
       {"PEERPLAN_TWO_SHOT_MAX_BYTES", kSizeAccepted,
        [](Config& c, std::string_view v) {
          return apply_cutoff<&RouteCutoffs::two_shot_max_bytes>(c, v, "two-shot");
@@ -168,6 +185,12 @@ const std::vector<Variable>& variables() {
        [](Config& c, std::string_view v) -> std::optional<std::string> {
          c.topology_file = std::string(v);
          return "topology read from " + c.topology_file;
+       }},
+      // Read and checked by create(), which names the line of any error.
+      {"PEERPLAN_TUNING_FILE", "the path of a tuning file written by peerplan_tune",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         c.tuning_file = std::string(v);
+         return "tuning file " + c.tuning_file;
        }},
       {"PEERPLAN_WORLD_SIZE", "an integer >= 0 (0 = not checked)",
        [](Config& c, std::string_view v) -> std::optional<std::string> {

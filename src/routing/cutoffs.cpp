@@ -15,20 +15,25 @@
 // all-reduce kernels commonly start from.
 //
 // These numbers are for the host backend (shared memory, CPU copies) and
-// are a starting point, not a measurement.
+// are a starting point, not a measurement. Two-shot has no lower bound
+// there (min 0): below the one-shot limit one-shot is taken first anyway.
 //
-// The CUDA backend's come from measurement against NCCL on 2x H200 (NVLink,
-// bf16, eager and CUDA-graph replay; benchmarks/RESULTS.md): at two ranks
-// one-shot beats NCCL up to 64 KiB in both modes (at 256 KiB only under
-// graphs), two-shot loses at 1 MiB and 16 MiB and wins only near 4 MiB, and
-// the fused one-shot beats NCCL + a separate add + RMSNorm at every
-// measured size up to 3.5 MiB. So: one-shot 64 KiB, two-shot off (a route
-// must never be slower than the fallback it replaces; re-enabling it needs
-// a lower bound as well), fused 3.5 MiB. Other world sizes are not measured
-// yet: they scale the two-rank limits by the (n-1) bytes each rank pushes.
+// The CUDA backend's come from measurement on 2x H200 (NVLink NV18, bf16;
+// peerplan_tune and the collective benchmark, CUDA graphs and eager;
+// benchmarks/RESULTS.md, "Session 2"). At two ranks, since the kernels are
+// programmatic dependent launches: one-shot is the fastest route up to
+// 1 MiB; two-shot beats NCCL from 2 to 4 MiB in both modes (at 8 MiB only
+// under graphs, by 2%); the fused op beats NCCL + a separate add + RMSNorm
+// up to 32 MiB, by 15% at 16 MiB and only 4% at 32 MiB. So: one-shot
+// 1 MiB, two-shot (1 MiB, 4 MiB], fused 16 MiB. Other world sizes are not
+// measured yet: one-shot and fused scale by the (n-1) copies each rank
+// pushes, and two-shot stays off (a route must never be slower than the
+// fallback it replaces). peerplan_tune measures a machine's own crossovers
+// and writes them to a tuning file.
 #include "routing/cutoffs.hpp"
 
 #include <bit>
+#include <string>
 
 namespace peerplan::routing {
 namespace {
@@ -48,14 +53,17 @@ std::size_t host_one_shot_limit(int world_size) noexcept {
   return limit < kOneShotCap ? limit : kOneShotCap;
 }
 
-constexpr std::size_t kCudaOneShotTwoRanks = 64 * KiB;
-constexpr std::size_t kCudaFusedTwoRanks = 3584 * KiB;  // 256 rows of 7168 bf16
+constexpr std::size_t kCudaOneShotTwoRanks = 1 * MiB;
+constexpr std::size_t kCudaTwoShotMaxTwoRanks = 4 * MiB;
+constexpr std::size_t kCudaFusedTwoRanks = 16 * MiB;
 
 RouteCutoffs cuda_cutoffs(int world_size) noexcept {
   const std::size_t peers = world_size < 2 ? 1 : static_cast<std::size_t>(world_size - 1);
   const std::size_t one_shot = std::bit_floor(kCudaOneShotTwoRanks / peers);
+  const std::size_t two_shot = peers == 1 ? kCudaTwoShotMaxTwoRanks : 0;
   const std::size_t fused = kCudaFusedTwoRanks / peers / kPackAlignment * kPackAlignment;
-  return RouteCutoffs{one_shot == 0 ? 1 : one_shot, 0, fused == 0 ? kPackAlignment : fused};
+  return RouteCutoffs{one_shot == 0 ? 1 : one_shot, two_shot,
+                      fused == 0 ? kPackAlignment : fused, 0};
 }
 
 }  // namespace
@@ -63,18 +71,35 @@ RouteCutoffs cuda_cutoffs(int world_size) noexcept {
 RouteCutoffs default_cutoffs(int world_size, Backend backend) noexcept {
   if (backend == Backend::cuda) return cuda_cutoffs(world_size);
   const std::size_t one_shot = host_one_shot_limit(world_size);
-  return RouteCutoffs{one_shot, kTwoShotMax, one_shot};
+  return RouteCutoffs{one_shot, kTwoShotMax, one_shot, 0};
+}
+
+RouteCutoffs fill_automatic(RouteCutoffs preferred, const RouteCutoffs& fallback) noexcept {
+  for (const CutoffField& field : kCutoffFields) {
+    if (preferred.*field.member == kAutoCutoff) preferred.*field.member = fallback.*field.member;
+  }
+  return preferred;
 }
 
 RouteCutoffs resolve_cutoffs(const RouteCutoffs& configured, int world_size,
                              Backend backend) noexcept {
-  const RouteCutoffs defaults = default_cutoffs(world_size, backend);
-  RouteCutoffs resolved = configured;
-  for (auto field : {&RouteCutoffs::one_shot_max_bytes, &RouteCutoffs::two_shot_max_bytes,
-                     &RouteCutoffs::fused_max_bytes}) {
-    if (resolved.*field == kAutoCutoff) resolved.*field = defaults.*field;
+  return fill_automatic(configured, default_cutoffs(world_size, backend));
+}
+
+RouteCutoffs resolve_cutoffs(const RouteCutoffs& configured, const RouteCutoffs& tuned,
+                             int world_size, Backend backend) noexcept {
+  return resolve_cutoffs(fill_automatic(configured, tuned), world_size, backend);
+}
+
+std::string describe_cutoffs(const RouteCutoffs& cutoffs) {
+  std::string text;
+  for (const CutoffField& field : kCutoffFields) {
+    if (!text.empty()) text += ' ';
+    const std::size_t value = cutoffs.*field.member;
+    text += std::string(field.name) + '=' +
+            (value == kAutoCutoff ? std::string("auto") : std::to_string(value));
   }
-  return resolved;
+  return text;
 }
 
 }  // namespace peerplan::routing

@@ -1,19 +1,49 @@
 // Default size cutoffs per world size, and the resolution of the cutoffs a
-// Config leaves at kAutoCutoff.
+// Config leaves at kAutoCutoff (from a tuning file's entry, then the
+// defaults).
 #pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
 
 #include "peerplan/config.hpp"
 
 namespace peerplan::routing {
 
-// The cutoffs a backend uses for `world_size` ranks when the config leaves
-// them at kAutoCutoff. Every field is a finite byte count (never
-// kAutoCutoff). World sizes below 2 get the 2-rank row (they never take a
-// P2P route anyway).
+// The cutoff fields under the names the tuning file, the logs and the
+// PEERPLAN_*_BYTES variables (upper-cased) use, in that order.
+struct CutoffField {
+  const char* name;
+  std::size_t RouteCutoffs::*member;
+};
+inline constexpr std::array<CutoffField, 4> kCutoffFields{{
+    {"one_shot_max_bytes", &RouteCutoffs::one_shot_max_bytes},
+    {"two_shot_min_bytes", &RouteCutoffs::two_shot_min_bytes},
+    {"two_shot_max_bytes", &RouteCutoffs::two_shot_max_bytes},
+    {"fused_max_bytes", &RouteCutoffs::fused_max_bytes},
+}};
+
+// The cutoffs a backend uses for `world_size` ranks when neither the
+// config nor a tuning file sets them. Every field is a finite byte count
+// (never kAutoCutoff). World sizes below 2 get the 2-rank row (they never
+// take a P2P route anyway).
 RouteCutoffs default_cutoffs(int world_size, Backend backend = Backend::host) noexcept;
+
+// `preferred` with each kAutoCutoff field taken from `fallback`.
+RouteCutoffs fill_automatic(RouteCutoffs preferred, const RouteCutoffs& fallback) noexcept;
 
 // `configured` with each kAutoCutoff field replaced by default_cutoffs'.
 RouteCutoffs resolve_cutoffs(const RouteCutoffs& configured, int world_size,
                              Backend backend = Backend::host) noexcept;
+
+// Per field: `configured` if set, else `tuned` (a tuning file's entry) if
+// set, else default_cutoffs'. The result has no kAutoCutoff field.
+RouteCutoffs resolve_cutoffs(const RouteCutoffs& configured, const RouteCutoffs& tuned,
+                             int world_size, Backend backend) noexcept;
+
+// "one_shot_max_bytes=65536 two_shot_min_bytes=0 two_shot_max_bytes=0
+// fused_max_bytes=3670016" ("auto" for kAutoCutoff), for logs and messages.
+std::string describe_cutoffs(const RouteCutoffs& cutoffs);
 
 }  // namespace peerplan::routing

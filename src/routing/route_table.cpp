@@ -67,7 +67,7 @@ std::string format_route_table(std::span<const Declaration> declarations,
     table += '\n';
   }
   if (declarations.size() != decisions.size()) {
-    table += "(" + std::to_string(declarations.size()) + " declarations but " +
+    table += std::string("(") + std::to_string(declarations.size()) + " declarations but " +
              std::to_string(decisions.size()) + " route decisions; only the first " +
              std::to_string(paired) + " are shown)\n";
   }

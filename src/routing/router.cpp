@@ -19,6 +19,10 @@ bool admits(std::size_t cutoff, std::size_t bytes) noexcept {
   return cutoff != 0 && bytes <= cutoff;
 }
 
+bool admits_two_shot(const RouteCutoffs& cutoffs, std::size_t bytes) noexcept {
+  return admits(cutoffs.two_shot_max_bytes, bytes) && bytes >= cutoffs.two_shot_min_bytes;
+}
+
 RouteDecision p2p(Route route, std::size_t bytes) noexcept {
   return {route, FallbackReason::none, bytes};
 }
@@ -52,7 +56,7 @@ RouteDecision route_declaration(const Declaration& declaration,
   switch (declaration.operation) {
     case Operation::all_reduce:
       if (admits(cutoffs.one_shot_max_bytes, bytes)) return p2p(Route::one_shot, bytes);
-      if (admits(cutoffs.two_shot_max_bytes, bytes)) return p2p(Route::two_shot, bytes);
+      if (admits_two_shot(cutoffs, bytes)) return p2p(Route::two_shot, bytes);
       return fallback(FallbackReason::over_cutoff, bytes);
     case Operation::fused_add_rms_norm:
       if (admits(cutoffs.fused_max_bytes, bytes)) return p2p(Route::fused_one_shot, bytes);

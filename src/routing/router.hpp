@@ -26,7 +26,9 @@ struct RoutingContext {
   // True only when create()'s agreement enabled the fast path on every rank
   // and the config does not disable it.
   bool p2p_enabled = false;
-  // Cutoffs at kAutoCutoff take default_cutoffs(world_size, backend).
+  // Cutoffs at kAutoCutoff take default_cutoffs(world_size, backend). The
+  // communicator passes cutoffs already resolved (config, tuning file,
+  // defaults), which have none.
   RouteCutoffs cutoffs{};
   Backend backend = Backend::host;
 };
@@ -50,11 +52,14 @@ std::size_t message_bytes(const Declaration& declaration) noexcept;
 //  1. P2P not enabled, more than one node, or fewer than 2 ranks
 //     -> fallback / p2p_disabled. (One rank has nobody to exchange with;
 //     the fallback handles it as a local copy, so no P2P route is set up.)
-//  2. all-reduce: bytes <= one-shot cutoff -> one_shot; else bytes <=
-//     two-shot cutoff -> two_shot; else fallback / over_cutoff.
+//  2. all-reduce: bytes <= one-shot cutoff -> one_shot; else two-shot
+//     minimum <= bytes <= two-shot cutoff -> two_shot; else fallback /
+//     over_cutoff (also below the two-shot minimum: the call is outside
+//     every route's window).
 //  3. fused add + RMSNorm: bytes <= fused cutoff -> fused_one_shot; else
 //     fallback / over_cutoff.
-// A cutoff of 0 disables its route (even for a 0-byte message).
+// A cutoff of 0 disables its route (even for a 0-byte message); a two-shot
+// minimum of 0 is no lower bound, one above the maximum disables two-shot.
 RouteDecision route_declaration(const Declaration& declaration,
                                 const RoutingContext& context) noexcept;
 

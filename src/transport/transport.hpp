@@ -7,7 +7,9 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 
+#include "peerplan/buffer_region.hpp"
 #include "peerplan/dtype.hpp"
 #include "peerplan/layout.hpp"
 #include "peerplan/route.hpp"
@@ -52,9 +54,20 @@ class PeerTransport {
   virtual std::size_t capacity_bytes() const noexcept = 0;
   // Collective, in the same order on every rank. `route` is one_shot or
   // two_shot. Every wait is bounded by the timeout: Timeout names the ranks
-  // that did not arrive. Results are bit-identical on every rank.
-  virtual void all_reduce(Route route, const AllReduceArgs& args) = 0;
+  // that did not arrive. Results are bit-identical on every rank. Returns
+  // true when the peers read this rank's input in place (zero copy, from a
+  // registered buffer), false when it was staged.
+  virtual bool all_reduce(Route route, const AllReduceArgs& args) = 0;
   virtual void fused_add_rms_norm(const FusedArgs& args) = 0;
+  // Collective. Registers this rank's buffers for zero-copy reads by the
+  // peers (added to earlier registrations); throws on every rank when any
+  // rank failed, registering nothing. A transport that cannot read peers'
+  // memory in place accepts them and keeps staging (registered count 0).
+  virtual void register_buffers(std::span<const BufferRegion> buffers) = 0;
+  // Collective. Forgets every registration.
+  virtual void deregister_buffers() = 0;
+  // This rank's buffers that calls can read in place.
+  virtual std::size_t registered_buffer_count() const noexcept = 0;
   // Collective, idempotent.
   virtual void close() = 0;
 };

@@ -56,10 +56,11 @@ TEST(Environment, ReadsExactlyTheDocumentedVariables) {
   const std::vector<std::string_view> documented{
       "PEERPLAN_DEBUG",           "PEERPLAN_BACKEND",
       "PEERPLAN_DEVICE",          "PEERPLAN_TIMEOUT_MS",
-      "PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MAX_BYTES",
-      "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TRANSFER_MODE",
-      "PEERPLAN_DISABLE_P2P",     "PEERPLAN_P2P_LEVEL",
-      "PEERPLAN_TOPO_FILE",       "PEERPLAN_WORLD_SIZE"};
+      "PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MIN_BYTES",
+      "PEERPLAN_TWO_SHOT_MAX_BYTES", "PEERPLAN_FUSED_MAX_BYTES",
+      "PEERPLAN_TRANSFER_MODE",   "PEERPLAN_DISABLE_P2P",
+      "PEERPLAN_P2P_LEVEL",       "PEERPLAN_TOPO_FILE",
+      "PEERPLAN_TUNING_FILE",     "PEERPLAN_WORLD_SIZE"};
   EXPECT_EQ(environment_variable_names(), documented);
 
   // And it looks each of them up (no more, no fewer).
@@ -167,6 +168,7 @@ TEST_P(CutoffVariable, SizesSuffixesZeroAndAuto) {
 INSTANTIATE_TEST_SUITE_P(
     Environment, CutoffVariable,
     testing::Values(std::pair{"PEERPLAN_ONE_SHOT_MAX_BYTES", &RouteCutoffs::one_shot_max_bytes},
+                    std::pair{"PEERPLAN_TWO_SHOT_MIN_BYTES", &RouteCutoffs::two_shot_min_bytes},
                     std::pair{"PEERPLAN_TWO_SHOT_MAX_BYTES", &RouteCutoffs::two_shot_max_bytes},
                     std::pair{"PEERPLAN_FUSED_MAX_BYTES", &RouteCutoffs::fused_max_bytes}),
     [](const auto& info) { return std::string(info.param.first).substr(9); });
@@ -202,6 +204,30 @@ TEST(Environment, P2PLevel) {
 
 TEST(Environment, TopoFile) {
   EXPECT_EQ(with("PEERPLAN_TOPO_FILE", "/tmp/two gpus.xml").topology_file, "/tmp/two gpus.xml");
+}
+
+TEST(Environment, TwoShotMinDescribesALowerBound) {
+  // 0 is "no lower bound" here, not "route disabled" as for the maxima.
+  std::vector<std::string> applied;
+  apply({{"PEERPLAN_TWO_SHOT_MIN_BYTES", "0"}}, Config{}, &applied);
+  apply({{"PEERPLAN_TWO_SHOT_MIN_BYTES", "1M"}}, Config{}, &applied);
+  apply({{"PEERPLAN_TWO_SHOT_MIN_BYTES", "auto"}}, Config{}, &applied);
+  ASSERT_EQ(applied.size(), 3u);
+  EXPECT_EQ(applied[0], "PEERPLAN_TWO_SHOT_MIN_BYTES=0 (two-shot min 0: no lower bound)");
+  EXPECT_EQ(applied[1], "PEERPLAN_TWO_SHOT_MIN_BYTES=1M (two-shot min 1048576 bytes)");
+  EXPECT_EQ(applied[2],
+            "PEERPLAN_TWO_SHOT_MIN_BYTES=auto (two-shot min = default for the world size)");
+}
+
+TEST(Environment, TuningFile) {
+  EXPECT_EQ(with("PEERPLAN_TUNING_FILE", "/etc/peerplan/node 1.tune").tuning_file,
+            "/etc/peerplan/node 1.tune");
+  EXPECT_TRUE(Config{}.tuning_file.empty());
+  Config code;
+  code.tuning_file = "/from/code.tune";
+  EXPECT_EQ(apply({{"PEERPLAN_TUNING_FILE", "/from/env.tune"}}, code).tuning_file,
+            "/from/env.tune");
+  EXPECT_EQ(apply({}, code).tuning_file, "/from/code.tune");
 }
 
 TEST(Environment, WorldSize) {

@@ -61,7 +61,7 @@ class Generator {
   }
 
   Declaration declaration(int serial) {
-    const std::string name = "d" + std::to_string(serial);
+    const std::string name = std::string("d") + std::to_string(serial);
     if (chance(0.5)) return Declaration::all_reduce(name, dtype(), layout());
     return Declaration::fused_add_rms_norm(name, dtype(), layout(), weight(), eps());
   }
@@ -162,7 +162,7 @@ TEST(RandomizedOracle, IndexAgreesWithScanOnHitMissAndPosition) {
       // Re-declare an earlier key under a new name now and then.
       if (i > 0 && gen.chance(0.15)) {
         Declaration copy = declarations[static_cast<std::size_t>(gen.pick(i))];
-        copy.name = "dup" + std::to_string(i);
+        copy.name = std::string("dup") + std::to_string(i);
         declarations.push_back(copy);
       } else {
         declarations.push_back(gen.declaration(i));

@@ -10,7 +10,8 @@ TEST(DefaultCutoffs, FiniteAndNonZeroForEveryWorldSize) {
   for (Backend backend : {Backend::host, Backend::cuda}) {
     for (int n = -1; n <= 64; ++n) {
       const RouteCutoffs c = default_cutoffs(n, backend);
-      for (std::size_t v : {c.one_shot_max_bytes, c.two_shot_max_bytes, c.fused_max_bytes}) {
+      for (std::size_t v : {c.one_shot_max_bytes, c.two_shot_min_bytes, c.two_shot_max_bytes,
+                            c.fused_max_bytes}) {
         EXPECT_NE(v, kAutoCutoff) << "world size " << n;
       }
       EXPECT_GT(c.one_shot_max_bytes, 0u) << "world size " << n;
@@ -23,20 +24,29 @@ TEST(DefaultCutoffs, FiniteAndNonZeroForEveryWorldSize) {
 }
 
 TEST(DefaultCutoffs, CudaTwoRanksAreTheMeasuredCrossovers) {
-  // benchmarks/RESULTS.md, 2x H200: one-shot wins up to 64 KiB, two-shot is
-  // off (slower than NCCL at 1 MiB and 16 MiB), fused wins up to 3.5 MiB.
+  // benchmarks/RESULTS.md, 2x H200: one-shot fastest up to 1 MiB, two-shot
+  // beats NCCL up to 4 MiB, fused beats NCCL + add/RMSNorm up to 16 MiB (32
+  // MiB by a hair).
   const RouteCutoffs c = default_cutoffs(2, Backend::cuda);
-  EXPECT_EQ(c.one_shot_max_bytes, 64u * 1024);
-  EXPECT_EQ(c.two_shot_max_bytes, 0u);
-  EXPECT_EQ(c.fused_max_bytes, 3584u * 1024);
+  EXPECT_EQ(c.one_shot_max_bytes, 1024u * 1024);
+  EXPECT_EQ(c.two_shot_max_bytes, 4u * 1024 * 1024);
+  EXPECT_EQ(c.fused_max_bytes, 16u * 1024 * 1024);
   // More ranks push (n-1) copies: the limits shrink, stay whole packs, never grow.
   for (int n = 3; n <= 16; ++n) {
     const RouteCutoffs m = default_cutoffs(n, Backend::cuda);
     EXPECT_LE(m.one_shot_max_bytes, default_cutoffs(n - 1, Backend::cuda).one_shot_max_bytes) << n;
     EXPECT_LE(m.fused_max_bytes, default_cutoffs(n - 1, Backend::cuda).fused_max_bytes) << n;
     EXPECT_EQ(m.fused_max_bytes % 16, 0u) << n;
-    EXPECT_EQ(m.two_shot_max_bytes, 0u) << n;
+    EXPECT_EQ(m.two_shot_max_bytes, 0u) << n;  // unmeasured beyond two ranks: off
   }
+}
+
+TEST(DefaultCutoffs, TwoShotHasNoLowerBoundByDefault) {
+  // Not measured yet on either backend: the window starts right above
+  // one-shot (and on cuda two-shot is off anyway).
+  for (Backend backend : {Backend::host, Backend::cuda})
+    for (int n = 1; n <= 16; ++n)
+      EXPECT_EQ(default_cutoffs(n, backend).two_shot_min_bytes, 0u) << n;
 }
 
 TEST(DefaultCutoffs, BelowTwoRanksUseTheTwoRankRow) {
@@ -86,6 +96,43 @@ TEST(ResolveCutoffs, ReplacesOnlyAutomaticFields) {
   EXPECT_EQ(resolved.one_shot_max_bytes, 0u);
   EXPECT_EQ(resolved.two_shot_max_bytes, defaults.two_shot_max_bytes);
   EXPECT_EQ(resolved.fused_max_bytes, 12345u);
+}
+
+TEST(ResolveCutoffs, ExplicitBeatsTunedBeatsDefault) {
+  const RouteCutoffs defaults = default_cutoffs(2, Backend::cuda);
+  RouteCutoffs configured;                  // only one-shot explicit
+  configured.one_shot_max_bytes = 0;        // even 0 (route off) is explicit
+  RouteCutoffs tuned;                       // a tuning entry without fused_max_bytes
+  tuned.one_shot_max_bytes = 32768;
+  tuned.two_shot_min_bytes = 1 << 20;
+  tuned.two_shot_max_bytes = 16 << 20;
+  const RouteCutoffs resolved = resolve_cutoffs(configured, tuned, 2, Backend::cuda);
+  EXPECT_EQ(resolved.one_shot_max_bytes, 0u);                 // config
+  EXPECT_EQ(resolved.two_shot_min_bytes, 1u << 20);           // tuning file
+  EXPECT_EQ(resolved.two_shot_max_bytes, 16u << 20);          // tuning file
+  EXPECT_EQ(resolved.fused_max_bytes, defaults.fused_max_bytes);  // default
+}
+
+TEST(ResolveCutoffs, NoTunedValuesMeansTheDefaults) {
+  for (Backend backend : {Backend::host, Backend::cuda}) {
+    EXPECT_EQ(resolve_cutoffs(RouteCutoffs{}, RouteCutoffs{}, 4, backend),
+              default_cutoffs(4, backend));
+  }
+}
+
+TEST(ResolveCutoffs, FillAutomaticTakesOnlyMissingFields) {
+  const RouteCutoffs preferred{1, kAutoCutoff, 3, kAutoCutoff};
+  const RouteCutoffs fallback{10, 20, 30, 40};
+  EXPECT_EQ(fill_automatic(preferred, fallback), (RouteCutoffs{1, 20, 3, 40}));
+}
+
+TEST(DescribeCutoffs, NamesEveryFieldInFileOrder) {
+  EXPECT_EQ(describe_cutoffs(RouteCutoffs{65536, 0, 3670016, 1048576}),
+            "one_shot_max_bytes=65536 two_shot_min_bytes=1048576 two_shot_max_bytes=0 "
+            "fused_max_bytes=3670016");
+  EXPECT_EQ(describe_cutoffs(RouteCutoffs{}),
+            "one_shot_max_bytes=auto two_shot_min_bytes=auto two_shot_max_bytes=auto "
+            "fused_max_bytes=auto");
 }
 
 TEST(ResolveCutoffs, ConfigDefaultsAreAutomatic) {

@@ -194,6 +194,65 @@ TEST(Router, ExplicitCutoffsBeatTheDefaults) {
   expect_route(all_reduce_of(1002), context, Route::two_shot, FallbackReason::none);
 }
 
+// Two-shot's window: [two_shot_min_bytes, two_shot_max_bytes], above the
+// one-shot cutoff.
+TEST(Router, TwoShotWindowLowerBound) {
+  RouteCutoffs cutoffs = kCutoffs;  // one-shot 1000, two-shot max 4000
+  cutoffs.two_shot_min_bytes = 3000;
+  const auto context = node_of(4, cutoffs);
+  // Above one-shot, below the window: nothing admits it.
+  expect_route(all_reduce_of(1002), context, Route::fallback, FallbackReason::over_cutoff);
+  expect_route(all_reduce_of(2998), context, Route::fallback, FallbackReason::over_cutoff);
+  // The bound is inclusive to the byte, like the maxima.
+  expect_route(all_reduce_of(3000), context, Route::two_shot, FallbackReason::none);
+  expect_route(all_reduce_of(4000), context, Route::two_shot, FallbackReason::none);
+  expect_route(all_reduce_of(4002), context, Route::fallback, FallbackReason::over_cutoff);
+  cutoffs.two_shot_min_bytes = 3001;
+  expect_route(all_reduce_of(3000), node_of(4, cutoffs), Route::fallback,
+               FallbackReason::over_cutoff);
+}
+
+TEST(Router, OneShotStillPreferredBelowItsCutoff) {
+  // A window that reaches below the one-shot cutoff does not take those
+  // sizes from one-shot.
+  RouteCutoffs cutoffs = kCutoffs;  // one-shot 1000
+  cutoffs.two_shot_min_bytes = 500;
+  const auto context = node_of(4, cutoffs);
+  expect_route(all_reduce_of(500), context, Route::one_shot, FallbackReason::none);
+  expect_route(all_reduce_of(1000), context, Route::one_shot, FallbackReason::none);
+  expect_route(all_reduce_of(1002), context, Route::two_shot, FallbackReason::none);
+  // With one-shot off, the window alone decides.
+  cutoffs.one_shot_max_bytes = 0;
+  expect_route(all_reduce_of(498), node_of(4, cutoffs), Route::fallback,
+               FallbackReason::over_cutoff);
+  expect_route(all_reduce_of(500), node_of(4, cutoffs), Route::two_shot, FallbackReason::none);
+}
+
+TEST(Router, TwoShotMinimumAboveMaximumDisablesTwoShot) {
+  RouteCutoffs cutoffs = kCutoffs;  // two-shot max 4000
+  cutoffs.two_shot_min_bytes = 4002;
+  const auto context = node_of(4, cutoffs);
+  for (std::size_t bytes : {1002u, 2000u, 4000u, 4002u, 8000u})
+    expect_route(all_reduce_of(bytes), context, Route::fallback, FallbackReason::over_cutoff);
+  // One-shot and fused are not affected.
+  expect_route(all_reduce_of(1000), context, Route::one_shot, FallbackReason::none);
+  expect_route(fused_of(2000), context, Route::fused_one_shot, FallbackReason::none);
+}
+
+TEST(Router, TwoShotMinimumDoesNotApplyToTheFusedOp) {
+  RouteCutoffs cutoffs = kCutoffs;  // fused 2000
+  cutoffs.two_shot_min_bytes = 100000;
+  expect_route(fused_of(4), node_of(4, cutoffs), Route::fused_one_shot, FallbackReason::none);
+}
+
+TEST(Router, AutomaticTwoShotMinimumIsTheDefault) {
+  // kCutoffs leaves the minimum at kAutoCutoff: the host default (0) applies,
+  // so the window starts right above one-shot.
+  ASSERT_EQ(kCutoffs.two_shot_min_bytes, kAutoCutoff);
+  ASSERT_EQ(default_cutoffs(4).two_shot_min_bytes, 0u);
+  expect_route(all_reduce_of(1002), node_of(4, kCutoffs), Route::two_shot, FallbackReason::none);
+}
+
 TEST(Router, PerRankDifferencesDoNotChangeTheRoute) {
   // Weight addresses differ on every rank; the route must not.
   float weight_rank0[8];

@@ -38,8 +38,12 @@ int select_device(int configured, int local_rank) {
 }
 
 std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bootstrap,
-                                                        std::chrono::milliseconds timeout) {
-  return std::make_unique<CudaPeerTransport>(bootstrap, timeout);
+                                                        std::chrono::milliseconds timeout,
+                                                        TransferMode mode) {
+  // auto = push: on NVLink the LL push one-shot beats pull at every size
+  // measured (benchmarks/RESULTS.md); pull is for zero-copy registered
+  // inputs and for links where reads win.
+  return std::make_unique<CudaPeerTransport>(bootstrap, timeout, mode == TransferMode::pull);
 }
 
 std::unique_ptr<FallbackTransport> make_nccl_fallback(bootstrap::Bootstrap& bootstrap,

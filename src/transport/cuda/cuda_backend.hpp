@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "bootstrap/bootstrap.hpp"
+#include "peerplan/config.hpp"
 #include "transport/transport.hpp"
 
 namespace peerplan::transport::cuda {
@@ -25,9 +26,11 @@ int select_device(int configured, int local_rank);
 // over every rank of `bootstrap` (which must outlive the result). Checks
 // peer access between every pair of devices with a real peer copy; throws
 // (on this rank) when it fails, for the caller's agreement. Reserves no
-// staging memory until reserve().
+// staging memory until reserve(). `mode` picks push or pull kernels for
+// the all-reduce routes (automatic = push).
 std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bootstrap,
-                                                        std::chrono::milliseconds timeout);
+                                                        std::chrono::milliseconds timeout,
+                                                        TransferMode mode);
 
 // NCCL fallback: one NCCL communicator over every rank of `bootstrap`, its
 // unique id broadcast from rank 0. Collective. Forces NCCL_NVLS_ENABLE=0.

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/log.hpp"
@@ -22,12 +23,15 @@ struct DeviceIdentity {
   std::int32_t global_rank;
   std::int32_t device;
   char pci_bus_id[32];
+  // Picks a kernel variant: every rank must use the same value.
+  std::uint64_t fused_lines_max_bytes;
 };
 
 const char* phase_text(std::uint32_t phase) {
   switch (static_cast<Phase>(phase)) {
     case Phase::arrive: return "stage their input (flag barrier 'arrive')";
     case Phase::reduced: return "reduce their shard (two-shot barrier 'reduced')";
+    case Phase::done: return "finish reading this rank's registered input (pull barrier 'done')";
     case Phase::none: break;
   }
   return "?";
@@ -35,14 +39,32 @@ const char* phase_text(std::uint32_t phase) {
 
 constexpr std::uint32_t kProbePattern = 0x5eed0000u;
 
+// Fused calls up to this size use LL lines (no barrier); measured on
+// 2x H200 (benchmarks/RESULTS.md). PEERPLAN_FUSED_LL_MAX_BYTES overrides it
+// (a tuning knob; 0 turns the LL variant off).
+constexpr std::uint64_t kFusedLinesMaxBytes = 512u << 10;
+
+std::uint64_t fused_lines_max_bytes() {
+  const char* text = std::getenv("PEERPLAN_FUSED_LL_MAX_BYTES");
+  if (text == nullptr || *text == '\0') return kFusedLinesMaxBytes;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (end == text || *end != '\0') {
+    throw InvalidArgument(std::string("PEERPLAN_FUSED_LL_MAX_BYTES=") + text +
+                          " is not a byte count; set a plain number such as 524288, or unset it");
+  }
+  return value;
+}
+
 }  // namespace
 
 CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
-                                     std::chrono::milliseconds timeout)
+                                     std::chrono::milliseconds timeout, bool pull)
     : bootstrap_(bootstrap),
       timeout_(timeout),
       local_rank_(bootstrap.local_rank()),
-      local_size_(bootstrap.local_size()) {
+      local_size_(bootstrap.local_size()),
+      pull_(pull) {
   if (timeout.count() <= 0) {
     throw InvalidArgument("peerplan cuda backend: the timeout must be positive (got " +
                           std::to_string(timeout.count()) + " ms); set PEERPLAN_TIMEOUT_MS > 0");
@@ -68,6 +90,12 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     void* device_view = nullptr;
     check_cuda(cudaHostGetDevicePointer(&device_view, error_host_, 0), "cudaHostGetDevicePointer");
     peers_.error = static_cast<DeviceError*>(device_view);
+    int major = 0;
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, mine.device),
+               "cudaDeviceGetAttribute");
+    peers_.overlap_launch = major >= 9;
+    peers_.fused_ll_max_bytes = fused_lines_max_bytes();
+    mine.fused_lines_max_bytes = peers_.fused_ll_max_bytes;
   } catch (const Error& e) {
     error = e.what();
   }
@@ -80,6 +108,12 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     std::memcpy(&peer, all[r].data(), std::min(sizeof peer, all[r].size()));
     global_ranks_[r] = peer.global_rank;
     if (!error.empty() || static_cast<int>(r) == local_rank_) continue;
+    if (peer.fused_lines_max_bytes != mine.fused_lines_max_bytes) {
+      error = "peerplan cuda backend: PEERPLAN_FUSED_LL_MAX_BYTES differs between rank " +
+              std::to_string(mine.global_rank) + " and rank " + std::to_string(peer.global_rank) +
+              "; set the same value (or none) on every rank";
+      continue;
+    }
     peer.pci_bus_id[sizeof peer.pci_bus_id - 1] = '\0';
     int peer_device = -1;
     const std::string who = "rank " + std::to_string(peer.global_rank) + "'s GPU (PCI " +
@@ -156,6 +190,7 @@ void CudaPeerTransport::close() {
   cudaDeviceSynchronize();
   cudaGetLastError();
   slabs_.release_local();
+  registry_.release_local();
   if (error_host_ != nullptr) cudaFreeHost(error_host_);
   error_host_ = nullptr;
   capacity_ = 0;
@@ -190,6 +225,7 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes) {
   peers_.slot_bytes = slot;
   peers_.sub_slot_bytes = sub_slot;
   peers_.timeout_ns = static_cast<std::uint64_t>(timeout_.count()) * 1'000'000ull;
+  peers_.result_offset = cuda_kernels::result_offset_for(max_message_bytes, local_size_);
   capacity_ = max_message_bytes;
 }
 
@@ -204,6 +240,15 @@ void CudaPeerTransport::check_error_word(const char* what) {
       peer >= 0 && peer < local_size_ ? std::to_string(global_ranks_[peer]) : "?";
   std::string message = "peerplan cuda backend: P2P call #" + std::to_string(word->epoch) +
                         " (detected at " + what + ") ";
+  if (static_cast<ErrorCode>(code) == ErrorCode::unregistered_buffer) {
+    broken_reason_ = message + "failed: rank " + peer_name +
+                     " named a registered buffer that this rank has no mapping of";
+    throw InvalidUsage(broken_reason_ +
+                       ". Buffers were deregistered while a captured CUDA graph still reads "
+                       "them: capture graphs again after deregister_buffers(), or keep the "
+                       "buffers registered. The P2P transport is unusable until reserve() "
+                       "re-creates it (the communicator's next declare()).");
+  }
   if (static_cast<ErrorCode>(code) == ErrorCode::timeout) {
     message += "timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank " +
                peer_name + " to " + phase_text(word->phase);
@@ -247,24 +292,61 @@ void CudaPeerTransport::check_launch(cudaError_t status, const char* what) {
   check_cuda(status, std::string("launching the ") + what + " kernel");
 }
 
-void CudaPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
+// Zero copy only for an input the peers can read as-is: dense, inside a
+// registered buffer, and not overlapping the output (this rank writes its
+// output while peers may still read its input).
+cuda_kernels::PullSource CudaPeerTransport::pull_source(const AllReduceArgs& args,
+                                                        std::size_t bytes) const noexcept {
+  if (!args.layout->is_contiguous()) return {};
+  const auto in = reinterpret_cast<std::uintptr_t>(args.in);
+  const auto out = reinterpret_cast<std::uintptr_t>(args.out);
+  if (in < out + bytes && out < in + bytes) return {};
+  return registry_.find(args.in, bytes);
+}
+
+bool CudaPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
   if (args.layout == nullptr) throw InvalidArgument("peerplan cuda backend: all_reduce: layout is null");
   if (route != Route::one_shot && route != Route::two_shot) {
     throw InvalidArgument("peerplan cuda backend: all_reduce: route must be one_shot or two_shot");
   }
   const std::int64_t count = args.layout->numel();
-  if (count == 0) return;
+  if (count == 0) return false;
   const char* what = route == Route::one_shot ? "all_reduce (one-shot)" : "all_reduce (two-shot)";
-  begin_call(what, static_cast<std::size_t>(count) * element_size(args.dtype));
+  const std::size_t bytes = static_cast<std::size_t>(count) * element_size(args.dtype);
+  begin_call(what, bytes);
   const auto layout = kernel_layout(*args.layout);
   const auto stream = static_cast<cudaStream_t>(args.stream);
   const auto type = element_type(args.dtype);
+  if (!pull_) {
+    check_launch(route == Route::one_shot
+                     ? cuda_kernels::launch_one_shot(peers_, type, args.in, args.out, layout,
+                                                     count, stream)
+                     : cuda_kernels::launch_two_shot(peers_, type, args.in, args.out, layout,
+                                                     count, stream),
+                 what);
+    return false;
+  }
+  const cuda_kernels::PullSource source = pull_source(args, bytes);
   check_launch(route == Route::one_shot
-                   ? cuda_kernels::launch_one_shot(peers_, type, args.in, args.out, layout, count,
-                                                   stream)
-                   : cuda_kernels::launch_two_shot(peers_, type, args.in, args.out, layout, count,
-                                                   stream),
+                   ? cuda_kernels::launch_pull_one_shot(peers_, type, args.in, args.out, layout,
+                                                        count, source, stream)
+                   : cuda_kernels::launch_pull_two_shot(peers_, type, args.in, args.out, layout,
+                                                        count, source, stream),
                what);
+  return source.buffer != cuda_kernels::kStagedSource;
+}
+
+void CudaPeerTransport::register_buffers(std::span<const BufferRegion> buffers) {
+  if (closed_) {
+    throw InvalidUsage("peerplan cuda backend: register_buffers after close()");
+  }
+  registry_.add(bootstrap_, buffers);
+  peers_.registry = registry_.device_table();
+}
+
+void CudaPeerTransport::deregister_buffers() {
+  if (closed_) return;
+  registry_.clear(bootstrap_);
 }
 
 void CudaPeerTransport::fused_add_rms_norm(const FusedArgs& args) {

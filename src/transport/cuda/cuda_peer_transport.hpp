@@ -11,6 +11,12 @@
 // throws Timeout. The slabs (and captured graphs' pointers into them) stay
 // valid until reserve() re-creates them with a different capacity or after
 // a timeout.
+//
+// Transfer mode: push (default: every rank writes its input into the
+// peers' slots; one-shot uses LL lines) or pull (every rank reads its
+// peers' inputs; inputs inside registered buffers are read in place, zero
+// copy). The mode is part of the config every rank agrees on, so all ranks
+// run the same protocol. The fused op always pushes.
 #pragma once
 
 #include <chrono>
@@ -20,6 +26,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "collective_kernels.hpp"
+#include "transport/cuda/buffer_registry.hpp"
 #include "transport/cuda/ipc_slabs.hpp"
 #include "transport/transport.hpp"
 
@@ -30,13 +37,22 @@ class CudaPeerTransport final : public PeerTransport {
   // Collective. Checks that every pair of node-local devices can map each
   // other (distinct devices, cudaDeviceCanAccessPeer, then a real peer read
   // of a probe slab); throws CudaError/Unsupported on this rank otherwise.
-  CudaPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout);
+  CudaPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+                    bool pull);
   ~CudaPeerTransport() override;
 
   void reserve(std::size_t max_message_bytes) override;
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
-  void all_reduce(Route route, const AllReduceArgs& args) override;
+  bool all_reduce(Route route, const AllReduceArgs& args) override;
   void fused_add_rms_norm(const FusedArgs& args) override;
+  // Registered buffers are read in place by pull calls; push calls ignore
+  // them (a push transport still registers, so that switching modes needs
+  // no code change, but reports them as not readable in place: count 0).
+  void register_buffers(std::span<const BufferRegion> buffers) override;
+  void deregister_buffers() override;
+  std::size_t registered_buffer_count() const noexcept override {
+    return pull_ ? registry_.own_count() : 0;
+  }
   void close() override;
 
  private:
@@ -44,13 +60,16 @@ class CudaPeerTransport final : public PeerTransport {
   void check_error_word(const char* what);
   void check_launch(cudaError_t status, const char* what);
   void probe_peer_access();
+  cuda_kernels::PullSource pull_source(const AllReduceArgs& args, std::size_t bytes) const noexcept;
 
   bootstrap::Bootstrap& bootstrap_;
   std::chrono::milliseconds timeout_;
   int local_rank_ = 0;
   int local_size_ = 1;
   std::vector<int> global_ranks_;  // by local rank
+  bool pull_ = false;
   IpcSlabs slabs_;
+  BufferRegistry registry_;
   cuda_kernels::PeerSet peers_{};
   cuda_kernels::DeviceError* error_host_ = nullptr;  // pinned, mapped
   std::size_t capacity_ = 0;

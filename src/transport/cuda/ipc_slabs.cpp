@@ -1,7 +1,6 @@
 #include "transport/cuda/ipc_slabs.hpp"
 
 #include <cstdint>
-#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -9,52 +8,9 @@
 
 #include "peerplan/errors.hpp"
 #include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/ipc_handles.hpp"
 
 namespace peerplan::transport::cuda {
-namespace {
-
-struct Exported {
-  cudaIpcMemHandle_t handle;
-  std::uint64_t offset;  // of the buffer from its allocation's base
-  std::uint64_t bytes;
-  std::int32_t ok;
-  std::int32_t pad;
-};
-
-using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
-
-// The base of the allocation holding `ptr`, through the driver entry point
-// (the runtime has no equivalent; linking libcuda directly would make the
-// library fail to load on machines without a driver).
-void* allocation_base(void* ptr) {
-  static GetAddressRange get_range = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      fn = nullptr;
-    }
-    return reinterpret_cast<GetAddressRange>(fn);
-  }();
-  if (get_range == nullptr) return ptr;  // our own cudaMalloc'ed buffers are their base
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  if (get_range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS) return ptr;
-  return reinterpret_cast<void*>(base);
-}
-
-Exported export_buffer(void* ptr, std::size_t bytes) {
-  Exported e{};
-  void* base = allocation_base(ptr);
-  check_cuda(cudaIpcGetMemHandle(&e.handle, base), "cudaIpcGetMemHandle");
-  e.offset = static_cast<std::uint64_t>(static_cast<char*>(ptr) - static_cast<char*>(base));
-  e.bytes = bytes;
-  e.ok = 1;
-  return e;
-}
-
-}  // namespace
 
 IpcSlabs& IpcSlabs::operator=(IpcSlabs&& other) noexcept {
   if (this != &other) {
@@ -78,7 +34,7 @@ IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes)
   slabs.bytes_ = bytes;
   const auto n = static_cast<std::size_t>(bootstrap.local_size());
   std::string error;
-  Exported mine{};
+  ExportedBuffer mine{};
   try {
     check_cuda(cudaMalloc(&slabs.own_allocation_, bytes),
                "cudaMalloc of a " + std::to_string(bytes) + "-byte staging slab");
@@ -104,7 +60,7 @@ IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes)
           slabs.bases_[r] = slabs.own_allocation_;
           continue;
         }
-        Exported peer{};
+        ExportedBuffer peer{};
         if (all[r].size() != sizeof peer) throw CudaError("malformed IPC handle from a peer");
         std::memcpy(&peer, all[r].data(), sizeof peer);
         if (!peer.ok) continue;  // that rank fails too; the agreement below reports it

@@ -240,12 +240,12 @@ void HostPeerTransport::finish_call(const Call& call) {
   store_signal(own_segment(), Signal::done, call.epoch);
 }
 
-void HostPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
+bool HostPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
   require(args.layout != nullptr, "all_reduce", "layout is null");
   require(route == Route::one_shot || route == Route::two_shot, "all_reduce",
           "route must be one_shot or two_shot");
   const std::int64_t count = args.layout->numel();
-  if (count == 0) return;  // same on every rank: nothing to exchange
+  if (count == 0) return false;  // same on every rank: nothing to exchange
   require(args.in != nullptr && args.out != nullptr, "all_reduce", "in or out is null");
   const auto bytes = count * static_cast<std::int64_t>(element_size(args.dtype));
   Call call = begin_call(route == Route::one_shot ? "all_reduce (one-shot)"
@@ -255,6 +255,7 @@ void HostPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
   if (route == Route::one_shot) one_shot(call, args, count);
   else two_shot(call, args, count);
   finish_call(call);
+  return false;
 }
 
 void HostPeerTransport::one_shot(Call&, const AllReduceArgs& args, std::int64_t count) {

@@ -48,8 +48,15 @@ class HostPeerTransport final : public PeerTransport {
   // Collective. Throws InvalidArgument (route not one_shot/two_shot,
   // message larger than capacity_bytes()), InvalidUsage (closed, nothing
   // reserved, broken by an earlier timeout), Timeout.
-  void all_reduce(Route route, const AllReduceArgs& args) override;
+  bool all_reduce(Route route, const AllReduceArgs& args) override;
   void fused_add_rms_norm(const FusedArgs& args) override;
+
+  // Processes cannot map each other's private memory: the host backend
+  // always stages. Registration is accepted (so code written for the cuda
+  // backend runs unchanged) and reads nothing in place.
+  void register_buffers(std::span<const BufferRegion>) override {}
+  void deregister_buffers() override {}
+  std::size_t registered_buffer_count() const noexcept override { return 0; }
 
   // Unmaps everything. Local (a peer keeps its own mappings alive), so it
   // is safe even when peers are gone; idempotent.

@@ -1,0 +1,98 @@
+// Element-level device helpers shared by the push and the pull kernels:
+// fp32 conversions, 16-byte packs, logical-index -> offset walks over a
+// KernelLayout, and tensor loads/stores that use 16-byte accesses only when
+// the pointer is aligned and the range is whole (element by element
+// otherwise, zeros past the end).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "collective_kernels.hpp"
+
+namespace peerplan::cuda_kernels {
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+template <class T>
+struct Pack {
+  static constexpr int kCount = static_cast<int>(kPackBytes / sizeof(T));
+  union {
+    uint4 raw;
+    T v[kCount];
+  };
+  __device__ Pack() : raw{0u, 0u, 0u, 0u} {}
+};
+
+// Element offset of logical (row-major) index i over dimensions [0, end):
+// end = rank for an element, rank - 1 for the first element of a row.
+inline __device__ __noinline__ std::int64_t offset_over(const KernelLayout& layout, std::int64_t i,
+                                                 int end) {
+  std::int64_t offset = 0;
+  for (int d = end - 1; d >= 0; --d) {
+    const std::int64_t dim = layout.dims[d];
+    const std::int64_t q = i / dim;
+    offset += (i - q * dim) * layout.strides[d];
+    i = q;
+  }
+  return offset;
+}
+
+__device__ __forceinline__ std::int64_t element_offset(const KernelLayout& layout,
+                                                       std::int64_t i) {
+  return offset_over(layout, i, layout.rank);
+}
+
+__device__ __forceinline__ std::int64_t offset_of(const KernelLayout& layout, std::int64_t i) {
+  return layout.dense ? i : element_offset(layout, i);
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) {
+  return (reinterpret_cast<std::uintptr_t>(p) & (kPackBytes - 1)) == 0;
+}
+
+// Elements [first, first + kCount) of the tensor (zeros past `count`).
+template <class T>
+__device__ __forceinline__ Pack<T> load_tensor(const T* tensor, const KernelLayout& layout,
+                                               bool vector_ok, std::int64_t first,
+                                               std::int64_t count) {
+  Pack<T> pack;
+  if (vector_ok && first + Pack<T>::kCount <= count) {
+    pack.raw = *reinterpret_cast<const uint4*>(tensor + first);
+    return pack;
+  }
+  for (int k = 0; k < Pack<T>::kCount && first + k < count; ++k) {
+    pack.v[k] = tensor[offset_of(layout, first + k)];
+  }
+  return pack;
+}
+
+template <class T>
+__device__ __forceinline__ void store_tensor(T* tensor, const KernelLayout& layout,
+                                             bool vector_ok, std::int64_t first,
+                                             std::int64_t count, const Pack<T>& pack) {
+  if (vector_ok && first + Pack<T>::kCount <= count) {
+    *reinterpret_cast<uint4*>(tensor + first) = pack.raw;
+    return;
+  }
+  for (int k = 0; k < Pack<T>::kCount && first + k < count; ++k) {
+    tensor[offset_of(layout, first + k)] = pack.v[k];
+  }
+}
+
+}  // namespace peerplan::cuda_kernels

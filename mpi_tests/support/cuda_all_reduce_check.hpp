@@ -1,0 +1,96 @@
+// The all-reduce check shared by the CUDA backend's GPU tests: fresh random
+// inputs, a float64 reference, poisoned outputs checked fully written (and
+// padding of strided layouts untouched), bit-identical results on every rank.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "support/cuda_test_support.hpp"
+
+namespace peerplan::cuda_test {
+
+// A fresh seed per check: inputs never repeat between checks.
+inline std::uint64_t next_seed() {
+  static std::uint64_t seed = 1000;
+  return ++seed;
+}
+
+// Where check_all_reduce puts its input, and what it reports back.
+struct AllReduceCheckOptions {
+  bool in_place = false;
+  void* input_at = nullptr;  // device memory for the input (e.g. inside a registered buffer)
+  CallResult* result = nullptr;               // out: the call's result
+  std::vector<std::uint8_t>* output = nullptr;  // out: this rank's output bytes
+};
+
+// Runs one all-reduce of `count` elements through `comm` and checks it.
+inline void check_all_reduce(Communicator& comm, DataType dtype, const TensorLayout& layout,
+                             Route expected_route, AllReduceCheckOptions options) {
+  const bool in_place = options.in_place;
+  const std::int64_t count = layout.numel();
+  // Extent of the strided tensor in elements.
+  std::int64_t extent = 1;
+  for (int d = 0; d < layout.rank(); ++d) extent += (layout.dim(d) - 1) * layout.stride(d);
+  const std::size_t e = element_size(dtype);
+  const std::uint64_t seed = next_seed();
+  auto logical = random_tensor(dtype, count, seed, rank());
+  // Scatter the logical values into the strided buffer, padding poisoned.
+  std::vector<std::uint8_t> strided(static_cast<std::size_t>(extent) * e, 0xff);
+  auto offset_of = [&](std::int64_t i) {
+    std::int64_t off = 0;
+    for (int d = layout.rank() - 1; d >= 0; --d) {
+      off += (i % layout.dim(d)) * layout.stride(d);
+      i /= layout.dim(d);
+    }
+    return off;
+  };
+  for (std::int64_t i = 0; i < count; ++i)
+    std::memcpy(&strided[offset_of(i) * e], &logical[i * e], e);
+  DeviceBuffer own_in(options.input_at ? 0 : strided.size()), out(strided.size());
+  void* in = options.input_at ? options.input_at : own_in.ptr;
+  ASSERT_EQ(cudaMemcpy(in, strided.data(), strided.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  out.poison();
+  void* out_ptr = in_place ? in : out.ptr;
+  const auto result = comm.all_reduce(in, out_ptr, dtype, layout, nullptr);
+  EXPECT_EQ(result.route, expected_route) << to_string(dtype) << " " << layout.to_string();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<std::uint8_t> got(strided.size());
+  ASSERT_EQ(cudaMemcpy(got.data(), out_ptr, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  if (options.result) *options.result = result;
+
+  std::vector<std::vector<std::uint8_t>> inputs;
+  for (int r = 0; r < size(); ++r) inputs.push_back(random_tensor(dtype, count, seed, r));
+  std::int64_t wrong = 0;
+  std::string first;
+  std::vector<bool> touched(static_cast<std::size_t>(extent), false);
+  for (std::int64_t i = 0; i < count; ++i) {
+    double ref = 0;
+    for (int r = 0; r < size(); ++r) ref += value_at(dtype, inputs[r], i);
+    const auto off = offset_of(i);
+    touched[off] = true;
+    const double v = load_as_float(dtype, &got[off * e]);
+    if (!(std::fabs(v - ref) <= sum_tolerance(dtype, ref))) {
+      if (wrong++ == 0) first = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref);
+    }
+  }
+  EXPECT_EQ(wrong, 0) << to_string(dtype) << " " << layout.to_string() << " route "
+                      << to_string(result.route) << ", first: " << first;
+  if (!in_place) {
+    for (std::int64_t o = 0; o < extent; ++o) {
+      if (touched[o]) continue;
+      for (std::size_t b = 0; b < e; ++b) ASSERT_EQ(got[o * e + b], 0xff) << "padding written at " << o;
+    }
+  }
+  EXPECT_TRUE(same_on_every_rank(got)) << "outputs differ across ranks";
+  if (options.output) *options.output = std::move(got);
+}
+
+inline void check_all_reduce(Communicator& comm, DataType dtype, const TensorLayout& layout,
+                             Route expected_route, bool in_place = false) {
+  check_all_reduce(comm, dtype, layout, expected_route, AllReduceCheckOptions{.in_place = in_place});
+}
+
+inline TensorLayout vector_of(std::int64_t n) { return TensorLayout({n}); }
+
+}  // namespace peerplan::cuda_test

@@ -1,0 +1,106 @@
+#include "communicator/machine_fingerprint.hpp"
+
+#include <cstdlib>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <vector>
+
+#include "peerplan/errors.hpp"
+#include "routing/fingerprint.hpp"
+#include "topology/nvlink_counts.hpp"
+#include "topology/topology.hpp"
+#if PEERPLAN_HAVE_CUDA
+#include "transport/cuda/gpu_identity.hpp"
+#endif
+
+namespace peerplan::communicator {
+namespace {
+
+struct RankGpu {
+  std::string bus_id;
+  std::string name;
+  topology::NvlinkEnds nvlinks;
+};
+
+RankGpu this_rank_gpu() {
+  RankGpu gpu{"", "unknown", {}};
+#if PEERPLAN_HAVE_CUDA
+  try {
+    auto identity = transport::cuda::current_gpu_identity();
+    gpu = {identity.pci_bus_id, identity.name, identity.nvlinks};
+  } catch (const Error&) {
+    // The fingerprint then says "unknown"; the backend itself reports real failures.
+  }
+#endif
+  return gpu;
+}
+
+// One line per field; a name cannot hold a line break (replaced on the way).
+std::string encode(const RankGpu& gpu) {
+  std::string name = gpu.name;
+  for (char& c : name)
+    if (c == '\n') c = ' ';
+  std::ostringstream out;
+  out << gpu.bus_id << '\n' << name << '\n' << gpu.nvlinks.switch_links << '\n';
+  for (const auto& peer : gpu.nvlinks.gpu_peers) out << peer.to_string() << ' ';
+  return out.str();
+}
+
+RankGpu decode(const bootstrap::Blob& blob) {
+  std::istringstream in(std::string(reinterpret_cast<const char*>(blob.data()), blob.size()));
+  RankGpu gpu;
+  std::string switch_links, peers;
+  std::getline(in, gpu.bus_id);
+  std::getline(in, gpu.name);
+  std::getline(in, switch_links);
+  std::getline(in, peers);
+  gpu.nvlinks.switch_links = std::atoi(switch_links.c_str());
+  std::istringstream words(peers);
+  for (std::string word; words >> word;)
+    if (const auto peer = topology::PciAddress::parse(word)) gpu.nvlinks.gpu_peers.push_back(*peer);
+  return gpu;
+}
+
+// Every rank's GPU as the topology places it, or nothing when one is missing.
+void locate(const std::vector<RankGpu>& ranks, const Config& config,
+            routing::MachineFacts& facts) {
+  std::vector<topology::GpuLocation> gpus;
+  std::vector<topology::PciAddress> addresses;
+  std::vector<topology::NvlinkEnds> ends;
+  try {
+    const auto topology = topology::Topology::load(config.topology_file);
+    for (const RankGpu& rank : ranks) {
+      const auto location = rank.bus_id.empty() ? std::nullopt : topology.find_gpu(rank.bus_id);
+      if (!location) return;
+      gpus.push_back(*location);
+      addresses.push_back(location->address);
+      ends.push_back(rank.nvlinks);
+    }
+  } catch (const Error&) {
+    return;  // no topology: links unknown
+  }
+  facts.gpus = std::move(gpus);
+  facts.nvlinks = topology::count_nvlinks(addresses, ends);
+}
+
+}  // namespace
+
+std::string machine_fingerprint(bootstrap::Bootstrap& bootstrap, const Config& config,
+                                Backend backend) {
+  routing::MachineFacts facts;
+  facts.backend = backend;
+  facts.world_size = bootstrap.size();
+  facts.num_nodes = bootstrap.num_nodes();
+  if (backend == Backend::cuda && facts.num_nodes == 1) {
+    const std::string mine = encode(this_rank_gpu());
+    std::vector<RankGpu> ranks;
+    for (const auto& blob : bootstrap.allgather(std::as_bytes(std::span(mine.data(), mine.size()))))
+      ranks.push_back(decode(blob));
+    for (const RankGpu& rank : ranks) facts.gpu_names.push_back(rank.name);
+    locate(ranks, config, facts);
+  }
+  return routing::topology_fingerprint(facts);
+}
+
+}  // namespace peerplan::communicator

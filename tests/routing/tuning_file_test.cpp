@@ -1,0 +1,293 @@
+// Tuning files: a good file, every malformed case (each error names the
+// file and the line, and says what to change), several entries, comments,
+// blank lines, CRLF, the round trip through format_tuning_file, and reading
+// from disk.
+#include "routing/tuning_file.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+#include "peerplan/errors.hpp"
+
+namespace peerplan::routing {
+namespace {
+
+constexpr const char* kSource = "/etc/peerplan/node.tune";
+
+constexpr const char* kGoodFile =
+    "# peerplan tuning file (written by peerplan_tune on 2025-06-01)\n"
+    "peerplan-tuning 1\n"
+    "\n"
+    "[entry]\n"
+    "fingerprint = cuda ranks=2 gpu=\"NVIDIA H200\" links=NV18\n"
+    "one_shot_max_bytes = 65536\n"
+    "two_shot_min_bytes = 1048576\n"
+    "two_shot_max_bytes = 16777216\n"
+    "fused_max_bytes = 3670016\n"
+    "measured = peerplan_tune 0.1.0, 2025-06-01, bf16 #graphs\n";
+
+TuningFile parse(const std::string& text) { return parse_tuning_file(text, kSource); }
+
+// The message of the InvalidArgument `text` must raise; fails the test if
+// it parses.
+std::string rejection(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted:\n" << text;
+  return {};
+}
+
+// The error names the file and `line`, and contains `hint` (what to change).
+void expect_rejected_at(const std::string& text, int line, const std::string& hint) {
+  const std::string message = rejection(text);
+  EXPECT_NE(message.find(std::string("tuning file ") + kSource), std::string::npos) << message;
+  EXPECT_NE(message.find(", line " + std::to_string(line) + ":"), std::string::npos) << message;
+  EXPECT_NE(message.find(hint), std::string::npos) << message;
+}
+
+std::string header_and(const std::string& body) { return "peerplan-tuning 1\n" + body; }
+
+TEST(TuningFile, ReadsEveryField) {
+  const TuningFile file = parse(kGoodFile);
+  ASSERT_EQ(file.entries.size(), 1u);
+  const TuningEntry& entry = file.entries[0];
+  EXPECT_EQ(entry.fingerprint, "cuda ranks=2 gpu=\"NVIDIA H200\" links=NV18");
+  EXPECT_EQ(entry.cutoffs, (RouteCutoffs{65536, 16777216, 3670016, 1048576}));
+  // '#' inside a value is text, not a comment.
+  EXPECT_EQ(entry.measured, "peerplan_tune 0.1.0, 2025-06-01, bf16 #graphs");
+  EXPECT_EQ(entry.line, 4);
+}
+
+TEST(TuningFile, LeftOutAndAutoFieldsStayAutomatic) {
+  const TuningFile file = parse(header_and(
+      "[entry]\nfingerprint = host ranks=2\none_shot_max_bytes = 64K\nfused_max_bytes = auto\n"));
+  ASSERT_EQ(file.entries.size(), 1u);
+  RouteCutoffs expected;
+  expected.one_shot_max_bytes = 65536;  // suffixes as in PEERPLAN_*_BYTES
+  EXPECT_EQ(file.entries[0].cutoffs, expected);
+  EXPECT_TRUE(file.entries[0].measured.empty());
+}
+
+TEST(TuningFile, SeveralEntriesInFileOrder) {
+  const TuningFile file = parse(header_and(
+      "[entry]\nfingerprint = host ranks=2\none_shot_max_bytes = 1000\n"
+      "[entry]\nfingerprint = host ranks=4\none_shot_max_bytes = 2000\n"
+      "\n[entry]\nfingerprint = cuda ranks=2 gpu=\"NVIDIA L40S\" links=PIX\n"
+      "two_shot_max_bytes = 0\n"));
+  ASSERT_EQ(file.entries.size(), 3u);
+  EXPECT_EQ(file.entries[0].line, 2);
+  EXPECT_EQ(file.entries[1].line, 5);
+  EXPECT_EQ(file.entries[2].line, 9);
+  ASSERT_NE(find_entry(file, "host ranks=4"), nullptr);
+  EXPECT_EQ(find_entry(file, "host ranks=4")->cutoffs.one_shot_max_bytes, 2000u);
+  const TuningEntry* l40s = find_entry(file, "cuda ranks=2 gpu=\"NVIDIA L40S\" links=PIX");
+  ASSERT_NE(l40s, nullptr);
+  EXPECT_EQ(l40s->cutoffs.two_shot_max_bytes, 0u);
+  EXPECT_EQ(find_entry(file, "host ranks=3"), nullptr);
+  EXPECT_EQ(find_entry(file, "host ranks=2 "), nullptr);  // exact match only
+}
+
+TEST(TuningFile, CommentsBlankLinesAndIndentationAreIgnored) {
+  const TuningFile file = parse(
+      "\n# leading comment\n   \n\t# indented comment\npeerplan-tuning 1\n# between\n"
+      "  [entry]  \n  fingerprint   =   host ranks=2  \n\n# inside an entry\n"
+      "\tone_shot_max_bytes=4096\n");
+  ASSERT_EQ(file.entries.size(), 1u);
+  EXPECT_EQ(file.entries[0].fingerprint, "host ranks=2");
+  EXPECT_EQ(file.entries[0].cutoffs.one_shot_max_bytes, 4096u);
+  EXPECT_EQ(file.entries[0].line, 7);
+}
+
+TEST(TuningFile, CrlfLineEndings) {
+  std::string crlf;
+  for (char c : std::string(kGoodFile)) {
+    if (c == '\n') crlf += '\r';
+    crlf += c;
+  }
+  const TuningFile file = parse(crlf);
+  ASSERT_EQ(file.entries.size(), 1u);
+  EXPECT_EQ(file.entries[0].fingerprint, "cuda ranks=2 gpu=\"NVIDIA H200\" links=NV18");
+  EXPECT_EQ(file.entries[0].cutoffs.fused_max_bytes, 3670016u);
+  EXPECT_EQ(file.entries[0].measured.back(), 's');  // no '\r' left
+  // And line numbers still count CRLF lines: line 6 is the bad one.
+  expect_rejected_at("peerplan-tuning 1\r\n\r\n[entry]\r\nfingerprint = a\r\n\r\nbogus = 1\r\n", 6,
+                     "unknown key 'bogus'");
+}
+
+TEST(TuningFile, NoTrailingNewline) {
+  const TuningFile file = parse(header_and("[entry]\nfingerprint = host ranks=2"));
+  ASSERT_EQ(file.entries.size(), 1u);
+  EXPECT_EQ(file.entries[0].fingerprint, "host ranks=2");
+}
+
+TEST(TuningFile, HeaderOnlyHasNoEntries) {
+  EXPECT_TRUE(parse("peerplan-tuning 1\n").entries.empty());
+}
+
+TEST(TuningFileErrors, MissingHeader) {
+  expect_rejected_at("", 1, "'peerplan-tuning 1'");
+  expect_rejected_at("# only comments\n\n", 1, "no header line");
+  expect_rejected_at("# comment\n[entry]\nfingerprint = x\n", 2, "expected the header");
+  expect_rejected_at("{\"json\": true}\n", 1, "is this a tuning file");
+  expect_rejected_at("peerplan-tuning\n", 1, "expected the header");
+  expect_rejected_at("peerplan-tuning 1 extra\n", 1, "expected the header");
+}
+
+TEST(TuningFileErrors, UnsupportedVersion) {
+  expect_rejected_at("\npeerplan-tuning 2\n", 2, "regenerate the file");
+}
+
+TEST(TuningFileErrors, UnknownKey) {
+  const std::string text = header_and("[entry]\nfingerprint = x\none_shot_max = 1\n");
+  expect_rejected_at(text, 4, "unknown key 'one_shot_max'");
+  // ... and lists the keys there are.
+  expect_rejected_at(text, 4, "one_shot_max_bytes, two_shot_min_bytes");
+}
+
+TEST(TuningFileErrors, UnknownSection) {
+  expect_rejected_at(header_and("[machine]\n"), 2, "the only section is '[entry]'");
+}
+
+TEST(TuningFileErrors, LineWithoutEquals) {
+  expect_rejected_at(header_and("[entry]\nfingerprint host ranks=2\n"), 3, "'key = value'");
+  expect_rejected_at(header_and("[entry]\n= host ranks=2\n"), 3, "'key = value'");
+}
+
+TEST(TuningFileErrors, KeyOutsideAnEntry) {
+  expect_rejected_at(header_and("fingerprint = host ranks=2\n"), 2, "put '[entry]'");
+}
+
+TEST(TuningFileErrors, BadNumber) {
+  for (const char* bad : {"64KB", "-1", "1.5M", "", "lots", "99999999999999999999"}) {
+    SCOPED_TRACE(bad);
+    expect_rejected_at(header_and("[entry]\nfingerprint = x\n\nfused_max_bytes = " +
+                                  std::string(bad) + "\n"),
+                       5, "e.g. 65536 or 64K");
+  }
+}
+
+TEST(TuningFileErrors, DuplicateKeyInAnEntry) {
+  const std::string text =
+      header_and("[entry]\nfingerprint = x\none_shot_max_bytes = 1\none_shot_max_bytes = 2\n");
+  expect_rejected_at(text, 5, "'one_shot_max_bytes' is set again");
+  expect_rejected_at(text, 5, "first on line 4");
+  // The same key in two entries is fine.
+  EXPECT_EQ(parse(header_and("[entry]\nfingerprint = x\none_shot_max_bytes = 1\n"
+                             "[entry]\nfingerprint = y\none_shot_max_bytes = 2\n"))
+                .entries.size(),
+            2u);
+}
+
+TEST(TuningFileErrors, EntryWithoutFingerprint) {
+  // Reported at the entry's [entry] line, whether another entry or the end follows.
+  expect_rejected_at(header_and("[entry]\none_shot_max_bytes = 1\n[entry]\nfingerprint = x\n"), 2,
+                     "add 'fingerprint = ...'");
+  expect_rejected_at(header_and("[entry]\nfingerprint = x\n\n[entry]\n"), 5, "no fingerprint");
+  expect_rejected_at(header_and("[entry]\nfingerprint =   \n"), 3, "the fingerprint is empty");
+}
+
+TEST(TuningFileErrors, SameFingerprintTwice) {
+  expect_rejected_at(header_and("[entry]\nfingerprint = x\n[entry]\nfingerprint = x\n"), 4,
+                     "same fingerprint as the entry of line 2");
+}
+
+TEST(TuningFileFormat, RoundTrip) {
+  TuningFile file;
+  file.entries.push_back({"cuda ranks=2 gpu=\"NVIDIA H200\" links=NV18",
+                          RouteCutoffs{65536, 16777216, 3670016, 1048576}, "tool 1, today", 0});
+  RouteCutoffs partial;
+  partial.fused_max_bytes = 0;
+  file.entries.push_back({"host ranks=3", partial, "", 0});
+  const std::string text = format_tuning_file(file, "written by a test\n\nsecond line");
+  EXPECT_EQ(text.rfind("# written by a test\n#\n# second line\npeerplan-tuning 1\n", 0), 0u)
+      << text;
+  EXPECT_EQ(text.find("one_shot_max_bytes", text.find("host ranks=3")), std::string::npos)
+      << "automatic fields are left out:\n" << text;
+  const TuningFile back = parse(text);
+  ASSERT_EQ(back.entries.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back.entries[i].fingerprint, file.entries[i].fingerprint);
+    EXPECT_EQ(back.entries[i].cutoffs, file.entries[i].cutoffs);
+    EXPECT_EQ(back.entries[i].measured, file.entries[i].measured);
+  }
+}
+
+TEST(TuningFileFormat, LineBreaksInTextBecomeSpaces) {
+  TuningFile file;
+  file.entries.push_back({"host ranks=2", RouteCutoffs{}, "line one\nline two\r\n", 0});
+  const TuningFile back = parse(format_tuning_file(file));
+  ASSERT_EQ(back.entries.size(), 1u);
+  EXPECT_EQ(back.entries[0].measured, "line one line two");
+}
+
+TEST(TuningFileFormat, UpsertReplacesTheSameFingerprintAndKeepsOthers) {
+  TuningFile file;
+  upsert_entry(file, {"a", RouteCutoffs{1, 1, 1, 1}, "", 0});
+  upsert_entry(file, {"b", RouteCutoffs{2, 2, 2, 2}, "", 0});
+  upsert_entry(file, {"a", RouteCutoffs{3, 3, 3, 3}, "new", 0});
+  ASSERT_EQ(file.entries.size(), 2u);
+  EXPECT_EQ(file.entries[0].fingerprint, "a");  // replaced in place
+  EXPECT_EQ(file.entries[0].cutoffs, (RouteCutoffs{3, 3, 3, 3}));
+  EXPECT_EQ(file.entries[0].measured, "new");
+  EXPECT_EQ(file.entries[1].cutoffs, (RouteCutoffs{2, 2, 2, 2}));
+}
+
+class TuningFileOnDisk : public testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("peerplan_tuning_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(directory_);
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+  std::string write(const std::string& name, const std::string& text) {
+    const auto path = directory_ / name;
+    std::ofstream(path, std::ios::binary) << text;
+    return path.string();
+  }
+  std::filesystem::path directory_;
+};
+
+TEST_F(TuningFileOnDisk, ReadsAFile) {
+  const TuningFile file = read_tuning_file(write("good.tune", kGoodFile));
+  ASSERT_EQ(file.entries.size(), 1u);
+  EXPECT_EQ(file.entries[0].cutoffs.two_shot_min_bytes, 1048576u);
+}
+
+TEST_F(TuningFileOnDisk, ErrorsNameThePath) {
+  const std::string bad = write("bad.tune", header_and("[entry]\nfingerprint = x\nwhat = 1\n"));
+  try {
+    read_tuning_file(bad);
+    FAIL() << "accepted an unknown key";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("tuning file " + bad + ", line 4:"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(TuningFileOnDisk, UnreadablePaths) {
+  const std::string missing = (directory_ / "missing.tune").string();
+  for (const auto& [path, hint] : {std::pair{missing, "does not exist"},
+                                   std::pair{directory_.string(), "is a directory"}}) {
+    try {
+      read_tuning_file(path);
+      ADD_FAILURE() << "read " << path;
+    } catch (const InvalidArgument& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(path), std::string::npos) << message;
+      EXPECT_NE(message.find(hint), std::string::npos) << message;
+      EXPECT_NE(message.find("PEERPLAN_TUNING_FILE"), std::string::npos) << message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace peerplan::routing

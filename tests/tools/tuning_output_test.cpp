@@ -1,0 +1,67 @@
+// write_entry: creates the file, replaces its own machine's entry, keeps
+// the others, and leaves a file it cannot parse alone.
+#include "tuning_output.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "peerplan/errors.hpp"
+
+namespace peerplan::tune {
+namespace {
+
+class WriteEntry : public testing::Test {
+ protected:
+  void SetUp() override {
+    directory_ = std::filesystem::temp_directory_path() /
+                 ("peerplan_tune_output_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(directory_);
+    path_ = (directory_ / "machine.tune").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(directory_); }
+  std::string contents() const {
+    std::ifstream in(path_);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  std::filesystem::path directory_;
+  std::string path_;
+};
+
+TEST_F(WriteEntry, CreatesTheFile) {
+  EXPECT_FALSE(write_entry(path_, {"host ranks=2", RouteCutoffs{1, 2, 3, 4}, "run 1", 0},
+                           "written by a test"));
+  const auto file = routing::read_tuning_file(path_);
+  ASSERT_EQ(file.entries.size(), 1u);
+  EXPECT_EQ(file.entries[0].cutoffs, (RouteCutoffs{1, 2, 3, 4}));
+  EXPECT_EQ(contents().rfind("# written by a test\n", 0), 0u) << contents();
+  // No temporary file is left behind.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(directory_), {}), 1);
+}
+
+TEST_F(WriteEntry, ReplacesItsOwnEntryAndKeepsOthers) {
+  write_entry(path_, {"host ranks=2", RouteCutoffs{1, 1, 1, 1}, "run 1", 0}, "");
+  write_entry(path_, {"host ranks=4", RouteCutoffs{4, 4, 4, 4}, "other", 0}, "");
+  EXPECT_TRUE(write_entry(path_, {"host ranks=2", RouteCutoffs{2, 2, 2, 2}, "run 2", 0}, ""));
+  const auto file = routing::read_tuning_file(path_);
+  ASSERT_EQ(file.entries.size(), 2u);
+  EXPECT_EQ(file.entries[0].fingerprint, "host ranks=2");
+  EXPECT_EQ(file.entries[0].cutoffs, (RouteCutoffs{2, 2, 2, 2}));
+  EXPECT_EQ(file.entries[0].measured, "run 2");
+  EXPECT_EQ(file.entries[1].cutoffs, (RouteCutoffs{4, 4, 4, 4}));
+}
+
+TEST_F(WriteEntry, LeavesAFileItCannotParseAlone) {
+  std::ofstream(path_) << "not a tuning file\n";
+  EXPECT_THROW(write_entry(path_, {"host ranks=2", RouteCutoffs{1, 1, 1, 1}, "", 0}, ""),
+               InvalidArgument);
+  EXPECT_EQ(contents(), "not a tuning file\n");
+}
+
+}  // namespace
+}  // namespace peerplan::tune

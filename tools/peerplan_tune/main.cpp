@@ -1,0 +1,261 @@
+// peerplan_tune: measures where each P2P route beats the fallback on this
+// machine and writes the cutoffs to a tuning file entry for its
+// fingerprint, which communicators then load through PEERPLAN_TUNING_FILE.
+//
+//   mpirun -np 2 peerplan_tune --out /etc/peerplan.tune -b 1K -e 256M --graph 1
+//
+// Per all-reduce size (powers of two from -b to -e): the median time per
+// call of one-shot, two-shot and the fallback; per fused add + RMSNorm
+// size (rows of --hidden elements): the fused P2P route and the fallback.
+// Every rank holds the slowest rank's medians, so every rank derives the
+// same cutoffs (crossovers.hpp says how); rank 0 prints the table and
+// writes the file.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <fstream>
+#include <string>
+
+#include "core/value_parsing.hpp"
+#include "crossovers.hpp"
+#include "peerplan/errors.hpp"
+#include "peerplan/version.hpp"
+#include "route_measurement.hpp"
+#include "routing/cutoffs.hpp"
+#include "tuning_output.hpp"
+
+#ifndef PEERPLAN_TUNE_SOURCE_COMMIT
+#define PEERPLAN_TUNE_SOURCE_COMMIT "unknown"
+#endif
+
+namespace {
+
+using namespace peerplan;
+
+struct Options {
+  std::string out = "peerplan.tune";
+  std::string min_text = "1K";
+  std::string max_text = "256M";
+  std::string dtype_text = "bf16";
+  std::int64_t hidden = 7168;
+  int graph = 0;
+  tune::TimingPlan timing;
+  std::string json_path;
+};
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// The tool forces each route through Config cutoffs, which these variables
+// would override; a tuning file must not feed into its own measurement.
+void ignore_route_variables() {
+  for (const char* name :
+       {"PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MIN_BYTES", "PEERPLAN_TWO_SHOT_MAX_BYTES",
+        "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TUNING_FILE", "PEERPLAN_DISABLE_P2P"}) {
+    if (std::getenv(name) == nullptr) continue;
+    if (world_rank() == 0)
+      std::printf("# ignoring %s=%s: peerplan_tune measures every route\n", name,
+                  std::getenv(name));
+    ::unsetenv(name);
+  }
+}
+
+tune::SweepPlan make_plan(const Options& options) {
+  tune::SweepPlan plan;
+  const auto min_bytes = core::parse_size(options.min_text);
+  const auto max_bytes = core::parse_size(options.max_text);
+  const auto dtype = parse_data_type(options.dtype_text);
+  if (!min_bytes || !max_bytes || *min_bytes < 16 || *min_bytes % 16 != 0 ||
+      *max_bytes < *min_bytes)
+    throw InvalidArgument("-b " + options.min_text + " -e " + options.max_text +
+                          ": sizes are byte counts with an optional K, M or G suffix; -b must be "
+                          "a multiple of 16 (P2P messages are whole 16-byte packs) and <= -e");
+  if (!dtype) throw InvalidArgument("--dtype " + options.dtype_text + ": use f16, bf16 or f32");
+  if (options.hidden < 1 || options.hidden * element_size(*dtype) % 16 != 0)
+    throw InvalidArgument("--hidden " + std::to_string(options.hidden) +
+                          ": a row must be a positive multiple of 16 bytes");
+  if (options.timing.iters < 1 || options.timing.batches < 1 || options.timing.warmup < 0)
+    throw InvalidArgument("-n and --batches must be >= 1, -w >= 0");
+  plan.min_bytes = *min_bytes;
+  plan.max_bytes = *max_bytes;
+  plan.dtype = *dtype;
+  plan.hidden = options.hidden;
+  plan.timing = options.timing;
+  plan.timing.graph = options.graph != 0;
+  return plan;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::string mode_name(const tune::SweepPlan& plan, Backend backend) {
+  if (backend != Backend::cuda) return "host clock";
+  return plan.timing.graph ? "CUDA graphs" : "eager";
+}
+
+// What the entry's `measured` line records: enough to redo the run.
+std::string measured_text(const tune::SweepPlan& plan, const Options& options,
+                          const tune::Sweep& sweep, const std::string& when) {
+  return std::string("peerplan_tune ") + kVersion + " (source " + PEERPLAN_TUNE_SOURCE_COMMIT +
+         "), " + when + ", " + options.dtype_text + ", " + mode_name(plan, sweep.backend) +
+         ", -b " + options.min_text + " -e " + options.max_text + ", hidden " +
+         std::to_string(plan.hidden) + ", " + std::to_string(plan.timing.iters) + " calls x " +
+         std::to_string(plan.timing.batches) + " batches";
+}
+
+void print_header(const tune::Sweep& sweep, const tune::SweepPlan& plan, const Options& options) {
+  std::printf("# peerplan_tune %s: %s backend, %d ranks, fingerprint '%s'\n", kVersion,
+              to_string(sweep.backend), sweep.ranks, sweep.fingerprint.c_str());
+  std::printf("# %s, %s, median of %d batches of %d calls (slowest rank), us per call\n",
+              options.dtype_text.c_str(), mode_name(plan, sweep.backend).c_str(),
+              plan.timing.batches, plan.timing.iters);
+  std::printf("# all-reduce\n%12s %12s %12s %12s  %s\n", "size(B)", "one-shot", "two-shot",
+              "fallback", "winner");
+  std::fflush(stdout);
+}
+
+void print_row(const tune::AllReduceTimes& row) {
+  std::printf("%12zu %12.2f %12.2f %12.2f  %s\n", row.bytes, row.one_shot_us, row.two_shot_us,
+              row.fallback_us, tune::to_string(tune::fastest(row)));
+  std::fflush(stdout);
+}
+
+void print_fused_row(const tune::FusedTimes& row, bool first, std::int64_t hidden) {
+  if (first) {
+    std::printf("# fused add + RMSNorm, rows of %lld elements\n%12s %6s %12s %12s  %s\n",
+                static_cast<long long>(hidden), "size(B)", "rows", "fused P2P", "fallback",
+                "winner");
+  }
+  std::printf("%12zu %6lld %12.2f %12.2f  %s\n", row.bytes, static_cast<long long>(row.rows),
+              row.p2p_us, row.fallback_us, row.p2p_us < row.fallback_us ? "fused P2P" : "fallback");
+  std::fflush(stdout);
+}
+
+nlohmann::json as_json(const tune::Sweep& sweep, const RouteCutoffs& cutoffs,
+                       const std::string& measured) {
+  nlohmann::json all_reduce = nlohmann::json::array(), fused = nlohmann::json::array();
+  for (const auto& row : sweep.all_reduce) {
+    all_reduce.push_back({{"bytes", row.bytes}, {"one_shot_us", row.one_shot_us},
+                          {"two_shot_us", row.two_shot_us}, {"fallback_us", row.fallback_us},
+                          {"winner", tune::to_string(tune::fastest(row))}});
+  }
+  for (const auto& row : sweep.fused) {
+    fused.push_back({{"bytes", row.bytes}, {"rows", row.rows}, {"p2p_us", row.p2p_us},
+                     {"fallback_us", row.fallback_us}});
+  }
+  nlohmann::json resolved;
+  for (const auto& field : routing::kCutoffFields) resolved[field.name] = cutoffs.*field.member;
+  return {{"fingerprint", sweep.fingerprint}, {"backend", to_string(sweep.backend)},
+          {"ranks", sweep.ranks}, {"measured", measured}, {"all_reduce", all_reduce},
+          {"fused", fused}, {"cutoffs", resolved}};
+}
+
+int run(const Options& options, const tune::SweepPlan& plan) {
+  const bool root = world_rank() == 0;
+  ignore_route_variables();
+  bool first_fused = true;
+  tune::RowListener listener;
+  listener.started = [&](const tune::Sweep& sweep) {
+    if (root) print_header(sweep, plan, options);
+  };
+  listener.all_reduce = [&](const tune::AllReduceTimes& row) {
+    if (root) print_row(row);
+  };
+  listener.fused = [&](const tune::FusedTimes& row) {
+    if (root) print_fused_row(row, first_fused, plan.hidden);
+    first_fused = false;
+  };
+  const tune::Sweep sweep = tune::measure_routes(MPI_COMM_WORLD, plan, listener);
+  const RouteCutoffs cutoffs = tune::derive_cutoffs(sweep.all_reduce, sweep.fused);
+  const std::string when = utc_now();
+  const std::string measured = measured_text(plan, options, sweep, when);
+
+  // Rank 0 writes; every rank learns whether that worked, so all exit alike.
+  int written = 1;
+  if (root) {
+    std::printf("# cutoffs: %s\n", routing::describe_cutoffs(cutoffs).c_str());
+    try {
+      const bool replaced = tune::write_entry(
+          options.out, routing::TuningEntry{sweep.fingerprint, cutoffs, measured, 0},
+          "peerplan tuning file (written by peerplan_tune on " + when +
+              ")\nFormat: peerplan's README, \"Tuning files\". Load it with "
+              "PEERPLAN_TUNING_FILE=<this file>.");
+      std::printf("# %s the entry for '%s' in %s\n", replaced ? "replaced" : "wrote",
+                  sweep.fingerprint.c_str(), options.out.c_str());
+      if (!options.json_path.empty())
+        std::ofstream(options.json_path) << as_json(sweep, cutoffs, measured).dump(2) << "\n";
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "peerplan_tune: cannot write %s: %s\n", options.out.c_str(), e.what());
+      written = 0;
+    }
+  }
+  MPI_Bcast(&written, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return written ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  CLI::App app{"peerplan_tune: measures the route crossovers of this machine and writes them "
+               "to a tuning file (load it with PEERPLAN_TUNING_FILE)"};
+  Options options;
+  app.add_option("--out", options.out, "tuning file to write or update (other entries are kept)")
+      ->capture_default_str();
+  app.add_option("-b,--minbytes", options.min_text, "smallest all-reduce (K/M/G suffixes)")
+      ->capture_default_str();
+  app.add_option("-e,--maxbytes", options.max_text, "largest all-reduce")->capture_default_str();
+  app.add_option("--graph", options.graph, "cuda backend: 1 times CUDA graph replays")
+      ->capture_default_str();
+  app.add_option("--dtype", options.dtype_text, "f16 | bf16 | f32")->capture_default_str();
+  app.add_option("--hidden", options.hidden, "fused op: elements per row")->capture_default_str();
+  app.add_option("-n,--iters", options.timing.iters, "calls per timed batch")
+      ->capture_default_str();
+  app.add_option("-w,--warmup", options.timing.warmup, "untimed calls before each measurement")
+      ->capture_default_str();
+  app.add_option("--batches", options.timing.batches, "timed batches; the median counts")
+      ->capture_default_str();
+  app.add_option("--json", options.json_path, "also write every measurement as JSON (rank 0)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = world_rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
+    MPI_Finalize();
+    return code;
+  }
+  tune::SweepPlan plan;
+  try {
+    plan = make_plan(options);
+  } catch (const Error& e) {  // the same arguments, so the same verdict, on every rank
+    if (world_rank() == 0) std::fprintf(stderr, "peerplan_tune: %s\n", e.what());
+    MPI_Finalize();
+    return 2;
+  }
+  int status = 1;
+  try {
+    status = run(options, plan);
+  } catch (const std::exception& e) {
+    // Errors from create/declare are raised on every rank alike; anything
+    // else may be one rank's, and the others would wait for it: end the job.
+    std::fprintf(stderr, "peerplan_tune (rank %d): %s\n", world_rank(), e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return status;
+}
