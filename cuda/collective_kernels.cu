@@ -9,28 +9,36 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "collective_kernels.hpp"
 #include "device_sync.cuh"
 #include "element_ops.cuh"
 #include "launch_shape.cuh"
+#include "rms_norm_row.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
 
 // Sum of every source's sub-slot of this rank's own slot at element
-// `first` (a pack boundary): fixed rank order, one rounding, local reads.
+// `first` (a pack boundary): fixed rank order, one rounding, local reads,
+// all issued before the first add.
 template <class T>
 __device__ __forceinline__ Pack<T> reduce_sources(const PeerSet& p, std::uint32_t epoch,
                                                   std::int64_t first) {
+  Pack<T> in[kMaxRanks];
+#pragma unroll
+  for (int r = 0; r < kMaxRanks; ++r) {
+    if (r < p.size) in[r].raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, r, epoch) + first);
+  }
   float acc[Pack<T>::kCount];
 #pragma unroll
   for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = 0.0f;
-  for (int r = 0; r < p.size; ++r) {
-    Pack<T> in;
-    in.raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, r, epoch) + first);
 #pragma unroll
-    for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = __fadd_rn(acc[k], to_float(in.v[k]));
+  for (int r = 0; r < kMaxRanks; ++r) {
+    if (r >= p.size) break;
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = __fadd_rn(acc[k], to_float(in[r].v[k]));
   }
   Pack<T> out;
 #pragma unroll
@@ -83,6 +91,17 @@ __device__ __forceinline__ bool wait_line(const PeerSet& p, const uint4* line, i
   return true;
 }
 
+// `seen` is a first look at `line`, loaded early with others so that their
+// latencies overlap; only a line that had not arrived then is waited for.
+__device__ __forceinline__ bool take_line(const PeerSet& p, const uint4* line, uint4 seen,
+                                          int source, std::uint32_t epoch, uint2& data) {
+  if (seen.y == epoch && seen.w == epoch) {
+    data = make_uint2(seen.x, seen.z);
+    return true;
+  }
+  return wait_line(p, line, source, epoch, data);
+}
+
 template <class T>
 union Half8 {  // the 8 data bytes of a line
   uint2 raw;
@@ -115,28 +134,48 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
+  // Each thread takes kLinesAtOnce of its lines from every source per
+  // step: all those loads are in flight together, then each line is summed
+  // (waiting only for lines that had not arrived).
+  constexpr int kLinesAtOnce = 2;
   bool ok = true;
-  for (std::int64_t i = begin; ok && i < lines; i += stride) {
-    float acc[E];
+  for (std::int64_t i = begin; ok && i < lines; i += kLinesAtOnce * stride) {
+    uint4 seen[kLinesAtOnce][kMaxRanks];
 #pragma unroll
-    for (int k = 0; k < E; ++k) acc[k] = 0.0f;
-    for (int r = 0; r < p.size; ++r) {
-      Half8<T> data;
-      if (!wait_line(p, data_of<uint4>(p, p.rank, r, epoch) + i, r, epoch, data.raw)) {
-        ok = false;
-        break;
+    for (int u = 0; u < kLinesAtOnce; ++u) {
+      const std::int64_t line = i + u * stride;
+#pragma unroll
+      for (int r = 0; r < kMaxRanks; ++r) {
+        if (r < p.size && line < lines) seen[u][r] = load_line(data_of<uint4>(p, p.rank, r, epoch) + line);
       }
-#pragma unroll
-      for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], to_float(data.v[k]));
     }
-    if (!ok) break;
-    Half8<T> sum;
 #pragma unroll
-    for (int k = 0; k < E; ++k) sum.v[k] = from_float<T>(acc[k]);
-    if (out_vec && (i + 1) * E <= count) {
-      *reinterpret_cast<uint2*>(out + i * E) = sum.raw;
-    } else {
-      for (int k = 0; k < E && i * E + k < count; ++k) out[offset_of(layout, i * E + k)] = sum.v[k];
+    for (int u = 0; u < kLinesAtOnce; ++u) {
+      const std::int64_t line = i + u * stride;
+      if (!ok || line >= lines) break;
+      float acc[E];
+#pragma unroll
+      for (int k = 0; k < E; ++k) acc[k] = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kMaxRanks; ++r) {
+        if (r >= p.size) break;
+        Half8<T> data;
+        if (!take_line(p, data_of<uint4>(p, p.rank, r, epoch) + line, seen[u][r], r, epoch, data.raw)) {
+          ok = false;
+          break;
+        }
+#pragma unroll
+        for (int k = 0; k < E; ++k) acc[k] = __fadd_rn(acc[k], to_float(data.v[k]));
+      }
+      if (!ok) break;
+      Half8<T> sum;
+#pragma unroll
+      for (int k = 0; k < E; ++k) sum.v[k] = from_float<T>(acc[k]);
+      if (out_vec && (line + 1) * E <= count) {
+        *reinterpret_cast<uint2*>(out + line * E) = sum.raw;
+      } else {
+        for (int k = 0; k < E && line * E + k < count; ++k) out[offset_of(layout, line * E + k)] = sum.v[k];
+      }
     }
   }
   // A failed call leaves the epoch where it was; the transport is broken
@@ -167,12 +206,21 @@ __global__ void __launch_bounds__(kThreads)
   const bool in_vec = layout.dense && aligned16(in);
   const bool out_vec = layout.dense && aligned16(out);
 
+  // Loads of a step first, then its stores: the compiler may not move a
+  // load past a store that could alias it, so this is spelled out.
   for (std::int64_t j = begin; j < shard_packs; j += stride) {
-    for (int s = 0; s < p.size; ++s) {
+    Pack<T> mine[kMaxRanks];
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
       const std::int64_t first = s * shard + j * V;
-      if (first >= count) break;
-      *reinterpret_cast<uint4*>(data_of<T>(p, s, p.rank, epoch) + first) =
-          load_tensor(in, layout, in_vec, first, count).raw;
+      if (s < p.size && first < count) mine[s] = load_tensor(in, layout, in_vec, first, count);
+    }
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
+      const std::int64_t first = s * shard + j * V;
+      if (s < p.size && first < count) {
+        *reinterpret_cast<uint4*>(data_of<T>(p, s, p.rank, epoch) + first) = mine[s].raw;
+      }
     }
   }
   __syncthreads();
@@ -193,135 +241,21 @@ __global__ void __launch_bounds__(kThreads)
   if (!wait_peers(p, own->reduced[blockIdx.x], epoch, Phase::reduced, epoch)) return;
 
   for (std::int64_t j = begin; j < shard_packs; j += stride) {
-    for (int s = 0; s < p.size; ++s) {
-      if (s == p.rank) continue;
+    Pack<T> sums[kMaxRanks];
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
       const std::int64_t first = s * shard + j * V;
-      if (first >= count) break;
-      Pack<T> sum;
-      sum.raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, s, epoch) + first);
-      store_tensor(out, layout, out_vec, first, count, sum);
+      if (s < p.size && s != p.rank && first < count) {
+        sums[s].raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, s, epoch) + first);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
+      const std::int64_t first = s * shard + j * V;
+      if (s < p.size && s != p.rank && first < count) store_tensor(out, layout, out_vec, first, count, sums[s]);
     }
   }
   finish_call(p, epoch);
-}
-
-// Deterministic block sum: fixed shuffle tree, then warps in order.
-__device__ float block_sum(float value, float* scratch) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    value = __fadd_rn(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  }
-  const int warp = threadIdx.x / 32;
-  if ((threadIdx.x & 31) == 0) scratch[warp] = value;
-  __syncthreads();
-  float total = 0.0f;
-  const int warps = (blockDim.x + 31) / 32;
-  for (int w = 0; w < warps; ++w) total = __fadd_rn(total, scratch[w]);
-  __syncthreads();  // scratch is reused by the next row
-  return total;
-}
-
-// Element offset of the first element of row `row` (the last dimension).
-__device__ std::int64_t row_offset(const KernelLayout& layout, std::int64_t row,
-                                   std::int64_t hidden) {
-  return layout.dense ? row * hidden : offset_over(layout, row, layout.rank - 1);
-}
-
-// Packs of one row: 16-byte accesses when the row is a whole number of
-// packs and the pointer is aligned, element by element otherwise (zeros
-// past `hidden`). Either way thread t handles packs t, t + blockDim, ... and
-// the elements of a pack in order, so the arithmetic order - and therefore
-// every rounding - is the same on both paths.
-template <class T>
-__device__ __forceinline__ Pack<T> load_row_pack(const T* row, std::int64_t first,
-                                                 std::int64_t hidden, bool vec) {
-  Pack<T> pack;
-  if (vec) {
-    pack.raw = *reinterpret_cast<const uint4*>(row + first);
-    return pack;
-  }
-  for (int k = 0; k < Pack<T>::kCount && first + k < hidden; ++k) pack.v[k] = row[first + k];
-  return pack;
-}
-
-template <class T>
-__device__ __forceinline__ void store_row_pack(T* row, std::int64_t first, std::int64_t hidden,
-                                               bool vec, const Pack<T>& pack) {
-  if (vec) {
-    *reinterpret_cast<uint4*>(row + first) = pack.raw;
-    return;
-  }
-  for (int k = 0; k < Pack<T>::kCount && first + k < hidden; ++k) row[first + k] = pack.v[k];
-}
-
-// One row of add + RMSNorm (the rounding of src/transport/host/rms_norm.hpp):
-//   r = round(s + residual) -> residual; var = mean(r^2) (fp32);
-//   out = round(r * (1 / sqrt(var + eps)) * weight) -> out.
-// `sum_pack(first, s)` fills s[k] with the rounded all-reduced value of
-// element first + k as a float. No contraction into FMAs, and the same
-// thread/pack order in the fused and the fallback kernel, so both paths
-// round alike bit for bit.
-template <class T, class SumPack>
-__device__ void add_rms_norm_row(SumPack sum_pack, T* residual, const T* weight, T* out,
-                                 std::int64_t hidden, float eps, float* scratch) {
-  constexpr int V = Pack<T>::kCount;
-  // A thread's first kKept packs stay in registers between the two passes
-  // (with their weights, loaded before the wait for the sums): no reload
-  // on the latency-bound path of short rows. Same values, same order.
-  constexpr int kKept = 2;
-  const std::int64_t packs = (hidden + V - 1) / V;
-  const bool whole = hidden % V == 0;
-  const bool residual_vec = whole && aligned16(residual);
-  const bool out_vec = whole && aligned16(out) && aligned16(weight) && residual_vec;
-  float squares = 0.0f;
-  auto add_residual = [&](std::int64_t j, Pack<T>& r) {
-    const std::int64_t first = j * V;
-    float s[V];
-    sum_pack(first, s);
-    const Pack<T> old = load_row_pack(residual, first, hidden, residual_vec);
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      if (first + k >= hidden) break;
-      r.v[k] = from_float<T>(__fadd_rn(s[k], to_float(old.v[k])));
-      const float rf = to_float(r.v[k]);
-      squares = __fadd_rn(squares, __fmul_rn(rf, rf));
-    }
-    store_row_pack(residual, first, hidden, residual_vec, r);
-  };
-  Pack<T> kept_r[kKept], kept_w[kKept];
-#pragma unroll
-  for (int it = 0; it < kKept; ++it) {
-    const std::int64_t j = threadIdx.x + static_cast<std::int64_t>(it) * blockDim.x;
-    if (j < packs) {
-      kept_w[it] = load_row_pack(weight, j * V, hidden, out_vec);
-      add_residual(j, kept_r[it]);
-    }
-  }
-  for (std::int64_t j = threadIdx.x + static_cast<std::int64_t>(kKept) * blockDim.x; j < packs;
-       j += blockDim.x) {
-    Pack<T> r;
-    add_residual(j, r);
-  }
-  const float variance = __fdiv_rn(block_sum(squares, scratch), static_cast<float>(hidden));
-  const float inv_rms = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(variance, eps)));
-  auto normalize = [&](std::int64_t j, const Pack<T>& r, const Pack<T>& w) {
-    Pack<T> o;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      o.v[k] = from_float<T>(__fmul_rn(__fmul_rn(to_float(r.v[k]), inv_rms), to_float(w.v[k])));
-    }
-    store_row_pack(out, j * V, hidden, out_vec, o);
-  };
-#pragma unroll
-  for (int it = 0; it < kKept; ++it) {
-    const std::int64_t j = threadIdx.x + static_cast<std::int64_t>(it) * blockDim.x;
-    if (j < packs) normalize(j, kept_r[it], kept_w[it]);
-  }
-  for (std::int64_t j = threadIdx.x + static_cast<std::int64_t>(kKept) * blockDim.x; j < packs;
-       j += blockDim.x) {
-    normalize(j, load_row_pack(static_cast<const T*>(residual), j * V, hidden, out_vec),
-              load_row_pack(weight, j * V, hidden, out_vec));
-  }
 }
 
 template <class T>
@@ -353,6 +287,7 @@ __global__ void __launch_bounds__(kRowThreads)
   signal_peers(p, FlagRow::arrive, epoch);
   if (!wait_peers(p, own->arrive[blockIdx.x], epoch, Phase::arrive, epoch)) return;
 
+  RowInBlock row_sum(scratch);
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const std::int64_t base = row * hidden;
     auto sum_pack = [&](std::int64_t first, float (&s)[V]) {
@@ -366,9 +301,10 @@ __global__ void __launch_bounds__(kRowThreads)
       }
 #pragma unroll
       for (int k = 0; k < V; ++k) s[k] = to_float(from_float<T>(acc[k]));
+      return true;
     };
     const std::int64_t offset = row_offset(layout, row, hidden);
-    add_rms_norm_row<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps, scratch);
+    add_rms_norm_part<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps, row_sum);
   }
   finish_call(p, epoch);
 }
@@ -377,22 +313,39 @@ __global__ void __launch_bounds__(kRowThreads)
 // one-shot all-reduce, so there is no flag barrier (and no release fence):
 // each pack of the row function waits for exactly the lines it sums. Rows
 // are whole numbers of 16-byte packs (launch_fused checks), so pack j of a
-// row is its lines 2j and 2j + 1.
-template <class T>
-__global__ void __launch_bounds__(kRowThreads)
+// row is its lines 2j and 2j + 1. kCluster: a row per cluster of
+// kRowSplits blocks (sm_90+), else a row per block; same bits either way.
+template <class T, bool kCluster>
+__global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     fused_ll_kernel(PeerSet p, T* inout, T* residual, const T* weight, float eps,
                     KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
   __shared__ float scratch[kRowThreads / 32];
+  __shared__ float partials[2 * kRowSplits];
+  __shared__ int failures[2 * kRowSplits];
   constexpr int V = Pack<T>::kCount;
   constexpr int E = 8 / sizeof(T);  // elements per line
+  static_assert(V == 2 * E, "a pack is two lines");
   std::uint32_t epoch;
-  if (!begin_call(p, epoch)) return;
+  const bool started = begin_call(p, epoch);
+  // A block of a cluster must not leave alone: its siblings would wait for
+  // it at the row's cluster barrier. So a broken transport is carried as a
+  // failure through the first row's exchange, and the cluster leaves after it.
+  if (!kCluster && !started) return;
+  bool failed = !started;
 
+  using Row = std::conditional_t<kCluster, RowInCluster, RowInBlock>;
+  Row row_sum = [&] {
+    if constexpr (kCluster) return RowInCluster(scratch, partials, failures);
+    else return RowInBlock(scratch);
+  }();
+  const int units = kCluster ? gridDim.x / kRowSplits : gridDim.x;
+  const int unit = kCluster ? blockIdx.x / kRowSplits : blockIdx.x;
   const std::int64_t row_lines = hidden / E;
-  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+  const RowPart part = row_part(row_sum.split(), row_sum.thread(), row_lines / 2);
+  for (std::int64_t row = unit; !failed && row < rows; row += units) {
     const T* src = inout + row_offset(layout, row, hidden);
     const bool vec = (reinterpret_cast<std::uintptr_t>(src) & 7u) == 0;
-    for (std::int64_t l = threadIdx.x; l < row_lines; l += blockDim.x) {
+    for (std::int64_t l = 2 * part.first_pack + part.thread; l < 2 * part.end_pack; l += kSplitThreads) {
       Half8<T> data;
       if (vec) {
         data.raw = *reinterpret_cast<const uint2*>(src + l * E);
@@ -405,20 +358,42 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
 
-  bool ok = true;
-  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+  // After a failure a thread stops waiting; every thread still reaches the
+  // row's barrier, writes nothing more, and the kernel exits after it.
+  for (std::int64_t row = unit; row < rows; row += units) {
     auto sum_pack = [&](std::int64_t first, float (&s)[V]) {
       const std::int64_t line = row * row_lines + first / E;
+      // A first look at every source's two lines, all loads in flight at
+      // once - in the cluster kernel, whose 128-thread blocks have the
+      // registers for it; the 1024-thread block (64 registers a thread)
+      // looks at one source at a time.
+      constexpr int kAhead = kCluster ? kMaxRanks : 1;
+      uint4 seen[kAhead][2];
+#pragma unroll
+      for (int r = 0; r < kAhead; ++r) {
+        if (r < p.size) {
+          const uint4* lines = data_of<uint4>(p, p.rank, r, epoch) + line;
+          seen[r][0] = load_line(lines);
+          seen[r][1] = load_line(lines + 1);
+        }
+      }
       float acc[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[k] = 0.0f;
-      for (int r = 0; r < p.size; ++r) {
+#pragma unroll
+      for (int r = 0; r < kMaxRanks; ++r) {
+        if (r >= p.size) break;
+        const uint4* lines = data_of<uint4>(p, p.rank, r, epoch) + line;
+        if (r >= kAhead) {
+          seen[0][0] = load_line(lines);
+          seen[0][1] = load_line(lines + 1);
+        }
+        const uint4 low_seen = seen[r < kAhead ? r : 0][0];
+        const uint4 high_seen = seen[r < kAhead ? r : 0][1];
         Half8<T> low, high;
         low.raw = high.raw = make_uint2(0u, 0u);
-        // After a failure the row is finished with zeros (every thread must
-        // reach the row's block barriers) and the kernel exits after it.
-        if (ok) ok = wait_line(p, data_of<uint4>(p, p.rank, r, epoch) + line, r, epoch, low.raw);
-        if (ok) ok = wait_line(p, data_of<uint4>(p, p.rank, r, epoch) + line + 1, r, epoch, high.raw);
+        if (!failed) failed = !take_line(p, lines, low_seen, r, epoch, low.raw);
+        if (!failed) failed = !take_line(p, lines + 1, high_seen, r, epoch, high.raw);
 #pragma unroll
         for (int k = 0; k < E; ++k) {
           acc[k] = __fadd_rn(acc[k], to_float(low.v[k]));
@@ -427,30 +402,51 @@ __global__ void __launch_bounds__(kRowThreads)
       }
 #pragma unroll
       for (int k = 0; k < V; ++k) s[k] = to_float(from_float<T>(acc[k]));
+      return !failed;
     };
     const std::int64_t offset = row_offset(layout, row, hidden);
-    add_rms_norm_row<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps, scratch);
-    if (__syncthreads_or(!ok)) return;
+    if (!add_rms_norm_part<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps,
+                              row_sum)) {
+      return;  // the same decision on every thread of the block (or cluster)
+    }
   }
   finish_call(p, epoch);
 }
 
-template <class T>
-__global__ void __launch_bounds__(kRowThreads)
+// kCluster: a row per cluster of kRowSplits blocks (sm_90+; launched as a
+// programmatic dependent launch, hence the wait), else a row per block.
+template <class T, bool kCluster>
+__global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     add_rms_norm_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
                         KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
   __shared__ float scratch[kRowThreads / 32];
+  __shared__ float partials[2 * kRowSplits];
+  __shared__ int failures[2 * kRowSplits];
   constexpr int V = Pack<T>::kCount;
-  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (kCluster) {
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+  }
+#endif
+  using Row = std::conditional_t<kCluster, RowInCluster, RowInBlock>;
+  Row row_sum = [&] {
+    if constexpr (kCluster) return RowInCluster(scratch, partials, failures);
+    else return RowInBlock(scratch);
+  }();
+  const int units = kCluster ? gridDim.x / kRowSplits : gridDim.x;
+  const int unit = kCluster ? blockIdx.x / kRowSplits : blockIdx.x;
+  for (std::int64_t row = unit; row < rows; row += units) {
     const T* sums = reduced + row * hidden;
     const bool vec = hidden % V == 0 && aligned16(sums);
     auto sum_pack = [&](std::int64_t first, float (&s)[V]) {
       const Pack<T> in = load_row_pack(sums, first, hidden, vec);
 #pragma unroll
       for (int k = 0; k < V; ++k) s[k] = to_float(in.v[k]);
+      return true;
     };
     const std::int64_t offset = row_offset(layout, row, hidden);
-    add_rms_norm_row<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps, scratch);
+    add_rms_norm_part<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps, row_sum);
   }
 }
 
@@ -469,6 +465,30 @@ __global__ void pack_kernel(const W* tensor, W* contiguous, KernelLayout layout,
 }  // namespace
 
 namespace {
+// Rows of the row kernels in flight at once: blocks of kRowThreads, or
+// clusters of kRowSplits blocks of kSplitThreads.
+constexpr std::int64_t kMaxRowBlocks = 1024;
+
+// The standalone add + RMSNorm; `clusters` as PeerSet::cluster_rows.
+template <class T>
+void launch_row_norm(const T* reduced, void* inout, void* residual, const void* weight, float eps,
+                     const KernelLayout& layout, std::int64_t rows, std::int64_t hidden,
+                     bool clusters, cudaStream_t stream) {
+  const auto units = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxRowBlocks));
+  if (clusters) {
+    launch_p2p_clustered(add_rms_norm_kernel<T, true>, units * kRowSplits, kSplitThreads,
+                         kRowSplits, true, stream, reduced, static_cast<T*>(inout),
+                         static_cast<T*>(residual), static_cast<const T*>(weight), eps, layout,
+                         rows, hidden);
+    return;
+  }
+  add_rms_norm_kernel<T, false><<<units, kRowThreads, 0, stream>>>(
+      reduced, static_cast<T*>(inout), static_cast<T*>(residual), static_cast<const T*>(weight),
+      eps, layout, rows, hidden);
+}
+
+// Rows of the LL fused kernel in flight at once (clusters of kRowSplits blocks).
+constexpr std::int64_t kMaxFusedClusters = 128;
 std::size_t round_up(std::size_t bytes, std::size_t to) { return (bytes + to - 1) / to * to; }
 // A staged message, padded: two-shot pads each of `size` shards by less
 // than one pack; the fused op rounds the message up to a pack.
@@ -496,7 +516,8 @@ cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* 
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
     const std::int64_t lines = (count + 8 / sizeof(T) - 1) / (8 / sizeof(T));
-    launch_p2p(one_shot_kernel<T>, blocks_for(lines, kAllReduceMaxBlocks), kThreads,
+    // No per-block flags: the grid size is this rank's choice.
+    launch_p2p(one_shot_kernel<T>, blocks_for(lines, peers.one_shot_max_blocks), kThreads,
                peers.overlap_launch,
                stream, peers, static_cast<const T*>(in), static_cast<T*>(out), layout, count);
   });
@@ -509,7 +530,7 @@ cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* 
     using T = decltype(tag);
     constexpr int V = Pack<T>::kCount;
     const std::int64_t shard = ((count + peers.size - 1) / peers.size + V - 1) / V * V;
-    launch_p2p(two_shot_kernel<T>, blocks_for(shard / V, kAllReduceMaxBlocks), kThreads,
+    launch_p2p(two_shot_kernel<T>, blocks_for(shard / V, kTwoShotMaxBlocks), kThreads,
                peers.overlap_launch, stream, peers, static_cast<const T*>(in),
                static_cast<T*>(out), layout, count);
   });
@@ -518,29 +539,68 @@ cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* 
 cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, void* residual,
                          const void* weight, float eps, const KernelLayout& layout,
                          std::int64_t rows, std::int64_t hidden, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxBlocks));
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
     const std::uint64_t row_bytes = static_cast<std::uint64_t>(hidden) * sizeof(T);
     const bool lines = row_bytes % kPackBytes == 0 &&
                        row_bytes * static_cast<std::uint64_t>(rows) <= peers.fused_ll_max_bytes;
-    launch_p2p(lines ? fused_ll_kernel<T> : fused_kernel<T>, blocks, kRowThreads,
+    if (lines && peers.cluster_rows) {
+      const auto clusters =
+          static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxFusedClusters));
+      launch_p2p_clustered(fused_ll_kernel<T, true>, clusters * kRowSplits, kSplitThreads,
+                           kRowSplits, peers.overlap_launch, stream, peers, static_cast<T*>(inout),
+                           static_cast<T*>(residual), static_cast<const T*>(weight), eps, layout,
+                           rows, hidden);
+      return;
+    }
+    if (!lines && layout.dense) {
+      // Larger messages: the two-shot all-reduce in place, then the
+      // fallback's own add + RMSNorm kernel - the same sums (fixed rank
+      // order, one rounding) and the same row function, so the same bits;
+      // measured faster than one kernel that reduces and normalises rows
+      // (benchmarks/RESULTS.md, session 3).
+      const std::int64_t count = rows * hidden;
+      constexpr int V = Pack<T>::kCount;
+      const std::int64_t shard = ((count + peers.size - 1) / peers.size + V - 1) / V * V;
+      launch_p2p(two_shot_kernel<T>, blocks_for(shard / V, kTwoShotMaxBlocks), kThreads,
+                 peers.overlap_launch, stream, peers, static_cast<const T*>(inout),
+                 static_cast<T*>(inout), layout, count);
+      launch_row_norm<T>(static_cast<const T*>(inout), inout, residual, weight, eps, layout, rows,
+                         hidden, peers.cluster_rows, stream);
+      return;
+    }
+    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxBlocks));
+    launch_p2p(lines ? fused_ll_kernel<T, false> : fused_kernel<T>, blocks, kRowThreads,
                peers.overlap_launch, stream,
                peers, static_cast<T*>(inout), static_cast<T*>(residual),
                static_cast<const T*>(weight), eps, layout, rows, hidden);
   });
 }
 
+bool rows_in_clusters_supported(int device) {
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, fused_ll_kernel<__nv_bfloat16, true>) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  // The device code that will run must be sm_90+ too (a build for older
+  // architectures only has no cluster code, even on a Hopper GPU).
+  return major >= 9 && attributes.binaryVersion >= 90;
+}
+
 cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout,
                                 void* residual, const void* weight, float eps,
                                 const KernelLayout& layout, std::int64_t rows,
-                                std::int64_t hidden, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, 1024));
+                                std::int64_t hidden, bool clusters, cudaStream_t stream) {
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
-    add_rms_norm_kernel<T><<<blocks, kRowThreads, 0, stream>>>(
-        static_cast<const T*>(reduced), static_cast<T*>(inout), static_cast<T*>(residual),
-        static_cast<const T*>(weight), eps, layout, rows, hidden);
+    launch_row_norm<T>(static_cast<const T*>(reduced), inout, residual, weight, eps, layout, rows,
+                       hidden, clusters, stream);
   });
 }
 

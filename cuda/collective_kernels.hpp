@@ -28,6 +28,7 @@ namespace peerplan::cuda_kernels {
 
 inline constexpr int kMaxRanks = 8;
 inline constexpr int kMaxBlocks = 128;             // per-block flags exist for this many blocks
+inline constexpr int kMaxOneShotBlocks = 1024;     // the one-shot kernel has none
 inline constexpr std::size_t kSignalAreaBytes = 16384;
 inline constexpr std::size_t kPackBytes = 16;      // one vector load/store
 
@@ -87,6 +88,12 @@ struct PeerSet {
   // Host only: fused calls up to this many bytes use LL lines (no barrier),
   // larger ones staged packs and a flag barrier.
   std::uint64_t fused_ll_max_bytes = 0;
+  // Host only: the one-shot kernel's largest grid (it has no per-block
+  // flags, so this may differ between ranks).
+  std::int32_t one_shot_max_blocks = 80;
+  // Host only: the LL fused kernel may split each row over a cluster of
+  // blocks (sm_90+ code on an sm_90+ device; rows_in_clusters_supported()).
+  bool cluster_rows = false;
 };
 
 // Pull calls: where this rank's input is. A registered buffer (index into
@@ -129,8 +136,13 @@ cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, vo
 cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout,
                                 void* residual, const void* weight, float eps,
                                 const KernelLayout& layout, std::int64_t rows,
-                                std::int64_t hidden, cudaStream_t stream);
+                                std::int64_t hidden, bool clusters, cudaStream_t stream);
 // Strided tensor <-> contiguous buffer (row-major logical order).
+// True when this device and this build can launch the fused kernel's row
+// clusters (compute capability 9.0+ and sm_90+ device code): the results
+// are the same bits either way, only the speed differs.
+bool rows_in_clusters_supported(int device);
+
 cudaError_t launch_pack(std::size_t element_bytes, const void* tensor, void* contiguous,
                         const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
 cudaError_t launch_unpack(std::size_t element_bytes, const void* contiguous, void* tensor,

@@ -6,6 +6,9 @@
 // interleaved with eager calls. Skipped (on every rank) without GPUs.
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <memory>
+#include <vector>
 
 #include "support/cuda_all_reduce_check.hpp"
 #include "support/cuda_test_support.hpp"
@@ -76,8 +79,8 @@ TEST(CudaAllReduce, DefaultCutoffsRouteBySize) {
   PEERPLAN_MPI_SKIP_IF(size() != 2, "the CUDA defaults are measured for two ranks only");
   auto comm = create_cuda();
   // The measured 2-rank defaults (src/routing/cutoffs.cpp): one-shot up to
-  // 1 MiB, two-shot up to 4 MiB, larger all-reduces to NCCL as over_cutoff.
-  const std::int64_t small = 256 * 1024, medium = 3 * 512 * 1024, large = 5 * 1024 * 1024;  // bf16 elements
+  // 1 MiB, two-shot up to 64 MiB, larger all-reduces to NCCL as over_cutoff.
+  const std::int64_t small = 256 * 1024, medium = 3 * 512 * 1024, large = 33 * 1024 * 1024;  // bf16 elements
   const std::vector<Declaration> declared{
       Declaration::all_reduce("small", DataType::bf16, vector_of(small)),
       Declaration::all_reduce("medium", DataType::bf16, vector_of(medium)),
@@ -85,7 +88,7 @@ TEST(CudaAllReduce, DefaultCutoffsRouteBySize) {
   comm->declare(declared);
   check_all_reduce(*comm, DataType::bf16, vector_of(small), Route::one_shot);   // 512 KiB
   check_all_reduce(*comm, DataType::bf16, vector_of(medium), Route::two_shot);  // 3 MiB
-  check_all_reduce(*comm, DataType::bf16, vector_of(large), Route::fallback);   // 10 MiB
+  check_all_reduce(*comm, DataType::bf16, vector_of(large), Route::fallback);   // 66 MiB
   EXPECT_EQ(comm->stats().fallback_over_cutoff, 1u);
   comm->close();
 }
@@ -200,6 +203,52 @@ TEST(CudaFused, RowsAndHiddenSizesP2PAndFallbackAgainstFloat64) {
     }
   }
   comm->close();
+}
+
+TEST(CudaFused, RowClustersAndOneBlockPerRowGiveTheSameBits) {
+  // On sm_90+ a row runs as a cluster of blocks; PEERPLAN_ROW_CLUSTERS=0
+  // runs it in one block, as on older GPUs. The rounding order is defined
+  // to be the same (cuda/rms_norm_row.cuh): every output bit must match,
+  // on the LL route (small), the two-shot + add/RMSNorm route (large) and
+  // the fallback's add/RMSNorm (another eps: an undeclared key).
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  const float eps = 1e-5f;
+  const std::int64_t hidden = 7168;
+  struct Case { DataType dtype; std::int64_t rows; };
+  const std::vector<Case> cases{{DataType::bf16, 3}, {DataType::f32, 2}, {DataType::bf16, 96},
+                                {DataType::f16, 70}};
+  std::vector<FusedRun> with_clusters, without;
+  for (const char* clusters : {"1", "0"}) {
+    setenv("PEERPLAN_ROW_CLUSTERS", clusters, 1);
+    Config config;
+    config.cutoffs.fused_max_bytes = 16u << 20;
+    auto comm = create_cuda(config);
+    unsetenv("PEERPLAN_ROW_CLUSTERS");
+    std::vector<FusedRun>& runs = clusters[0] == '1' ? with_clusters : without;
+    std::vector<std::unique_ptr<DeviceBuffer>> weights;
+    std::vector<Declaration> declared;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const auto w_host = random_tensor(cases[i].dtype, hidden, 31, -2);
+      weights.push_back(std::make_unique<DeviceBuffer>(w_host.size()));
+      weights.back()->upload(w_host);
+      declared.push_back(Declaration::fused_add_rms_norm("c" + std::to_string(i), cases[i].dtype,
+                                                         TensorLayout({cases[i].rows, hidden}),
+                                                         weights.back()->ptr, eps));
+    }
+    comm->declare(declared);
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      runs.push_back(run_fused(*comm, cases[i].dtype, cases[i].rows, hidden, *weights[i], eps, 900 + i));
+      EXPECT_EQ(runs.back().result.route, Route::fused_one_shot) << "case " << i;
+      runs.push_back(run_fused(*comm, cases[i].dtype, cases[i].rows, hidden, *weights[i], eps * 2, 900 + i));
+      EXPECT_EQ(runs.back().result.route, Route::fallback) << "case " << i;
+    }
+    comm->close();
+  }
+  ASSERT_EQ(with_clusters.size(), without.size());
+  for (std::size_t i = 0; i < with_clusters.size(); ++i) {
+    EXPECT_TRUE(with_clusters[i].out == without[i].out) << "run " << i << ": outputs differ";
+    EXPECT_TRUE(with_clusters[i].residual == without[i].residual) << "run " << i << ": residuals differ";
+  }
 }
 
 // ---------------------------------------------------------------- graphs

@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/row_clusters.hpp"
 #include "transport/cuda/kernel_args.hpp"
 
 namespace peerplan::transport::cuda {
@@ -39,21 +40,30 @@ const char* phase_text(std::uint32_t phase) {
 
 constexpr std::uint32_t kProbePattern = 0x5eed0000u;
 
-// Fused calls up to this size use LL lines (no barrier); measured on
-// 2x H200 (benchmarks/RESULTS.md). PEERPLAN_FUSED_LL_MAX_BYTES overrides it
-// (a tuning knob; 0 turns the LL variant off).
-constexpr std::uint64_t kFusedLinesMaxBytes = 512u << 10;
+// Fused calls up to this size use LL lines (no barrier), larger ones the
+// two-shot all-reduce + add/RMSNorm; measured on 2x H200 (benchmarks/
+// RESULTS.md, session 3: LL wins up to 1 MiB, ties at 3.5 MiB, loses at
+// 14 MiB). PEERPLAN_FUSED_LL_MAX_BYTES overrides it (a tuning knob; 0
+// turns the LL variant off).
+constexpr std::uint64_t kFusedLinesMaxBytes = 2u << 20;
 
-std::uint64_t fused_lines_max_bytes() {
-  const char* text = std::getenv("PEERPLAN_FUSED_LL_MAX_BYTES");
-  if (text == nullptr || *text == '\0') return kFusedLinesMaxBytes;
+// A tuning knob's value: unset or empty gives `fallback`.
+std::uint64_t env_count(const char* name, std::uint64_t fallback,
+                        std::uint64_t low = 0, std::uint64_t high = ~std::uint64_t{0}) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
   char* end = nullptr;
   const unsigned long long value = std::strtoull(text, &end, 10);
-  if (end == text || *end != '\0') {
-    throw InvalidArgument(std::string("PEERPLAN_FUSED_LL_MAX_BYTES=") + text +
-                          " is not a byte count; set a plain number such as 524288, or unset it");
+  if (end == text || *end != '\0' || *text == '-' || value < low || value > high) {
+    throw InvalidArgument(std::string(name) + "=" + text + " is not a number in [" +
+                          std::to_string(low) + ", " + std::to_string(high) +
+                          "]; set a plain number in that range, or unset it");
   }
   return value;
+}
+
+std::uint64_t fused_lines_max_bytes() {
+  return env_count("PEERPLAN_FUSED_LL_MAX_BYTES", kFusedLinesMaxBytes);
 }
 
 }  // namespace
@@ -94,6 +104,18 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, mine.device),
                "cudaDeviceGetAttribute");
     peers_.overlap_launch = major >= 9;
+    // The one-shot kernel's largest grid: one block (512 threads) per SM,
+    // measured best on 2x H200 against 40, 80 and 2 per SM (RESULTS.md,
+    // session 3). PEERPLAN_ONE_SHOT_MAX_BLOCKS overrides it (a tuning knob;
+    // only speed changes, and ranks may differ).
+    int multiprocessors = 1;
+    check_cuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount,
+                                      mine.device),
+               "cudaDeviceGetAttribute");
+    peers_.one_shot_max_blocks = static_cast<std::int32_t>(
+        env_count("PEERPLAN_ONE_SHOT_MAX_BLOCKS", static_cast<std::uint64_t>(multiprocessors), 1,
+                  cuda_kernels::kMaxOneShotBlocks));
+    peers_.cluster_rows = use_row_clusters(mine.device);
     peers_.fused_ll_max_bytes = fused_lines_max_bytes();
     mine.fused_lines_max_bytes = peers_.fused_ll_max_bytes;
   } catch (const Error& e) {

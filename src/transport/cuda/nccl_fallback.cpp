@@ -9,6 +9,7 @@
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/row_clusters.hpp"
 #include "transport/cuda/kernel_args.hpp"
 
 namespace peerplan::transport::cuda {
@@ -67,6 +68,16 @@ NcclFallback::NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::millise
   bootstrap.barrier();
   check_nccl(ncclCommInitRank(&comm_, bootstrap.size(), id, bootstrap.rank()),
              "ncclCommInitRank");
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  try {
+    rows_in_clusters_ = use_row_clusters(device);
+  } catch (const InvalidArgument&) {
+    // The P2P transport reports a malformed PEERPLAN_ROW_CLUSTERS on every
+    // rank at once; here, after NCCL's rendezvous, a rank must not throw
+    // alone. The choice changes speed only, never the bits.
+    rows_in_clusters_ = cuda_kernels::rows_in_clusters_supported(device);
+  }
 }
 
 NcclFallback::~NcclFallback() {
@@ -155,7 +166,8 @@ void NcclFallback::fused_add_rms_norm(const FusedArgs& args) {
   const std::int64_t hidden = args.layout->last_dim();
   check_cuda(cuda_kernels::launch_add_rms_norm(element_type(args.dtype), reduced, args.inout,
                                                args.residual, args.weight, args.eps, layout,
-                                               count / hidden, hidden, stream),
+                                               count / hidden, hidden, rows_in_clusters_,
+                                               stream),
              "launching the add + RMSNorm kernel");
 }
 

@@ -34,6 +34,8 @@ class NcclFallback final : public FallbackTransport {
   ncclComm_t comm_ = nullptr;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  // The add + RMSNorm kernel's row clusters (same bits either way).
+  bool rows_in_clusters_ = false;
 };
 
 }  // namespace peerplan::transport::cuda
