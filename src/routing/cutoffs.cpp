@@ -54,7 +54,7 @@ std::size_t host_one_shot_limit(int world_size) noexcept {
 }
 
 constexpr std::size_t kCudaOneShotTwoRanks = 1 * MiB;
-constexpr std::size_t kCudaTwoShotMaxTwoRanks = 4 * MiB;
+constexpr std::size_t kCudaTwoShotMaxTwoRanks = 64 * MiB;
 constexpr std::size_t kCudaFusedTwoRanks = 16 * MiB;
 
 RouteCutoffs cuda_cutoffs(int world_size) noexcept {
