@@ -5,6 +5,11 @@
 // graphs of 20 captured calls replayed -n/20 times); busbw = algbw * 2(n-1)/n. #wrong counts elements that
 // differ from the exact result (all-reduce of small integers, exact in every
 // dtype) or, for the fused op, from the fallback's result beyond rounding.
+// Eager mode also reports the host time per call (ns: what the calling
+// thread pays for lookup, admission and launch; median batch, slowest rank)
+// of peerplan and of NCCL. The fused op also times a plain peerplan
+// all-reduce of the same [rows, hidden] (declared alike, same --route): the
+// fused / plain ratio.
 //
 //   mpirun -np 2 peerplan_collective_bench -b 1K -e 64M -f 2 -d bf16 -G 1 --json out.json
 #include <cuda_runtime_api.h>
@@ -22,6 +27,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_call_timing.hpp"
@@ -175,6 +181,8 @@ int main(int argc, char** argv) {
       const std::string name = "s" + std::to_string(r.bytes);
       declared.push_back(fused ? Declaration::fused_add_rms_norm(name, dtype, TensorLayout({r.rows, hidden}), weight, eps)
                                : Declaration::all_reduce(name, dtype, TensorLayout({r.count})));
+      // The fused op's yardstick: a plain all-reduce of the same [rows, hidden].
+      if (fused) declared.push_back(Declaration::all_reduce("p" + std::to_string(r.bytes), dtype, TensorLayout({r.rows, hidden})));
     }
   }
   comm->declare(declared);
@@ -186,20 +194,27 @@ int main(int argc, char** argv) {
                 prop.name, size, dtype_text.c_str(), op.c_str(),
                 fused ? (" hidden " + std::to_string(hidden)).c_str() : "", route_text.c_str(),
                 graph ? "CUDA graph replay" : "eager", nccl_version);
-    std::printf("%12s %12s %6s %15s %10s %9s %9s %7s %10s %7s\n", "size(B)", "count", "type",
+    std::printf("%12s %12s %6s %15s %10s %9s %9s %7s %10s %7s", "size(B)", "count", "type",
                 "route", "time(us)", "algbw", "busbw", "#wrong", "nccl(us)", "ratio");
+    if (fused) std::printf(" %10s %11s", "plain(us)", "fused/plain");
+    if (!graph) std::printf(" %9s %14s", "host(ns)", "nccl_host(ns)");
+    std::printf("\n");
   }
   nlohmann::json results = nlohmann::json::array();
   const double bus_factor = 2.0 * (size - 1) / size;
   std::int64_t total_wrong = 0;
   for (const auto& r : rows) {
     const TensorLayout layout = fused ? TensorLayout({r.rows, hidden}) : TensorLayout({r.count});
-    Route route = Route::fallback;
-    std::function<void()> ours, theirs;
+    Route route = Route::fallback, plain_route = Route::fallback;
+    std::function<void()> ours, theirs, plain;
     if (fused) {
       ours = [&] { route = comm->fused_add_rms_norm(out, residual, weight, eps, dtype, layout, stream).route; };
       // NCCL + separate add + RMSNorm: the same op under another eps (an undeclared key).
       theirs = [&] { comm->fused_add_rms_norm(out, residual, weight, eps * 2, dtype, layout, stream); };
+      // A plain all-reduce of the same bytes (declared with the same layout),
+      // out of place as in --op allreduce; into check_out, so the fused op's
+      // buffers keep their contents.
+      plain = [&] { plain_route = comm->all_reduce(in, check_out, dtype, layout, stream).route; };
     } else {
       ours = [&] { route = comm->all_reduce(in, out, dtype, layout, stream).route; };
       const ncclDataType_t t = dtype == DataType::bf16 ? ncclBfloat16 : dtype == DataType::f16 ? ncclFloat16 : ncclFloat32;
@@ -208,7 +223,19 @@ int main(int argc, char** argv) {
       theirs = [&, t, count] { check(ncclAllReduce(in, out, count, t, ncclSum, nccl, stream), "ncclAllReduce"); };
     }
     // Correctness first, on fresh outputs.
-    std::int64_t wrong = 0;
+    std::int64_t wrong = 0, plain_wrong = 0;
+    // Elements of `buffer` (device) that differ from the exact all-reduce of the inputs.
+    auto count_sum_errors = [&](const void* buffer) {
+      std::vector<std::uint8_t> a(r.bytes);
+      check(cudaMemcpy(a.data(), buffer, r.bytes, cudaMemcpyDeviceToHost), "download");
+      std::int64_t errors = 0;
+      for (std::int64_t i = 0; i < r.count; ++i) {
+        double expected = 0;
+        for (int q = 0; q < size; ++q) expected += static_cast<int>((i * 7 + q * 3) % 16) - 8;
+        if (transport::host::load_as_float(dtype, &a[i * esize]) != expected) ++errors;
+      }
+      return errors;
+    };
     check(cudaMemset(out, 0xff, r.bytes), "poison");
     if (fused) {
       check(cudaMemcpy(out, in, r.bytes, cudaMemcpyDeviceToDevice), "copy");
@@ -226,30 +253,52 @@ int main(int argc, char** argv) {
         const float y = transport::host::load_as_float(dtype, &b[i * esize]);
         if (!(std::fabs(x - y) <= 0.02f * std::fabs(y) + 0.02f)) ++wrong;
       }
+      check(cudaMemset(check_out, 0xff, r.bytes), "poison");
+      plain();
+      check(cudaStreamSynchronize(stream), "sync");
+      plain_wrong = count_sum_errors(check_out);
     } else {
       ours();
       check(cudaStreamSynchronize(stream), "sync");
-      std::vector<std::uint8_t> a(r.bytes);
-      check(cudaMemcpy(a.data(), out, r.bytes, cudaMemcpyDeviceToHost), "download");
-      for (std::int64_t i = 0; i < r.count; ++i) {
-        double expected = 0;
-        for (int q = 0; q < size; ++q) expected += static_cast<int>((i * 7 + q * 3) % 16) - 8;
-        if (transport::host::load_as_float(dtype, &a[i * esize]) != expected) ++wrong;
-      }
+      wrong = count_sum_errors(out);
     }
-    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-    total_wrong += wrong;
-    const double t_ours = bench::time_cuda_calls(ours, stream, iters, warmup, graph != 0);
-    const double t_nccl = bench::time_cuda_calls(theirs, stream, iters, warmup, graph != 0);
-    const double algbw = static_cast<double>(r.bytes) / (t_ours * 1e3);  // GB/s
+    std::int64_t wrongs[2] = {wrong, plain_wrong};
+    MPI_Allreduce(MPI_IN_PLACE, wrongs, 2, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    wrong = wrongs[0];
+    plain_wrong = wrongs[1];
+    total_wrong += wrong + plain_wrong;
+    const auto t_ours = bench::time_cuda_calls_detailed(ours, stream, iters, warmup, graph != 0);
+    const auto t_nccl = bench::time_cuda_calls_detailed(theirs, stream, iters, warmup, graph != 0);
+    bench::CudaCallTiming t_plain{};
+    if (fused) t_plain = bench::time_cuda_calls_detailed(plain, stream, iters, warmup, graph != 0);
+    const double us = t_ours.us_per_call, nccl_us = t_nccl.us_per_call;
+    const double algbw = static_cast<double>(r.bytes) / (us * 1e3);  // GB/s
     if (rank == 0) {
-      std::printf("%12zu %12lld %6s %15s %10.2f %9.2f %9.2f %7lld %10.2f %7.2f\n", r.bytes,
-                  static_cast<long long>(r.count), dtype_text.c_str(), to_string(route), t_ours,
-                  algbw, algbw * bus_factor, static_cast<long long>(wrong), t_nccl, t_nccl / t_ours);
-      results.push_back({{"bytes", r.bytes}, {"count", r.count}, {"type", dtype_text},
-                         {"route", to_string(route)}, {"time_us", t_ours}, {"algbw_gbs", algbw},
+      std::printf("%12zu %12lld %6s %15s %10.2f %9.2f %9.2f %7lld %10.2f %7.2f", r.bytes,
+                  static_cast<long long>(r.count), dtype_text.c_str(), to_string(route), us,
+                  algbw, algbw * bus_factor, static_cast<long long>(wrong + plain_wrong), nccl_us,
+                  nccl_us / us);
+      if (fused) std::printf(" %10.2f %11.2f", t_plain.us_per_call, us / t_plain.us_per_call);
+      if (!graph) std::printf(" %9.0f %14.0f", t_ours.host_ns_per_call, t_nccl.host_ns_per_call);
+      std::printf("\n");
+      nlohmann::json row{{"bytes", r.bytes}, {"count", r.count}, {"type", dtype_text},
+                         {"route", to_string(route)}, {"time_us", us}, {"algbw_gbs", algbw},
                          {"busbw_gbs", algbw * bus_factor}, {"wrong", wrong},
-                         {"nccl_time_us", t_nccl}, {"ratio_nccl_over_peerplan", t_nccl / t_ours}});
+                         {"nccl_time_us", nccl_us}, {"ratio_nccl_over_peerplan", nccl_us / us}};
+      if (fused) {
+        row["rows"] = r.rows;
+        row["plain_time_us"] = t_plain.us_per_call;
+        row["plain_route"] = to_string(plain_route);
+        row["plain_wrong"] = plain_wrong;
+        row["ratio_fused_over_plain"] = us / t_plain.us_per_call;
+      }
+      // The host clock means "per call issued by the application" in eager
+      // mode only (under graphs it is the replay launch, shared by 20 calls).
+      if (!graph) {
+        row["host_ns_per_call"] = t_ours.host_ns_per_call;
+        row["nccl_host_ns_per_call"] = t_nccl.host_ns_per_call;
+      }
+      results.push_back(std::move(row));
     }
   }
   if (rank == 0) {

@@ -11,18 +11,27 @@ Inputs:
 
     python3 benchmarks/compare_results.py --reference ref.json ours1.json ours2.json > table.md
 
-One table per peerplan file, i.e. per (op, dtype, mode, route). All-reduce rows
-are matched to the reference by (dtype, mode, bytes); fused rows by (dtype,
-mode, hidden, rows). Ratios are other / peerplan, as in the C++ benchmark:
-> 1 means peerplan is faster. Missing values print as "–".
-Only the Python standard library.
+Output, in this order:
+  - "## Targets": the performance issue's targets computed from the route-auto
+    files (and the reference), one column per dtype;
+  - "## <dtype>" per dtype: one all-reduce table with graph and eager side by
+    side (peerplan, NCCL of the same run, best symmetric memory, host ns per
+    eager call) and one fused table (fused, plain all-reduce of the same
+    bytes, NCCL + add/RMSNorm), from the route-auto files;
+  - "## Per-file tables": one table per peerplan file, i.e. per (op, dtype,
+    mode, route), every route.
+All-reduce rows are matched to the reference by (dtype, mode, bytes); fused
+rows by (dtype, mode, hidden, rows). Ratios in the tables are other /
+peerplan, as in the C++ benchmark: > 1 means peerplan is faster (fused /
+plain is the fused op's cost over the plain all-reduce). Missing values print
+as "—". Only the Python standard library.
 """
 import argparse
 import json
 import os
 import sys
 
-MISSING = "–"
+MISSING = "—"
 
 
 # ---------------------------------------------------------------------------
@@ -212,6 +221,304 @@ def reference_only_table(ref, dtype, mode):
     return table(header, out) + notes.render()
 
 
+# ---------------------------------------------------------------------------
+# The matrix: per dtype, graph and eager side by side (route auto), and the
+# performance issue's targets computed from it
+# ---------------------------------------------------------------------------
+
+KIB, MIB = 1 << 10, 1 << 20
+DTYPE_ORDER = ("bf16", "f16", "f32")
+
+
+def fmt_ns(value):
+    return MISSING if value is None else f"{value:.0f}"
+
+
+def fmt_x(value):
+    return MISSING if value is None else f"{value:.2f}"
+
+
+def div(a, b):
+    return a / b if a is not None and b else None
+
+
+def is_p2p(route):
+    return bool(route) and route != "fallback"
+
+
+def symm_best(ref_row):
+    """(µs, 'one' | 'two') of the faster symmetric-memory all-reduce, or (None, None)."""
+    if not ref_row:
+        return None, None
+    one, two = ref_row.get("symm_one_shot_us"), ref_row.get("symm_two_shot_us")
+    if one is None and two is None:
+        return None, None
+    if two is None or (one is not None and one <= two):
+        return one, "one-shot"
+    return two, "two-shot"
+
+
+def extreme(items, pick=max):
+    """items: (value, label) with value None skipped; the max (or min) pair or None."""
+    present = [(v, w) for v, w in items if v is not None]
+    return pick(present, key=lambda p: p[0]) if present else None
+
+
+class Matrix:
+    """The route-auto files, indexed by (op, dtype, mode); one doc each (the
+    first path in sorted order; the others are noted and stay in the per-file
+    tables)."""
+
+    def __init__(self, ours, ref):
+        self.ref, self.docs, self.dupes = ref, {}, []
+        for path, doc, mode in sorted(ours, key=lambda item: item[0]):
+            if doc.get("route") != "auto" or mode not in ("graph", "eager"):
+                continue
+            key = (doc.get("op") or "allreduce", doc.get("dtype"), mode)
+            if key in self.docs:
+                self.dupes.append(f"{os.path.basename(path)} (same op, dtype and mode as "
+                                  f"{os.path.basename(self.docs[key][0])}: per-file tables only)")
+                continue
+            self.docs[key] = (path, doc)
+        present = {d for _, d, _ in self.docs}
+        self.dtypes = [d for d in DTYPE_ORDER if d in present] + sorted(
+            d for d in present if d not in DTYPE_ORDER and d is not None)
+
+    def doc(self, op, dtype, mode):
+        entry = self.docs.get((op, dtype, mode))
+        return entry[1] if entry else None
+
+    def rows(self, op, dtype, mode):
+        """bytes -> row of that file ({} when there is none)."""
+        doc = self.doc(op, dtype, mode)
+        return {r.get("bytes"): r for r in doc.get("rows", [])} if doc else {}
+
+    def ref_row(self, dtype, mode, nbytes):
+        return self.ref.row(dtype, mode, nbytes) if self.ref else None
+
+    # -- tables ------------------------------------------------------------
+
+    ALLREDUCE = ["size", "route", "pp graph µs", "NCCL graph µs", "NCCL ÷ pp",
+                 "symm best graph µs", "symm ÷ pp", "pp eager µs", "NCCL eager µs", "NCCL ÷ pp",
+                 "pp host ns/call", "NCCL host ns/call"]
+
+    FUSED = ["size (rows)", "route", "fused graph µs", "plain graph µs", "fused ÷ plain",
+             "NCCL+norm graph µs", "NCCL+norm ÷ fused", "fused eager µs", "plain eager µs",
+             "fused ÷ plain", "NCCL+norm eager µs", "NCCL+norm ÷ fused", "fused host ns/call"]
+
+    @staticmethod
+    def route_of(g, e):
+        routes = [r.get("route") for r in (g, e) if r and r.get("route")]
+        if not routes:
+            return MISSING
+        return routes[0] if len(set(routes)) == 1 else " / ".join(routes)
+
+    def allreduce_table(self, dtype):
+        graph, eager = self.rows("allreduce", dtype, "graph"), self.rows("allreduce", dtype, "eager")
+        notes, out = Notes(), []
+        for nbytes in sorted(set(graph) | set(eager), key=lambda b: b or 0):
+            g, e = graph.get(nbytes), eager.get(nbytes)
+            gt, et = (g or {}).get("time_us"), (e or {}).get("time_us")
+            gn = nccl_time(g) if g else None
+            en = nccl_time(e) if e else None
+            r = self.ref_row(dtype, "graph", nbytes)
+            symm, which = symm_best(r)
+            out.append([fmt_bytes(nbytes), self.route_of(g, e), fmt_us(gt), fmt_us(gn),
+                        fmt_ratio(gn, gt), f"{symm:.2f} ({which})" if symm is not None else MISSING,
+                        fmt_ratio(symm, gt), fmt_us(et), fmt_us(en), fmt_ratio(en, et),
+                        fmt_ns((e or {}).get("host_ns_per_call")),
+                        fmt_ns((e or {}).get("nccl_host_ns_per_call"))])
+            for row in (g, e):
+                if row:
+                    notes.wrong(row)
+            if symm is None:
+                notes.reference_errors(r, ("symm_one_shot", "symm_two_shot"))
+        return table(self.ALLREDUCE, out, left=2) + notes.render()
+
+    def fused_table(self, dtype):
+        graph, eager = self.rows("fused", dtype, "graph"), self.rows("fused", dtype, "eager")
+        hidden = next((self.doc("fused", dtype, m).get("hidden") for m in ("graph", "eager")
+                       if self.doc("fused", dtype, m)), None)
+        notes, out = Notes(), []
+        for nbytes in sorted(set(graph) | set(eager), key=lambda b: b or 0):
+            g, e = graph.get(nbytes), eager.get(nbytes)
+            any_row = g or e
+            nrows = any_row.get("rows") or (any_row.get("count", 0) // hidden if hidden else None)
+            gt, et = (g or {}).get("time_us"), (e or {}).get("time_us")
+            gp, ep = (g or {}).get("plain_time_us"), (e or {}).get("plain_time_us")
+            gn = nccl_time(g) if g else None
+            en = nccl_time(e) if e else None
+            out.append([f"{fmt_bytes(nbytes)} ({nrows if nrows else MISSING})",
+                        self.route_of(g, e), fmt_us(gt), fmt_us(gp), fmt_x(div(gt, gp)),
+                        fmt_us(gn), fmt_ratio(gn, gt), fmt_us(et), fmt_us(ep), fmt_x(div(et, ep)),
+                        fmt_us(en), fmt_ratio(en, et), fmt_ns((e or {}).get("host_ns_per_call"))])
+            for row in (g, e):
+                if row:
+                    notes.wrong(row)
+                    if row.get("plain_wrong"):
+                        notes.lines.append(f"plain all-reduce {fmt_bytes(nbytes)}: "
+                                           f"#wrong {row['plain_wrong']}")
+        return table(self.FUSED, out, left=2) + notes.render()
+
+    # -- targets -----------------------------------------------------------
+
+    def _ar(self, dtype, mode, lo=None, hi=None, p2p_only=False):
+        """(bytes, row) of the all-reduce file in [lo, hi] bytes."""
+        for nbytes, row in sorted(self.rows("allreduce", dtype, mode).items(),
+                                  key=lambda kv: kv[0] or 0):
+            if nbytes is None or (lo is not None and nbytes < lo) or (hi is not None and nbytes > hi):
+                continue
+            if p2p_only and not is_p2p(row.get("route")):
+                continue
+            yield nbytes, row
+
+    def _fused(self, dtype, mode, max_rows=None):
+        doc = self.doc("fused", dtype, mode)
+        hidden = doc.get("hidden") if doc else None
+        for nbytes, row in sorted(self.rows("fused", dtype, mode).items(), key=lambda kv: kv[0] or 0):
+            nrows = row.get("rows") or (row.get("count", 0) // hidden if hidden else None)
+            if max_rows is not None and (nrows is None or nrows > max_rows):
+                continue
+            yield nbytes, nrows, row
+
+    def target_values(self, dtype):
+        """target name -> (value, where) or None, for one dtype."""
+        v = {}
+        for mode in ("graph", "eager"):
+            v[f"slow_{mode}"] = extreme((div(r.get("time_us"), nccl_time(r)), fmt_bytes(b))
+                                        for b, r in self._ar(dtype, mode))
+        v["slow_p2p"] = extreme((div(r.get("time_us"), nccl_time(r)), f"{fmt_bytes(b)} {m}")
+                                for m in ("graph", "eager")
+                                for b, r in self._ar(dtype, m, p2p_only=True))
+        v["small_us"] = extreme((r.get("time_us"), fmt_bytes(b))
+                                for b, r in self._ar(dtype, "graph", hi=64 * KIB))
+        v["mid_nccl"] = extreme((div(r.get("time_us"), nccl_time(r)), fmt_bytes(b))
+                                for b, r in self._ar(dtype, "graph", lo=256 * KIB, hi=MIB))
+        v["mid_symm"] = extreme((div(r.get("time_us"), symm_best(self.ref_row(dtype, "graph", b))[0]),
+                                 fmt_bytes(b))
+                                for b, r in self._ar(dtype, "graph", lo=256 * KIB, hi=MIB))
+        row64 = self.rows("allreduce", dtype, "graph").get(64 * MIB)
+        v["busbw64"] = ((row64.get("busbw_gbs"), f"({row64.get('route')})")
+                        if row64 and row64.get("busbw_gbs") else None)
+        v["busbw_min"] = extreme(((r.get("busbw_gbs"), fmt_bytes(b))
+                                  for b, r in self._ar(dtype, "graph", lo=4 * MIB, hi=64 * MIB)), min)
+        v["fused_plain"] = extreme((div(r.get("time_us"), r.get("plain_time_us")), rows_text(n))
+                                   for _, n, r in self._fused(dtype, "graph", max_rows=64))
+        v["nccl_fused"] = extreme(((div(nccl_time(r), r.get("time_us")), rows_text(n))
+                                   for _, n, r in self._fused(dtype, "graph", max_rows=64)), min)
+        # Launch overhead: P2P-routed sizes only (on the fallback both modes
+        # are NCCL, and at 256 MiB 1% noise is already 10 µs).
+        gaps = []
+        for op in ("allreduce", "fused"):
+            graph = self.rows(op, dtype, "graph")
+            for b, e in self.rows(op, dtype, "eager").items():
+                g = graph.get(b)
+                if not g or not (is_p2p(g.get("route")) and is_p2p(e.get("route"))):
+                    continue
+                if e.get("time_us") is not None and g.get("time_us") is not None:
+                    gaps.append((e["time_us"] - g["time_us"],
+                                 f"{'fused ' if op == 'fused' else ''}{fmt_bytes(b)}"))
+        v["eager_gap"] = extreme(gaps)
+        v["host_ns"] = extreme((r.get("host_ns_per_call"), fmt_bytes(b))
+                               for b, r in self._ar(dtype, "eager", p2p_only=True))
+        v["host_ns_nccl"] = extreme((r.get("nccl_host_ns_per_call"), fmt_bytes(b))
+                                    for b, r in self._ar(dtype, "eager"))
+        if dtype != "bf16":
+            base = dict(self._ar("bf16", "graph", p2p_only=True))
+            devs = []
+            for b, r in self._ar(dtype, "graph", p2p_only=True):
+                ratio = div(r.get("time_us"), (base.get(b) or {}).get("time_us"))
+                if ratio is not None:
+                    devs.append((ratio, fmt_bytes(b)))
+            v["per_byte"] = extreme(devs, key_abs_dev)
+        else:
+            v["per_byte"] = None
+        return v
+
+    # (key, description, goal text, check(value) -> bool or None for info, format)
+    TARGETS = [
+        ("slow_graph", "never slower than NCCL: max pp ÷ NCCL, all sizes, graph", "≤ 1.00",
+         lambda x: x <= 1.0, fmt_x),
+        ("slow_eager", "same, eager", "≤ 1.00", lambda x: x <= 1.0, fmt_x),
+        ("slow_p2p", "same, P2P-routed sizes only (graph and eager)", "≤ 1.00",
+         lambda x: x <= 1.0, fmt_x),
+        ("small_us", "≤ 64 KiB: max pp graph µs", "≤ 4.00", lambda x: x <= 4.0, fmt_x),
+        ("mid_nccl", "256 KiB–1 MiB: max pp ÷ NCCL, graph", "≤ 0.50", lambda x: x <= 0.5, fmt_x),
+        ("mid_symm", "256 KiB–1 MiB: max pp ÷ best symm, graph", "info", None, fmt_x),
+        ("busbw64", "64 MiB busbw GB/s, graph (route)", "≥ 330", lambda x: x >= 330, lambda x: f"{x:.0f}"),
+        ("busbw_min", "4–64 MiB: min busbw GB/s, graph", "≥ 330", lambda x: x >= 330,
+         lambda x: f"{x:.0f}"),
+        ("fused_plain", "fused: max fused ÷ plain same bytes, 1–64 rows, graph", "≤ 1.15",
+         lambda x: x <= 1.15, fmt_x),
+        ("nccl_fused", "fused: min NCCL+add/RMSNorm ÷ fused, 1–64 rows, graph", "≥ 3.00",
+         lambda x: x >= 3.0, fmt_x),
+        ("eager_gap", "max eager − graph µs, P2P-routed sizes (all-reduce and fused)", "≤ 3.00",
+         lambda x: x <= 3.0, fmt_x),
+        ("per_byte", "per byte vs bf16: pp graph time ÷ bf16's, P2P-routed sizes (worst)",
+         "0.90–1.10", lambda x: 0.9 <= x <= 1.1, fmt_x),
+        ("host_ns", "eager host ns per call, P2P-routed sizes: max", "info", None, fmt_ns),
+        ("host_ns_nccl", "eager host ns per ncclAllReduce: max", "info", None, fmt_ns),
+    ]
+
+    def targets_table(self):
+        values = {d: self.target_values(d) for d in self.dtypes}
+        out = []
+        for key, text, goal, ok, fmt in self.TARGETS:
+            cells, verdicts = [], []
+            for d in self.dtypes:
+                got = values[d].get(key)
+                if got is None or got[0] is None:
+                    cells.append(MISSING)
+                    continue
+                where = got[1] or ""
+                cells.append(fmt(got[0]) + (f" {where}" if where.startswith("(") else
+                                            f" @ {where}" if where else ""))
+                if ok is not None:
+                    verdicts.append(ok(got[0]))
+            met = "info" if ok is None else (MISSING if not verdicts else
+                                             ("yes" if all(verdicts) else "no"))
+            out.append([text, goal] + cells + [met])
+        return table(["target", "goal"] + self.dtypes + ["met"], out, left=2)
+
+    def render(self):
+        if not self.docs:
+            return ("## Targets\n\nNo route-auto peerplan file (collective_bench --route auto): "
+                    "no matrix, no targets; see the per-file tables.\n")
+        parts = ["## Targets\n",
+                 "From the route-auto files (`pp` = peerplan, `NCCL` = ncclAllReduce in the same "
+                 "run, `symm` = the reference's PyTorch symmetric memory; \"met\" over every dtype "
+                 "with data; fallback rows are NCCL against NCCL, so their ratios are noise).\n",
+                 self.targets_table() + "\n"]
+        if self.dupes:
+            parts.append("Not in the matrix: " + "; ".join(self.dupes) + ".\n")
+        for dtype in self.dtypes:
+            parts.append(f"## {dtype}\n")
+            if self.doc("allreduce", dtype, "graph") or self.doc("allreduce", dtype, "eager"):
+                files = ", ".join(f"`{os.path.basename(self.docs[k][0])}`" for k in
+                                  (("allreduce", dtype, "graph"), ("allreduce", dtype, "eager"))
+                                  if k in self.docs)
+                parts.append(f"### all-reduce, {dtype}, route auto: graph and eager\n\n{files}\n")
+                parts.append(self.allreduce_table(dtype) + "\n")
+            if self.doc("fused", dtype, "graph") or self.doc("fused", dtype, "eager"):
+                keys = [("fused", dtype, m) for m in ("graph", "eager") if ("fused", dtype, m) in self.docs]
+                hidden = self.docs[keys[0]][1].get("hidden")
+                files = ", ".join(f"`{os.path.basename(self.docs[k][0])}`" for k in keys)
+                parts.append(f"### fused all-reduce + add + RMSNorm, {dtype}, hidden {hidden}, "
+                             f"route auto: graph and eager\n\n{files}; plain = a declared "
+                             f"all-reduce of the same [rows, hidden]\n")
+                parts.append(self.fused_table(dtype) + "\n")
+        return "\n".join(parts)
+
+
+def rows_text(n):
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
+def key_abs_dev(items, key):
+    """extreme()'s `pick` for ratios: the one farthest from 1."""
+    return max(items, key=lambda p: abs(key(p) - 1.0))
+
+
 def heading(doc, path, mode):
     op = "fused all-reduce + add + RMSNorm" if doc.get("op") == "fused" else "all-reduce"
     hidden = f", hidden {doc.get('hidden')}" if doc.get("op") == "fused" else ""
@@ -241,6 +548,9 @@ def render(ours, ref):
         parts.append(f"Reference: {ref.describe()}.")
     parts.append("Ratios are other / peerplan (> 1: peerplan faster); "
                  "µs per call, median of 7 batches, slowest rank.\n")
+    matrix = Matrix(ours, ref)
+    parts.append(matrix.render())
+    parts.append("## Per-file tables\n")
     covered = set()
     for path, doc, mode in sorted(ours, key=ours_sort_key):
         parts.append(heading(doc, path, mode) + mismatch_note(doc, ref) + "\n")

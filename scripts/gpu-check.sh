@@ -4,8 +4,21 @@
 # small sizes, and the collective benchmark (bf16, eager and CUDA graph),
 # in one go. Logs go to $OUT (or ./gpu-check-out); a short summary is
 # printed last.
-#   scripts/gpu-check.sh [build-dir]        env: ARCH (default 90), JOBS, SKIP_SANITIZER=1, SKIP_BENCH=1, BENCH_MAX,
-#                                            REFERENCE=1 (torch NCCL + symmetric memory), REFERENCE_ARGS
+#   scripts/gpu-check.sh [build-dir]        env: ARCH (default 90), JOBS, SKIP_SANITIZER=1, SKIP_TESTS=1, SKIP_BENCH=1,
+#                                            BENCH_MAX, REFERENCE=1 (torch NCCL + symmetric memory), REFERENCE_ARGS,
+#                                            FULL=1, FULL_ITERS (100), FULL_DEADLINE (540 s)
+#
+# FULL=1 replaces the benchmark steps by the performance issue's whole
+# comparison matrix, all --route auto: for bf16, f16 and f32, CUDA graphs and
+# eager, the all-reduce from 1 KiB to 256 MiB (x4) and the fused all-reduce +
+# add + RMSNorm (hidden 7168) from 1 to 1024 rows (x4, with a plain all-reduce
+# of the same bytes), then benchmarks/reference_allreduce.py (torch NCCL and
+# symmetric memory, same sizes and dtypes) when torch is importable, merged by
+# benchmarks/compare_results.py into comparison.md (targets, per-dtype
+# tables). Each FULL step's timeout is cut to what is left before
+# FULL_DEADLINE seconds from the start (steps with < 15 s left are skipped),
+# so that the call ends in time; for a run under 600 s:
+#   FULL=1 SKIP_TESTS=1 SKIP_SANITIZER=1 JOBS=32 bash scripts/gpu-check.sh build-gpu
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}
@@ -13,6 +26,8 @@ OUT=${OUT:-$PWD/gpu-check-out}
 ARCH=${ARCH:-90}
 JOBS=${JOBS:-$(nproc)}
 BENCH_MAX=${BENCH_MAX:-64M}
+FULL=${FULL:-}
+FULL_DEADLINE=${FULL_DEADLINE:-540}
 mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -26,22 +41,64 @@ step() {  # step <name> <log> <command...>
   SUMMARY+=("$(printf '%-28s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - t0))" "$log")")
   return $rc
 }
+tstep() {  # tstep <name> <log> <timeout s> <command...>: step under `timeout`; with FULL=1 the
+           # timeout is cut to what is left before FULL_DEADLINE (keeping 30 s for the end)
+  local name=$1 log=$2 t=$3; shift 3
+  if [[ -z "$FULL" ]]; then step "$name" "$log" timeout "$t" "$@"; return; fi
+  local left=$((FULL_DEADLINE - SECONDS - 30))
+  ((left < t)) && t=$left
+  if ((t < 15)); then
+    SUMMARY+=("$(printf '%-28s skipped: past FULL_DEADLINE=%ss' "$name" "$FULL_DEADLINE")")
+    return 124
+  fi
+  step "$name" "$log" timeout -k 10 "$t" "$@"
+}
 
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv >"$OUT/gpus.txt" 2>&1
 nvidia-smi topo -m >>"$OUT/gpus.txt" 2>&1
 step configure build.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DPEERPLAN_BUILD_TESTS=ON -DPEERPLAN_BUILD_EXAMPLES=ON
-step build build-ninja.log ninja -C "$BUILD" -j"$JOBS" cuda_collectives_test cuda_lifecycle_test \
-  cuda_registration_test cuda_p2p_agreement_test peerplan_collective_bench peerplan_tune peerplan_transformer_decode || { printf '%s\n' "${SUMMARY[@]}"; tail -40 "$OUT/build-ninja.log"; exit 1; }
+TARGETS=(peerplan_collective_bench peerplan_tune peerplan_transformer_decode)
+# The GPU test binaries, for the GPU tests and for compute-sanitizer.
+if [[ -z "${SKIP_TESTS:-}" || -z "${SKIP_SANITIZER:-}" ]]; then
+  TARGETS=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test "${TARGETS[@]}")
+fi
+step build build-ninja.log ninja -C "$BUILD" -j"$JOBS" "${TARGETS[@]}" || { printf '%s\n' "${SUMMARY[@]}"; tail -40 "$OUT/build-ninja.log"; exit 1; }
 cat "$OUT/build-ninja.log" >>"$OUT/build.log" && rm -f "$OUT/build-ninja.log"
 
-step gpu-tests gpu-tests.log ctest --test-dir "$BUILD" -R '^cuda_' --output-on-failure --timeout 400
+if [[ -z "${SKIP_TESTS:-}" ]]; then
+  step gpu-tests gpu-tests.log ctest --test-dir "$BUILD" -R '^cuda_' --output-on-failure --timeout 400
+  TESTS_SUMMARY=$(grep -hE '^\[ *(OK|FAILED|SKIPPED) *\]|tests? (passed|failed)' "$OUT/gpu-tests.log" | sort | uniq -c)
+else
+  TESTS_SUMMARY="GPU tests skipped (SKIP_TESTS=1)"
+fi
 # The README's main job on this host: the example on the cuda backend, one rank per GPU.
-step demo demo.log timeout 120 "${MPIRUN[@]}" "$BUILD/examples/peerplan_transformer_decode"
-TESTS_SUMMARY=$(grep -hE '^\[ *(OK|FAILED|SKIPPED) *\]|tests? (passed|failed)' "$OUT/gpu-tests.log" | sort | uniq -c)
+tstep demo demo.log 120 "${MPIRUN[@]}" "$BUILD/examples/peerplan_transformer_decode"
 
 BENCH="$BUILD/benchmarks/peerplan_collective_bench"
-if [[ -z "${SKIP_BENCH:-}" ]]; then
+if [[ -n "$FULL" ]]; then
+  # The whole matrix, --route auto (see the header). 14 KiB rows for bf16/f16,
+  # 28 KiB for f32: every dtype runs 1, 4, 16, 64, 256 and 1024 rows.
+  for d in bf16 f16 f32; do
+    if [[ $d == f32 ]]; then FB=28K FE=32M; else FB=14K FE=16M; fi
+    for G in 1 0; do
+      m=$([[ $G == 1 ]] && echo graph || echo eager)
+      tstep "allreduce-$d-$m" "bench-allreduce-$d-$m.log" 100 "${MPIRUN[@]}" "$BENCH" --route auto -b 1K -e 256M -f 4 \
+        -n "${FULL_ITERS:-100}" -w 10 -d $d -G $G --json "$OUT/bench-allreduce-$d-$m.json"
+      tstep "fused-$d-$m" "bench-fused-$d-$m.log" 60 "${MPIRUN[@]}" "$BENCH" --route auto --op fused --hidden 7168 \
+        -b $FB -e $FE -f 4 -n "${FULL_ITERS:-100}" -w 10 -d $d -G $G --json "$OUT/bench-fused-$d-$m.json"
+    done
+  done
+  if python3 -c 'import torch' 2>/dev/null; then
+    tstep reference reference.log 200 python3 benchmarks/reference_allreduce.py --out "$OUT/reference.json" \
+      ${REFERENCE_ARGS:--b 1K -e 256M -f 4 --dtypes bf16,f16,f32 --modes eager,graph --hidden 7168 --fused-max 16M}
+  else
+    SUMMARY+=("reference                    skipped: python3 cannot import torch")
+  fi
+  REF=()
+  [[ -s "$OUT/reference.json" ]] && REF=(--reference "$OUT/reference.json")
+  python3 benchmarks/compare_results.py ${REF[@]+"${REF[@]}"} "$OUT"/bench-*.json >"$OUT/comparison.md" 2>&1
+elif [[ -z "${SKIP_BENCH:-}" ]]; then
 step bench-eager bench.log timeout 150 "${MPIRUN[@]}" "$BENCH" -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d bf16 -G 0 --json "$OUT/bench-eager.json"
 step bench-graph bench-graph.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-graph.json"
 step bench-fused-graph bench-fused.tmp timeout 100 "${MPIRUN[@]}" "$BENCH" --op fused --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-fused-graph.json"
@@ -64,30 +121,37 @@ cat "$OUT/bench-graph.tmp" "$OUT/bench-fused.tmp" "$OUT/bench-p2p.tmp" "$OUT/ben
 fi
 # The crossovers of this machine, as peerplan_tune measures them (TUNE=1).
 if [[ -n "${TUNE:-}" ]]; then
-  step tune tune.log timeout 200 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$BENCH_MAX" --graph 1
+  tstep tune tune.log 200 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$BENCH_MAX" --graph 1
 fi
 # NCCL and PyTorch symmetric memory through torch, on the same GPUs (REFERENCE=1).
-if [[ -n "${REFERENCE:-}" ]] && python3 -c 'import torch' 2>/dev/null; then
+if [[ -z "$FULL" && -n "${REFERENCE:-}" ]] && python3 -c 'import torch' 2>/dev/null; then
   step reference reference.log timeout 240 python3 benchmarks/reference_allreduce.py --out "$OUT/reference.json" ${REFERENCE_ARGS:-}
   python3 benchmarks/compare_results.py --reference "$OUT/reference.json" "$OUT"/bench-*.json >"$OUT/comparison.md" 2>&1
 fi
 
 if [[ -z "${SKIP_SANITIZER:-}" ]] && command -v compute-sanitizer >/dev/null; then
   T="$BUILD/mpi_tests/cuda_collectives_test"
-  F='--gtest_filter=CudaAllReduce.StridedRowsOnEveryRoute:CudaAllReduce.DisabledP2PUsesNcclForEverything'
-  step memcheck sanitizer.log timeout 120 "${MPIRUN[@]}" compute-sanitizer --tool memcheck --error-exitcode 9 "$T" "$F"
-  step racecheck sanitizer-race.tmp timeout 120 "${MPIRUN[@]}" compute-sanitizer --tool racecheck --error-exitcode 9 "$T" "$F"
-  grep -m 30 -E '^========= +(Invalid|Program hit|Host Frame|Saved host|at |by thread)' "$OUT/sanitizer.log" | head -30
-  cat "$OUT/sanitizer-race.tmp" >>"$OUT/sanitizer.log"; rm -f "$OUT"/*.tmp
-  step memcheck-pull sanitizer-pull.tmp timeout 120 "${MPIRUN[@]}" compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/mpi_tests/cuda_registration_test" '--gtest_filter=CudaRegistration.RanksMix*'
-  cat "$OUT/sanitizer-pull.tmp" >>"$OUT/sanitizer.log"; rm -f "$OUT"/*.tmp
+  F='--gtest_filter=CudaAllReduce.StridedRowsOnEveryRoute:CudaAllReduce.DisabledP2PUsesNcclForEverything:CudaFused.RowClusters*'
+  tstep memcheck sanitizer.log 120 "${MPIRUN[@]}" compute-sanitizer --tool memcheck --error-exitcode 9 "$T" "$F"
+  tstep racecheck sanitizer-race.tmp 120 "${MPIRUN[@]}" compute-sanitizer --tool racecheck --error-exitcode 9 "$T" "$F"
+  grep -m 30 -E '^========= +(Invalid|Program hit|Host Frame|Saved host|at |by thread)' "$OUT/sanitizer.log" 2>/dev/null | head -30
+  cat "$OUT/sanitizer-race.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
+  tstep memcheck-pull sanitizer-pull.tmp 120 "${MPIRUN[@]}" compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/mpi_tests/cuda_registration_test" '--gtest_filter=CudaRegistration.RanksMix*'
+  cat "$OUT/sanitizer-pull.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
 fi
 
+if [[ -n "$FULL" ]]; then
+  # The device returns only the end of the output: the targets and bf16 here, every dtype in comparison.md.
+  echo "==== #wrong per run ===="; grep -H '# total #wrong' "$OUT"/bench-*.log 2>/dev/null | sed 's|.*/bench-||; s|\.log:# total #wrong |=|' | paste -sd ' ' | fold -s -w 150
+  echo "==== comparison: targets and bf16 (every dtype: comparison.md in gpu-check.tgz) ===="
+  awk '/^## /{p = ($0 ~ /^## (Targets|bf16)$/)} p && !/^From the route-auto|^`/' "$OUT/comparison.md" 2>/dev/null | grep -v '^$' | head -60
+else
 echo "==== benchmark ===="; grep -v 'size(B)\|# total' "$OUT/bench.log" 2>/dev/null | awk '/^#/ {print substr($0, 1, 110); next} {print $1, $3, $4, $5, $8, $9, $10}' | head -130
 [[ -f "$OUT/comparison.md" ]] && { echo "==== comparison (graph, bf16) ===="; grep -A14 -m1 -i 'bf16.*graph' "$OUT/comparison.md"; }
+fi
 [[ -f "$OUT/tune.log" ]] && { echo "==== peerplan_tune ===="; tail -40 "$OUT/tune.log"; }
 echo "==== sanitizer ===="; grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT"/sanitizer.log 2>/dev/null | sort | uniq -c
-echo "==== test failures ===="; grep -E 'Failure|FAILED|error|Expected|Which is|Value of|actual|exception' "$OUT/gpu-tests.log" | head -40
+echo "==== test failures ===="; grep -E 'Failure|FAILED|error|Expected|Which is|Value of|actual|exception' "$OUT/gpu-tests.log" 2>/dev/null | head -40
 echo "==== demo ===="; head -6 "$OUT/demo.log"; tail -1 "$OUT/demo.log"
 echo "==== tests ===="; echo "$TESTS_SUMMARY"
 echo "==== summary ===="; printf '%s\n' "${SUMMARY[@]}"

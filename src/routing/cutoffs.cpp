@@ -20,16 +20,17 @@
 //
 // The CUDA backend's come from measurement on 2x H200 (NVLink NV18, bf16;
 // peerplan_tune and the collective benchmark, CUDA graphs and eager;
-// benchmarks/RESULTS.md, "Session 2"). At two ranks, since the kernels are
-// programmatic dependent launches: one-shot is the fastest route up to
-// 1 MiB; two-shot beats NCCL from 2 to 4 MiB in both modes (at 8 MiB only
-// under graphs, by 2%); the fused op beats NCCL + a separate add + RMSNorm
-// up to 32 MiB, by 15% at 16 MiB and only 4% at 32 MiB. So: one-shot
-// 1 MiB, two-shot (1 MiB, 4 MiB], fused 16 MiB. Other world sizes are not
-// measured yet: one-shot and fused scale by the (n-1) copies each rank
-// pushes, and two-shot stays off (a route must never be slower than the
-// fallback it replaces). peerplan_tune measures a machine's own crossovers
-// and writes them to a tuning file.
+// benchmarks/RESULTS.md, "Session 3"). At two ranks: one-shot is the
+// fastest route up to 1 MiB (it ties two-shot there); two-shot beats NCCL
+// from 1 MiB to 64 MiB by 11-44% in both modes, and at 256 MiB by 3%,
+// which is not worth its 1 GiB of staging per rank; the fused op beats
+// NCCL + a separate add + RMSNorm at every measured size up to 64 MiB, by
+// 13% at 14 MiB and 5% at 64 MiB. So: one-shot 1 MiB, two-shot
+// (1 MiB, 64 MiB], fused 16 MiB. Other world sizes are not measured yet:
+// one-shot and fused scale by the (n-1) copies each rank pushes, and
+// two-shot stays off (a route must never be slower than the fallback it
+// replaces). peerplan_tune measures a machine's own crossovers and writes
+// them to a tuning file.
 #include "routing/cutoffs.hpp"
 
 #include <bit>
