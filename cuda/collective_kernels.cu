@@ -319,9 +319,7 @@ template <class T, bool kCluster>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     fused_ll_kernel(PeerSet p, T* inout, T* residual, const T* weight, float eps,
                     KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
-  __shared__ float scratch[kRowThreads / 32];
-  __shared__ float partials[2 * kRowSplits];
-  __shared__ int failures[2 * kRowSplits];
+  __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
   constexpr int E = 8 / sizeof(T);  // elements per line
   static_assert(V == 2 * E, "a pack is two lines");
@@ -333,13 +331,9 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   if (!kCluster && !started) return;
   bool failed = !started;
 
-  using Row = std::conditional_t<kCluster, RowInCluster, RowInBlock>;
-  Row row_sum = [&] {
-    if constexpr (kCluster) return RowInCluster(scratch, partials, failures);
-    else return RowInBlock(scratch);
-  }();
-  const int units = kCluster ? gridDim.x / kRowSplits : gridDim.x;
-  const int unit = kCluster ? blockIdx.x / kRowSplits : blockIdx.x;
+  auto row_sum = RowWorkers<kCluster>::row(shared);
+  const int units = RowWorkers<kCluster>::row_step();
+  const int unit = RowWorkers<kCluster>::first_row();
   const std::int64_t row_lines = hidden / E;
   const RowPart part = row_part(row_sum.split(), row_sum.thread(), row_lines / 2);
   for (std::int64_t row = unit; !failed && row < rows; row += units) {
@@ -419,9 +413,7 @@ template <class T, bool kCluster>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     add_rms_norm_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
                         KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
-  __shared__ float scratch[kRowThreads / 32];
-  __shared__ float partials[2 * kRowSplits];
-  __shared__ int failures[2 * kRowSplits];
+  __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (kCluster) {
@@ -429,14 +421,9 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     asm volatile("griddepcontrol.wait;" ::: "memory");
   }
 #endif
-  using Row = std::conditional_t<kCluster, RowInCluster, RowInBlock>;
-  Row row_sum = [&] {
-    if constexpr (kCluster) return RowInCluster(scratch, partials, failures);
-    else return RowInBlock(scratch);
-  }();
-  const int units = kCluster ? gridDim.x / kRowSplits : gridDim.x;
-  const int unit = kCluster ? blockIdx.x / kRowSplits : blockIdx.x;
-  for (std::int64_t row = unit; row < rows; row += units) {
+  auto row_sum = RowWorkers<kCluster>::row(shared);
+  for (std::int64_t row = RowWorkers<kCluster>::first_row(); row < rows;
+       row += RowWorkers<kCluster>::row_step()) {
     const T* sums = reduced + row * hidden;
     const bool vec = hidden % V == 0 && aligned16(sums);
     auto sum_pack = [&](std::int64_t first, float (&s)[V]) {

@@ -17,6 +17,7 @@
 #include <cooperative_groups.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "element_ops.cuh"
 #include "launch_shape.cuh"
@@ -170,6 +171,27 @@ class RowInCluster {
   int* failures_;
   int parity_ = 0;
   bool siblings_started_ = false;
+};
+
+// Shared memory of a row kernel's block, for either kind of row.
+struct RowShared {
+  float scratch[kRowThreads / 32];
+  float partials[2 * kRowSplits];
+  int failures[2 * kRowSplits];
+};
+
+// How a row kernel's blocks share out rows: kCluster, a row per cluster of
+// kRowSplits blocks (RowInCluster); else a row per block (RowInBlock).
+template <bool kCluster>
+struct RowWorkers {
+  using Row = std::conditional_t<kCluster, RowInCluster, RowInBlock>;
+  __device__ static Row row(RowShared& shared) {
+    if constexpr (kCluster) return RowInCluster(shared.scratch, shared.partials, shared.failures);
+    else return RowInBlock(shared.scratch);
+  }
+  // This block's first row, and the step to its next.
+  __device__ static int first_row() { return kCluster ? blockIdx.x / kRowSplits : blockIdx.x; }
+  __device__ static int row_step() { return kCluster ? gridDim.x / kRowSplits : gridDim.x; }
 };
 
 // Residual add + RMSNorm of this thread's packs of one row (the rounding of
