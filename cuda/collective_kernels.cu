@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <type_traits>
 
 #include "collective_kernels.hpp"
@@ -412,7 +413,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
 template <class T, bool kCluster>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     add_rms_norm_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
-                        KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
+                        KernelLayout layout, std::int64_t rows, std::int64_t hidden,
+                        const std::uint32_t* aborted) {
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -421,6 +423,11 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     asm volatile("griddepcontrol.wait;" ::: "memory");
   }
 #endif
+  // After the fused op's two-shot gave up, its sums are incomplete: leave
+  // residual and output as they are. The word no longer changes once the
+  // two-shot kernel has finished, so every block decides alike (a cluster
+  // leaves whole, before its first barrier).
+  if (aborted != nullptr && *static_cast<const volatile std::uint32_t*>(aborted) != 0u) return;
   auto row_sum = RowWorkers<kCluster>::row(shared);
   for (std::int64_t row = RowWorkers<kCluster>::first_row(); row < rows;
        row += RowWorkers<kCluster>::row_step()) {
@@ -457,21 +464,22 @@ namespace {
 constexpr std::int64_t kMaxRowBlocks = 1024;
 
 // The standalone add + RMSNorm; `clusters` as PeerSet::cluster_rows.
+// `aborted`: null, or the P2P transport's "gave up" word (see Signals).
 template <class T>
 void launch_row_norm(const T* reduced, void* inout, void* residual, const void* weight, float eps,
                      const KernelLayout& layout, std::int64_t rows, std::int64_t hidden,
-                     bool clusters, cudaStream_t stream) {
+                     bool clusters, const std::uint32_t* aborted, cudaStream_t stream) {
   const auto units = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxRowBlocks));
   if (clusters) {
     launch_p2p_clustered(add_rms_norm_kernel<T, true>, units * kRowSplits, kSplitThreads,
                          kRowSplits, true, stream, reduced, static_cast<T*>(inout),
                          static_cast<T*>(residual), static_cast<const T*>(weight), eps, layout,
-                         rows, hidden);
+                         rows, hidden, aborted);
     return;
   }
   add_rms_norm_kernel<T, false><<<units, kRowThreads, 0, stream>>>(
       reduced, static_cast<T*>(inout), static_cast<T*>(residual), static_cast<const T*>(weight),
-      eps, layout, rows, hidden);
+      eps, layout, rows, hidden, aborted);
 }
 
 // Rows of the LL fused kernel in flight at once (clusters of kRowSplits blocks).
@@ -553,7 +561,11 @@ cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, vo
                  peers.overlap_launch, stream, peers, static_cast<const T*>(inout),
                  static_cast<T*>(inout), layout, count);
       launch_row_norm<T>(static_cast<const T*>(inout), inout, residual, weight, eps, layout, rows,
-                         hidden, peers.cluster_rows, stream);
+                         hidden, peers.cluster_rows,
+                         reinterpret_cast<const std::uint32_t*>(
+                             static_cast<const char*>(peers.slabs[peers.rank]) +
+                             offsetof(Signals, aborted)),
+                         stream);
       return;
     }
     const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxBlocks));
@@ -587,7 +599,7 @@ cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* ino
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
     launch_row_norm<T>(static_cast<const T*>(reduced), inout, residual, weight, eps, layout, rows,
-                       hidden, clusters, stream);
+                       hidden, clusters, nullptr, stream);
   });
 }
 
