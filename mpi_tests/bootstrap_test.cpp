@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/fail_together.hpp"
 #include "bootstrap/launch_check.hpp"
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "peerplan/errors.hpp"
@@ -24,6 +25,11 @@ namespace {
 using peerplan::bootstrap::Blob;
 using peerplan::bootstrap::Bootstrap;
 using peerplan::bootstrap::make_mpi_bootstrap;
+using peerplan::bootstrap::describe_ranks;
+using peerplan::bootstrap::gather_failures;
+using peerplan::bootstrap::run_together;
+using peerplan::SystemError;
+using peerplan::Timeout;
 using peerplan::mpi_test::world_rank;
 using peerplan::mpi_test::world_size;
 using namespace std::chrono_literals;
@@ -206,16 +212,65 @@ TEST(MpiBootstrap, BarrierHoldsEveryRankUntilTheLastArrives) {
 TEST(MpiBootstrap, AgreementWithOneFailingRank) {
   auto bootstrap = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
   EXPECT_TRUE(bootstrap->agree(true));
-  EXPECT_TRUE(bootstrap->failed_ranks(true).empty());
   for (int failing = 0; failing < world_size(); ++failing) {
     const bool ok = world_rank() != failing;
     EXPECT_FALSE(bootstrap->agree(ok)) << "rank " << failing << " failed";
-    EXPECT_EQ(bootstrap->failed_ranks(ok), std::vector<int>{failing});
   }
+  EXPECT_FALSE(bootstrap->agree(world_rank() % 2 == 0));
+}
+
+TEST(FailTogether, EveryRankGetsTheSameFailuresNamingEachFailingRank) {
+  auto bootstrap = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
+  EXPECT_FALSE(gather_failures(*bootstrap, std::nullopt).has_value());
+  for (int failing = 0; failing < world_size(); ++failing) {
+    const auto failures = gather_failures(
+        *bootstrap, world_rank() == failing ? std::optional<std::string>("disk full")
+                                            : std::nullopt);
+    ASSERT_TRUE(failures.has_value());
+    EXPECT_EQ(failures->ranks, std::vector<int>{failing});
+    EXPECT_EQ(failures->message, "rank " + std::to_string(failing) + ": disk full");
+  }
+  // The same message from several ranks is said once, with its ranks; the
+  // distinct ones follow in order of the first rank that reported each.
   std::vector<int> odd;
   for (int r = 1; r < world_size(); r += 2) odd.push_back(r);
-  EXPECT_EQ(bootstrap->failed_ranks(world_rank() % 2 == 0), odd);
-  EXPECT_FALSE(bootstrap->agree(world_rank() % 2 == 0));
+  const bool is_odd = world_rank() % 2 == 1;
+  const auto failures = gather_failures(
+      *bootstrap, is_odd ? std::optional<std::string>(world_rank() == 1 ? "A" : "B")
+                         : std::nullopt);
+  ASSERT_TRUE(failures.has_value());
+  EXPECT_EQ(failures->ranks, odd);
+  EXPECT_EQ(failures->message, world_size() == 4 ? "rank 1: A; rank 3: B" : "rank 1: A");
+  const auto same = gather_failures(*bootstrap, std::optional<std::string>("bad file"));
+  ASSERT_TRUE(same.has_value());
+  EXPECT_EQ(same->message, describe_ranks(same->ranks) + ": bad file");
+  EXPECT_EQ(static_cast<int>(same->ranks.size()), world_size());
+}
+
+TEST(FailTogether, RunTogetherTurnsALocalErrorIntoEveryRanksFailure) {
+  auto bootstrap = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
+  const int last = world_size() - 1;
+  const auto failures = run_together(*bootstrap, [&] {
+    if (world_rank() == last) throw SystemError("no shared memory here");
+  });
+  ASSERT_TRUE(failures.has_value());
+  EXPECT_EQ(failures->ranks, std::vector<int>{last});
+  EXPECT_NE(failures->message.find("no shared memory here"), std::string::npos);
+  EXPECT_FALSE(run_together(*bootstrap, [] {}).has_value());
+}
+
+TEST(FailTogether, ATimeoutInsideTheStepIsRethrownWithoutAnotherExchange) {
+  // A peer that stopped answering would not answer the verdict exchange
+  // either: waiting for it again would double the detection time.
+  auto bootstrap = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
+  const auto start = std::chrono::steady_clock::now();
+  if (world_rank() == 0) {
+    EXPECT_THROW(run_together(*bootstrap, [] { throw Timeout("peer 1 is gone"); }), Timeout);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1s) << "the step's Timeout was held back";
+  }
+  // The other ranks make no call either: had rank 0 exchanged, it would
+  // have waited for them until kGenerousTimeout.
+  bootstrap->barrier();
 }
 
 TEST(MpiBootstrap, UserTrafficOnTheSameCommunicatorDoesNotInterfere) {

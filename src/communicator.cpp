@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <sstream>
 
+#include "bootstrap/fail_together.hpp"
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "communicator/backend_selection.hpp"
 #include "communicator/cutoff_resolution.hpp"
@@ -139,8 +140,8 @@ class CommunicatorImpl final : public Communicator {
                       "; pass non-empty device buffers";
       }
     }
-    if (auto failures = communicator::gather_failures(*boot_, local_error)) {
-      throw InvalidArgument("register_buffers: " + *failures + "; nothing was registered");
+    if (auto failures = bootstrap::gather_failures(*boot_, local_error)) {
+      throw InvalidArgument("register_buffers: " + failures->message + "; nothing was registered");
     }
     if (!p2p_enabled_) return;  // same on every rank: nothing reads in place
     breaking_on_timeout("register_buffers", [&] { peer_->register_buffers(buffers); });
@@ -222,14 +223,9 @@ class CommunicatorImpl final : public Communicator {
  private:
   // declare() without the open check and timeout bookkeeping.
   void declare_set(std::span<const Declaration> declarations) {
-    std::optional<std::string> local_error;
-    try {
-      plan::validate_declarations(declarations);
-    } catch (const Error& e) {
-      local_error = e.what();
-    }
-    if (auto failures = communicator::gather_failures(*boot_, local_error)) {
-      throw InvalidArgument("declare: invalid declarations (" + *failures +
+    if (auto failures = bootstrap::run_together(
+            *boot_, [&] { plan::validate_declarations(declarations); })) {
+      throw InvalidArgument("declare: invalid declarations (" + failures->message +
                             "); the previous declared set stays in force");
     }
     if (auto mismatch = communicator::find_declaration_mismatch(*boot_, declarations)) {
@@ -241,14 +237,10 @@ class CommunicatorImpl final : public Communicator {
       std::size_t max_bytes = 0;
       for (const auto& d : decisions)
         if (is_p2p(d.route)) max_bytes = std::max(max_bytes, d.message_bytes);
-      std::optional<std::string> reserve_error;
-      try {
-        peer_->reserve(max_bytes);
-      } catch (const Error& e) {
-        reserve_error = e.what();
-      }
-      if (auto failures = communicator::gather_failures(*boot_, reserve_error)) {
-        disable_p2p("preparing the staging buffers failed: " + *failures);
+      // A Timeout in reserve() propagates (the communicator is then
+      // broken); any other failure disables P2P on every rank alike.
+      if (auto failures = bootstrap::run_together(*boot_, [&] { peer_->reserve(max_bytes); })) {
+        disable_p2p("preparing the staging buffers failed: " + failures->message);
         decisions = route_all(declarations);
       }
     }

@@ -42,9 +42,9 @@ class Bootstrap {
   virtual Blob broadcast(std::span<const std::byte> blob, int root) = 0;
   virtual void barrier() = 0;
   // True iff `ok` is true on every rank. Every rank gets the same answer.
+  // (A step that can fail on some ranks ends with run_together or
+  // gather_failures, bootstrap/fail_together.hpp, which also say who failed.)
   virtual bool agree(bool ok) = 0;
-  // Ranks whose `ok` was false (empty when all succeeded), same on all ranks.
-  virtual std::vector<int> failed_ranks(bool ok) = 0;
 };
 
 }  // namespace peerplan::bootstrap

@@ -85,20 +85,15 @@ class MpiBootstrap final : public Bootstrap {
     return world_->broadcast(blob, root, "broadcast");
   }
   void barrier() override { world_->allgather({}, "barrier"); }
-  bool agree(bool ok) override { return failed_ranks_of("agree", ok).empty(); }
-  std::vector<int> failed_ranks(bool ok) override { return failed_ranks_of("failed_ranks", ok); }
-
- private:
-  std::vector<int> failed_ranks_of(const char* operation, bool ok) {
+  bool agree(bool ok) override {
     const std::byte mine{static_cast<unsigned char>(ok ? 1 : 0)};
-    const std::vector<Blob> all = world_->allgather({&mine, 1}, operation);
-    std::vector<int> failed;
-    for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-      if (all[r].size() != 1 || all[r][0] != std::byte{1}) failed.push_back(r);
+    for (const Blob& blob : world_->allgather({&mine, 1}, "agree")) {
+      if (blob.size() != 1 || blob[0] != std::byte{1}) return false;
     }
-    return failed;
+    return true;
   }
 
+ private:
   // rank in comm_ of each rank of `sub` (a communicator derived from comm_).
   std::vector<int> ranks_in_comm_of(MPI_Comm sub) {
     MPI_Group sub_group = MPI_GROUP_NULL;

@@ -3,6 +3,7 @@
 #include <optional>
 #include <sstream>
 
+#include "bootstrap/fail_together.hpp"
 #include "communicator/declaration_agreement.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
@@ -44,13 +45,12 @@ Backend resolve_backend(Backend requested, bootstrap::Bootstrap& bootstrap) {
 #if PEERPLAN_HAVE_CUDA
   visible = transport::cuda::cuda_device_visible();
 #endif
-  const auto blind = bootstrap.failed_ranks(visible);
-  if (blind.empty()) return Backend::cuda;
+  const auto blind = bootstrap::gather_failures(
+      bootstrap, visible ? std::nullopt : std::optional<std::string>("sees no GPU"));
+  if (!blind) return Backend::cuda;
   if (requested == Backend::cuda) {
-    std::string ranks;
-    for (int r : blind) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     throw Unsupported("Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) "
-                      "but rank(s) " + ranks + " see no GPU (check CUDA_VISIBLE_DEVICES and the "
+                      "but " + blind->message + " (check CUDA_VISIBLE_DEVICES and the "
                       "driver); use Backend::automatic or PEERPLAN_BACKEND=host");
   }
   return Backend::host;
@@ -74,21 +74,17 @@ std::string static_p2p_obstacle(const bootstrap::Bootstrap& bootstrap, const Con
 // ranks are bound well). A topology file that cannot be read is an error on
 // every rank: it was asked for explicitly.
 void describe_locality(bootstrap::Bootstrap& bootstrap, const Config& config) {
-  std::optional<std::string> local_error;
   std::string where;
-  try {
-    const auto topology = topology::Topology::load(config.topology_file);
-    const auto binding = topology.process_binding();
-    std::ostringstream out;
-    out << "topology " << topology.source() << ": cpus " << binding.cpus << ", NUMA nodes";
-    for (int node : binding.numa_nodes) out << ' ' << node;
-    out << ", " << topology.gpus().size() << " GPU(s) visible";
-    where = out.str();
-  } catch (const Error& e) {
-    local_error = e.what();
-  }
-  if (auto failures = gather_failures(bootstrap, local_error)) {
-    throw InvalidArgument("create: cannot load the topology (" + *failures + ")");
+  if (auto failures = bootstrap::run_together(bootstrap, [&] {
+        const auto topology = topology::Topology::load(config.topology_file);
+        const auto binding = topology.process_binding();
+        std::ostringstream out;
+        out << "topology " << topology.source() << ": cpus " << binding.cpus << ", NUMA nodes";
+        for (int node : binding.numa_nodes) out << ' ' << node;
+        out << ", " << topology.gpus().size() << " GPU(s) visible";
+        where = out.str();
+      })) {
+    throw InvalidArgument("create: cannot load the topology (" + failures->message + ")");
   }
   log::info(where);
 }
@@ -143,15 +139,11 @@ void enable_p2p_if_agreed(bootstrap::Bootstrap& bootstrap, const Config& config,
     if (bootstrap.rank() == 0) log::info("P2P disabled: " + setup.p2p_disabled_reason);
     return;
   }
-  std::optional<std::string> local_error;
-  try {
-    setup.peer = make_peer();
-  } catch (const Error& e) {
-    local_error = e.what();
-  }
-  if (auto failures = gather_failures(bootstrap, local_error)) {
+  // A Timeout propagates: create fails. Any other failure on any rank
+  // disables P2P on every rank.
+  if (auto failures = bootstrap::run_together(bootstrap, [&] { setup.peer = make_peer(); })) {
     setup.peer.reset();
-    setup.p2p_disabled_reason = std::string(what) + " failed: " + *failures;
+    setup.p2p_disabled_reason = std::string(what) + " failed: " + failures->message;
     log::warn("P2P disabled on every rank, all calls go to the fallback: " +
               setup.p2p_disabled_reason);
   }
@@ -171,14 +163,10 @@ void create_cuda_transports([[maybe_unused]] bootstrap::Bootstrap& bootstrap,
                             [[maybe_unused]] const Config& config,
                             [[maybe_unused]] BackendSetup& setup) {
 #if PEERPLAN_HAVE_CUDA
-  std::optional<std::string> local_error;
-  try {
-    transport::cuda::select_device(config.device, bootstrap.local_rank());
-  } catch (const Error& e) {
-    local_error = e.what();
-  }
-  if (auto failures = gather_failures(bootstrap, local_error)) {
-    throw InvalidArgument("create: cannot select the GPU (" + *failures + ")");
+  if (auto failures = bootstrap::run_together(bootstrap, [&] {
+        transport::cuda::select_device(config.device, bootstrap.local_rank());
+      })) {
+    throw InvalidArgument("create: cannot select the GPU (" + failures->message + ")");
   }
   setup.fallback = transport::cuda::make_nccl_fallback(bootstrap, config.timeout);
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up CUDA IPC / peer access", [&] {

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "bootstrap/fail_together.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "routing/cutoffs.hpp"
@@ -19,36 +20,6 @@ std::span<const std::byte> bytes_of(const std::string& text) {
 
 std::string as_text(const bootstrap::Blob& blob) {
   return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i)
-    text += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
-  return text;
-}
-
-// Every rank reads the same file, so its error is usually the same on every
-// rank: say it once, with the ranks that hit it. nullopt when no rank failed.
-std::optional<std::string> gather_distinct_errors(bootstrap::Bootstrap& bootstrap,
-                                                  const std::optional<std::string>& local) {
-  const std::string mine = local ? "!" + *local : std::string();
-  std::vector<std::pair<std::string, std::vector<int>>> groups;  // message -> ranks
-  const auto all = bootstrap.allgather(bytes_of(mine));
-  for (int rank = 0; rank < static_cast<int>(all.size()); ++rank) {
-    const std::string text = as_text(all[rank]);
-    if (text.empty()) continue;
-    const std::string message = text.substr(1);
-    auto group = groups.begin();
-    while (group != groups.end() && group->first != message) ++group;
-    if (group == groups.end()) group = groups.insert(groups.end(), {message, {}});
-    group->second.push_back(rank);
-  }
-  if (groups.empty()) return std::nullopt;
-  std::string joined;
-  for (const auto& [message, ranks] : groups)
-    joined += (joined.empty() ? "" : "; ") + rank_list(ranks) + ": " + message;
-  return joined;
 }
 
 // Warned (file, fingerprint) pairs: a program that creates several
@@ -115,7 +86,7 @@ void check_agreement(bootstrap::Bootstrap& bootstrap, const RouteCutoffs& resolv
     details += "; rank " + std::to_string(rank) + ": " + as_text(all[rank]);
   }
   if (differing.empty()) return;
-  throw Mismatch("create: " + rank_list(differing) +
+  throw Mismatch("create: " + bootstrap::describe_ranks(differing) +
                  " resolved other route cutoffs than rank 0 (rank 0: " + as_text(all[0]) +
                  details +
                  "). Routing must be identical on every rank: give every rank the same "
@@ -128,17 +99,14 @@ void check_agreement(bootstrap::Bootstrap& bootstrap, const RouteCutoffs& resolv
 std::optional<routing::TuningFile> load_tuning_file(bootstrap::Bootstrap& bootstrap,
                                                     const Config& config) {
   std::optional<routing::TuningFile> file;
-  std::optional<std::string> error;
-  if (!config.tuning_file.empty()) {
-    try {
-      file = routing::read_tuning_file(config.tuning_file);
-    } catch (const Error& e) {
-      error = e.what();
-    }
-  }
   // Always collective, even without a file here: another rank may have one.
-  if (auto failures = gather_distinct_errors(bootstrap, error))
-    throw InvalidArgument("create: cannot use the tuning file (" + *failures + ")");
+  // Every rank reads the same file, so the error is usually the same on
+  // every rank: it is said once, with the ranks that hit it.
+  if (auto failures = bootstrap::run_together(bootstrap, [&] {
+        if (!config.tuning_file.empty()) file = routing::read_tuning_file(config.tuning_file);
+      })) {
+    throw InvalidArgument("create: cannot use the tuning file (" + failures->message + ")");
+  }
   return file;
 }
 

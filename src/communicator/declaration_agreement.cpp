@@ -17,34 +17,6 @@ std::string to_text(const bootstrap::Blob& blob) {
   return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());
 }
 
-// Serialises a list of strings as length-prefixed records so it can travel
-// as one bootstrap blob.
-bootstrap::Blob pack(const std::vector<std::string>& lines) {
-  bootstrap::Blob blob;
-  for (const auto& line : lines) {
-    std::uint64_t n = line.size();
-    const auto* p = reinterpret_cast<const std::byte*>(&n);
-    blob.insert(blob.end(), p, p + sizeof n);
-    const auto* s = reinterpret_cast<const std::byte*>(line.data());
-    blob.insert(blob.end(), s, s + line.size());
-  }
-  return blob;
-}
-
-std::vector<std::string> unpack(const bootstrap::Blob& blob) {
-  std::vector<std::string> lines;
-  std::size_t at = 0;
-  while (at + sizeof(std::uint64_t) <= blob.size()) {
-    std::uint64_t n = 0;
-    std::memcpy(&n, blob.data() + at, sizeof n);
-    at += sizeof n;
-    if (n > blob.size() - at) break;  // truncated: cannot happen between our own ranks
-    lines.emplace_back(reinterpret_cast<const char*>(blob.data() + at), n);
-    at += n;
-  }
-  return lines;
-}
-
 std::string format_ranks(const std::vector<int>& ranks) {
   std::ostringstream out;
   for (std::size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
@@ -86,7 +58,10 @@ std::optional<std::string> find_declaration_mismatch(bootstrap::Bootstrap& boots
 
   const auto digests_of = [&](int rank) {
     std::vector<std::uint64_t> list(gathered[rank].size() / sizeof(std::uint64_t));
-    std::memcpy(list.data(), gathered[rank].data(), list.size() * sizeof(std::uint64_t));
+    // An empty declared set has no data pointer: memcpy must not see it.
+    if (!list.empty()) {
+      std::memcpy(list.data(), gathered[rank].data(), list.size() * sizeof(std::uint64_t));
+    }
     return list;
   };
   const auto reference = digests_of(0);
@@ -122,23 +97,6 @@ std::optional<std::string> find_declaration_mismatch(bootstrap::Bootstrap& boots
   message << " (ranks differing from rank 0: " << format_ranks(differing)
           << "). Every rank must declare the same plans in the same order; only weight "
              "addresses may differ.";
-  return message.str();
-}
-
-std::optional<std::string> gather_failures(bootstrap::Bootstrap& bootstrap,
-                                           const std::optional<std::string>& local_error) {
-  const std::vector<std::string> mine =
-      local_error ? std::vector<std::string>{*local_error} : std::vector<std::string>{};
-  const auto gathered = bootstrap.allgather(pack(mine));
-  std::ostringstream message;
-  bool any = false;
-  for (int rank = 0; rank < static_cast<int>(gathered.size()); ++rank) {
-    for (const auto& error : unpack(gathered[rank])) {
-      message << (any ? "; " : "") << "rank " << rank << ": " << error;
-      any = true;
-    }
-  }
-  if (!any) return std::nullopt;
   return message.str();
 }
 

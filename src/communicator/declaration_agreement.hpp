@@ -29,10 +29,4 @@ std::uint64_t invariant_digest(const Declaration& declaration);
 std::optional<std::string> find_declaration_mismatch(bootstrap::Bootstrap& bootstrap,
                                                      std::span<const Declaration> declarations);
 
-// Gathers every rank's local validation verdict. Returns nullopt when every
-// rank's set is valid, else one message naming each failing rank and its
-// error, identical on every rank. Collective.
-std::optional<std::string> gather_failures(bootstrap::Bootstrap& bootstrap,
-                                           const std::optional<std::string>& local_error);
-
 }  // namespace peerplan::communicator

@@ -86,15 +86,12 @@ class ThreadBootstrap final : public bootstrap::Bootstrap {
     return allgather(blob)[root];
   }
   void barrier() override { allgather({}); }
-  bool agree(bool ok) override { return failed_ranks(ok).empty(); }
-  std::vector<int> failed_ranks(bool ok) override {
+  bool agree(bool ok) override {
     const std::byte flag{static_cast<unsigned char>(ok ? 1 : 0)};
-    const auto all = allgather(std::span<const std::byte>(&flag, 1));
-    std::vector<int> failed;
-    for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-      if (all[r].at(0) == std::byte{0}) failed.push_back(r);
+    for (const auto& blob : allgather(std::span<const std::byte>(&flag, 1))) {
+      if (blob.at(0) == std::byte{0}) return false;
     }
-    return failed;
+    return true;
   }
 
  private:

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "bootstrap/fail_together.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/ipc_handles.hpp"
@@ -160,8 +161,9 @@ void BufferRegistry::add(bootstrap::Bootstrap& bootstrap, std::span<const Buffer
     }
   }
   // A rank that skipped mapping because another rank failed did not fail.
-  const auto failed = bootstrap.failed_ranks(error.empty());
-  if (!failed.empty()) {
+  const auto failures = bootstrap::gather_failures(
+      bootstrap, error.empty() ? std::nullopt : std::optional<std::string>(error));
+  if (failures) {
     if (uploaded) {
       try {
         upload_table(table_);
@@ -179,13 +181,8 @@ void BufferRegistry::add(bootstrap::Bootstrap& bootstrap, std::span<const Buffer
       cudaIpcCloseMemHandle(it->base);
       it = mappings_.erase(it);
     }
-    std::string ranks;
-    for (int r : failed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    throw InvalidArgument("register_buffers failed on rank" +
-                          std::string(failed.size() > 1 ? "s " : " ") + ranks +
-                          "; nothing was registered" +
-                          (error.empty() ? std::string(" (see that rank's message)")
-                                         : std::string(": ") + error));
+    throw InvalidArgument("register_buffers failed (" + failures->message +
+                          "); nothing was registered");
   }
   for (const auto& e : entries) table_[e.slot] = e.address;
   for (std::size_t i = 0; i < regions.size(); ++i) {

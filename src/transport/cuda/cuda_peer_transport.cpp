@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/log.hpp"
+#include "bootstrap/fail_together.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/row_clusters.hpp"
@@ -160,12 +161,11 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
       }
     }
   }
-  if (!bootstrap.agree(error.empty())) {
+  if (auto failures = bootstrap::gather_failures(
+          bootstrap, error.empty() ? std::nullopt : std::optional<std::string>(error))) {
     if (error_host_) cudaFreeHost(error_host_);
     error_host_ = nullptr;
-    throw Unsupported(error.empty() ? "peerplan cuda backend: peer access is not possible on "
-                                      "another rank (see its message)"
-                                    : error);
+    throw Unsupported(failures->message);
   }
   probe_peer_access();
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "bootstrap/fail_together.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/ipc_handles.hpp"
@@ -74,13 +75,11 @@ IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes)
       error = e.what();
     }
   }
-  const auto failed = bootstrap.failed_ranks(error.empty());
-  if (!failed.empty()) {
+  if (auto failures = bootstrap::gather_failures(
+          bootstrap, error.empty() ? std::nullopt : std::optional<std::string>(error))) {
     slabs.release_local();
-    std::string ranks;
-    for (int r : failed) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    throw CudaError("peerplan cuda backend: sharing staging slabs through CUDA IPC failed on "
-                    "rank(s) " + ranks + (error.empty() ? std::string() : ": " + error));
+    throw CudaError("peerplan cuda backend: sharing staging slabs through CUDA IPC failed (" +
+                    failures->message + ")");
   }
   return slabs;
 }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "bootstrap/fail_together.hpp"
 #include "peerplan/errors.hpp"
 
 namespace peerplan::transport::host {
@@ -29,12 +30,6 @@ Published decode(const bootstrap::Blob& blob) {
   p.name.assign(reinterpret_cast<const char*>(blob.data()) + sizeof p.bytes,
                 blob.size() - sizeof p.bytes);
   return p;
-}
-
-std::string join(const std::vector<int>& ranks) {
-  std::string text;
-  for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
-  return text;
 }
 
 }  // namespace
@@ -82,20 +77,17 @@ PeerSegments PeerSegments::establish(bootstrap::Bootstrap& bootstrap,
 
   // After this agreement no rank opens a name any more: remove ours now.
   // (Should the agreement itself throw, ~ShmSegment removes it.)
-  const std::vector<int> failed = bootstrap.failed_ranks(error.empty());
+  const auto failures = bootstrap::gather_failures(
+      bootstrap, error.empty() ? std::nullopt : std::optional<std::string>(error));
   own.unlink();
 
-  if (failed.empty()) return result;
+  if (!failures) return result;
   result.release();
   if (size_mismatch) throw Mismatch(error);
-  if (!error.empty()) {
-    throw SystemError(error + " (ranks that failed to set up shared memory: " + join(failed) +
-                      ")");
-  }
-  throw SystemError("peerplan host backend: rank(s) " + join(failed) +
-                    " could not set up their shared-memory segments (the OS error is "
-                    "reported on those ranks). Check /dev/shm there: free space (df -h "
-                    "/dev/shm), docker --shm-size, or set PEERPLAN_DISABLE_P2P=1.");
+  throw SystemError("peerplan host backend: setting up shared memory failed (" +
+                    failures->message +
+                    "). Check /dev/shm on those ranks: free space (df -h /dev/shm), docker "
+                    "--shm-size, or set PEERPLAN_DISABLE_P2P=1.");
 }
 
 }  // namespace peerplan::transport::host

@@ -1,0 +1,59 @@
+#include "bootstrap/fail_together.hpp"
+
+#include <cstring>
+#include <utility>
+
+namespace peerplan::bootstrap {
+namespace {
+
+// Blob of a verdict: empty for success, else a marker byte and the message
+// (the marker keeps an empty error message distinct from success).
+constexpr std::byte kFailed{0x21};
+
+Blob encode(const std::optional<std::string>& error) {
+  if (!error) return {};
+  Blob blob(1 + error->size());
+  blob[0] = kFailed;
+  if (!error->empty()) std::memcpy(blob.data() + 1, error->data(), error->size());
+  return blob;
+}
+
+}  // namespace
+
+std::string describe_ranks(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    text += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  }
+  return text;
+}
+
+std::optional<Failures> gather_failures(Bootstrap& bootstrap,
+                                        const std::optional<std::string>& local_error) {
+  const std::vector<Blob> all = bootstrap.allgather(encode(local_error));
+  Failures failures;
+  // Distinct messages in order of the first rank that reported each.
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int rank = 0; rank < static_cast<int>(all.size()); ++rank) {
+    const Blob& blob = all[rank];
+    if (blob.empty()) continue;
+    failures.ranks.push_back(rank);
+    std::string message(reinterpret_cast<const char*>(blob.data()) + 1, blob.size() - 1);
+    if (message.empty()) message = "failed (no message)";
+    auto group = groups.begin();
+    while (group != groups.end() && group->first != message) ++group;
+    if (group == groups.end()) {
+      groups.emplace_back(std::move(message), std::vector<int>{rank});
+    } else {
+      group->second.push_back(rank);
+    }
+  }
+  if (failures.ranks.empty()) return std::nullopt;
+  for (const auto& [message, ranks] : groups) {
+    if (!failures.message.empty()) failures.message += "; ";
+    failures.message += describe_ranks(ranks) + ": " + message;
+  }
+  return failures;
+}
+
+}  // namespace peerplan::bootstrap

@@ -1,0 +1,63 @@
+// Failing together: the one agreement every collective step of peerplan
+// ends with.
+//
+// A step that every rank performs (create a segment, map the peers' IPC
+// handles, validate a declared set, read a tuning file) can fail on some
+// ranks only. If those ranks threw alone, the others would go on to the next
+// collective and wait for them until the timeout: a rank that fails alone
+// turns a clear error into a Timeout everywhere. So each rank runs the step,
+// catches its own failure, and then all ranks exchange their verdicts in one
+// collective; either every rank goes on, or every rank throws, with the same
+// message naming every failing rank.
+//
+// A Timeout inside the step is different: it means a peer stopped
+// answering, and it would not answer the verdict exchange either. It is
+// rethrown at once, so that detection takes one timeout, not two.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "peerplan/errors.hpp"
+
+namespace peerplan::bootstrap {
+
+// The failures of one collective step, identical on every rank.
+struct Failures {
+  std::vector<int> ranks;  // ranks (of the bootstrap) that failed, ascending
+  // Each distinct message once, with the ranks that reported it:
+  // "rank 2: <message>" or "ranks 0, 1, 3: <message>; rank 2: <other>".
+  std::string message;
+};
+
+// Collective over every rank of `bootstrap`. `local_error` is this rank's
+// verdict (nullopt: it succeeded). Returns nullopt when every rank
+// succeeded, else the same Failures on every rank. Throws Timeout when a
+// rank does not take part.
+std::optional<Failures> gather_failures(Bootstrap& bootstrap,
+                                        const std::optional<std::string>& local_error);
+
+// Runs `step` on this rank, then gathers every rank's verdict as above. A
+// peerplan::Error thrown by `step` is this rank's failure; a Timeout is
+// rethrown without the exchange; any other exception propagates (a bug, or
+// std::bad_alloc). `step` must make the same collective calls on every
+// rank whether or not it failed locally, or the ranks fall out of step.
+template <class Step>
+std::optional<Failures> run_together(Bootstrap& bootstrap, Step&& step) {
+  std::optional<std::string> local_error;
+  try {
+    step();
+  } catch (const Timeout&) {
+    throw;
+  } catch (const Error& e) {
+    local_error = e.what();
+  }
+  return gather_failures(bootstrap, local_error);
+}
+
+// "rank 3" / "ranks 0, 2": how messages name a set of ranks.
+std::string describe_ranks(const std::vector<int>& ranks);
+
+}  // namespace peerplan::bootstrap
