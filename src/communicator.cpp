@@ -14,6 +14,7 @@
 #include "communicator/machine_fingerprint.hpp"
 #include "communicator/prepared_plan.hpp"
 #include "core/environment.hpp"
+#include "core/fault_injection.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "plan/plan_index.hpp"
@@ -233,6 +234,7 @@ class CommunicatorImpl final : public Communicator {
     }
 
     auto decisions = route_all(declarations);
+    PEERPLAN_FAULT_POINT("declare.before_reserve", boot_->rank());
     if (p2p_enabled_) {
       std::size_t max_bytes = 0;
       for (const auto& d : decisions)
@@ -380,8 +382,10 @@ std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config)
   std::vector<std::string> applied;
   config = apply_environment(std::move(config), &applied);
   log::set_level(config.log_level);
+  fault::check_configuration();
   auto boot = bootstrap::make_mpi_bootstrap(comm, config.timeout);
   log::set_rank(boot->rank());
+  PEERPLAN_FAULT_POINT("create.after_bootstrap", boot->rank());
   return std::make_unique<CommunicatorImpl>(comm, std::move(config), std::move(boot), applied);
 }
 
