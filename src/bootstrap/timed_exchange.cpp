@@ -87,6 +87,11 @@ void TimedExchange::post_send(Call& call, int destination) {
 
 std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine,
                                            const char* operation) {
+  return allgather(mine, operation, timeout_);
+}
+
+std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine, const char* operation,
+                                           std::chrono::milliseconds bound) {
   Call call;
   call.operation = operation;
   call.tag = begin_call();
@@ -99,7 +104,7 @@ std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine,
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_) post_send(call, peer);
   }
-  wait(call);
+  wait(call, bound);
 
   std::vector<Blob> out(size_);
   for (int r = 0; r < size_; ++r) {
@@ -134,12 +139,12 @@ Blob TimedExchange::broadcast(std::span<const std::byte> blob, int root, const c
     call.awaiting_count = 1;
     call.probe_source = root;
   }
-  wait(call);
+  wait(call, timeout_);
   return rank_ == root ? *call.outgoing : std::move(*call.results[root]);
 }
 
-void TimedExchange::wait(Call& call) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+void TimedExchange::wait(Call& call, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
   std::vector<int> indices;
   std::vector<MPI_Status> statuses;
   for (unsigned polls = 0;; ++polls) {
@@ -183,7 +188,7 @@ void TimedExchange::wait(Call& call) {
     }
     if (!pending) return;
 
-    if (std::chrono::steady_clock::now() >= deadline) time_out(call);
+    if (std::chrono::steady_clock::now() >= deadline) time_out(call, bound);
     // Spin briefly for the fast case, then sleep between polls: with more
     // ranks than cores (CI) a spinning rank steals the core of the rank it
     // is waiting for.
@@ -191,7 +196,7 @@ void TimedExchange::wait(Call& call) {
   }
 }
 
-void TimedExchange::time_out(Call& call) {
+void TimedExchange::time_out(Call& call, std::chrono::milliseconds bound) {
   std::vector<int> missing;
   auto name = [&](int r) { return rank_names_.empty() ? r : rank_names_[r]; };
   for (int r = 0; r < size_; ++r) {
@@ -214,7 +219,7 @@ void TimedExchange::time_out(Call& call) {
   std::sort(missing.begin(), missing.end());
   missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
   throw Timeout("bootstrap " + std::string(call.operation) + " #" + std::to_string(call.number) +
-                " timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank" +
+                " timed out after " + std::to_string(bound.count()) + " ms waiting for rank" +
                 (missing.size() == 1 ? " " : "s ") + join(missing) +
                 " (a rank stopped participating or crashed; raise PEERPLAN_TIMEOUT_MS if ranks "
                 "are merely slow)");

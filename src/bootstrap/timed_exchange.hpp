@@ -37,6 +37,10 @@ class TimedExchange {
 
   // Every rank's blob, by rank. `operation` names the call in a Timeout.
   std::vector<Blob> allgather(std::span<const std::byte> mine, const char* operation);
+  // Same, waiting at most `bound` instead of the timeout given at
+  // construction (e.g. a short roll call after another wait expired).
+  std::vector<Blob> allgather(std::span<const std::byte> mine, const char* operation,
+                              std::chrono::milliseconds bound);
   // Root's blob on every rank.
   Blob broadcast(std::span<const std::byte> blob, int root, const char* operation);
 
@@ -44,8 +48,8 @@ class TimedExchange {
   struct Call;
   int begin_call();
   void post_send(Call& call, int destination);
-  void wait(Call& call);
-  [[noreturn]] void time_out(Call& call);
+  void wait(Call& call, std::chrono::milliseconds bound);
+  [[noreturn]] void time_out(Call& call, std::chrono::milliseconds bound);
 
   MPI_Comm comm_;
   std::chrono::milliseconds timeout_;
