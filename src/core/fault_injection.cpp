@@ -35,6 +35,7 @@ struct Rule {
   int rank = -1;
   Action action = Action::kill;
   int sleep_ms = 0;
+  bool fired = false;
 };
 
 struct Parsed {
@@ -128,8 +129,9 @@ void reach(std::string_view point, int rank) {
   {
     const std::lock_guard lock(mutex());
     bool found = false;
-    for (const Rule& rule : configuration().rules) {
-      if (rule.point == point && rule.rank == rank) {
+    for (Rule& rule : configuration().rules) {
+      if (!rule.fired && rule.point == point && rule.rank == rank) {
+        rule.fired = true;
         hit = rule;
         found = true;
         break;

@@ -10,8 +10,9 @@
 // <rank> is the rank in the communicator given to create(); <action> is
 // `kill` (SIGKILL: the process vanishes as on a crash), `stop` (SIGSTOP:
 // frozen until someone sends SIGCONT), `sleep=<ms>` (a slow rank) or
-// `abort` (std::abort). A point fires every time it is reached. The points
-// are listed in kFaultPoints (fault_injection.cpp). Unset (the normal case)
+// `abort` (std::abort). Each rule fires once, the first time its point is
+// reached (a stopped rank that is continued must not stop again at the
+// next call). The points are listed in kFaultPoints (fault_injection.cpp). Unset (the normal case)
 // costs one load of a flag per point reached. Never set it in production.
 #pragma once
 

@@ -76,6 +76,8 @@ TEST_F(FaultInjection, APointActsOnlyForTheNamedRankAndPoint) {
   EXPECT_LT(elapsed_ms([] { PEERPLAN_FAULT_POINT("fallback.posted", 0); }), 100.0);
   EXPECT_LT(elapsed_ms([] { PEERPLAN_FAULT_POINT("fallback.reduced", 1); }), 100.0);
   EXPECT_GE(elapsed_ms([] { PEERPLAN_FAULT_POINT("fallback.posted", 1); }), 290.0);
+  // Once: the rule has fired.
+  EXPECT_LT(elapsed_ms([] { PEERPLAN_FAULT_POINT("fallback.posted", 1); }), 100.0);
 }
 
 }  // namespace

@@ -1,0 +1,232 @@
+// One fault scenario of the fault-injection suite, run by
+// run_fault_scenario.cmake under `mpiexec --enable-recovery`, so that the
+// survivors of a killed rank keep running and their behaviour is visible.
+//
+//   fault_scenario <scenario> <victim rank> <timeout ms>
+//
+// Scenarios: create-kill, create-late, shm-kill, declare-kill, p2p-kill,
+// p2p-stop, fallback-kill, fallback-late (see mpi_tests/CMakeLists.txt for
+// the PEERPLAN_FAULT_INJECT of each), and clean (no fault: every step must
+// succeed; the follow-up job that shows stale segments are removed).
+//
+// The victim dies (kill), freezes (stop) or is late at the point the
+// scenario names (PEERPLAN_FAULT_INJECT is set by the driver for the
+// kill/stop scenarios; lateness is a sleep here). Every other rank must
+// raise peerplan::Timeout naming the victim within 1.5x the timeout (plus a
+// small slack for the 2-core CI machine), then close() and MPI_Finalize
+// cleanly. The ranks cannot compare notes (a collective with a dead rank
+// would hang), so each rank judges itself and prints one line
+//   FAULT rank=<r> verdict=PASS|FAIL <why>
+// then `FAULT rank=<r> finalized` after MPI_Finalize; the driver requires
+// both from every survivor, and checks /dev/shm afterwards.
+#include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "peerplan/communicator.hpp"
+#include "peerplan/errors.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using peerplan::Communicator;
+using peerplan::DataType;
+using peerplan::Declaration;
+using peerplan::TensorLayout;
+
+int world_rank = 0;
+int world_size = 1;
+
+// What one step did on this rank.
+struct Outcome {
+  std::string step;    // create, declare, call
+  std::string kind;    // ok, Timeout, or the other error's code name
+  std::string message;
+  double ms = 0;
+};
+
+void say(const std::string& line) {
+  std::printf("FAULT rank=%d %s\n", world_rank, line.c_str());
+  std::fflush(stdout);
+}
+
+Outcome run_step(const std::string& step, const std::function<void()>& body) {
+  Outcome outcome{step, "ok", "", 0};
+  const auto start = Clock::now();
+  try {
+    body();
+  } catch (const peerplan::Timeout& e) {
+    outcome.kind = "Timeout";
+    outcome.message = e.what();
+  } catch (const peerplan::Error& e) {
+    outcome.kind = peerplan::to_string(e.code());
+    outcome.message = e.what();
+  } catch (const std::exception& e) {
+    outcome.kind = "std::exception";
+    outcome.message = e.what();
+  }
+  outcome.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  std::string message = outcome.message;
+  for (char& c : message) c = c == '\n' ? ' ' : c;
+  say("step=" + step + " outcome=" + outcome.kind + " ms=" + std::to_string(outcome.ms) +
+      " message=" + message);
+  return outcome;
+}
+
+// Whether a message names `rank` in a list after "rank"/"ranks"/"rank(s)".
+bool names_rank(const std::string& message, int rank) {
+  static const std::regex phrase(R"(\branks?(?:\(s\))?:?\s+(\d+(?:\s*(?:,|and)\s*\d+)*))");
+  static const std::regex number(R"(\d+)");
+  for (std::sregex_iterator it(message.begin(), message.end(), phrase), end; it != end; ++it) {
+    const std::string list = (*it)[1].str();
+    for (std::sregex_iterator n(list.begin(), list.end(), number); n != end; ++n) {
+      if (std::stoi(n->str()) == rank) return true;
+    }
+  }
+  return false;
+}
+
+struct Scenario {
+  std::string name;
+  int victim = 0;
+  std::chrono::milliseconds timeout{2000};
+  bool victim_alive() const { return name.find("kill") == std::string::npos; }
+};
+
+// The step at which a survivor must see the Timeout, per scenario.
+std::string failing_step(const Scenario& s) {
+  if (s.name.rfind("create", 0) == 0 || s.name == "shm-kill") return "create";
+  if (s.name == "declare-kill") return "declare";
+  return "call";
+}
+
+std::string judge_survivor(const Scenario& s, const std::vector<Outcome>& outcomes) {
+  if (s.name == "clean") {  // no fault: every step must succeed
+    for (const auto& o : outcomes) {
+      if (o.kind != "ok") return "FAIL " + o.step + " failed without a fault: " + o.kind;
+    }
+    return outcomes.size() == 3 ? "PASS" : "FAIL not every step ran";
+  }
+  const Outcome* failed = nullptr;
+  for (const auto& o : outcomes) {
+    if (o.kind != "ok") {
+      failed = &o;
+      break;
+    }
+  }
+  if (failed == nullptr) return "FAIL every step succeeded although rank " +
+                                std::to_string(s.victim) + " was gone";
+  if (failed->kind != "Timeout") return "FAIL expected Timeout, got " + failed->kind;
+  if (failed->step != failing_step(s)) {
+    return "FAIL the Timeout came at " + failed->step + ", expected at " + failing_step(s);
+  }
+  // 1.5x the timeout, plus slack for 4 ranks on 2 cores.
+  const double bound = 1.5 * static_cast<double>(s.timeout.count()) + 750.0;
+  if (failed->ms > bound) {
+    return "FAIL detected after " + std::to_string(failed->ms) + " ms, bound " +
+           std::to_string(bound) + " ms";
+  }
+  // A rank missing from the duplication of the user's communicator cannot
+  // be named (README: MPI cannot tell who has joined a collective).
+  if (s.name != "create-late" && !names_rank(failed->message, s.victim)) {
+    return "FAIL the message does not name rank " + std::to_string(s.victim);
+  }
+  if (failed->message.find("PEERPLAN_TIMEOUT_MS") == std::string::npos) {
+    return "FAIL the message does not say what to change (PEERPLAN_TIMEOUT_MS)";
+  }
+  return "PASS";
+}
+
+// A victim that survives (late or stopped) must fail too, never succeed
+// alone nor hang: its peers already reported the step as failed.
+std::string judge_victim(const std::vector<Outcome>& outcomes) {
+  for (const auto& o : outcomes) {
+    if (o.kind == "ok") continue;
+    if (o.kind != "Timeout") return "FAIL expected Timeout, got " + o.kind;
+    return "PASS";
+  }
+  return "FAIL the victim's steps all succeeded while its peers reported a Timeout";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  if (argc != 4) {
+    if (world_rank == 0) std::fprintf(stderr, "usage: %s <scenario> <victim> <timeout ms>\n", argv[0]);
+    MPI_Finalize();
+    return 2;
+  }
+  Scenario s;
+  s.name = argv[1];
+  s.victim = std::atoi(argv[2]);
+  s.timeout = std::chrono::milliseconds(std::atoi(argv[3]));
+  const bool victim = world_rank == s.victim;
+
+  // Everyone's pid, before anything can fail: a survivor continues a
+  // stopped victim with SIGCONT.
+  std::vector<int> pids(world_size);
+  const int pid = static_cast<int>(::getpid());
+  MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  say("pid=" + std::to_string(pid));
+
+  peerplan::Config config;
+  config.backend = peerplan::Backend::host;
+  config.timeout = s.timeout;
+  const std::int64_t n = 1024;  // 4 KiB of f32: one-shot on the host backend
+  std::vector<float> in(n, 1.0f + static_cast<float>(world_rank)), out(n);
+  const std::vector<Declaration> plans{
+      Declaration::all_reduce("x", DataType::f32, TensorLayout({n}))};
+
+  std::vector<Outcome> outcomes;
+  std::unique_ptr<Communicator> comm;
+  const bool late = victim && (s.name == "create-late" || s.name == "fallback-late");
+  const auto lateness = 2 * s.timeout;
+
+  if (late && s.name == "create-late") std::this_thread::sleep_for(lateness);
+  outcomes.push_back(run_step("create", [&] { comm = Communicator::create(MPI_COMM_WORLD, config); }));
+  if (comm) {
+    outcomes.push_back(run_step("declare", [&] {
+      comm->declare(s.name.rfind("fallback", 0) == 0 ? std::vector<Declaration>{} : plans);
+    }));
+  }
+  if (comm && outcomes.back().kind == "ok") {
+    if (late && s.name == "fallback-late") std::this_thread::sleep_for(lateness);
+    outcomes.push_back(run_step("call", [&] {
+      // A few calls: a rank killed after publishing its input may let the
+      // others finish the call it died in; the next one must fail.
+      for (int i = 0; i < 3; ++i) comm->all_reduce(in.data(), out.data(), DataType::f32, TensorLayout({n}));
+    }));
+  }
+
+  if (!victim) {
+    say("verdict=" + judge_survivor(s, outcomes));
+    // Continue a stopped victim once this rank has given up on it.
+    if (s.name == "p2p-stop" && world_rank == (s.victim == 0 ? 1 : 0)) {
+      ::kill(pids[s.victim], SIGCONT);
+    }
+  } else {
+    say("verdict=" + judge_victim(outcomes));
+  }
+  const auto close_start = Clock::now();
+  if (comm) comm->close();
+  say("closed ms=" + std::to_string(
+                         std::chrono::duration<double, std::milli>(Clock::now() - close_start).count()));
+  comm.reset();
+  MPI_Finalize();
+  say("finalized");
+  return 0;
+}

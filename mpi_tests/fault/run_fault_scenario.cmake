@@ -1,0 +1,55 @@
+# cmake -DMPIEXEC=... -DFLAGS=<@@-joined mpiexec flags> -DRANKS=<n> -DPROGRAM=<fault_scenario>
+#       -DSCENARIO=<name> -DVICTIM=<rank> -DTIMEOUT_MS=<ms> [-DINJECT=<PEERPLAN_FAULT_INJECT>]
+#       [-DCLEANUP=<@@-joined command run afterwards>] -P run_fault_scenario.cmake
+#
+# Runs one scenario of fault_scenario.cpp under `mpiexec --enable-recovery`
+# (survivors of a killed rank keep running) and passes when
+#  - every rank that is not a killed victim printed `verdict=PASS` and
+#    `finalized` (it raised the expected Timeout in time, then closed and
+#    finalized cleanly), and nobody printed `verdict=FAIL`;
+#  - after the job (and CLEANUP, a later job on the node) /dev/shm holds no
+#    peerplan segment. The suite's tests run alone (RUN_SERIAL), so any
+#    peerplan segment there is a leftover of this scenario.
+string(REPLACE "@@" ";" FLAGS "${FLAGS}")
+string(REPLACE "@@" ";" CLEANUP "${CLEANUP}")
+if(DEFINED INJECT AND NOT INJECT STREQUAL "")
+  set(ENV{PEERPLAN_FAULT_INJECT} "${INJECT}")
+  list(APPEND FLAGS -x PEERPLAN_FAULT_INJECT)
+endif()
+math(EXPR wall "(${TIMEOUT_MS} * 8) / 1000 + 30")
+execute_process(
+  COMMAND ${MPIEXEC} -n ${RANKS} --enable-recovery ${FLAGS} ${PROGRAM} ${SCENARIO} ${VICTIM} ${TIMEOUT_MS}
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${wall})
+message("${out}")
+message("${err}")
+if(rc STREQUAL "Process terminated due to timeout")
+  message(FATAL_ERROR "the job hung: no exit within ${wall} s")
+endif()
+if(out MATCHES "verdict=FAIL")
+  message(FATAL_ERROR "a rank failed its verdict (see above)")
+endif()
+math(EXPR last "${RANKS} - 1")
+foreach(r RANGE 0 ${last})
+  if(r EQUAL VICTIM AND SCENARIO MATCHES "kill")
+    continue()
+  endif()
+  foreach(line "FAULT rank=${r} verdict=PASS" "FAULT rank=${r} finalized")
+    string(FIND "${out}" "${line}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "rank ${r} did not print '${line}'")
+    endif()
+  endforeach()
+endforeach()
+if(CLEANUP)
+  unset(ENV{PEERPLAN_FAULT_INJECT})  # the follow-up job runs without faults
+  execute_process(COMMAND ${CLEANUP} RESULT_VARIABLE cleanup_rc OUTPUT_VARIABLE cleanup_out
+                  ERROR_VARIABLE cleanup_out TIMEOUT 60)
+  if(NOT cleanup_rc EQUAL 0)
+    message(FATAL_ERROR "the follow-up job failed (${cleanup_rc}):\n${cleanup_out}")
+  endif()
+endif()
+file(GLOB leftovers /dev/shm/peerplan-*)
+if(leftovers)
+  message(FATAL_ERROR "peerplan segments left in /dev/shm: ${leftovers}")
+endif()
+message("scenario ${SCENARIO} at ${RANKS} ranks, victim ${VICTIM}: as expected")
