@@ -6,7 +6,16 @@
 # printed last.
 #   scripts/gpu-check.sh [build-dir]        env: ARCH (default 90), JOBS, SKIP_SANITIZER=1, SKIP_TESTS=1, SKIP_BENCH=1,
 #                                            BENCH_MAX, REFERENCE=1 (torch NCCL + symmetric memory), REFERENCE_ARGS,
-#                                            FULL=1, FULL_ITERS (100), FULL_DEADLINE (540 s)
+#                                            FULL=1, FULL_ITERS (100), FULL_DEADLINE (540 s),
+#                                            GPU_TESTS="cuda_teardown_test ..." (build and run only these
+#                                            test binaries), SKIP_DEMO=1, FALLBACK_BENCH=1
+#
+# GPU_TESTS with SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_DEMO=1 is the quick loop for
+# one area, e.g. the teardown tests (issue 12):
+#   GPU_TESTS="cuda_teardown_test cuda_lifecycle_test" SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_DEMO=1 \
+#     bash scripts/gpu-check.sh
+# FALLBACK_BENCH=1 times peerplan's NCCL fallback against a plain blocking NCCL
+# communicator in the same run (--route nccl, eager and CUDA graphs, 1 KiB-1 MiB).
 #
 # FULL=1 replaces the benchmark steps by the performance issue's whole
 # comparison matrix, all --route auto: for bf16, f16 and f32, CUDA graphs and
@@ -58,22 +67,33 @@ nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv >"$OU
 nvidia-smi topo -m >>"$OUT/gpus.txt" 2>&1
 step configure build.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DPEERPLAN_BUILD_TESTS=ON -DPEERPLAN_BUILD_EXAMPLES=ON
-TARGETS=(peerplan_collective_bench peerplan_tune peerplan_transformer_decode)
+# Only what the steps asked for are built.
+TARGETS=()
+[[ -n "$FULL" || -z "${SKIP_BENCH:-}" || -n "${FALLBACK_BENCH:-}" ]] && TARGETS+=(peerplan_collective_bench)
+[[ -n "${TUNE:-}" ]] && TARGETS+=(peerplan_tune)
+[[ -z "${SKIP_DEMO:-}" ]] && TARGETS+=(peerplan_transformer_decode)
 # The GPU test binaries, for the GPU tests and for compute-sanitizer.
+TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test cuda_teardown_test)
+TEST_REGEX='^cuda_'
+if [[ -n "${GPU_TESTS:-}" ]]; then
+  read -r -a TEST_BINARIES <<<"$GPU_TESTS"
+  TEST_REGEX="^($(IFS='|'; echo "${TEST_BINARIES[*]}"))\\.np"
+  [[ -z "${SKIP_SANITIZER:-}" ]] && TEST_BINARIES+=(cuda_collectives_test cuda_registration_test)
+fi
 if [[ -z "${SKIP_TESTS:-}" || -z "${SKIP_SANITIZER:-}" ]]; then
-  TARGETS=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test "${TARGETS[@]}")
+  TARGETS=("${TEST_BINARIES[@]}" "${TARGETS[@]}")
 fi
 step build build-ninja.log ninja -C "$BUILD" -j"$JOBS" "${TARGETS[@]}" || { printf '%s\n' "${SUMMARY[@]}"; tail -40 "$OUT/build-ninja.log"; exit 1; }
 cat "$OUT/build-ninja.log" >>"$OUT/build.log" && rm -f "$OUT/build-ninja.log"
 
 if [[ -z "${SKIP_TESTS:-}" ]]; then
-  step gpu-tests gpu-tests.log ctest --test-dir "$BUILD" -R '^cuda_' --output-on-failure --timeout 400
+  step gpu-tests gpu-tests.log ctest --test-dir "$BUILD" -R "$TEST_REGEX" --output-on-failure --timeout 400
   TESTS_SUMMARY=$(grep -hE '^\[ *(OK|FAILED|SKIPPED) *\]|tests? (passed|failed)' "$OUT/gpu-tests.log" | sort | uniq -c)
 else
   TESTS_SUMMARY="GPU tests skipped (SKIP_TESTS=1)"
 fi
 # The README's main job on this host: the example on the cuda backend, one rank per GPU.
-tstep demo demo.log 120 "${MPIRUN[@]}" "$BUILD/examples/peerplan_transformer_decode"
+[[ -z "${SKIP_DEMO:-}" ]] && tstep demo demo.log 120 "${MPIRUN[@]}" "$BUILD/examples/peerplan_transformer_decode"
 
 BENCH="$BUILD/benchmarks/peerplan_collective_bench"
 if [[ -n "$FULL" ]]; then
@@ -119,6 +139,14 @@ if [[ -n "${FUSED_SWEEP:-}" ]]; then
 fi
 cat "$OUT/bench-graph.tmp" "$OUT/bench-fused.tmp" "$OUT/bench-p2p.tmp" "$OUT/bench-fused-p2p.tmp" "$OUT/bench-pull.tmp" "$OUT"/bench-f*.tmp >>"$OUT/bench.log" 2>/dev/null; rm -f "$OUT"/*.tmp
 fi
+# peerplan's NCCL fallback (a non-blocking NCCL communicator, each call polled
+# until NCCL has queued it) against a plain blocking one (FALLBACK_BENCH=1).
+if [[ -n "${FALLBACK_BENCH:-}" ]]; then
+  for G in 0 1; do
+    step "fallback-vs-nccl-G$G" "bench-fallback-G$G.log" timeout 100 "${MPIRUN[@]}" "$BENCH" --route nccl \
+      -b 1K -e 1M -f 4 -n 200 -w 20 -d bf16 -G $G
+  done
+fi
 # The crossovers of this machine, as peerplan_tune measures them (TUNE=1).
 if [[ -n "${TUNE:-}" ]]; then
   tstep tune tune.log 200 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$BENCH_MAX" --graph 1
@@ -152,7 +180,8 @@ fi
 [[ -f "$OUT/tune.log" ]] && { echo "==== peerplan_tune ===="; tail -40 "$OUT/tune.log"; }
 echo "==== sanitizer ===="; grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT"/sanitizer.log 2>/dev/null | sort | uniq -c
 echo "==== test failures ===="; grep -E 'Failure|FAILED|error|Expected|Which is|Value of|actual|exception' "$OUT/gpu-tests.log" 2>/dev/null | head -40
-echo "==== demo ===="; head -6 "$OUT/demo.log"; tail -1 "$OUT/demo.log"
+[[ -f "$OUT/demo.log" ]] && { echo "==== demo ===="; head -6 "$OUT/demo.log"; tail -1 "$OUT/demo.log"; }
+for f in "$OUT"/bench-fallback-G*.log; do [[ -f "$f" ]] && { echo "==== $(basename "$f") ===="; grep -v '^# *$' "$f" | head -14; }; done
 echo "==== tests ===="; echo "$TESTS_SUMMARY"
 echo "==== summary ===="; printf '%s\n' "${SUMMARY[@]}"
 # Everything in one archive: the device tool returns at most 8 files.

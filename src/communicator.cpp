@@ -193,8 +193,13 @@ class CommunicatorImpl final : public Communicator {
     plans_.clear();
     index_.clear();
     index_.reclaim_retired();
-    if (peer_) peer_->close();
+    // Fallback first: ending (or aborting) NCCL's communicator is what stops
+    // a fallback kernel still waiting for a peer, and the P2P transport
+    // waits for the device to be idle before it unmaps anything. Each is
+    // bounded by about the timeout (CUDA backend: + 2 s; it leaks, with a
+    // WARN, what a kernel that never ends may still use).
     if (fallback_) fallback_->close();
+    if (peer_) peer_->close();
     peer_.reset();
     fallback_.reset();
     // Every rank has released its mappings before anyone returns. A broken

@@ -233,6 +233,14 @@ void BufferRegistry::release_local() noexcept {
   next_index_.clear();
 }
 
+void BufferRegistry::abandon() noexcept {
+  mappings_.clear();
+  device_table_ = nullptr;
+  table_.clear();
+  own_.clear();
+  next_index_.clear();
+}
+
 cuda_kernels::PullSource BufferRegistry::find(const void* ptr, std::size_t bytes) const noexcept {
   const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
   auto it = std::upper_bound(own_.begin(), own_.end(), begin,

@@ -42,6 +42,10 @@ class BufferRegistry {
   void clear(bootstrap::Bootstrap& bootstrap);
   // Local only (peers may be gone). Idempotent.
   void release_local() noexcept;
+  // Forgets every mapping and the device table without closing or freeing
+  // them, for a teardown that could not make sure no kernel still reads
+  // them: leaked on purpose.
+  void abandon() noexcept;
 
   // Where [ptr, ptr + bytes) lies among this rank's registered buffers, or
   // a staged source when it is not wholly inside one. Allocation-free.

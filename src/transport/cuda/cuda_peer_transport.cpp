@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "bootstrap/fail_together.hpp"
 #include "peerplan/errors.hpp"
+#include "transport/cuda/bounded_wait.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/row_clusters.hpp"
 #include "transport/cuda/kernel_args.hpp"
@@ -208,12 +209,30 @@ CudaPeerTransport::~CudaPeerTransport() {
 void CudaPeerTransport::close() {
   if (closed_) return;
   closed_ = true;
-  // Kernels are bounded by the timeout: wait for ours before unmapping.
-  cudaDeviceSynchronize();
-  cudaGetLastError();
+  // Our kernels give up waiting after the timeout, so the device is idle by
+  // timeout + margin unless something else never ends (a fallback call a
+  // peer never made, another library's kernel). Then a kernel may still
+  // read or write the slabs, the peers' mappings, the registry table or the
+  // error word: leave them allocated rather than free memory in use.
+  const auto deadline = TeardownClock::now() + timeout_ + kTeardownMargin;
+  const bool idle = device_idle_by(device_of(error_host_), deadline);
+  if (!idle) {
+    log::warn("close: GPU work queued before close() was still running " +
+              milliseconds_text(timeout_ + kTeardownMargin) +
+              " later (PEERPLAN_TIMEOUT_MS + margin); the P2P transport's staging slabs, peer "
+              "mappings and error word stay allocated (leaked on purpose: a running kernel may "
+              "still use them). A kernel on this GPU does not end: a fallback call that a peer "
+              "never made, or a kernel outside peerplan.");
+    slabs_.abandon();
+    registry_.abandon();
+    error_host_ = nullptr;
+    capacity_ = 0;
+    return;
+  }
   slabs_.release_local();
   registry_.release_local();
   if (error_host_ != nullptr) cudaFreeHost(error_host_);
+  cudaGetLastError();
   error_host_ = nullptr;
   capacity_ = 0;
 }

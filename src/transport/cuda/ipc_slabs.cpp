@@ -106,4 +106,11 @@ void IpcSlabs::release_local() noexcept {
   bytes_ = 0;
 }
 
+void IpcSlabs::abandon() noexcept {
+  own_allocation_ = nullptr;
+  bases_.clear();
+  mapped_.clear();
+  bytes_ = 0;
+}
+
 }  // namespace peerplan::transport::cuda

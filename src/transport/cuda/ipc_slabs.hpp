@@ -39,6 +39,9 @@ class IpcSlabs {
   void release(bootstrap::Bootstrap& bootstrap);
   // Local only (peers may be gone): unmaps and frees. Idempotent.
   void release_local() noexcept;
+  // Forgets the slabs without unmapping or freeing them, for a teardown
+  // that could not make sure no kernel still uses them: leaked on purpose.
+  void abandon() noexcept;
 
  private:
   void unmap_peers() noexcept;

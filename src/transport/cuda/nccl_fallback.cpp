@@ -1,16 +1,23 @@
 #include "transport/cuda/nccl_fallback.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "collective_kernels.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
+#include "transport/cuda/bounded_wait.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/row_clusters.hpp"
 #include "transport/cuda/kernel_args.hpp"
+#include "transport/cuda/parked_nccl.hpp"
 
 namespace peerplan::transport::cuda {
 namespace {
@@ -44,9 +51,217 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+// NCCL's rendezvous also does NCCL's own set-up work on each rank (topology,
+// buffers, proxy threads): it gets at least this long, whatever the timeout.
+constexpr std::chrono::milliseconds kNcclInitMinimum{10'000};
+
+// How long close() waits for CUDA to run the destructors of graphs that were
+// destroyed just before it (CUDA runs them asynchronously).
+constexpr std::chrono::milliseconds kGraphReleaseGrace{1000};
+
+// NCCL_COMM_BLOCKING=1 (environment or NCCL's config file) overrides
+// ncclConfig_t::blocking: the communicator then blocks inside NCCL calls.
+bool nccl_blocking_forced() {
+  const char* value = std::getenv("NCCL_COMM_BLOCKING");
+  if (value == nullptr) return false;
+  char* end = nullptr;
+  const long long parsed = std::strtoll(value, &end, 0);
+  return end != value && parsed == 1;
+}
+
+// Waits until the non-blocking communicator's pending step (init, enqueue,
+// finalize) is no longer in progress, or `deadline` passes. Returns its
+// result; ncclInProgress when the deadline passed. A blocking
+// communicator's results are final already: returned as they are.
+ncclResult_t settle(ncclComm_t comm, ncclResult_t status, TeardownClock::time_point deadline) {
+  for (int polls = 0; status == ncclInProgress; ++polls) {
+    if (TeardownClock::now() >= deadline) return ncclInProgress;
+    // An enqueue takes NCCL's thread some microseconds: yield first; init
+    // and finalize take far longer: then sleep between polls.
+    if (polls < 200) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(polls < 2000 ? 50 : 1000));
+    }
+    const ncclResult_t query = ncclCommGetAsyncError(comm, &status);
+    if (query != ncclSuccess) return query;
+  }
+  return status;
+}
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string text;
+  for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
+  return text;
+}
+
+// Aborts `comm` on a helper thread, bounded: NCCL's abort stops its kernels
+// and threads, then waits for them; it can wait forever for a CUDA graph
+// that captured one of its calls, or for work queued behind a kernel that
+// never ends. Then the abort is left running and the communicator leaked.
+void abort_bounded(ncclComm_t comm, TeardownClock::time_point deadline, const std::string& context) {
+  if (!run_until([comm] { ncclCommAbort(comm); }, deadline)) {
+    log::warn(context + ": ncclCommAbort did not return in time; it is left running on a helper "
+              "thread and the NCCL communicator is leaked (a CUDA graph that captured a fallback "
+              "call still exists, or GPU work that never ends)");
+  }
+}
+
+// Ends `comm` (no CUDA graph holding one of its calls may exist: NCCL would
+// wait for it). finalize: ncclCommFinalize polled until `deadline`, then
+// ncclCommDestroy; when finalize fails or does not complete in time,
+// ncclCommAbort with a WARN. Otherwise ncclCommAbort straight away. Returns
+// within about `deadline` + kTeardownMargin.
+void end_comm(ncclComm_t comm, bool blocking, int device, TeardownClock::time_point deadline,
+              std::chrono::milliseconds timeout, bool finalize, const std::string& context) {
+  if (!finalize) {
+    abort_bounded(comm, std::max(deadline, TeardownClock::now()) + kTeardownMargin, context);
+    return;
+  }
+  ncclResult_t status = ncclInProgress;
+  if (!blocking) {
+    status = settle(comm, ncclCommFinalize(comm), deadline);
+  } else if (device_idle_by(device, deadline)) {
+    // A blocking finalize waits for the communicator's GPU work without a
+    // bound: it is called only once the device is idle.
+    status = ncclCommFinalize(comm);
+  }
+  if (status == ncclSuccess) {
+    // Local only; it frees NCCL's buffers, and cudaFree waits for the device.
+    if (!run_until([comm] { ncclCommDestroy(comm); }, std::max(deadline, TeardownClock::now()) +
+                                                          kTeardownMargin)) {
+      log::warn(context + ": ncclCommDestroy did not return in time (GPU work that never ends); "
+                "it is left running on a helper thread");
+    }
+    return;
+  }
+  if (status == ncclInProgress) {
+    log::warn(context + ": NCCL did not finalize its communicator within " +
+              milliseconds_text(timeout) +
+              " (PEERPLAN_TIMEOUT_MS): a CUDA graph that captured a fallback call still exists, "
+              "or a peer did not call close() (or never made a fallback call this rank made); "
+              "destroy graphs before close(). The NCCL communicator is aborted.");
+  } else {
+    log::warn(context + ": ncclCommFinalize failed: " + std::string(ncclGetErrorString(status)) +
+              ". The NCCL communicator is aborted (NCCL_DEBUG=WARN says why it failed).");
+  }
+  abort_bounded(comm, TeardownClock::now() + kTeardownMargin, context);
+}
+
+// Frees `scratch` once the device is idle; leaks it when the device is not
+// idle by `deadline` (a running kernel may still use it).
+void free_scratch(void* scratch, int device, TeardownClock::time_point deadline,
+                  const std::string& context) {
+  if (scratch == nullptr) return;
+  if (!device_idle_by(device, deadline)) {
+    log::warn(context + ": GPU work was still running at the deadline; the fallback's scratch "
+              "buffer stays allocated (leaked on purpose: a running kernel may still use it)");
+    return;
+  }
+  int current = -1;
+  const bool switched = cudaGetDevice(&current) == cudaSuccess && current != device &&
+                        cudaSetDevice(device) == cudaSuccess;
+  cudaFree(scratch);
+  if (switched) cudaSetDevice(current);
+  cudaGetLastError();
+}
+
 }  // namespace
 
-NcclFallback::NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds) {
+// Graphs (with their instantiations) that captured a fallback call of one
+// NCCL communicator. Owned by the NcclFallback (or the parked entry that
+// took over its communicator) and by one CUDA user object per graph, whose
+// destructor CUDA runs when the graph and its instantiations are destroyed
+// (on a CUDA thread, where no CUDA call is allowed: atomics only).
+struct NcclFallback::CapturedGraphs {
+  std::atomic<int> live{0};
+  std::atomic<int> owners{1};
+  void add_owner() noexcept { owners.fetch_add(1, std::memory_order_relaxed); }
+  void release() noexcept {
+    if (owners.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
+namespace {
+
+using CapturedGraphs = NcclFallback::CapturedGraphs;
+
+void CUDART_CB graph_released(void* graphs) {
+  auto* g = static_cast<CapturedGraphs*>(graphs);
+  g->live.fetch_sub(1, std::memory_order_acq_rel);
+  g->release();
+}
+
+// A communicator that close() (or a destructor) could not end because a
+// graph that captured one of its calls still existed; ended by
+// release_parked_nccl_communicators() once its graphs are gone. The scratch buffer stays with it: such a graph
+// may use it.
+struct Parked {
+  ncclComm_t comm;
+  CapturedGraphs* graphs;
+  void* scratch;
+  bool blocking;
+  int device;
+  std::chrono::milliseconds timeout;
+  bool finalize;
+};
+
+// Never destroyed: CUDA may release graphs during the process's exit.
+std::mutex& parked_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::vector<Parked>& parked() {
+  static auto* list = new std::vector<Parked>;
+  return *list;
+}
+
+}  // namespace
+
+std::size_t parked_nccl_communicators() noexcept {
+  std::lock_guard<std::mutex> lock(parked_mutex());
+  return parked().size();
+}
+
+void release_parked_nccl_communicators() noexcept {
+  std::vector<Parked> ready;
+  {
+    std::lock_guard<std::mutex> lock(parked_mutex());
+    auto& list = parked();
+    for (auto it = list.begin(); it != list.end();) {
+      if (it->graphs->live.load(std::memory_order_acquire) == 0) {
+        ready.push_back(*it);
+        it = list.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const Parked& p : ready) {
+    const auto deadline = TeardownClock::now() + p.timeout;
+    const std::string context =
+        "releasing an NCCL communicator that an earlier close() left open";
+    end_comm(p.comm, p.blocking, p.device, deadline, p.timeout, p.finalize, context);
+    free_scratch(p.scratch, p.device, deadline + kTeardownMargin, context);
+    p.graphs->release();
+    log::info(context + ": its CUDA graphs are gone, released");
+  }
+}
+
+NcclFallback::NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout)
+    : timeout_(timeout), graphs_(new CapturedGraphs) {
+  try {
+    release_parked_nccl_communicators();
+    init(bootstrap);
+  } catch (...) {
+    abandon_comm();
+    graphs_->release();
+    graphs_ = nullptr;
+    throw;
+  }
+}
+
+void NcclFallback::init(bootstrap::Bootstrap& bootstrap) {
   keep_nvls_off();
   ncclUniqueId id{};
   std::string error;
@@ -64,40 +279,186 @@ NcclFallback::NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::millise
                     ". Set NCCL_DEBUG=WARN for NCCL's explanation.");
   }
   std::memcpy(&id, received.data(), sizeof id);
-  // Bounded: every rank is here before NCCL's own (unbounded) rendezvous.
+  check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
+  // Bounded: every rank is here before NCCL's rendezvous.
   bootstrap.barrier();
-  check_nccl(ncclCommInitRank(&comm_, bootstrap.size(), id, bootstrap.rank()),
-             "ncclCommInitRank");
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+
+  // Non-blocking: NCCL's rendezvous runs on its thread, polled against the
+  // deadline, and an unfinished one can be aborted.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const auto bound = std::max(timeout_, kNcclInitMinimum);
+  const auto deadline = TeardownClock::now() + bound;
+  ncclResult_t status =
+      ncclCommInitRankConfig(&comm_, bootstrap.size(), id, bootstrap.rank(), &config);
+  blocking_ = nccl_blocking_forced();
+  if (blocking_) {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
+      log::warn("NCCL_COMM_BLOCKING=1: peerplan's NCCL communicator is blocking, so NCCL's "
+                "rendezvous and fallback calls are not bounded by PEERPLAN_TIMEOUT_MS (close() "
+                "still is); unset it to bound them");
+    });
+  }
+  if (comm_ != nullptr) status = settle(comm_, status, deadline);
+  const std::string me = "rank " + std::to_string(bootstrap.rank());
+  bool timed_out = false;
+  if (status == ncclInProgress) {
+    timed_out = true;
+    error = "peerplan cuda backend: NCCL's rendezvous (ncclCommInitRankConfig) did not complete "
+            "within " + milliseconds_text(bound) + " on " + me +
+            " (PEERPLAN_TIMEOUT_MS, at least " + milliseconds_text(kNcclInitMinimum) +
+            " for NCCL's set-up): a rank did not reach it, or NCCL's bootstrap cannot connect "
+            "the ranks (NCCL_SOCKET_IFNAME; NCCL_DEBUG=WARN says more). NCCL was aborted.";
+  } else if (status != ncclSuccess || comm_ == nullptr) {
+    error = "peerplan cuda backend: ncclCommInitRankConfig failed on " + me + ": " +
+            ncclGetErrorString(status == ncclSuccess ? ncclInternalError : status) +
+            ". Set NCCL_DEBUG=WARN for NCCL's explanation.";
+  }
+  // Every rank fails together: a rank alone with a communicator would wait
+  // for the others at its first fallback call.
+  std::vector<int> failed;
   try {
-    rows_in_clusters_ = use_row_clusters(device);
+    failed = bootstrap.failed_ranks(error.empty());
+  } catch (const Error& e) {
+    abandon_comm();
+    if (timed_out) throw Timeout(error + " Then: " + e.what());
+    if (!error.empty()) throw NcclError(error + " Then: " + e.what());
+    throw;
+  }
+  if (!failed.empty()) {
+    abandon_comm();
+    if (timed_out) throw Timeout(error);
+    if (!error.empty()) throw NcclError(error);
+    throw NcclError("peerplan cuda backend: creating the NCCL communicator failed on rank(s) " +
+                    join_ranks(failed) +
+                    " (see their messages); every rank gave up. Set NCCL_DEBUG=WARN for NCCL's "
+                    "explanation.");
+  }
+  try {
+    rows_in_clusters_ = use_row_clusters(device_);
   } catch (const InvalidArgument&) {
     // The P2P transport reports a malformed PEERPLAN_ROW_CLUSTERS on every
     // rank at once; here, after NCCL's rendezvous, a rank must not throw
     // alone. The choice changes speed only, never the bits.
-    rows_in_clusters_ = cuda_kernels::rows_in_clusters_supported(device);
+    rows_in_clusters_ = cuda_kernels::rows_in_clusters_supported(device_);
   }
+}
+
+void NcclFallback::abandon_comm() noexcept {
+  if (comm_ == nullptr) return;
+  abort_bounded(comm_, TeardownClock::now() + kTeardownMargin,
+                "giving up on the NCCL communicator");
+  comm_ = nullptr;
 }
 
 NcclFallback::~NcclFallback() {
-  if (comm_ != nullptr) ncclCommAbort(comm_);  // not closed: peers may be gone
-  comm_ = nullptr;
-  if (scratch_ != nullptr) cudaFree(scratch_);
+  // Not closed: peers may be gone, so NCCL is aborted, not finalized.
+  shut_down(false);
+  if (graphs_ != nullptr) graphs_->release();
 }
 
 void NcclFallback::close() {
+  shut_down(true);
+  release_parked_nccl_communicators();
+}
+
+void NcclFallback::shut_down(bool finalize) noexcept {
+  const std::string context = finalize ? "close" : "destroying a communicator without close()";
+  const auto deadline = TeardownClock::now() + timeout_;
+  const int live = comm_ != nullptr ? graphs_still_alive(deadline) : 0;
+  if (live > 0) {
+    // Neither finalize nor abort would return before the graphs are gone.
+    log::warn(context + ": " + std::to_string(live) +
+              " CUDA graph(s) that captured a fallback (NCCL) call still exist; NCCL can "
+              "neither finalize nor abort its communicator until they (and their "
+              "instantiations) are destroyed, so it is left open instead of hanging (released "
+              "at a later create() or close() in this process once the graphs are gone, else "
+              "at exit). Destroy CUDA graphs before close(), then MPI_Finalize.");
+    graphs_->add_owner();
+    std::lock_guard<std::mutex> lock(parked_mutex());
+    parked().push_back(
+        Parked{comm_, graphs_, scratch_, blocking_, device_, timeout_, finalize});
+    comm_ = nullptr;
+    scratch_ = nullptr;
+    scratch_bytes_ = 0;
+    return;
+  }
   if (comm_ != nullptr) {
-    ncclCommFinalize(comm_);
-    ncclCommDestroy(comm_);
+    end_comm(comm_, blocking_, device_, deadline, timeout_, finalize, context);
     comm_ = nullptr;
   }
-  if (scratch_ != nullptr) {
-    cudaDeviceSynchronize();
-    cudaFree(scratch_);
-  }
+  // Our kernels that use it (pack, unpack, add + RMSNorm) are queued behind
+  // NCCL's, which have now ended or been aborted.
+  free_scratch(scratch_, device_, deadline + kTeardownMargin, context);
   scratch_ = nullptr;
   scratch_bytes_ = 0;
+}
+
+int NcclFallback::graphs_still_alive(TeardownClock::time_point deadline) noexcept {
+  if (graphs_ == nullptr || graphs_->live.load(std::memory_order_acquire) == 0) return 0;
+  // CUDA runs a user object's destructor some time after the graph's
+  // destruction, and only once the graph's pending launches have finished:
+  // let a graph destroyed just before close() go.
+  device_idle_by(device_, deadline);
+  const auto grace = TeardownClock::now() + kGraphReleaseGrace;
+  int live = graphs_->live.load(std::memory_order_acquire);
+  while (live > 0 && TeardownClock::now() < grace) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    live = graphs_->live.load(std::memory_order_acquire);
+  }
+  return live;
+}
+
+void NcclFallback::track_capture(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamGetCaptureInfo(stream, &status, &id, &graph) != cudaSuccess) {
+    cudaGetLastError();  // NCCL queried the same and did not fail: not capturing
+    return;
+  }
+  if (status != cudaStreamCaptureStatusActive || graph == nullptr || id == last_capture_id_) return;
+  last_capture_id_ = id;
+  // Counted before the object exists: when tracking fails, the count stays
+  // up for good, so that close() never calls into NCCL with a graph alive.
+  graphs_->live.fetch_add(1, std::memory_order_acq_rel);
+  graphs_->add_owner();
+  cudaUserObject_t object = nullptr;
+  if (cudaUserObjectCreate(&object, graphs_, graph_released, 1,
+                           cudaUserObjectNoDestructorSync) != cudaSuccess) {
+    cudaGetLastError();
+    graphs_->release();  // no object will ever release it
+    log::warn("could not attach a tracker to the CUDA graph capturing a fallback call; this "
+              "communicator's NCCL resources will be left to the end of the process");
+    return;
+  }
+  if (cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove) != cudaSuccess) {
+    cudaGetLastError();
+    // Keeps its reference (and the count) for good, as above.
+    log::warn("could not attach a tracker to the CUDA graph capturing a fallback call; this "
+              "communicator's NCCL resources will be left to the end of the process");
+  }
+}
+
+void NcclFallback::enqueue_all_reduce(const void* in, void* out, std::size_t count,
+                                      ncclDataType_t type, cudaStream_t stream) {
+  ncclResult_t status = ncclAllReduce(in, out, count, type, ncclSum, comm_, stream);
+  // NCCL puts the kernel on the stream from its own thread: wait for it, so
+  // that what the caller queues next runs after it.
+  status = settle(comm_, status, TeardownClock::now() + timeout_);
+  // Whatever the outcome: NCCL may have tied the graph being captured to its
+  // communicator before failing, and counting a graph too many is safe.
+  track_capture(stream);
+  if (status == ncclInProgress) {
+    throw Timeout("peerplan cuda backend: NCCL did not finish queueing a fallback all-reduce "
+                  "within " + milliseconds_text(timeout_) +
+                  " (PEERPLAN_TIMEOUT_MS). NCCL connects the ranks at the first call of each "
+                  "kind, with every rank: a rank probably stopped making calls (crashed, hung) "
+                  "or makes them in a different order. If NCCL is only slow, raise "
+                  "PEERPLAN_TIMEOUT_MS.");
+  }
+  check_nccl(status, "ncclAllReduce");
 }
 
 void* NcclFallback::scratch(std::size_t bytes, cudaStream_t stream, const char* what) {
@@ -126,9 +487,7 @@ void NcclFallback::all_reduce(const AllReduceArgs& args) {
   const auto stream = static_cast<cudaStream_t>(args.stream);
   const auto type = nccl_type(args.dtype);
   if (args.layout->is_contiguous() || count == 0) {
-    check_nccl(ncclAllReduce(args.in, args.out, static_cast<std::size_t>(count), type, ncclSum,
-                             comm_, stream),
-               "ncclAllReduce");
+    enqueue_all_reduce(args.in, args.out, static_cast<std::size_t>(count), type, stream);
     return;
   }
   const std::size_t bytes = element_size(args.dtype);
@@ -136,9 +495,7 @@ void NcclFallback::all_reduce(const AllReduceArgs& args) {
   const auto layout = kernel_layout(*args.layout);
   check_cuda(cuda_kernels::launch_pack(bytes, args.in, buffer, layout, count, stream),
              "launching the pack kernel");
-  check_nccl(ncclAllReduce(buffer, buffer, static_cast<std::size_t>(count), type, ncclSum, comm_,
-                           stream),
-             "ncclAllReduce");
+  enqueue_all_reduce(buffer, buffer, static_cast<std::size_t>(count), type, stream);
   check_cuda(cuda_kernels::launch_unpack(bytes, buffer, args.out, layout, count, stream),
              "launching the unpack kernel");
 }
@@ -160,9 +517,7 @@ void NcclFallback::fused_add_rms_norm(const FusedArgs& args) {
     check_cuda(cuda_kernels::launch_pack(bytes, args.inout, reduced, layout, count, stream),
                "launching the pack kernel");
   }
-  check_nccl(ncclAllReduce(reduced, reduced, static_cast<std::size_t>(count), type, ncclSum,
-                           comm_, stream),
-             "ncclAllReduce");
+  enqueue_all_reduce(reduced, reduced, static_cast<std::size_t>(count), type, stream);
   const std::int64_t hidden = args.layout->last_dim();
   check_cuda(cuda_kernels::launch_add_rms_norm(element_type(args.dtype), reduced, args.inout,
                                                args.residual, args.weight, args.eps, layout,

@@ -4,6 +4,25 @@
 // Non-contiguous tensors go through a scratch buffer (grown outside CUDA
 // graph capture only: capturing such a call before one eager call of that
 // size is an InvalidUsage naming the fix).
+//
+// Every wait is bounded by the timeout. The NCCL communicator is created
+// non-blocking (ncclConfig_t::blocking = 0): NCCL then runs its init,
+// enqueue and finalize work on its own threads and returns ncclInProgress;
+// this class polls ncclCommGetAsyncError until the step completes or the
+// deadline passes (Timeout, and ncclCommAbort at teardown). Each call
+// returns only once NCCL has put its kernel on the stream (or into the
+// graph being captured), so stream order is what it would be with a
+// blocking communicator.
+//
+// CUDA graphs: NCCL cannot finalize, destroy or even abort a communicator
+// while a graph that captured one of its calls exists (it waits for the
+// graph's destruction, without a bound). Every graph that captures a
+// fallback call is therefore tracked (a CUDA user object whose destructor
+// runs when the graph and its instantiations are gone). close() with such a
+// graph alive leaves the communicator open, with a WARN, instead of hanging;
+// such communicators are finalized at a later NcclFallback construction or
+// close() in the process once their graphs are gone, else left to the end
+// of the process.
 #pragma once
 
 #include <cstdint>
@@ -20,18 +39,49 @@ namespace peerplan::transport::cuda {
 
 class NcclFallback final : public FallbackTransport {
  public:
-  // Collective over every rank of `bootstrap`.
+  // Collective over every rank of `bootstrap`. NCCL's rendezvous is bounded
+  // by max(timeout, 10 s) (NCCL's own set-up work counts against it): past
+  // it the communicator is aborted and Timeout thrown. Every rank throws
+  // when any rank failed.
   NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout);
+  // Without close(): aborts the NCCL communicator (peers may be gone),
+  // bounded like close().
   ~NcclFallback() override;
 
   void all_reduce(const AllReduceArgs& args) override;
   void fused_add_rms_norm(const FusedArgs& args) override;
+  // Bounded by about timeout + 2 s; never throws. See the class comment.
   void close() override;
 
- private:
-  void* scratch(std::size_t bytes, cudaStream_t stream, const char* what);
+  // Tracks graphs that captured a fallback call (shared with the CUDA user
+  // objects attached to them, which may outlive this object).
+  struct CapturedGraphs;
 
+ private:
+  // The constructor's work: NCCL unique id, rendezvous, agreement.
+  void init(bootstrap::Bootstrap& bootstrap);
+  // Aborts (bounded) and forgets a communicator that init() gives up on.
+  void abandon_comm() noexcept;
+  void* scratch(std::size_t bytes, cudaStream_t stream, const char* what);
+  // Puts one NCCL all-reduce on `stream`, waiting (bounded) until NCCL has.
+  void enqueue_all_reduce(const void* in, void* out, std::size_t count, ncclDataType_t type,
+                          cudaStream_t stream);
+  void track_capture(cudaStream_t stream);
+  // Graphs that captured a fallback call and still exist, once the device
+  // is idle (by `deadline`) and CUDA had a moment to run the destructors of
+  // graphs destroyed just before.
+  int graphs_still_alive(std::chrono::steady_clock::time_point deadline) noexcept;
+  // Releases the communicator and the scratch buffer: finalize when
+  // `finalize`, else abort.
+  void shut_down(bool finalize) noexcept;
+
+  std::chrono::milliseconds timeout_;
   ncclComm_t comm_ = nullptr;
+  // NCCL_COMM_BLOCKING=1 overrides the config: calls then block inside NCCL.
+  bool blocking_ = false;
+  int device_ = 0;
+  CapturedGraphs* graphs_ = nullptr;
+  unsigned long long last_capture_id_ = 0;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
   // The add + RMSNorm kernel's row clusters (same bits either way).

@@ -1,0 +1,271 @@
+// The CUDA backend's teardown on real GPUs (issue 12): close() and the
+// destructor stay bounded by the timeout while a CUDA graph that captured a
+// fallback (NCCL) call or a P2P call still exists, a graph destroyed before
+// close() gives a clean close (no WARN), and a rank that skips close() does
+// not hold the others. Skipped (on every rank) without one GPU per rank.
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "support/cuda_test_support.hpp"
+#include "transport/cuda/parked_nccl.hpp"
+
+namespace peerplan::cuda_test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using transport::cuda::parked_nccl_communicators;
+using transport::cuda::release_parked_nccl_communicators;
+
+constexpr milliseconds kTimeout{3000};
+// close() may wait the timeout for a missing peer, plus 2 s for GPU work to
+// exit and 2 s for an NCCL abort: more than this is a wait without a bound.
+constexpr milliseconds kBound = kTimeout + milliseconds(5000);
+constexpr DataType kType = DataType::bf16;
+constexpr std::int64_t kCount = 4096;
+// A strided fallback call goes through the fallback's scratch buffer.
+constexpr std::int64_t kRows = 8, kCols = 256, kRowStride = 320;
+
+Config teardown_config() {
+  Config config;
+  config.timeout = kTimeout;
+  config.log_level = LogLevel::warn;
+  return config;
+}
+
+TensorLayout strided_layout() {
+  const std::int64_t shape[] = {kRows, kCols};
+  const std::int64_t strides[] = {kRowStride, 1};
+  return TensorLayout::strided(shape, strides);
+}
+
+std::int64_t milliseconds_of(Clock::duration d) {
+  return std::chrono::duration_cast<milliseconds>(d).count();
+}
+
+// Elements of `got` (logical order, `count` of them) that are not the sum
+// of every rank's random_tensor(kType, count, seed, rank).
+std::int64_t wrong_sums(const std::vector<std::uint8_t>& got, std::int64_t count,
+                        std::uint64_t seed) {
+  std::vector<std::vector<std::uint8_t>> inputs;
+  for (int r = 0; r < size(); ++r) inputs.push_back(random_tensor(kType, count, seed, r));
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    double ref = 0;
+    for (int r = 0; r < size(); ++r) ref += value_at(kType, inputs[r], i);
+    if (!(std::fabs(value_at(kType, got, i) - ref) <= sum_tolerance(kType, ref))) ++wrong;
+  }
+  return wrong;
+}
+
+// Calls captured in one CUDA graph on a stream of their own, instantiated
+// and replayed once, their results checked. Declared shapes take P2P,
+// others the fallback. Destroyed by destroy() (after close(), in the tests
+// that keep it alive).
+class CapturedCalls {
+ public:
+  CapturedCalls(Communicator& comm, bool with_strided, Route expected)
+      : in_(kCount * 2), out_(kCount * 2),
+        strided_in_(kRows * kRowStride * 2), strided_out_(kRows * kRowStride * 2),
+        with_strided_(with_strided) {
+    in_.upload(random_tensor(kType, kCount, kSeed, rank()));
+    std::vector<std::uint8_t> strided(strided_in_.bytes, 0);
+    const auto logical = random_tensor(kType, kRows * kCols, kSeed + 1, rank());
+    for (std::int64_t r = 0; r < kRows; ++r)
+      std::memcpy(&strided[r * kRowStride * 2], &logical[r * kCols * 2], kCols * 2);
+    strided_in_.upload(strided);
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    // Eager first: NCCL connects the ranks at a first call, and a strided
+    // fallback call sizes the scratch buffer (it cannot grow in a capture).
+    calls(comm, expected);
+    check_cuda(cudaStreamSynchronize(stream_), "sync");
+    check_cuda(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), "begin capture");
+    calls(comm, expected);
+    check_cuda(cudaStreamEndCapture(stream_, &graph_), "end capture");
+    check_cuda(cudaGraphInstantiate(&exec_, graph_, 0), "instantiate");
+    out_.poison();
+    strided_out_.poison();
+    check_cuda(cudaGraphLaunch(exec_, stream_), "replay");
+    check_cuda(cudaStreamSynchronize(stream_), "sync");
+  }
+  ~CapturedCalls() { destroy(); }
+  CapturedCalls(const CapturedCalls&) = delete;
+  CapturedCalls& operator=(const CapturedCalls&) = delete;
+
+  // Wrong elements of the replay's results.
+  std::int64_t wrong() const {
+    std::int64_t wrong = wrong_sums(out_.download(kCount * 2), kCount, kSeed);
+    if (with_strided_) {
+      const auto strided = strided_out_.download(strided_out_.bytes);
+      std::vector<std::uint8_t> logical(kRows * kCols * 2);
+      for (std::int64_t r = 0; r < kRows; ++r)
+        std::memcpy(&logical[r * kCols * 2], &strided[r * kRowStride * 2], kCols * 2);
+      wrong += wrong_sums(logical, kRows * kCols, kSeed + 1);
+    }
+    return wrong;
+  }
+
+  void destroy() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    exec_ = nullptr;
+    graph_ = nullptr;
+    stream_ = nullptr;
+  }
+
+ private:
+  static constexpr std::uint64_t kSeed = 4242;
+
+  void calls(Communicator& comm, Route expected) {
+    EXPECT_EQ(comm.all_reduce(in_.ptr, out_.ptr, kType, TensorLayout({kCount}), stream_).route,
+              expected);
+    if (with_strided_) {
+      EXPECT_EQ(comm.all_reduce(strided_in_.ptr, strided_out_.ptr, kType, strided_layout(),
+                                stream_).route,
+                Route::fallback);
+    }
+  }
+
+  DeviceBuffer in_, out_, strided_in_, strided_out_;
+  bool with_strided_;
+  cudaStream_t stream_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// What a later create() or close() does for the communicators close() left
+// open, once their graphs are gone; CUDA runs a destroyed graph's
+// destructors asynchronously, so this polls for a while.
+bool released_back_to(std::size_t parked) {
+  const auto start = Clock::now();
+  while (parked_nccl_communicators() > parked && Clock::now() - start < std::chrono::seconds(10)) {
+    release_parked_nccl_communicators();
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return parked_nccl_communicators() == parked;
+}
+
+// (a) The reported hang: close() with a live graph that captured fallback
+// calls (contiguous and strided) must return in time on every rank, with a
+// WARN naming the cause; the NCCL communicator is left open (NCCL would wait
+// for the graph) and released once the graph is destroyed.
+TEST(CudaTeardown, CloseReturnsInTimeWhileAGraphOfFallbackCallsExists) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  const std::size_t parked = parked_nccl_communicators();
+  auto comm = create_cuda(teardown_config());  // nothing declared: every call is a fallback
+  CapturedCalls graph(*comm, /*with_strided=*/true, Route::fallback);
+  EXPECT_EQ(graph.wrong(), 0) << "replay of the captured fallback calls";
+
+  testing::internal::CaptureStderr();
+  const auto start = Clock::now();
+  comm->close();
+  const auto took = Clock::now() - start;
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_LT(took, kBound) << "close() took " << milliseconds_of(took) << " ms";
+  EXPECT_NE(log.find("CUDA graph(s) that captured a fallback (NCCL) call still exist"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("Destroy CUDA graphs before close()"), std::string::npos) << log;
+  EXPECT_EQ(parked_nccl_communicators(), parked + 1);
+
+  graph.destroy();
+  EXPECT_TRUE(released_back_to(parked))
+      << "the NCCL communicator was not released after its graph was destroyed";
+}
+
+// The destructor (no close(), e.g. while an exception unwinds) aborts NCCL,
+// which would wait for the graph just the same: it must not hang either.
+TEST(CudaTeardown, DestroyWithoutCloseReturnsInTimeWhileAGraphOfAFallbackCallExists) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  const std::size_t parked = parked_nccl_communicators();
+  auto comm = create_cuda(teardown_config());
+  CapturedCalls graph(*comm, /*with_strided=*/false, Route::fallback);
+  EXPECT_EQ(graph.wrong(), 0);
+  const auto start = Clock::now();
+  comm.reset();
+  const auto took = Clock::now() - start;
+  EXPECT_LT(took, kBound) << "the destructor took " << milliseconds_of(took) << " ms";
+  EXPECT_EQ(parked_nccl_communicators(), parked + 1);
+  graph.destroy();
+  EXPECT_TRUE(released_back_to(parked));
+}
+
+// (b) A live graph of a declared (P2P) call: NCCL has nothing captured, so
+// close() finalizes it cleanly and returns in time, without a WARN.
+TEST(CudaTeardown, CloseReturnsInTimeWhileAGraphOfAP2PCallExists) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  const std::size_t parked = parked_nccl_communicators();
+  auto comm = create_cuda(teardown_config());
+  PEERPLAN_MPI_SKIP_IF(!comm->p2p_enabled(), "P2P is disabled: " + comm->p2p_disabled_reason());
+  comm->declare(std::vector<Declaration>{Declaration::all_reduce("x", kType, TensorLayout({kCount}))});
+  CapturedCalls graph(*comm, /*with_strided=*/false, Route::one_shot);
+  EXPECT_EQ(graph.wrong(), 0) << "replay of the captured P2P call";
+
+  testing::internal::CaptureStderr();
+  const auto start = Clock::now();
+  comm->close();
+  const auto took = Clock::now() - start;
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_LT(took, kBound) << "close() took " << milliseconds_of(took) << " ms";
+  EXPECT_EQ(log.find("WARN"), std::string::npos) << log;
+  EXPECT_EQ(parked_nccl_communicators(), parked);
+  graph.destroy();  // never replayed after close(): its P2P buffers are gone
+}
+
+// (c) The safe order: destroy the graphs, then close(): NCCL finalizes
+// cleanly, nothing is left open, no WARN.
+TEST(CudaTeardown, GraphDestroyedBeforeCloseGivesACleanClose) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  const std::size_t parked = parked_nccl_communicators();
+  auto comm = create_cuda(teardown_config());
+  CapturedCalls graph(*comm, /*with_strided=*/true, Route::fallback);
+  EXPECT_EQ(graph.wrong(), 0);
+  graph.destroy();
+
+  testing::internal::CaptureStderr();
+  const auto start = Clock::now();
+  comm->close();
+  const auto took = Clock::now() - start;
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_LT(took, kBound) << "close() took " << milliseconds_of(took) << " ms";
+  EXPECT_EQ(log.find("WARN"), std::string::npos) << log;
+  EXPECT_EQ(parked_nccl_communicators(), parked);
+}
+
+// (d) A rank that destroys its communicator without close(): the others'
+// close() waits for it only up to the timeout (a WARN), and its destructor
+// does not wait for them. Keep this test last in the file: the others' close
+// leaves a message to the departed rank in flight on their bootstrap's MPI
+// communicator.
+TEST(CudaTeardown, RankThatSkipsCloseDoesNotHoldTheOthers) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto comm = create_cuda(teardown_config());
+  {
+    DeviceBuffer in(kCount * 2), out(kCount * 2);
+    in.upload(random_tensor(kType, kCount, 99, rank()));
+    EXPECT_EQ(comm->all_reduce(in.ptr, out.ptr, kType, TensorLayout({kCount}), nullptr).route,
+              Route::fallback);
+    check_cuda(cudaDeviceSynchronize(), "sync");
+    EXPECT_EQ(wrong_sums(out.download(kCount * 2), kCount, 99), 0);
+  }
+  const bool skips = rank() == size() - 1;
+  testing::internal::CaptureStderr();
+  const auto start = Clock::now();
+  if (skips) {
+    comm.reset();
+  } else {
+    comm->close();
+  }
+  const auto took = Clock::now() - start;
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_LT(took, kBound) << (skips ? "the destructor" : "close()") << " took "
+                          << milliseconds_of(took) << " ms";
+  if (!skips) {
+    EXPECT_NE(log.find("peers did not reach close()"), std::string::npos) << log;
+  }
+  MPI_Barrier(test_comm());
+}
+
+}  // namespace
+}  // namespace peerplan::cuda_test

@@ -1,0 +1,48 @@
+// Bounded waits for the CUDA backend's teardown (close() and destructors).
+//
+// Some CUDA and NCCL calls that teardown needs can block for as long as the
+// GPU keeps running something: cudaDeviceSynchronize and cudaFree wait for
+// every kernel of the device, NCCL's abort and destroy wait for the work of
+// their communicator. A kernel that never ends (a fallback call that a peer
+// never made, someone else's kernel spinning) would make close() hang. These
+// helpers run such a call on a helper thread and wait for it only until a
+// deadline; past it, the caller gives up and leaves the resources the call
+// was about to release allocated (freeing memory that a running kernel may
+// still touch is worse than leaking it).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace peerplan::transport::cuda {
+
+using TeardownClock = std::chrono::steady_clock;
+
+// Time granted beyond the timeout to work that the timeout itself bounds: a
+// P2P kernel gives up waiting after the timeout and still has to exit; an
+// aborted NCCL communicator still has to stop its threads.
+inline constexpr std::chrono::milliseconds kTeardownMargin{2000};
+
+// Runs `work` on a helper thread and waits for it until `deadline`. Returns
+// true when it finished in time. Otherwise the helper thread is left running,
+// detached, owning what `work` captured (copy what it needs into it): the
+// caller must not release anything `work` still uses. Returns false without
+// running `work` when no thread can be started. `work` must not throw.
+bool run_until(std::function<void()> work, TeardownClock::time_point deadline);
+
+// True when everything queued on `device` before the call (every stream of
+// the process, CUDA-graph launches included) has finished by `deadline`: a
+// cudaDeviceSynchronize on a helper thread. While an earlier such wait on the
+// device is still blocked, it is joined instead of starting another thread.
+// A device in a sticky error state counts as idle (nothing runs on it).
+bool device_idle_by(int device, TeardownClock::time_point deadline);
+
+// The device that `pointer` (device or mapped host memory) belongs to, else
+// the calling thread's current device. Never throws.
+int device_of(const void* pointer) noexcept;
+
+// "2000 ms"
+std::string milliseconds_text(std::chrono::milliseconds duration);
+
+}  // namespace peerplan::transport::cuda
