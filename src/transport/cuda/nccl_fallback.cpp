@@ -6,11 +6,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "collective_kernels.hpp"
+#include "bootstrap/fail_together.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/cuda/bounded_wait.hpp"
@@ -87,12 +89,6 @@ ncclResult_t settle(ncclComm_t comm, ncclResult_t status, TeardownClock::time_po
     if (query != ncclSuccess) return query;
   }
   return status;
-}
-
-std::string join_ranks(const std::vector<int>& ranks) {
-  std::string text;
-  for (int r : ranks) text += (text.empty() ? "" : ", ") + std::to_string(r);
-  return text;
 }
 
 // Aborts `comm` on a helper thread, bounded: NCCL's abort stops its kernels
@@ -317,23 +313,22 @@ void NcclFallback::init(bootstrap::Bootstrap& bootstrap) {
   }
   // Every rank fails together: a rank alone with a communicator would wait
   // for the others at its first fallback call.
-  std::vector<int> failed;
+  std::optional<bootstrap::Failures> failures;
   try {
-    failed = bootstrap.failed_ranks(error.empty());
+    failures = bootstrap::gather_failures(
+        bootstrap, error.empty() ? std::nullopt : std::optional<std::string>(error));
   } catch (const Error& e) {
     abandon_comm();
     if (timed_out) throw Timeout(error + " Then: " + e.what());
     if (!error.empty()) throw NcclError(error + " Then: " + e.what());
     throw;
   }
-  if (!failed.empty()) {
+  if (failures) {
     abandon_comm();
     if (timed_out) throw Timeout(error);
-    if (!error.empty()) throw NcclError(error);
-    throw NcclError("peerplan cuda backend: creating the NCCL communicator failed on rank(s) " +
-                    join_ranks(failed) +
-                    " (see their messages); every rank gave up. Set NCCL_DEBUG=WARN for NCCL's "
-                    "explanation.");
+    throw NcclError("peerplan cuda backend: creating the NCCL communicator failed (" +
+                    failures->message +
+                    "); every rank gave up. Set NCCL_DEBUG=WARN for NCCL's explanation.");
   }
   try {
     rows_in_clusters_ = use_row_clusters(device_);
