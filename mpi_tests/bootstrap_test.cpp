@@ -1,14 +1,18 @@
 // The MPI bootstrap (src/bootstrap/) under mpirun with 2, 3 and 4 ranks.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -17,6 +21,8 @@
 #include "bootstrap/fail_together.hpp"
 #include "bootstrap/launch_check.hpp"
 #include "bootstrap/mpi_bootstrap.hpp"
+#include "bootstrap/nodes.hpp"
+#include "core/fault_injection.hpp"
 #include "peerplan/errors.hpp"
 #include "support/mpi_test_support.hpp"
 
@@ -409,9 +415,274 @@ TEST(MpiBootstrap, ANewBootstrapWorksAfterATimeout) {
   EXPECT_TRUE(bootstrap->agree(true));
 }
 
+// ------------------------------------------------ late ranks in the construction
+//
+// The construction's first step, the duplication of the user's communicator
+// (MPI_Comm_idup), is a collective on the user's communicator. A rank that
+// reaches it after the others gave up matches their abandoned duplications;
+// its duplicate then exists, but the ranks that gave up are not on it. What
+// follows the duplication must therefore be bounded on every rank: a late
+// rank gets a Timeout naming the ranks that did not answer, never a hang.
+// Afterwards every rank has made the same number of duplications, so the
+// collectives on the user's communicator line up again and a new bootstrap
+// works.
+
+// Generous against a loaded CI machine (4 ranks on 2 cores); a hang is far
+// beyond it.
+constexpr auto kSlack = 5s;
+
+// A barrier on the test's own communicator with a bound: where the code under
+// test hangs on some rank, the others abort the job naming the step instead
+// of waiting in MPI_Barrier until ctest's timeout (the harness bounds only
+// its own synchronisation after each test).
+void meet_or_abort(const char* where, std::chrono::seconds bound = 40s) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibarrier(peerplan::mpi_test::test_comm(), &request);
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  for (;;) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "rank %d: %s: not every rank arrived within %lld s (a rank hangs in the code "
+                   "under test). Aborting the job.\n",
+                   world_rank(), where, static_cast<long long>(bound.count()));
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+// What make_mpi_bootstrap did on this rank.
+struct Construction {
+  bool timed_out = false;
+  std::string message;  // the Timeout's, or what happened instead
+  std::chrono::steady_clock::duration elapsed{};
+  std::unique_ptr<Bootstrap> bootstrap;  // when it returned one
+};
+
+Construction construct(MPI_Comm comm, std::chrono::milliseconds timeout) {
+  Construction c;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    c.bootstrap = make_mpi_bootstrap(comm, timeout);
+    c.message = "returned a bootstrap";
+  } catch (const Timeout& e) {
+    c.timed_out = true;
+    c.message = e.what();
+  } catch (const std::exception& e) {
+    c.message = std::string("threw another error: ") + e.what();
+  }
+  c.elapsed = std::chrono::steady_clock::now() - start;
+  return c;
+}
+
+// A new bootstrap on every rank works: the user's communicator's sequence of
+// collectives lines up again.
+void expect_a_new_bootstrap_works() {
+  meet_or_abort("before the new bootstrap");
+  auto bootstrap = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
+  EXPECT_EQ(bootstrap->size(), world_size());
+  const std::vector<Blob> all = bootstrap->allgather(pattern_blob(world_rank()));
+  ASSERT_EQ(static_cast<int>(all.size()), world_size());
+  for (int r = 0; r < world_size(); ++r) {
+    EXPECT_EQ(all[r], pattern_blob(r)) << "rank " << r;
+  }
+  const int me = world_rank();
+  EXPECT_EQ(static_cast<int>(
+                bootstrap->local_allgather({reinterpret_cast<const std::byte*>(&me), sizeof me})
+                    .size()),
+            bootstrap->local_size());
+  EXPECT_TRUE(bootstrap->agree(true));
+}
+
+std::vector<int> ranks_except(int excluded) {
+  std::vector<int> ranks;
+  for (int r = 0; r < world_size(); ++r) {
+    if (r != excluded) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+TEST(MpiBootstrapLate, ARankArrivingAfterTheOthersGaveUpTimesOutNamingThem) {
+  const int late = world_size() - 1;
+  meet_or_abort("before the construction");
+  if (world_rank() == late) std::this_thread::sleep_for(kTestTimeout + 1000ms);
+  const Construction c = construct(MPI_COMM_WORLD, kTestTimeout);
+  meet_or_abort("after the construction with a late rank");
+  EXPECT_TRUE(c.timed_out) << "expected peerplan::Timeout; " << c.message;
+  EXPECT_LT(c.elapsed, kTestTimeout + kSlack) << c.message;
+  if (world_rank() != late) {
+    EXPECT_GE(c.elapsed, kTestTimeout);
+    // Nothing can say which rank did not join the duplication: the message
+    // says so, and how to find out.
+    EXPECT_NE(c.message.find("cannot tell which rank"), std::string::npos) << c.message;
+    EXPECT_NE(c.message.find("PEERPLAN_DEBUG=INFO"), std::string::npos) << c.message;
+    EXPECT_NE(c.message.find("PEERPLAN_TIMEOUT_MS"), std::string::npos) << c.message;
+  } else {
+    // Its duplication matched the abandoned ones; the exchange after it
+    // names the ranks that had given up.
+    EXPECT_NE(c.message.find("waiting for " + ranks_phrase(ranks_except(late)) + " ("),
+              std::string::npos)
+        << c.message;
+  }
+  expect_a_new_bootstrap_works();
+}
+
+TEST(MpiBootstrapLate, RanksWhoseDuplicationCompletedWithoutOneNameIt) {
+  // The race of a stalled rank that resumes while the others' deadlines
+  // expire: rank 0 gives up on the duplication; the last rank arrives after
+  // that but within the other ranks' (longer) timeout, so their duplication
+  // completes (it matched rank 0's abandoned one) while rank 0 is not on the
+  // duplicate. They must time out naming rank 0, not hang.
+  constexpr auto kShort = 500ms;
+  constexpr auto kLong = 3000ms;
+  const int late = world_size() - 1;
+  meet_or_abort("before the construction");
+  if (world_rank() == late) std::this_thread::sleep_for(kShort + 1000ms);
+  const Construction c = construct(MPI_COMM_WORLD, world_rank() == 0 ? kShort : kLong);
+  meet_or_abort("after the construction with mixed timeouts");
+  EXPECT_TRUE(c.timed_out) << "expected peerplan::Timeout; " << c.message;
+  if (world_rank() == 0) {
+    EXPECT_GE(c.elapsed, kShort);
+    EXPECT_LT(c.elapsed, kShort + kSlack) << c.message;
+  } else {
+    EXPECT_LT(c.elapsed, kLong + kSlack) << c.message;
+    EXPECT_NE(c.message.find("waiting for rank 0 ("), std::string::npos) << c.message;
+  }
+  expect_a_new_bootstrap_works();
+}
+
+TEST(MpiBootstrapLate, ARankLateAfterTheDuplicationIsNamed) {
+  // Every rank duplicated the communicator; the last one then stalls. The
+  // rest of the construction is bounded and names it. The late rank itself
+  // may find every message waiting for it (the others sent theirs before
+  // giving up) and get a bootstrap: then its first collective names them.
+  const int late = world_size() - 1;
+  constexpr auto kStall = kTestTimeout + 1500ms;
+  const std::string rule = "bootstrap.duplicated@" + std::to_string(late) +
+                           ":sleep=" + std::to_string(kStall.count());
+  ::setenv("PEERPLAN_FAULT_INJECT", rule.c_str(), 1);
+  peerplan::fault::reload_for_tests();
+  meet_or_abort("before the construction");
+  Construction c = construct(MPI_COMM_WORLD, kTestTimeout);
+  ::unsetenv("PEERPLAN_FAULT_INJECT");
+  peerplan::fault::reload_for_tests();
+  if (world_rank() == late && c.bootstrap) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      c.bootstrap->barrier();
+      c.message = "its first barrier returned although the others had given up";
+    } catch (const Timeout& e) {
+      c.timed_out = true;
+      c.message = e.what();
+    }
+    c.elapsed = std::chrono::steady_clock::now() - start;
+  }
+  c.bootstrap.reset();
+  meet_or_abort("after the construction with a rank late after the duplication");
+  EXPECT_TRUE(c.timed_out) << "expected peerplan::Timeout; " << c.message;
+  if (world_rank() != late) {
+    EXPECT_GE(c.elapsed, kTestTimeout);
+    EXPECT_LT(c.elapsed, kTestTimeout + kSlack) << c.message;
+    EXPECT_NE(c.message.find("waiting for " + ranks_phrase({late}) + " ("), std::string::npos)
+        << c.message;
+  } else {
+    EXPECT_LT(c.elapsed, kStall + kTestTimeout + kSlack) << c.message;
+    EXPECT_NE(c.message.find("waiting for " + ranks_phrase(ranks_except(late)) + " ("),
+              std::string::npos)
+        << c.message;
+  }
+  expect_a_new_bootstrap_works();
+}
+
+TEST(MpiBootstrap, LateMessagesOfABrokenBootstrapNeverReachALaterOne) {
+  // Rank 0 gives up on a call; the others make it (and one more) after rank
+  // 0 dropped its bootstrap, so their messages to rank 0 arrive for a
+  // communicator rank 0 no longer uses. A later bootstrap (whose duplicate
+  // MPI may give the same context id, were the old one freed) must never
+  // take them for its own.
+  meet_or_abort("before the first bootstrap");
+  auto first = make_mpi_bootstrap(MPI_COMM_WORLD, kTestTimeout);
+  first->barrier();  // all present
+  if (world_rank() == 0) {
+    EXPECT_THROW(first->allgather(text_blob("early")), Timeout);
+    first.reset();
+  }
+  meet_or_abort("rank 0 gave up and dropped its bootstrap");
+  if (world_rank() != 0) {
+    // Completes (rank 0's message was sent before it gave up); then a
+    // barrier rank 0 never makes times out.
+    EXPECT_NO_THROW(first->allgather(text_blob("late " + std::to_string(world_rank()))));
+    EXPECT_THROW(first->barrier(), Timeout);
+    first.reset();
+  }
+  meet_or_abort("every rank dropped its first bootstrap");
+  auto second = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
+  for (int round = 0; round < 4; ++round) {
+    const std::vector<Blob> all = second->allgather(pattern_blob(world_rank() + round));
+    ASSERT_EQ(static_cast<int>(all.size()), world_size());
+    for (int r = 0; r < world_size(); ++r) {
+      EXPECT_EQ(all[r], pattern_blob(r + round)) << "round " << round << ", blob of rank " << r;
+    }
+  }
+  second->barrier();
+}
+
+TEST(MpiBootstrap, DestroyingABootstrapDoesNotWaitForThePeers) {
+  // MPI_Comm_free of the duplicate is local: rank 0 destroys its bootstrap
+  // while the others keep theirs alive until rank 0 has returned.
+  auto bootstrap = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
+  bootstrap->barrier();
+  if (world_rank() == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    bootstrap.reset();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 2s) << "destroying waited for the peers";
+  }
+  // Bounded: had the destruction waited for the others, the job aborts here.
+  meet_or_abort("after rank 0 destroyed its bootstrap", 20s);
+  bootstrap.reset();
+}
+
 TEST(MpiBootstrap, RejectsBadArguments) {
   EXPECT_THROW(make_mpi_bootstrap(MPI_COMM_NULL, kGenerousTimeout), peerplan::InvalidArgument);
   EXPECT_THROW(make_mpi_bootstrap(MPI_COMM_WORLD, 0ms), peerplan::InvalidArgument);
+}
+
+// Node placement from node keys (no MPI involved): what
+// MPI_Comm_split_type(SHARED) used to give, from an allgather of keys.
+TEST(NodePlacement, NodesAreNumberedByLowestRankAndLocalRanksFollowRanks) {
+  using peerplan::bootstrap::detail::place_on_nodes;
+  // Ranks interleaved over three nodes: b holds ranks 0, 3, 4; a holds 1, 5; c holds 2.
+  const std::vector<std::string> keys{"b", "a", "c", "b", "b", "a"};
+  const struct {
+    int node_id;
+    int local_rank;
+    std::vector<int> members;
+  } expected[] = {{0, 0, {0, 3, 4}}, {1, 0, {1, 5}}, {2, 0, {2}},
+                  {0, 1, {0, 3, 4}}, {0, 2, {0, 3, 4}}, {1, 1, {1, 5}}};
+  for (int rank = 0; rank < static_cast<int>(keys.size()); ++rank) {
+    const auto placement = place_on_nodes(keys, rank);
+    EXPECT_EQ(placement.num_nodes, 3) << "rank " << rank;
+    EXPECT_EQ(placement.node_id, expected[rank].node_id) << "rank " << rank;
+    EXPECT_EQ(placement.local_rank, expected[rank].local_rank) << "rank " << rank;
+    EXPECT_EQ(placement.members, expected[rank].members) << "rank " << rank;
+  }
+  const auto alone = place_on_nodes(std::vector<std::string>{"x"}, 0);
+  EXPECT_EQ(alone.num_nodes, 1);
+  EXPECT_EQ(alone.members, std::vector<int>{0});
+  EXPECT_THROW(place_on_nodes(keys, 6), peerplan::InternalError);
+}
+
+TEST(NodePlacement, TheNodeKeyNamesTheHostAndIsStable) {
+  const std::string key = peerplan::bootstrap::detail::node_key();
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  EXPECT_EQ(key.rfind(std::string(host) + "/", 0), 0u) << key;
+  EXPECT_GT(key.size(), std::string(host).size() + 1) << "no boot id: " << key;
+  EXPECT_EQ(key, peerplan::bootstrap::detail::node_key());
 }
 
 // The launch check, with environments as launchers set them.

@@ -1,15 +1,19 @@
 #include "bootstrap/mpi_bootstrap.hpp"
 
-#include <algorithm>
-#include <cstring>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bootstrap/launch_check.hpp"
 #include "bootstrap/mpi_check.hpp"
+#include "bootstrap/nodes.hpp"
 #include "bootstrap/timed_exchange.hpp"
+#include "core/fault_injection.hpp"
+#include "core/log.hpp"
 #include "peerplan/errors.hpp"
 
 namespace peerplan::bootstrap {
@@ -18,27 +22,106 @@ namespace {
 using detail::check_mpi;
 using detail::TimedExchange;
 
-// MPI_Comm_dup cannot be bounded; MPI_Comm_idup can. If some rank never
-// calls create() the request is abandoned (a nonblocking collective can be
-// neither cancelled nor freed) and we report which communicator stalled.
-MPI_Comm duplicate_within(MPI_Comm user_comm, std::chrono::milliseconds timeout) {
-  MPI_Comm dup = MPI_COMM_NULL;
+// What is bounded how. The construction makes exactly one collective call on
+// the user's communicator, MPI_Comm_idup, and bounds it by polling with a
+// deadline. Everything after it is point-to-point on the private duplicate
+// with a deadline (TimedExchange): nothing after the duplication is an
+// unbounded MPI collective, so no rank can hang, whatever the others did.
+//
+// Why not MPI_Comm_split_type(SHARED) for the node-local ranks, even after a
+// bounded roll call on the duplicate: a bounded exchange can complete on one
+// rank and time out on another (a rank that got every message may still
+// have been too late for a peer whose deadline had passed), and the rank
+// that completed would then enter split_type without that peer and block
+// forever. The same holds for a late rank whose MPI_Comm_idup matched
+// duplications the others had abandoned: its duplication completes, but the
+// others are gone. So nodes are found by an allgather of node keys (the
+// first exchange on the duplicate, which is also the roll call: a rank that
+// is not there is named), and node-local exchanges are point-to-point among
+// the node's ranks on the same duplicate, in a tag lane of their own so
+// that the two sequences of tags never meet.
+constexpr TimedExchange::Lane kWorldLane{0, 2};
+constexpr TimedExchange::Lane kNodeLane{1, 2};
+
+// MPI_Comm_idup writes the new communicator's handle when the duplication
+// completes, which may be long after this rank gave up on it: a rank that
+// calls create() late matches the duplications the others abandoned and
+// completes them. So the handle lives on the heap with its request, never
+// in a stack frame that is gone by then.
+struct Duplication {
+  MPI_Comm comm = MPI_COMM_NULL;
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Comm_idup(user_comm, &dup, &request), "MPI_Comm_idup");
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+};
+
+// A nonblocking collective can be neither cancelled nor freed
+// (MPI_Request_free is erroneous on it), and MPI may still write into an
+// abandoned one's handle. Only timeouts put anything here, and the job is
+// broken by then: the memory (and the duplicate, should it complete) is kept
+// until exit on purpose.
+void keep_until_exit(std::unique_ptr<Duplication> abandoned) {
+  static std::mutex mutex;
+  static auto* graveyard = new std::vector<std::unique_ptr<Duplication>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  graveyard->push_back(std::move(abandoned));
+}
+
+// The one collective on the user's communicator, bounded. Which rank is
+// missing cannot be known here: a collective says nothing about who has
+// joined it, and peerplan never sends point-to-point messages on the user's
+// communicator (the application's wildcard receives could take them).
+MPI_Comm duplicate_within(MPI_Comm user_comm, std::chrono::milliseconds timeout) {
+  int rank = 0;
+  int size = 0;
+  check_mpi(MPI_Comm_rank(user_comm, &rank), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(user_comm, &size), "MPI_Comm_size");
+  log::info("bootstrap: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+            " is duplicating the communicator (the first step of create; waits at most " +
+            std::to_string(timeout.count()) + " ms for every rank to get there)");
+  const auto start = std::chrono::steady_clock::now();
+  auto duplication = std::make_unique<Duplication>();
+  check_mpi(MPI_Comm_idup(user_comm, &duplication->comm, &duplication->request), "MPI_Comm_idup");
+  const auto deadline = start + timeout;
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
-    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test(MPI_Comm_idup)");
-    if (done) return dup;
+    const int rc = MPI_Test(&duplication->request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      keep_until_exit(std::move(duplication));  // MPI may still complete it
+      check_mpi(rc, "MPI_Test(MPI_Comm_idup)");
+    }
+    if (done) {
+      log::info("bootstrap: rank " + std::to_string(rank) + " duplicated the communicator in " +
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count()) +
+                " ms");
+      return duplication->comm;
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
-      throw Timeout("bootstrap: duplicating the communicator timed out after " +
-                    std::to_string(timeout.count()) +
-                    " ms: not every rank of the communicator joined (a rank did not make the "
-                    "same collective call, or crashed; raise PEERPLAN_TIMEOUT_MS if ranks are "
-                    "merely slow to start)");
+      keep_until_exit(std::move(duplication));
+      throw Timeout(
+          "bootstrap: duplicating the communicator (MPI_Comm_idup, the first step of create) "
+          "timed out after " + std::to_string(timeout.count()) + " ms on rank " +
+          std::to_string(rank) + ": not every one of its " + std::to_string(size) +
+          " ranks joined. peerplan cannot tell which rank is missing here: a collective on "
+          "your communicator does not say who has joined it, and peerplan never sends "
+          "point-to-point messages on your communicator (your wildcard receives could take "
+          "them). A rank did not call create(), crashed, or called it after this rank's "
+          "timeout; with PEERPLAN_DEBUG=INFO every rank logs 'rank R of N is duplicating the "
+          "communicator' when it gets there, so the rank without that line is the one "
+          "missing. Raise PEERPLAN_TIMEOUT_MS if ranks are merely slow to get there. A rank "
+          "that arrives late times out too; once every rank has called create() the same "
+          "number of times, a new create() on every rank works");
     }
     if (polls >= 32) std::this_thread::sleep_for(std::chrono::microseconds(10));
   }
+}
+
+std::vector<int> all_ranks(MPI_Comm comm) {
+  int size = 0;
+  check_mpi(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  std::vector<int> ranks(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) ranks[r] = r;
+  return ranks;
 }
 
 class MpiBootstrap final : public Bootstrap {
@@ -47,23 +130,18 @@ class MpiBootstrap final : public Bootstrap {
     try {
       comm_ = duplicate_within(user_comm, timeout);
       check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-      world_.emplace(comm_, timeout);
-      // Key = rank: local rank 0 is the node's lowest rank.
-      check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, world_->rank(), MPI_INFO_NULL,
-                                    &local_comm_),
-                "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
-      check_mpi(MPI_Comm_set_errhandler(local_comm_, MPI_ERRORS_RETURN),
-                "MPI_Comm_set_errhandler");
-      std::vector<int> ranks_of_local = ranks_in_comm_of(local_comm_);
-      local_.emplace(local_comm_, timeout, ranks_of_local);
-      number_nodes(ranks_of_local.front());
+      world_.emplace(comm_, timeout, all_ranks(comm_), kWorldLane);
+      PEERPLAN_FAULT_POINT("bootstrap.duplicated", world_->rank());
+      find_nodes(timeout);
     } catch (...) {
-      free_communicators();
+      release_communicator();
       throw;
     }
   }
 
-  ~MpiBootstrap() override { free_communicators(); }
+  // Local: MPI_Comm_free does not wait for the other ranks (a test destroys
+  // one rank's bootstrap while the others keep theirs).
+  ~MpiBootstrap() override { release_communicator(); }
 
   MpiBootstrap(const MpiBootstrap&) = delete;
   MpiBootstrap& operator=(const MpiBootstrap&) = delete;
@@ -76,80 +154,97 @@ class MpiBootstrap final : public Bootstrap {
   int num_nodes() const noexcept override { return num_nodes_; }
 
   std::vector<Blob> allgather(std::span<const std::byte> mine) override {
-    return world_->allgather(mine, "allgather");
+    return exchange([&] { return world_->allgather(mine, "allgather"); });
   }
   std::vector<Blob> local_allgather(std::span<const std::byte> mine) override {
-    return local_->allgather(mine, "local_allgather");
+    return exchange([&] { return local_->allgather(mine, "local_allgather"); });
   }
   Blob broadcast(std::span<const std::byte> blob, int root) override {
-    return world_->broadcast(blob, root, "broadcast");
+    return exchange([&] { return world_->broadcast(blob, root, "broadcast"); });
   }
-  void barrier() override { world_->allgather({}, "barrier"); }
+  void barrier() override {
+    exchange([&] { return world_->allgather({}, "barrier"); });
+  }
   bool agree(bool ok) override {
     const std::byte mine{static_cast<unsigned char>(ok ? 1 : 0)};
-    for (const Blob& blob : world_->allgather({&mine, 1}, "agree")) {
+    const std::vector<Blob> all =
+        exchange([&] { return world_->allgather({&mine, 1}, "agree"); });
+    for (const Blob& blob : all) {
       if (blob.size() != 1 || blob[0] != std::byte{1}) return false;
     }
     return true;
   }
 
  private:
-  // rank in comm_ of each rank of `sub` (a communicator derived from comm_).
-  std::vector<int> ranks_in_comm_of(MPI_Comm sub) {
-    MPI_Group sub_group = MPI_GROUP_NULL;
-    MPI_Group group = MPI_GROUP_NULL;
-    check_mpi(MPI_Comm_group(sub, &sub_group), "MPI_Comm_group");
-    check_mpi(MPI_Comm_group(comm_, &group), "MPI_Comm_group");
-    int sub_size = 0;
-    MPI_Group_size(sub_group, &sub_size);
-    std::vector<int> sub_ranks(sub_size);
-    for (int i = 0; i < sub_size; ++i) sub_ranks[i] = i;
-    std::vector<int> ranks(sub_size);
-    const int rc = MPI_Group_translate_ranks(sub_group, sub_size, sub_ranks.data(), group,
-                                             ranks.data());
-    MPI_Group_free(&sub_group);
-    MPI_Group_free(&group);
-    check_mpi(rc, "MPI_Group_translate_ranks");
-    return ranks;
+  // Runs one exchange on the duplicate; one that fails (a Timeout, above
+  // all) leaves the ranks out of step, and peers may still send this rank
+  // messages of calls it will never make (see release_communicator).
+  template <class Exchange>
+  auto exchange(Exchange&& run) -> decltype(run()) {
+    try {
+      return run();
+    } catch (...) {
+      out_of_step_ = true;
+      throw;
+    }
   }
 
-  // Node ids in the order of each node's lowest rank, the same on every rank.
-  void number_nodes(int my_leader) {
-    Blob mine(sizeof(int));
-    std::memcpy(mine.data(), &my_leader, sizeof(int));
-    const std::vector<Blob> all = world_->allgather(mine, "node numbering");
-    std::vector<int> leaders;
+  // The first exchange on the duplicate: every rank's node key. It is also
+  // the roll call: a rank that is not on the duplicate (it gave up on the
+  // duplication, or stalled right after it) is named in the Timeout.
+  void find_nodes(std::chrono::milliseconds timeout) {
+    const std::string key = detail::node_key();
+    std::vector<Blob> all;
+    try {
+      all = exchange([&] {
+        return world_->allgather(std::as_bytes(std::span(key.data(), key.size())),
+                                 "roll call after duplicating the communicator");
+      });
+    } catch (const Timeout& e) {
+      throw Timeout(std::string(e.what()) +
+                    ". The ranks named did not reach the step right after the duplication: they "
+                    "gave up on create() before this rank got there (then they time out too, "
+                    "and a new create() on every rank works), or stopped right after it");
+    }
+    std::vector<std::string> keys;
+    keys.reserve(all.size());
     for (const Blob& blob : all) {
-      int leader = 0;
-      std::memcpy(&leader, blob.data(), sizeof(int));
-      leaders.push_back(leader);
+      keys.emplace_back(reinterpret_cast<const char*>(blob.data()), blob.size());
     }
-    const int on_my_node = static_cast<int>(std::count(leaders.begin(), leaders.end(), my_leader));
-    std::sort(leaders.begin(), leaders.end());
-    leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
-    num_nodes_ = static_cast<int>(leaders.size());
-    node_id_ = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), my_leader) -
-                                leaders.begin());
-    if (on_my_node != local_->size()) {
-      throw InternalError("bootstrap: " + std::to_string(on_my_node) +
-                          " ranks name rank " + std::to_string(my_leader) +
-                          " as their node's first rank, but the node-local communicator has " +
-                          std::to_string(local_->size()) + "; please report this");
-    }
+    const detail::NodePlacement placement = detail::place_on_nodes(keys, world_->rank());
+    node_id_ = placement.node_id;
+    num_nodes_ = placement.num_nodes;
+    local_.emplace(comm_, timeout, placement.members, kNodeLane);
+    log::info("bootstrap: rank " + std::to_string(world_->rank()) + " is local rank " +
+              std::to_string(placement.local_rank) + " of " +
+              std::to_string(placement.members.size()) + " on node " + std::to_string(node_id_) +
+              " of " + std::to_string(num_nodes_) + " (" + key + ")");
   }
 
-  void free_communicators() noexcept {
+  // Frees the duplicate, unless an exchange on it failed: then it is kept
+  // until exit on purpose. A peer that was late (or resumed after a stop)
+  // may still send this rank messages of calls it will never make. On a
+  // kept communicator they wait, unread, in its queue; had it been freed,
+  // MPI (Open MPI, at least) would hand them to the next communicator that
+  // reuses its context id (a later bootstrap, or the application's own), whose
+  // exchanges would take them for their own. Healthy bootstraps, the normal
+  // case, are freed.
+  void release_communicator() noexcept {
+    if (comm_ == MPI_COMM_NULL) return;
+    if (out_of_step_) {
+      comm_ = MPI_COMM_NULL;  // deliberately not freed (see above)
+      return;
+    }
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized) return;  // MPI already released them; freeing now is erroneous
-    if (local_comm_ != MPI_COMM_NULL) MPI_Comm_free(&local_comm_);
-    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    if (finalized) return;  // MPI already released it; freeing now is erroneous
+    MPI_Comm_free(&comm_);
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  MPI_Comm local_comm_ = MPI_COMM_NULL;
-  std::optional<TimedExchange> world_;
-  std::optional<TimedExchange> local_;
+  bool out_of_step_ = false;  // an exchange failed: the duplicate is never freed
+  std::optional<TimedExchange> world_;  // every rank, tag lane kWorldLane
+  std::optional<TimedExchange> local_;  // this node's ranks, tag lane kNodeLane
   int node_id_ = 0;
   int num_nodes_ = 1;
 };

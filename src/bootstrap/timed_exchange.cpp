@@ -63,6 +63,41 @@ struct TimedExchange::Call {
 TimedExchange::TimedExchange(MPI_Comm comm, std::chrono::milliseconds timeout,
                              std::vector<int> rank_names)
     : comm_(comm), timeout_(timeout), rank_names_(std::move(rank_names)) {
+  read_comm();
+}
+
+TimedExchange::TimedExchange(MPI_Comm comm, std::chrono::milliseconds timeout,
+                             std::vector<int> members, Lane lane)
+    : comm_(comm), timeout_(timeout), members_(std::move(members)), lane_(lane) {
+  read_comm();
+  if (lane_.count < 1 || lane_.index < 0 || lane_.index >= lane_.count ||
+      lane_.count > tag_bound_) {
+    throw InternalError("bootstrap: tag lane " + std::to_string(lane_.index) + " of " +
+                        std::to_string(lane_.count) + " does not exist; please report this");
+  }
+  // rank_ and size_ hold this rank's place in comm_ until here.
+  position_of_.assign(static_cast<std::size_t>(size_), -1);
+  int mine = -1;
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    const int member = members_[i];
+    if (member < 0 || member >= size_ || (i > 0 && member <= members_[i - 1])) {
+      throw InternalError("bootstrap: the members of an exchange must be distinct ranks of its "
+                          "communicator in ascending order; please report this");
+    }
+    position_of_[member] = static_cast<int>(i);
+    if (member == rank_) mine = static_cast<int>(i);
+  }
+  if (mine < 0) {
+    throw InternalError("bootstrap: an exchange among ranks " + join(members_) +
+                        " was made on rank " + std::to_string(rank_) +
+                        ", which is not one of them; please report this");
+  }
+  rank_names_ = members_;
+  rank_ = mine;
+  size_ = static_cast<int>(members_.size());
+}
+
+void TimedExchange::read_comm() {
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
   void* value = nullptr;
@@ -73,13 +108,20 @@ TimedExchange::TimedExchange(MPI_Comm comm, std::chrono::milliseconds timeout,
 
 int TimedExchange::begin_call() {
   ++calls_;
-  return static_cast<int>(calls_ % static_cast<std::uint64_t>(tag_bound_));
+  // Lane i of n uses tags i, i + n, i + 2n, ... up to MPI_TAG_UB.
+  const auto count = static_cast<std::uint64_t>(lane_.count);
+  const std::uint64_t slots = (static_cast<std::uint64_t>(tag_bound_) + 1) / count;
+  return static_cast<int>(static_cast<std::uint64_t>(lane_.index) + count * (calls_ % slots));
+}
+
+int TimedExchange::comm_rank_of(int position) const {
+  return members_.empty() ? position : members_[position];
 }
 
 void TimedExchange::post_send(Call& call, int destination) {
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Isend(call.outgoing->data(), checked_count(call.outgoing->size()), MPI_BYTE,
-                      destination, call.tag, comm_, &request),
+                      comm_rank_of(destination), call.tag, comm_, &request),
             "MPI_Isend");
   call.sends.push_back(request);
   call.send_peers.push_back(destination);
@@ -137,7 +179,7 @@ Blob TimedExchange::broadcast(std::span<const std::byte> blob, int root, const c
   } else {
     call.awaiting[root] = 1;
     call.awaiting_count = 1;
-    call.probe_source = root;
+    call.probe_source = comm_rank_of(root);
   }
   wait(call, timeout_);
   return rank_ == root ? *call.outgoing : std::move(*call.results[root]);
@@ -156,11 +198,19 @@ void TimedExchange::wait(Call& call, std::chrono::milliseconds bound) {
       check_mpi(MPI_Improbe(call.probe_source, call.tag, comm_, &flag, &message, &status),
                 "MPI_Improbe");
       if (!flag) break;
-      const int source = status.MPI_SOURCE;
+      const int source =
+          position_of_.empty() ? status.MPI_SOURCE : position_of_[status.MPI_SOURCE];
+      if (source < 0) {
+        throw InternalError("bootstrap " + std::string(call.operation) + " #" +
+                            std::to_string(call.number) + ": a message from rank " +
+                            std::to_string(status.MPI_SOURCE) +
+                            ", which is not a member of this exchange; please report this");
+      }
       if (!call.awaiting[source]) {
         throw InternalError("bootstrap " + std::string(call.operation) + " #" +
                             std::to_string(call.number) + ": a second message from rank " +
-                            std::to_string(source) + " under the same tag; please report this");
+                            std::to_string(rank_names_.empty() ? source : rank_names_[source]) +
+                            " under the same tag; please report this");
       }
       int count = 0;
       check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");

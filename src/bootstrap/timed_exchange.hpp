@@ -26,11 +26,25 @@ namespace peerplan::bootstrap::detail {
 
 class TimedExchange {
  public:
+  // Several exchanges may share one communicator, each in a tag space of
+  // its own (lane `index` of `count`: tags index, index + count, ...), so
+  // that their sequence-numbered tags never meet.
+  struct Lane {
+    int index = 0;
+    int count = 1;
+  };
+
   // `comm` is borrowed; its error handler must return errors.
   // `rank_names[i]` is how rank i of `comm` is named in messages (ranks of
-  // the user's communicator); empty means i itself. `label` prefixes the
-  // names of operations ("allgather", "local_allgather", ...).
+  // the user's communicator); empty means i itself. Uses every tag of `comm`.
   TimedExchange(MPI_Comm comm, std::chrono::milliseconds timeout, std::vector<int> rank_names = {});
+  // Among `members` of `comm` only (ranks of `comm`, ascending, this rank
+  // among them), in tag lane `lane`: rank() and size() count members, blobs
+  // are indexed by position in `members`, and a Timeout names the missing
+  // members by their ranks in `comm`. Messages travel point-to-point
+  // between members; the other ranks of `comm` see none.
+  TimedExchange(MPI_Comm comm, std::chrono::milliseconds timeout, std::vector<int> members,
+                Lane lane);
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
@@ -46,14 +60,19 @@ class TimedExchange {
 
  private:
   struct Call;
+  void read_comm();
   int begin_call();
+  int comm_rank_of(int position) const;
   void post_send(Call& call, int destination);
   void wait(Call& call, std::chrono::milliseconds bound);
   [[noreturn]] void time_out(Call& call, std::chrono::milliseconds bound);
 
   MPI_Comm comm_;
   std::chrono::milliseconds timeout_;
-  std::vector<int> rank_names_;
+  std::vector<int> rank_names_;  // by position; empty: the rank in comm_
+  std::vector<int> members_;     // comm_ rank of each position; empty: all, in order
+  std::vector<int> position_of_;  // inverse of members_ (-1: not a member); empty: identity
+  Lane lane_;
   int rank_ = 0;
   int size_ = 1;
   int tag_bound_ = 32767;  // MPI_TAG_UB of comm (the standard guarantees at least this)

@@ -19,7 +19,8 @@ namespace peerplan::fault {
 namespace {
 
 // Every point the library reaches, in lifecycle order.
-constexpr std::array<std::string_view, 6> kFaultPoints{
+constexpr std::array<std::string_view, 7> kFaultPoints{
+    "bootstrap.duplicated",    // the bootstrap duplicated the user's communicator, nothing more
     "create.after_bootstrap",  // the bootstrap's private communicator exists
     "shm.created",             // a shared-memory segment exists, not yet unlinked
     "declare.before_reserve",  // declarations agreed, staging not yet prepared
