@@ -9,7 +9,10 @@
 // thread pays for lookup, admission and launch; median batch, slowest rank)
 // of peerplan and of NCCL. The fused op also times a plain peerplan
 // all-reduce of the same [rows, hidden] (declared alike, same --route): the
-// fused / plain ratio.
+// fused / plain ratio. --protocols ll,lamport times the all-reduce again on
+// one more communicator per listed PEERPLAN_ONE_SHOT_PROTOCOL value (same
+// declarations and buffers, same run), one column each; with --route
+// one_shot every size runs one-shot, so that the protocols meet at every size.
 //
 //   mpirun -np 2 peerplan_collective_bench -b 1K -e 64M -f 2 -d bf16 -G 1 --json out.json
 #include <cuda_runtime_api.h>
@@ -26,6 +29,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,8 +91,13 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "fused op: hidden size (row length)");
   bool nccl_first = false;
   app.add_flag("--nccl-first", nccl_first, "create the reference NCCL communicator before peerplan's");
-  app.add_option("--route", route_text, "auto (default cutoffs) | p2p (P2P up to -e) | nccl")
-      ->check(CLI::IsMember({"auto", "p2p", "nccl"}));
+  app.add_option("--route", route_text,
+                 "auto (default cutoffs) | p2p (P2P up to -e) | one_shot (one-shot up to -e) | nccl")
+      ->check(CLI::IsMember({"auto", "p2p", "one_shot", "nccl"}));
+  std::string protocols_text;
+  app.add_option("--protocols", protocols_text,
+                 "allreduce: also time one communicator per PEERPLAN_ONE_SHOT_PROTOCOL value in "
+                 "this comma-separated list (e.g. ll,lamport), one column each");
   app.add_option("--json", json_path, "write every row as JSON to this file (rank 0)");
   try {
     app.parse(argc, argv);
@@ -124,6 +133,22 @@ int main(int argc, char** argv) {
     config.cutoffs.two_shot_max_bytes = std::max<std::size_t>(max_bytes, 1);
     config.cutoffs.fused_max_bytes = std::max<std::size_t>(max_bytes, 1);
   }
+  if (route_text == "one_shot") {
+    config.cutoffs.one_shot_max_bytes = std::max<std::size_t>(max_bytes, 1);
+    config.cutoffs.two_shot_max_bytes = 0;
+    config.cutoffs.fused_max_bytes = std::max<std::size_t>(max_bytes, 1);
+  }
+  std::vector<std::string> protocols;
+  for (std::size_t at = 0; !protocols_text.empty() && at <= protocols_text.size();) {
+    const std::size_t comma = std::min(protocols_text.find(',', at), protocols_text.size());
+    if (comma > at) protocols.push_back(protocols_text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  if (!protocols.empty() && fused) {
+    if (rank == 0) std::fprintf(stderr, "--protocols: for --op allreduce only\n");
+    MPI_Finalize();
+    return 1;
+  }
   // The reference NCCL communicator, created before or after peerplan's
   // (--nccl-first): the order a process creates its communicators in has
   // been seen to change NCCL's speed, so the benchmark can show both.
@@ -137,6 +162,19 @@ int main(int argc, char** argv) {
   if (nccl_first) create_reference_nccl();
   auto comm = Communicator::create(MPI_COMM_WORLD, config);
   if (!nccl_first) create_reference_nccl();
+  // One more communicator per --protocols value: the variable is read when
+  // a communicator is created, so it is set around each create.
+  std::vector<std::unique_ptr<Communicator>> protocol_comms;
+  {
+    const char* before = std::getenv("PEERPLAN_ONE_SHOT_PROTOCOL");
+    const std::string saved = before ? before : "";
+    for (const auto& protocol : protocols) {
+      setenv("PEERPLAN_ONE_SHOT_PROTOCOL", protocol.c_str(), 1);
+      protocol_comms.push_back(Communicator::create(MPI_COMM_WORLD, config));
+    }
+    if (before) setenv("PEERPLAN_ONE_SHOT_PROTOCOL", saved.c_str(), 1);
+    else unsetenv("PEERPLAN_ONE_SHOT_PROTOCOL");
+  }
   int nccl_version = 0;
   ncclGetVersion(&nccl_version);
 
@@ -186,6 +224,7 @@ int main(int argc, char** argv) {
     }
   }
   comm->declare(declared);
+  for (auto& c : protocol_comms) c->declare(declared);
 
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, local_rank % devices);
@@ -197,6 +236,7 @@ int main(int argc, char** argv) {
     std::printf("%12s %12s %6s %15s %10s %9s %9s %7s %10s %7s", "size(B)", "count", "type",
                 "route", "time(us)", "algbw", "busbw", "#wrong", "nccl(us)", "ratio");
     if (fused) std::printf(" %10s %11s", "plain(us)", "fused/plain");
+    for (const auto& protocol : protocols) std::printf(" %12s", (protocol + "(us)").c_str());
     if (!graph) std::printf(" %9s %14s", "host(ns)", "nccl_host(ns)");
     std::printf("\n");
   }
@@ -271,6 +311,20 @@ int main(int argc, char** argv) {
     const auto t_nccl = bench::time_cuda_calls_detailed(theirs, stream, iters, warmup, graph != 0);
     bench::CudaCallTiming t_plain{};
     if (fused) t_plain = bench::time_cuda_calls_detailed(plain, stream, iters, warmup, graph != 0);
+    // The same all-reduce on each --protocols communicator: checked, then timed.
+    std::vector<double> protocol_us;
+    for (auto& c : protocol_comms) {
+      Communicator* pc = c.get();
+      auto call = [&, pc] { pc->all_reduce(in, out, dtype, layout, stream); };
+      check(cudaMemset(out, 0xff, r.bytes), "poison");
+      call();
+      check(cudaStreamSynchronize(stream), "sync");
+      std::int64_t protocol_wrong = count_sum_errors(out);
+      MPI_Allreduce(MPI_IN_PLACE, &protocol_wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+      wrong += protocol_wrong;
+      total_wrong += protocol_wrong;
+      protocol_us.push_back(bench::time_cuda_calls(call, stream, iters, warmup, graph != 0));
+    }
     const double us = t_ours.us_per_call, nccl_us = t_nccl.us_per_call;
     const double algbw = static_cast<double>(r.bytes) / (us * 1e3);  // GB/s
     if (rank == 0) {
@@ -279,12 +333,16 @@ int main(int argc, char** argv) {
                   algbw, algbw * bus_factor, static_cast<long long>(wrong + plain_wrong), nccl_us,
                   nccl_us / us);
       if (fused) std::printf(" %10.2f %11.2f", t_plain.us_per_call, us / t_plain.us_per_call);
+      for (double t : protocol_us) std::printf(" %12.2f", t);
       if (!graph) std::printf(" %9.0f %14.0f", t_ours.host_ns_per_call, t_nccl.host_ns_per_call);
       std::printf("\n");
       nlohmann::json row{{"bytes", r.bytes}, {"count", r.count}, {"type", dtype_text},
                          {"route", to_string(route)}, {"time_us", us}, {"algbw_gbs", algbw},
                          {"busbw_gbs", algbw * bus_factor}, {"wrong", wrong},
                          {"nccl_time_us", nccl_us}, {"ratio_nccl_over_peerplan", nccl_us / us}};
+      for (std::size_t k = 0; k < protocols.size(); ++k) {
+        row["protocol_time_us"][protocols[k]] = protocol_us[k];
+      }
       if (fused) {
         row["rows"] = r.rows;
         row["plain_time_us"] = t_plain.us_per_call;
@@ -311,6 +369,7 @@ int main(int argc, char** argv) {
       std::ofstream(json_path) << doc.dump(2) << "\n";
     }
   }
+  for (auto& c : protocol_comms) c->close();
   comm->close();
   ncclCommDestroy(nccl);
   cudaFree(in); cudaFree(out); cudaFree(residual); cudaFree(weight); cudaFree(check_out); cudaFree(check_res);

@@ -2,9 +2,11 @@
 // the CUDA transport (src/transport/cuda/, compiled with the toolkit)
 // includes this; nothing outside it sees CUDA types.
 //
-// Every rank owns one device slab [signal area | staging slot 0 | slot 1]
-// mapped into its node-local peers through CUDA IPC; a slot holds one
-// sub-slot per source rank. A call with epoch e (counted on the device, in
+// Every rank owns one device slab [signal area | staging slot 0 | slot 1 |
+// Lamport region, when the Lamport one-shot is on] mapped into its
+// node-local peers through CUDA IPC; a slot holds one sub-slot per source
+// rank (the Lamport region: see cuda/one_shot_lamport.cu). A call with
+// epoch e (counted on the device, in
 // the owner's signal area, so CUDA-graph replays need no host patching)
 // uses slot e % 2. Data moves by push: a rank *writes* its contribution
 // into sub-slot <own rank> of the peers' slots (posted NVLink/PCIe writes),
@@ -82,6 +84,15 @@ struct PeerSet {
   void* const* registry = nullptr;
   // Where, inside a sub-slot, two-shot pull keeps its reduced shard.
   std::uint64_t result_offset = 0;
+  // The Lamport one-shot's receive region (cuda/one_shot_lamport.cu): its
+  // byte offset in every slab, and one source's sub-slot in it (a parity
+  // holds size - 1 of them; 0: no region).
+  std::uint64_t lamport_offset = 0;
+  std::uint64_t lamport_sub_slot_bytes = 0;
+  // Host only: push one-shot calls up to this many bytes take the Lamport
+  // protocol, larger ones LL lines (0: LL always). At most what the region
+  // holds; the same on every rank (PEERPLAN_ONE_SHOT_PROTOCOL).
+  std::uint64_t lamport_max_bytes = 0;
   // Host only: launch the P2P kernels as programmatic dependent launches
   // (compute capability 9.0+).
   bool overlap_launch = false;
@@ -111,6 +122,12 @@ struct PullSource {
 // All return the launch's cudaError_t (cudaSuccess when enqueued).
 cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
                             const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
+// The same all-reduce by the Lamport protocol: plain 16-byte packs into a
+// sentinel-filled region, no flags (cuda/one_shot_lamport.cu). Needs
+// count * element size <= peers.lamport_max_bytes.
+cudaError_t launch_one_shot_lamport(const PeerSet& peers, ElementType type, const void* in,
+                                    void* out, const KernelLayout& layout, std::int64_t count,
+                                    cudaStream_t stream);
 // Any count: shards of ceil(count / size) elements rounded up to a pack;
 // the last shards may be short or empty.
 cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
@@ -154,5 +171,11 @@ cudaError_t launch_unpack(std::size_t element_bytes, const void* contiguous, voi
 // slot is `size` of them.
 std::size_t sub_slot_bytes_for(std::size_t max_message_bytes, int size);
 std::size_t result_offset_for(std::size_t max_message_bytes, int size);
+// Bytes one source's sub-slot of the Lamport region needs for messages up
+// to `max_message_bytes`; the region is 2 parities x (size - 1) of them and
+// must be filled with all-ones bytes (the sentinel) before any peer can
+// write into it.
+inline constexpr unsigned char kLamportSentinelByte = 0xff;
+std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes);
 
 }  // namespace peerplan::cuda_kernels

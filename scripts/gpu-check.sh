@@ -73,7 +73,7 @@ TARGETS=()
 [[ -n "${TUNE:-}" ]] && TARGETS+=(peerplan_tune)
 [[ -z "${SKIP_DEMO:-}" ]] && TARGETS+=(peerplan_transformer_decode)
 # The GPU test binaries, for the GPU tests and for compute-sanitizer.
-TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test cuda_teardown_test)
+TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test cuda_teardown_test cuda_lamport_test)
 TEST_REGEX='^cuda_'
 if [[ -n "${GPU_TESTS:-}" ]]; then
   read -r -a TEST_BINARIES <<<"$GPU_TESTS"
@@ -127,6 +127,9 @@ step bench-graph-p2p bench-p2p.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" --route p
 step bench-fused-p2p bench-fused-p2p.tmp timeout 100 "${MPIRUN[@]}" "$BENCH" --op fused --route p2p --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-fused-graph-p2p.json"
 # The same P2P routes by pull (PEERPLAN_TRANSFER_MODE=pull; inputs staged, not registered).
 step bench-graph-pull bench-pull.tmp timeout 150 env PEERPLAN_TRANSFER_MODE=pull "${MPIRUN[@]}" -x PEERPLAN_TRANSFER_MODE "$BENCH" --route p2p -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-graph-pull.json"
+# The push one-shot's protocols (PEERPLAN_ONE_SHOT_PROTOCOL=ll / lamport, one communicator
+# each) side by side at every size up to 4 MiB, one-shot forced, same run.
+step bench-protocols bench-protocols.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" --route one_shot --protocols ll,lamport -b 1K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/protocols-graph.json"
 # Other dtypes (auto routes, graph), for the per-byte comparison with bf16.
 for d in f16 f32; do
   step "bench-graph-$d" "bench-$d.tmp" timeout 150 "${MPIRUN[@]}" "$BENCH" -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d $d -G 1 --json "$OUT/bench-graph-$d.json"
@@ -137,7 +140,7 @@ if [[ -n "${FUSED_SWEEP:-}" ]]; then
     step "bench-fused-ll-$ll" "bench-fused-ll-$ll.tmp" timeout 100 env PEERPLAN_FUSED_LL_MAX_BYTES=$ll "${MPIRUN[@]}" -x PEERPLAN_FUSED_LL_MAX_BYTES "$BENCH" --op fused --route p2p --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1
   done
 fi
-cat "$OUT/bench-graph.tmp" "$OUT/bench-fused.tmp" "$OUT/bench-p2p.tmp" "$OUT/bench-fused-p2p.tmp" "$OUT/bench-pull.tmp" "$OUT"/bench-f*.tmp >>"$OUT/bench.log" 2>/dev/null; rm -f "$OUT"/*.tmp
+cat "$OUT/bench-graph.tmp" "$OUT/bench-fused.tmp" "$OUT/bench-p2p.tmp" "$OUT/bench-fused-p2p.tmp" "$OUT/bench-pull.tmp" "$OUT/bench-protocols.tmp" "$OUT"/bench-f*.tmp >>"$OUT/bench.log" 2>/dev/null; rm -f "$OUT"/*.tmp
 fi
 # peerplan's NCCL fallback (a non-blocking NCCL communicator, each call polled
 # until NCCL has queued it) against a plain blocking one (FALLBACK_BENCH=1).
@@ -175,6 +178,7 @@ if [[ -n "$FULL" ]]; then
   awk '/^## /{p = ($0 ~ /^## (Targets|bf16)$/)} p && !/^From the route-auto|^`/' "$OUT/comparison.md" 2>/dev/null | grep -v '^$' | head -60
 else
 echo "==== benchmark ===="; grep -v 'size(B)\|# total' "$OUT/bench.log" 2>/dev/null | awk '/^#/ {print substr($0, 1, 110); next} {print $1, $3, $4, $5, $8, $9, $10}' | head -130
+[[ -f "$OUT/protocols-graph.json" ]] && { echo "==== one-shot protocols (us: size, ll, lamport, nccl) ===="; python3 -c 'import json,sys; [print(r["bytes"], r["protocol_time_us"]["ll"], r["protocol_time_us"]["lamport"], r["nccl_time_us"]) for r in json.load(open(sys.argv[1]))["rows"]]' "$OUT/protocols-graph.json" 2>/dev/null; }
 [[ -f "$OUT/comparison.md" ]] && { echo "==== comparison (graph, bf16) ===="; grep -A14 -m1 -i 'bf16.*graph' "$OUT/comparison.md"; }
 fi
 [[ -f "$OUT/tune.log" ]] && { echo "==== peerplan_tune ===="; tail -40 "$OUT/tune.log"; }

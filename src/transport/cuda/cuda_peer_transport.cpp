@@ -4,8 +4,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/log.hpp"
 #include "bootstrap/fail_together.hpp"
@@ -26,8 +28,9 @@ struct DeviceIdentity {
   std::int32_t global_rank;
   std::int32_t device;
   char pci_bus_id[32];
-  // Picks a kernel variant: every rank must use the same value.
+  // Pick kernel variants: every rank must use the same values.
   std::uint64_t fused_lines_max_bytes;
+  std::uint64_t lamport_max_bytes;
 };
 
 const char* phase_text(std::uint32_t phase) {
@@ -66,6 +69,35 @@ std::uint64_t env_count(const char* name, std::uint64_t fallback,
 
 std::uint64_t fused_lines_max_bytes() {
   return env_count("PEERPLAN_FUSED_LL_MAX_BYTES", kFusedLinesMaxBytes);
+}
+
+// Push one-shot calls up to this many bytes use the Lamport protocol
+// (cuda/one_shot_lamport.cu), larger ones LL lines. PEERPLAN_ONE_SHOT_PROTOCOL
+// picks it: `ll` (0), `lamport` (every size), a byte count (Lamport up to
+// it: both protocols on one communicator), `auto` or unset: Lamport at
+// every size until the two are measured against each other on GPU hosts
+// (it sends half the link bytes of LL lines and has no flag words). Must
+// agree on every rank: sender and receiver must run the same protocol.
+constexpr std::uint64_t kLamportEverySize = ~std::uint64_t{0};
+constexpr std::uint64_t kLamportAutoMaxBytes = kLamportEverySize;
+
+std::uint64_t one_shot_lamport_max_bytes() {
+  const char* name = "PEERPLAN_ONE_SHOT_PROTOCOL";
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return kLamportAutoMaxBytes;
+  std::string value(text);
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (value == "auto") return kLamportAutoMaxBytes;
+  if (value == "ll") return 0;
+  if (value == "lamport") return kLamportEverySize;
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(text, &end, 10);
+  if (end == text || *end != '\0' || *text == '-') {
+    throw InvalidArgument(std::string(name) + "=" + text +
+                          " is not auto, ll, lamport or a byte count (Lamport up to it, LL "
+                          "lines above); set one of those, or unset it");
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -120,6 +152,9 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     peers_.cluster_rows = use_row_clusters(mine.device);
     peers_.fused_ll_max_bytes = fused_lines_max_bytes();
     mine.fused_lines_max_bytes = peers_.fused_ll_max_bytes;
+    // Pull mode has its own one-shot: no Lamport region then.
+    lamport_limit_ = pull ? 0 : one_shot_lamport_max_bytes();
+    mine.lamport_max_bytes = lamport_limit_;
   } catch (const Error& e) {
     error = e.what();
   }
@@ -134,6 +169,12 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     if (!error.empty() || static_cast<int>(r) == local_rank_) continue;
     if (peer.fused_lines_max_bytes != mine.fused_lines_max_bytes) {
       error = "peerplan cuda backend: PEERPLAN_FUSED_LL_MAX_BYTES differs between rank " +
+              std::to_string(mine.global_rank) + " and rank " + std::to_string(peer.global_rank) +
+              "; set the same value (or none) on every rank";
+      continue;
+    }
+    if (peer.lamport_max_bytes != mine.lamport_max_bytes) {
+      error = "peerplan cuda backend: PEERPLAN_ONE_SHOT_PROTOCOL differs between rank " +
               std::to_string(mine.global_rank) + " and rank " + std::to_string(peer.global_rank) +
               "; set the same value (or none) on every rank";
       continue;
@@ -259,7 +300,18 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes) {
 
   const std::size_t sub_slot = cuda_kernels::sub_slot_bytes_for(max_message_bytes, local_size_);
   const std::size_t slot = sub_slot * static_cast<std::size_t>(local_size_);
-  slabs_ = IpcSlabs::establish(bootstrap_, cuda_kernels::kSignalAreaBytes + 2 * slot);
+  // The Lamport one-shot's region after the slots, filled with the
+  // sentinel: 2 parities x (ranks - 1) sources x the largest message it may
+  // carry (none when PEERPLAN_ONE_SHOT_PROTOCOL=ll or in pull mode).
+  const std::size_t lamport_bytes =
+      static_cast<std::size_t>(std::min<std::uint64_t>(lamport_limit_, max_message_bytes));
+  const std::size_t lamport_sub = lamport_bytes == 0 || local_size_ < 2
+                                      ? 0
+                                      : cuda_kernels::lamport_sub_slot_bytes_for(lamport_bytes);
+  const std::size_t lamport_offset = cuda_kernels::kSignalAreaBytes + 2 * slot;
+  slabs_ = IpcSlabs::establish(
+      bootstrap_, lamport_offset + 2 * static_cast<std::size_t>(local_size_ - 1) * lamport_sub,
+      lamport_offset, cuda_kernels::kLamportSentinelByte);
   for (int r = 0; r < local_size_; ++r) peers_.slabs[r] = slabs_.base(r);
   peers_.rank = local_rank_;
   peers_.size = local_size_;
@@ -267,6 +319,9 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes) {
   peers_.sub_slot_bytes = sub_slot;
   peers_.timeout_ns = static_cast<std::uint64_t>(timeout_.count()) * 1'000'000ull;
   peers_.result_offset = cuda_kernels::result_offset_for(max_message_bytes, local_size_);
+  peers_.lamport_offset = lamport_offset;
+  peers_.lamport_sub_slot_bytes = lamport_sub;
+  peers_.lamport_max_bytes = lamport_sub == 0 ? 0 : lamport_bytes;
   capacity_ = max_message_bytes;
 }
 
@@ -359,10 +414,14 @@ bool CudaPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
   const auto stream = static_cast<cudaStream_t>(args.stream);
   const auto type = element_type(args.dtype);
   if (!pull_) {
-    check_launch(route == Route::one_shot
-                     ? cuda_kernels::launch_one_shot(peers_, type, args.in, args.out, layout,
+    // One-shot: Lamport up to peers_.lamport_max_bytes, LL lines above.
+    check_launch(route == Route::two_shot
+                     ? cuda_kernels::launch_two_shot(peers_, type, args.in, args.out, layout,
                                                      count, stream)
-                     : cuda_kernels::launch_two_shot(peers_, type, args.in, args.out, layout,
+                 : bytes <= peers_.lamport_max_bytes
+                     ? cuda_kernels::launch_one_shot_lamport(peers_, type, args.in, args.out,
+                                                             layout, count, stream)
+                     : cuda_kernels::launch_one_shot(peers_, type, args.in, args.out, layout,
                                                      count, stream),
                  what);
     return false;

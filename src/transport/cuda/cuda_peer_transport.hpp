@@ -2,7 +2,8 @@
 // kernels (cuda/collective_kernels.hpp) over CUDA IPC slabs shared by the
 // node-local ranks.
 //
-// Slab of each rank: [signal area 16 KiB | staging slot 0 | staging slot 1].
+// Slab of each rank: [signal area 16 KiB | staging slot 0 | staging slot 1
+// | Lamport region (push one-shot; PEERPLAN_ONE_SHOT_PROTOCOL)].
 // The call epoch lives on the device (the owner's signal area), so eager
 // calls and CUDA-graph replays of captured calls interleave freely and
 // replays need no host patching; the host keeps no per-call state. A
@@ -13,9 +14,9 @@
 // a timeout.
 //
 // Transfer mode: push (default: every rank writes its input into the
-// peers' slots; one-shot uses LL lines) or pull (every rank reads its
-// peers' inputs; inputs inside registered buffers are read in place, zero
-// copy). The mode is part of the config every rank agrees on, so all ranks
+// peers' slots; one-shot uses the Lamport protocol or LL lines) or pull
+// (every rank reads its peers' inputs; inputs inside registered buffers
+// are read in place, zero copy). The mode is part of the config every rank agrees on, so all ranks
 // run the same protocol. The fused op always pushes.
 #pragma once
 
@@ -71,6 +72,9 @@ class CudaPeerTransport final : public PeerTransport {
   IpcSlabs slabs_;
   BufferRegistry registry_;
   cuda_kernels::PeerSet peers_{};
+  // PEERPLAN_ONE_SHOT_PROTOCOL as a byte limit (0 in pull mode); reserve()
+  // sizes the Lamport region for min(this, capacity).
+  std::uint64_t lamport_limit_ = 0;
   cuda_kernels::DeviceError* error_host_ = nullptr;  // pinned, mapped
   std::size_t capacity_ = 0;
   bool broken_ = false;

@@ -29,7 +29,8 @@ IpcSlabs& IpcSlabs::operator=(IpcSlabs&& other) noexcept {
   return *this;
 }
 
-IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes) {
+IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes,
+                             std::size_t tail_offset, unsigned char tail_byte) {
   IpcSlabs slabs;
   slabs.local_rank_ = bootstrap.local_rank();
   slabs.bytes_ = bytes;
@@ -40,8 +41,16 @@ IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes)
     check_cuda(cudaMalloc(&slabs.own_allocation_, bytes),
                "cudaMalloc of a " + std::to_string(bytes) + "-byte staging slab");
     // Zero-filled and complete before anyone can see the handle: a peer
-    // must never read a stale flag as a current epoch.
-    check_cuda(cudaMemset(slabs.own_allocation_, 0, bytes), "cudaMemset of the staging slab");
+    // must never read a stale flag as a current epoch. The tail (the
+    // Lamport region) holds the sentinel instead: a peer's first write
+    // there must find it, and a reader must never take a stale byte for data.
+    const std::size_t head = tail_offset < bytes ? tail_offset : bytes;
+    check_cuda(cudaMemset(slabs.own_allocation_, 0, head), "cudaMemset of the staging slab");
+    if (head < bytes) {
+      check_cuda(cudaMemset(static_cast<char*>(slabs.own_allocation_) + head, tail_byte,
+                            bytes - head),
+                 "cudaMemset of the staging slab's sentinel region");
+    }
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after zero-filling the slab");
     mine = export_buffer(slabs.own_allocation_, bytes);
   } catch (const Error& e) {

@@ -22,11 +22,15 @@ class IpcSlabs {
 
   // Collective over the ranks of `bootstrap` (one node): each allocates
   // `bytes` on its current device and zero-fills it (synchronously) BEFORE
-  // publishing its handle, then maps every peer's. Every rank makes the
+  // publishing its handle, then maps every peer's. Bytes from `tail_offset`
+  // to the end get `tail_byte` instead (the Lamport one-shot's sentinel
+  // region), also before the handle is published. Every rank makes the
   // same bootstrap calls whatever fails, and throws CudaError on every rank
   // when any rank failed (naming the ranks; the failing rank's own message
   // says why).
-  static IpcSlabs establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes);
+  static IpcSlabs establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes,
+                            std::size_t tail_offset = static_cast<std::size_t>(-1),
+                            unsigned char tail_byte = 0);
 
   bool empty() const noexcept { return bases_.empty(); }
   std::size_t bytes() const noexcept { return bytes_; }

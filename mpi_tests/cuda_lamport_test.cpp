@@ -1,0 +1,592 @@
+// The Lamport one-shot all-reduce (cuda/one_shot_lamport.cu) on real GPUs.
+// Each check runs the same inputs through a communicator whose push
+// one-shot uses the Lamport protocol and one that uses LL lines
+// (PEERPLAN_ONE_SHOT_PROTOCOL, read at create), and requires: the float64
+// reference within one rounding (NaN stays NaN, infinities exact), the same
+// bytes on every rank, and the same bytes from both protocols. Inputs hold
+// special bit patterns: the sentinel itself (all ones, whole packs of it
+// too), -0.0, +0.0, NaNs, +-Inf, and finite values whose low 16 bits are all
+// ones. Covered: every dtype; through the communicator (whose
+// declarations have 16-byte rows) 1 to several MiB of packs, odd pack
+// counts, strided rows with padding, in == out; through the transport
+// itself any element count (1, 7, 8, 9, odd: short last packs) and rows
+// that end inside a pack; 200 back-to-back calls changing
+// dtype and size (the region's reset across dtypes) on both protocols and
+// on one communicator that mixes them by size, CUDA-graph capture + 100
+// replays with new inputs and eager calls in between, the timeout and its
+// recovery, and ranks that disagree on the protocol. Skipped (on every
+// rank) without GPUs.
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/mpi_bootstrap.hpp"
+#include "support/cuda_all_reduce_check.hpp"
+#include "support/cuda_test_support.hpp"
+#include "transport/cuda/cuda_peer_transport.hpp"
+
+namespace peerplan::cuda_test {
+namespace {
+
+constexpr const char* kProtocolVariable = "PEERPLAN_ONE_SHOT_PROTOCOL";
+// A communicator mixing the protocols: Lamport up to this many bytes, LL above.
+constexpr const char* kMixedThreshold = "16384";
+
+// A communicator whose push one-shot calls use `protocol`; every declared
+// all-reduce up to 64 MiB is routed one-shot.
+std::unique_ptr<Communicator> create_with_protocol(const std::string& protocol,
+                                                   Config config = forcing(Route::one_shot)) {
+  setenv(kProtocolVariable, protocol.c_str(), 1);
+  struct Unset {
+    ~Unset() { unsetenv(kProtocolVariable); }
+  } unset;
+  return create_cuda(std::move(config));
+}
+
+// Bit patterns the sums must get right (little-endian low bytes are used
+// for 16-bit types): the sentinel (all ones) and the NaN a sender maps it
+// to, zeros of both signs, a quiet NaN, +-Inf, finite values whose low 16
+// bits are all ones (a f32 element is checked at its own width, not as two
+// halves), and a f32 NaN whose high half is all ones.
+std::vector<std::uint32_t> special_bits(DataType dtype) {
+  if (dtype == DataType::f32) {
+    return {0xffffffffu, 0xfffffffeu, 0x80000000u, 0x00000000u, 0x7fc00000u, 0x7f800000u,
+            0xff800000u, 0x3f80ffffu, 0xbf80ffffu, 0x0000ffffu, 0xffff0000u};
+  }
+  if (dtype == DataType::bf16) {
+    return {0xffffu, 0xfffeu, 0x8000u, 0x0000u, 0x7fc0u, 0x7f80u, 0xff80u, 0x3fffu, 0xbfffu, 0x00ffu};
+  }
+  return {0xffffu, 0xfffeu, 0x8000u, 0x0000u, 0x7e00u, 0x7c00u, 0xfc00u, 0x3bffu, 0xbbffu, 0x00ffu};
+}
+
+// Random values in [-1, 1) with a special pattern at about every fourth
+// element, and runs of 64 all-ones elements (whole packs of the sentinel).
+std::vector<std::uint8_t> tensor_with_specials(DataType dtype, std::int64_t count,
+                                               std::uint64_t seed, int r) {
+  auto bytes = random_tensor(dtype, count, seed, r);
+  const auto specials = special_bits(dtype);
+  const std::size_t e = element_size(dtype);
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::uint64_t h = mix(seed * 31 + static_cast<std::uint64_t>(r) * 1000003ull +
+                                mix(static_cast<std::uint64_t>(i) + 7));
+    std::uint32_t bits = 0;
+    if ((i / 64 + r) % 7 == 3) {
+      bits = 0xffffffffu;
+    } else if (h % 4 == 0) {
+      bits = specials[(h >> 8) % specials.size()];
+    } else {
+      continue;
+    }
+    std::memcpy(&bytes[static_cast<std::size_t>(i) * e], &bits, e);
+  }
+  return bytes;
+}
+
+std::int64_t offset_in(const TensorLayout& layout, std::int64_t i) {
+  std::int64_t offset = 0;
+  for (int d = layout.rank() - 1; d >= 0; --d) {
+    offset += (i % layout.dim(d)) * layout.stride(d);
+    i /= layout.dim(d);
+  }
+  return offset;
+}
+
+std::int64_t extent_of(const TensorLayout& layout) {
+  std::int64_t extent = 1;
+  for (int d = 0; d < layout.rank(); ++d) extent += (layout.dim(d) - 1) * layout.stride(d);
+  return extent;
+}
+
+// Makes one all-reduce call from `in` into `out` (in == out for in place)
+// on the legacy default stream.
+using AllReduceCall = std::function<void(const void* in, void* out)>;
+
+AllReduceCall through(Communicator& comm, DataType dtype, const TensorLayout& layout) {
+  return [&comm, dtype, &layout](const void* in, void* out) {
+    const CallResult result = comm.all_reduce(in, out, dtype, layout, nullptr);
+    EXPECT_EQ(result.route, Route::one_shot) << to_string(dtype) << " " << layout.to_string();
+  };
+}
+
+AllReduceCall through(transport::PeerTransport& peer, DataType dtype, const TensorLayout& layout) {
+  return [&peer, dtype, &layout](const void* in, void* out) {
+    const transport::AllReduceArgs args{in, out, dtype, &layout, nullptr};
+    peer.all_reduce(Route::one_shot, args);
+  };
+}
+
+// One all-reduce of this rank's `logical` input laid out as `layout`
+// (synchronised). Padding between rows holds all-ones bytes (the
+// sentinel's pattern: the kernels must neither read nor write it), as does
+// the output before the call. Returns the output buffer, padding included.
+std::vector<std::uint8_t> run_all_reduce(const AllReduceCall& call, DataType dtype,
+                                         const TensorLayout& layout,
+                                         const std::vector<std::uint8_t>& logical, bool in_place) {
+  const std::size_t e = element_size(dtype);
+  const std::int64_t extent = extent_of(layout);
+  std::vector<std::uint8_t> strided(static_cast<std::size_t>(extent) * e, 0xff);
+  for (std::int64_t i = 0; i < layout.numel(); ++i) {
+    std::memcpy(&strided[static_cast<std::size_t>(offset_in(layout, i)) * e], &logical[i * e], e);
+  }
+  DeviceBuffer in(strided.size()), out(strided.size());
+  in.upload(strided);
+  out.poison();
+  void* out_ptr = in_place ? in.ptr : out.ptr;
+  call(in.ptr, out_ptr);
+  check_cuda(cudaDeviceSynchronize(), "all_reduce");
+  std::vector<std::uint8_t> got(strided.size());
+  check_cuda(cudaMemcpy(got.data(), out_ptr, got.size(), cudaMemcpyDeviceToHost), "download");
+  std::vector<bool> element(static_cast<std::size_t>(extent), false);
+  for (std::int64_t i = 0; i < layout.numel(); ++i) element[offset_in(layout, i)] = true;
+  std::int64_t padding_written = 0;
+  for (std::int64_t o = 0; o < extent; ++o) {
+    if (element[o]) continue;
+    for (std::size_t b = 0; b < e; ++b) padding_written += got[o * e + b] != 0xff;
+  }
+  EXPECT_EQ(padding_written, 0) << "padding bytes written, " << layout.to_string();
+  return got;
+}
+
+// Elements of `got` (laid out as `layout`) that differ from the float64 sum
+// of every rank's input beyond one rounding; a NaN sum must give a NaN, an
+// infinite one the same infinity. `first` describes the first of them.
+std::int64_t count_wrong(DataType dtype, const TensorLayout& layout,
+                         const std::vector<std::vector<std::uint8_t>>& inputs,
+                         const std::vector<std::uint8_t>& got, std::string& first) {
+  const std::size_t e = element_size(dtype);
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < layout.numel(); ++i) {
+    double ref = 0;
+    for (const auto& input : inputs) ref += value_at(dtype, input, i);
+    const double v = load_as_float(dtype, &got[static_cast<std::size_t>(offset_in(layout, i)) * e]);
+    const bool ok = std::isnan(ref)   ? std::isnan(v)
+                    : std::isinf(ref) ? v == ref
+                                      : std::fabs(v - ref) <= sum_tolerance(dtype, ref);
+    if (!ok && wrong++ == 0) {
+      first = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref);
+    }
+  }
+  return wrong;
+}
+
+// "" when equal, else where the first differing element is and both values' bits.
+std::string first_difference(DataType dtype, const std::vector<std::uint8_t>& a,
+                             const std::vector<std::uint8_t>& b) {
+  if (a.size() != b.size()) return "sizes differ";
+  const std::size_t e = element_size(dtype);
+  for (std::size_t o = 0; o < a.size(); o += e) {
+    if (std::memcmp(&a[o], &b[o], e) == 0) continue;
+    std::uint32_t x = 0, y = 0;
+    std::memcpy(&x, &a[o], e);
+    std::memcpy(&y, &b[o], e);
+    char text[96];
+    std::snprintf(text, sizeof text, "element at offset %zu: 0x%x vs 0x%x", o / e, x, y);
+    return text;
+  }
+  return "";
+}
+
+std::vector<std::vector<std::uint8_t>> every_rank_input(DataType dtype, std::int64_t count,
+                                                        std::uint64_t seed) {
+  std::vector<std::vector<std::uint8_t>> inputs;
+  for (int r = 0; r < size(); ++r) inputs.push_back(tensor_with_specials(dtype, count, seed, r));
+  return inputs;
+}
+
+// The same inputs through both protocols (communicators or transports):
+// float64 reference, same bytes on every rank, same bytes from Lamport and LL.
+template <class Peer>
+void expect_protocols_agree(Peer& ll, Peer& lamport, DataType dtype, const TensorLayout& layout,
+                            bool in_place) {
+  SCOPED_TRACE(std::string(to_string(dtype)) + " " + layout.to_string() +
+               (in_place ? " in place" : ""));
+  const auto inputs = every_rank_input(dtype, layout.numel(), next_seed());
+  const auto by_lamport =
+      run_all_reduce(through(lamport, dtype, layout), dtype, layout, inputs[rank()], in_place);
+  const auto by_ll = run_all_reduce(through(ll, dtype, layout), dtype, layout, inputs[rank()], in_place);
+  std::string first;
+  EXPECT_EQ(count_wrong(dtype, layout, inputs, by_lamport, first), 0) << "Lamport, first: " << first;
+  EXPECT_TRUE(same_on_every_rank(by_lamport)) << "Lamport outputs differ across ranks";
+  const std::string differ = first_difference(dtype, by_lamport, by_ll);
+  EXPECT_EQ(differ, "") << "Lamport and LL one-shot outputs differ";
+}
+
+constexpr std::array<DataType, 3> kDtypes{DataType::f16, DataType::bf16, DataType::f32};
+
+TEST(CudaLamport, EveryDtypeAndCountMatchesFloat64AndTheLLOneShotBitForBit) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto ll = create_with_protocol("ll");
+  auto lamport = create_with_protocol("lamport");
+  ASSERT_TRUE(ll->p2p_enabled() && lamport->p2p_enabled()) << lamport->p2p_disabled_reason();
+  auto counts = [](DataType dtype) {
+    // Declarations have whole 16-byte rows: counts of packs (8 or 4
+    // elements) - 1, 7, 8, 9, odd ones, and an odd number of them making
+    // several MiB (shorter packs: AnyElementCountAndRowThroughTheTransport).
+    const std::int64_t v = static_cast<std::int64_t>(16 / element_size(dtype));
+    std::vector<std::int64_t> n;
+    for (std::int64_t packs : {1, 2, 3, 7, 8, 9, 1001, 4097, 65537, (3 << 16) + 1}) n.push_back(packs * v);
+    return n;
+  };
+  std::vector<Declaration> declared;
+  for (DataType dtype : kDtypes) {
+    for (std::int64_t n : counts(dtype)) {
+      declared.push_back(Declaration::all_reduce(std::string(to_string(dtype)) + "_" + std::to_string(n),
+                                                 dtype, vector_of(n)));
+    }
+  }
+  ll->declare(declared);
+  lamport->declare(declared);
+  for (DataType dtype : kDtypes) {
+    bool in_place = false;
+    for (std::int64_t n : counts(dtype)) {
+      expect_protocols_agree(*ll, *lamport, dtype, vector_of(n), in_place);
+      in_place = !in_place;
+    }
+  }
+  lamport->close();
+  ll->close();
+}
+
+TEST(CudaLamport, StridedPaddedRowsAndInPlace) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto ll = create_with_protocol("ll");
+  auto lamport = create_with_protocol("lamport");
+  // 2-d and 3-d layouts with padding between rows (declarations need
+  // 16-byte rows and strides: 8 elements of every dtype make 16 or 32 bytes).
+  const std::vector<TensorLayout> layouts{
+      TensorLayout::strided(std::vector<std::int64_t>{5, 24}, std::vector<std::int64_t>{32, 1}),
+      TensorLayout::strided(std::vector<std::int64_t>{7, 40}, std::vector<std::int64_t>{48, 1}),
+      TensorLayout::strided(std::vector<std::int64_t>{3, 4, 8}, std::vector<std::int64_t>{80, 16, 1}),
+      TensorLayout::strided(std::vector<std::int64_t>{300, 1000}, std::vector<std::int64_t>{1032, 1})};
+  std::vector<Declaration> declared;
+  for (DataType dtype : kDtypes) {
+    for (std::size_t k = 0; k < layouts.size(); ++k) {
+      declared.push_back(Declaration::all_reduce(std::string(to_string(dtype)) + "_" + std::to_string(k),
+                                                 dtype, layouts[k]));
+    }
+  }
+  ll->declare(declared);
+  lamport->declare(declared);
+  for (DataType dtype : kDtypes) {
+    for (const auto& layout : layouts) {
+      for (bool in_place : {false, true}) expect_protocols_agree(*ll, *lamport, dtype, layout, in_place);
+    }
+  }
+  lamport->close();
+  ll->close();
+}
+
+TEST(CudaLamport, AnyElementCountAndRowThroughTheTransport) {
+  // The kernels take any count and row length; declarations admit whole
+  // 16-byte rows only, so the short last packs (zeros past the end on the
+  // sender, a partial store on the receiver) are reached through the
+  // transport itself.
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  int devices = 0;
+  CUDA_OK(cudaGetDeviceCount(&devices));
+  CUDA_OK(cudaSetDevice(rank() % devices));
+  auto boot = bootstrap::make_mpi_bootstrap(MPI_COMM_WORLD, std::chrono::milliseconds(30000));
+  auto make = [&](const char* protocol) {
+    setenv(kProtocolVariable, protocol, 1);
+    auto peer = std::make_unique<transport::cuda::CudaPeerTransport>(
+        *boot, std::chrono::milliseconds(10000), false);
+    unsetenv(kProtocolVariable);
+    peer->reserve((std::size_t{3} << 20) + 64);
+    return peer;
+  };
+  auto ll = make("ll");
+  auto lamport = make("lamport");
+  for (DataType dtype : kDtypes) {
+    const std::int64_t several_mib = static_cast<std::int64_t>((std::size_t{3} << 20) / element_size(dtype)) - 3;
+    bool in_place = false;
+    for (std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{5},
+                           std::int64_t{7}, std::int64_t{8}, std::int64_t{9}, std::int64_t{13},
+                           std::int64_t{17}, std::int64_t{1001}, std::int64_t{4099},
+                           std::int64_t{65537}, several_mib}) {
+      expect_protocols_agree(*ll, *lamport, dtype, vector_of(n), in_place);
+      in_place = !in_place;
+    }
+    // Rows of 13 and 3 elements: packs straddle rows and padding.
+    for (const auto& layout :
+         {TensorLayout::strided(std::vector<std::int64_t>{7, 13}, std::vector<std::int64_t>{16, 1}),
+          TensorLayout::strided(std::vector<std::int64_t>{3, 5, 3}, std::vector<std::int64_t>{40, 8, 1})}) {
+      for (bool place : {false, true}) expect_protocols_agree(*ll, *lamport, dtype, layout, place);
+    }
+  }
+  lamport->close();
+  ll->close();
+}
+
+struct Shape {
+  DataType dtype;
+  std::int64_t count;
+};
+
+// Byte sizes on both sides of kMixedThreshold (16384, itself Lamport).
+constexpr std::array<Shape, 7> kShapes{{{DataType::bf16, 1000},    // 2000 B
+                                        {DataType::f32, 70000},    // 280000 B
+                                        {DataType::f16, 8},        // 16 B
+                                        {DataType::bf16, 50008},   // 100016 B
+                                        {DataType::f32, 4096},     // 16384 B
+                                        {DataType::f16, 8200},     // 16400 B
+                                        {DataType::bf16, 24}}};    // 48 B
+
+std::vector<Declaration> shape_declarations() {
+  std::vector<Declaration> declared;
+  for (std::size_t s = 0; s < kShapes.size(); ++s) {
+    declared.push_back(Declaration::all_reduce("s" + std::to_string(s), kShapes[s].dtype,
+                                               vector_of(kShapes[s].count)));
+  }
+  return declared;
+}
+
+TEST(CudaLamport, TwoHundredBackToBackCallsChangingDtypeSizeAndProtocol) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto ll = create_with_protocol("ll");
+  auto lamport = create_with_protocol("lamport");
+  auto mixed = create_with_protocol(kMixedThreshold);  // Lamport and LL calls interleaved
+  const auto declared = shape_declarations();
+  for (Communicator* c : {ll.get(), lamport.get(), mixed.get()}) c->declare(declared);
+
+  constexpr int kSets = 3;
+  constexpr int kCalls = 200;
+  // inputs[s][set]: every rank's host input; device copies of this rank's.
+  std::vector<std::vector<std::vector<std::vector<std::uint8_t>>>> inputs(kShapes.size());
+  std::vector<std::unique_ptr<DeviceBuffer>> device_inputs;
+  for (std::size_t s = 0; s < kShapes.size(); ++s) {
+    for (int set = 0; set < kSets; ++set) {
+      inputs[s].push_back(every_rank_input(kShapes[s].dtype, kShapes[s].count, next_seed()));
+      device_inputs.push_back(std::make_unique<DeviceBuffer>(inputs[s][set][rank()].size()));
+      device_inputs.back()->upload(inputs[s][set][rank()]);
+    }
+  }
+  // An irregular order: Lamport-Lamport, LL-LL, Lamport-LL and LL-Lamport
+  // neighbours on the mixed communicator, every dtype after every other.
+  auto shape_of = [](int k) { return static_cast<std::size_t>((k * 3 + k / 7) % 7); };
+  std::vector<std::unique_ptr<DeviceBuffer>> outputs;
+  for (int k = 0; k < kCalls; ++k) {
+    const Shape& shape = kShapes[shape_of(k)];
+    outputs.push_back(std::make_unique<DeviceBuffer>(shape.count * element_size(shape.dtype)));
+  }
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto run_all = [&](Communicator& comm) {
+    for (auto& out : outputs) out->poison();
+    check_cuda(cudaDeviceSynchronize(), "poison");  // before the non-blocking stream writes
+    for (int k = 0; k < kCalls; ++k) {
+      const std::size_t s = shape_of(k);
+      const DeviceBuffer& in = *device_inputs[s * kSets + k % kSets];
+      const auto result = comm.all_reduce(in.ptr, outputs[k]->ptr, kShapes[s].dtype,
+                                          vector_of(kShapes[s].count), stream);
+      EXPECT_EQ(result.route, Route::one_shot) << "call " << k;
+    }
+    check_cuda(cudaStreamSynchronize(stream), "200 calls");
+    std::vector<std::vector<std::uint8_t>> got;
+    for (auto& out : outputs) got.push_back(out->download(out->bytes));
+    return got;
+  };
+  const auto by_ll = run_all(*ll);
+  const auto by_lamport = run_all(*lamport);
+  const auto by_mixed = run_all(*mixed);
+  std::int64_t wrong_calls = 0, differing = 0;
+  std::string first;
+  for (int k = 0; k < kCalls; ++k) {
+    const std::size_t s = shape_of(k);
+    const DataType dtype = kShapes[s].dtype;
+    std::string first_element;
+    if (count_wrong(dtype, vector_of(kShapes[s].count), inputs[s][k % kSets], by_lamport[k],
+                    first_element) != 0 && wrong_calls++ == 0) {
+      first = "call " + std::to_string(k) + ", " + first_element;
+    }
+    const std::string a = first_difference(dtype, by_lamport[k], by_ll[k]);
+    const std::string b = first_difference(dtype, by_mixed[k], by_ll[k]);
+    if ((!a.empty() || !b.empty()) && differing++ == 0) {
+      ADD_FAILURE() << "call " << k << " (" << to_string(dtype) << " x" << kShapes[s].count
+                    << "): Lamport vs LL: " << a << "; mixed vs LL: " << b;
+    }
+    EXPECT_TRUE(same_on_every_rank(by_lamport[k])) << "call " << k;
+    EXPECT_TRUE(same_on_every_rank(by_mixed[k])) << "call " << k;
+  }
+  EXPECT_EQ(wrong_calls, 0) << "Lamport calls off the float64 reference; first: " << first;
+  EXPECT_EQ(differing, 0) << "calls whose protocols disagree";
+  CUDA_OK(cudaStreamDestroy(stream));
+  for (Communicator* c : {mixed.get(), lamport.get(), ll.get()}) c->close();
+}
+
+TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto ll = create_with_protocol("ll");
+  // Lamport for the two small calls, LL for the large one, in one graph.
+  auto mixed = create_with_protocol(kMixedThreshold);
+  const std::array<Shape, 3> shapes{{{DataType::bf16, 4096}, {DataType::f32, 1004}, {DataType::f16, 300000}}};
+  std::vector<Declaration> declared;
+  for (std::size_t s = 0; s < shapes.size(); ++s) {
+    declared.push_back(Declaration::all_reduce("g" + std::to_string(s), shapes[s].dtype,
+                                               vector_of(shapes[s].count)));
+  }
+  ll->declare(declared);
+  mixed->declare(declared);
+
+  constexpr int kSets = 6;
+  std::vector<std::unique_ptr<DeviceBuffer>> ins, outs, sets;  // sets[set * 3 + s]
+  std::vector<std::vector<std::vector<std::vector<std::uint8_t>>>> host(kSets);
+  for (const Shape& shape : shapes) {
+    const std::size_t bytes = shape.count * element_size(shape.dtype);
+    ins.push_back(std::make_unique<DeviceBuffer>(bytes));
+    outs.push_back(std::make_unique<DeviceBuffer>(bytes));
+  }
+  for (int set = 0; set < kSets; ++set) {
+    for (const Shape& shape : shapes) {
+      host[set].push_back(every_rank_input(shape.dtype, shape.count, next_seed()));
+      sets.push_back(std::make_unique<DeviceBuffer>(host[set].back()[rank()].size()));
+      sets.back()->upload(host[set].back()[rank()]);
+    }
+  }
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto load_set = [&](int set) {
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+      check_cuda(cudaMemcpyAsync(ins[s]->ptr, sets[set * shapes.size() + s]->ptr, ins[s]->bytes,
+                                 cudaMemcpyDeviceToDevice, stream),
+                 "copy");
+    }
+  };
+  auto calls = [&](Communicator& comm) {
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+      comm.all_reduce(ins[s]->ptr, outs[s]->ptr, shapes[s].dtype, vector_of(shapes[s].count), stream);
+    }
+  };
+  auto outputs = [&] {
+    check_cuda(cudaStreamSynchronize(stream), "sync");
+    std::vector<std::uint8_t> all;
+    for (auto& out : outs) {
+      auto part = out->download(out->bytes);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    for (auto& out : outs) out->poison();
+    check_cuda(cudaDeviceSynchronize(), "poison");  // before the non-blocking stream writes
+    return all;
+  };
+  // Expected bytes of each set: eager LL calls. The mixed communicator's
+  // eager calls must give them too, and lie within the float64 reference.
+  std::vector<std::vector<std::uint8_t>> expected;
+  std::int64_t eager_mismatches = 0, wrong = 0;
+  std::string first;
+  for (int set = 0; set < kSets; ++set) {
+    load_set(set);
+    calls(*ll);
+    expected.push_back(outputs());
+    load_set(set);
+    calls(*mixed);
+    const auto got = outputs();
+    if (got != expected.back()) ++eager_mismatches;
+    std::size_t offset = 0;
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+      const std::size_t bytes = shapes[s].count * element_size(shapes[s].dtype);
+      const std::vector<std::uint8_t> part(got.begin() + offset, got.begin() + offset + bytes);
+      wrong += count_wrong(shapes[s].dtype, vector_of(shapes[s].count), host[set][s], part, first);
+      offset += bytes;
+    }
+    EXPECT_TRUE(same_on_every_rank(got));
+  }
+  EXPECT_EQ(eager_mismatches, 0) << "eager sets whose mixed-protocol bytes differ from LL's";
+  EXPECT_EQ(wrong, 0) << "first: " << first;
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  calls(*mixed);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  int mismatches = 0;
+  for (int i = 0; i < 100; ++i) {
+    const int set = (i * 5 + 3) % kSets;
+    load_set(set);
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    if (outputs() != expected[set]) ++mismatches;
+    if (i % 10 == 9) {  // eager calls between replays shift the epoch parity
+      const int e = (i / 10) % kSets;
+      load_set(e);
+      calls(*mixed);
+      if (i % 20 == 19) calls(*mixed);  // twice: the inputs are unchanged, so are the sums
+      if (outputs() != expected[e]) ++mismatches;
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "replays or eager calls whose bytes differ from the eager LL run";
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  CUDA_OK(cudaStreamDestroy(stream));
+  mixed->close();
+  ll->close();
+}
+
+TEST(CudaLamport, RankThatSkipsACallMakesTheOthersRaiseTimeoutThenDeclareRecovers) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  Config config = forcing(Route::one_shot);
+  config.timeout = std::chrono::milliseconds(1500);
+  auto comm = create_with_protocol("lamport", config);
+  auto ll = create_with_protocol("ll");
+  const std::int64_t n = 8192, small = 12;
+  const std::vector<Declaration> declared{
+      Declaration::all_reduce("x", DataType::bf16, vector_of(n)),
+      Declaration::all_reduce("y", DataType::f32, vector_of(small))};
+  comm->declare(declared);
+  ll->declare(declared);
+  expect_protocols_agree(*ll, *comm, DataType::bf16, vector_of(n), false);
+
+  const bool skips = rank() == size() - 1;
+  if (!skips) {
+    DeviceBuffer in(n * 2), out(n * 2);
+    in.upload(random_tensor(DataType::bf16, n, 2, rank()));
+    const auto start = std::chrono::steady_clock::now();
+    comm->all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, std::chrono::milliseconds(1000));
+    EXPECT_LT(waited, std::chrono::milliseconds(20000));
+    std::string message;
+    bool timed_out = false;
+    try {
+      comm->all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
+    } catch (const Timeout& e) {
+      timed_out = true;
+      message = e.what();
+    }
+    EXPECT_TRUE(timed_out) << "the call after the abandoned one must raise Timeout";
+    EXPECT_NE(message.find("rank " + std::to_string(size() - 1)), std::string::npos) << message;
+  }
+  MPI_Barrier(test_comm());
+  comm->declare(declared);  // re-creates the slabs, sentinel region included, on every rank
+  // Both parities of the new region, two dtypes, each against LL.
+  for (int k = 0; k < 4; ++k) {
+    if (k % 2 == 0) expect_protocols_agree(*ll, *comm, DataType::bf16, vector_of(n), false);
+    else expect_protocols_agree(*ll, *comm, DataType::f32, vector_of(small), true);
+  }
+  ll->close();
+  comm->close();
+}
+
+TEST(CudaLamport, RanksThatDisagreeOnTheProtocolDisableP2PTogether) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto comm = create_with_protocol(rank() == 0 ? "ll" : "lamport");
+  EXPECT_FALSE(comm->p2p_enabled()) << "rank " << rank() << " enabled P2P";
+  EXPECT_NE(comm->p2p_disabled_reason().find(kProtocolVariable), std::string::npos)
+      << comm->p2p_disabled_reason();
+  comm->declare(std::vector{Declaration::all_reduce("x", DataType::bf16, vector_of(4096))});
+  check_all_reduce(*comm, DataType::bf16, vector_of(4096), Route::fallback);
+  comm->close();
+
+  auto bad = create_with_protocol("fastest");
+  EXPECT_FALSE(bad->p2p_enabled());
+  EXPECT_NE(bad->p2p_disabled_reason().find("PEERPLAN_ONE_SHOT_PROTOCOL=fastest"), std::string::npos)
+      << bad->p2p_disabled_reason();
+  bad->close();
+}
+
+}  // namespace
+}  // namespace peerplan::cuda_test
