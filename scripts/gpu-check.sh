@@ -142,8 +142,8 @@ if [[ -n "${FUSED_SWEEP:-}" ]]; then
 fi
 cat "$OUT/bench-graph.tmp" "$OUT/bench-fused.tmp" "$OUT/bench-p2p.tmp" "$OUT/bench-fused-p2p.tmp" "$OUT/bench-pull.tmp" "$OUT/bench-protocols.tmp" "$OUT"/bench-f*.tmp >>"$OUT/bench.log" 2>/dev/null; rm -f "$OUT"/*.tmp
 fi
-# peerplan's NCCL fallback (a non-blocking NCCL communicator, each call polled
-# until NCCL has queued it) against a plain blocking one (FALLBACK_BENCH=1).
+# peerplan's NCCL fallback (with its bookkeeping for bounded teardown) against
+# a plain NCCL communicator of the benchmark's own (FALLBACK_BENCH=1).
 if [[ -n "${FALLBACK_BENCH:-}" ]]; then
   for G in 0 1; do
     step "fallback-vs-nccl-G$G" "bench-fallback-G$G.log" timeout 100 "${MPIRUN[@]}" "$BENCH" --route nccl \

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -61,14 +62,24 @@ constexpr std::chrono::milliseconds kNcclInitMinimum{10'000};
 // destroyed just before it (CUDA runs them asynchronously).
 constexpr std::chrono::milliseconds kGraphReleaseGrace{1000};
 
-// NCCL_COMM_BLOCKING=1 (environment or NCCL's config file) overrides
-// ncclConfig_t::blocking: the communicator then blocks inside NCCL calls.
-bool nccl_blocking_forced() {
+// NCCL_COMM_BLOCKING=0 (environment or NCCL's config file) overrides
+// ncclConfig_t::blocking: the communicator then returns ncclInProgress from
+// its calls, which settle() polls.
+bool nccl_nonblocking_forced() {
   const char* value = std::getenv("NCCL_COMM_BLOCKING");
   if (value == nullptr) return false;
   char* end = nullptr;
   const long long parsed = std::strtoll(value, &end, 0);
-  return end != value && parsed == 1;
+  return end != value && parsed == 0;
+}
+
+// NCCL connects the ranks lazily, at the first call of each algorithm, by
+// default; a blocking communicator would then wait on the host, without a
+// bound, for a peer that never makes that call. Connecting everything in
+// the (bounded) rendezvous instead keeps every later call free of waits.
+// A value the user set is kept.
+void connect_at_init() {
+  if (std::getenv("NCCL_RUNTIME_CONNECT") == nullptr) ::setenv("NCCL_RUNTIME_CONNECT", "0", 1);
 }
 
 // Waits until the non-blocking communicator's pending step (init, enqueue,
@@ -279,23 +290,44 @@ void NcclFallback::init(bootstrap::Bootstrap& bootstrap) {
   // Bounded: every rank is here before NCCL's rendezvous.
   bootstrap.barrier();
 
-  // Non-blocking: NCCL's rendezvous runs on its thread, polled against the
-  // deadline, and an unfinished one can be aborted.
+  // A blocking communicator. A non-blocking one bounds every NCCL step, but
+  // NCCL then hands every call to a thread of its own: measured on 2x H200,
+  // an eager fallback all-reduce took 64 us per call instead of NCCL's 8.7
+  // (benchmarks/RESULTS.md, session 4). What can block for long is bounded
+  // otherwise: the rendezvous runs on a helper thread until the deadline
+  // (an unfinished one is left running with its communicator, leaked, and
+  // this rank raises Timeout); the connections between the ranks are made
+  // during it (NCCL_RUNTIME_CONNECT=0), so that no later call waits on the
+  // host for a peer; and close() is bounded as described there. Should the
+  // user force a non-blocking communicator (NCCL_COMM_BLOCKING=0), every
+  // step is still polled against the deadline (settle()).
+  connect_at_init();
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
+  config.blocking = 1;
   const auto bound = std::max(timeout_, kNcclInitMinimum);
   const auto deadline = TeardownClock::now() + bound;
-  ncclResult_t status =
-      ncclCommInitRankConfig(&comm_, bootstrap.size(), id, bootstrap.rank(), &config);
-  blocking_ = nccl_blocking_forced();
-  if (blocking_) {
-    static std::once_flag warned;
-    std::call_once(warned, [] {
-      log::warn("NCCL_COMM_BLOCKING=1: peerplan's NCCL communicator is blocking, so NCCL's "
-                "rendezvous and fallback calls are not bounded by PEERPLAN_TIMEOUT_MS (close() "
-                "still is); unset it to bound them");
-    });
+  struct InitResult {
+    ncclComm_t comm = nullptr;
+    ncclResult_t status = ncclInProgress;
+  };
+  auto result = std::make_shared<InitResult>();  // the helper thread may outlive this call
+  const int size = bootstrap.size();
+  const int rank = bootstrap.rank();
+  const int device = device_;
+  ncclResult_t status = ncclInProgress;
+  if (run_until(
+          [result, id, size, rank, device, config]() mutable {
+            if (cudaSetDevice(device) != cudaSuccess) {
+              result->status = ncclUnhandledCudaError;
+              return;
+            }
+            result->status = ncclCommInitRankConfig(&result->comm, size, id, rank, &config);
+          },
+          deadline)) {
+    comm_ = result->comm;
+    status = result->status;
   }
+  blocking_ = !nccl_nonblocking_forced();
   if (comm_ != nullptr) status = settle(comm_, status, deadline);
   const std::string me = "rank " + std::to_string(bootstrap.rank());
   bool timed_out = false;
@@ -305,7 +337,8 @@ void NcclFallback::init(bootstrap::Bootstrap& bootstrap) {
             "within " + milliseconds_text(bound) + " on " + me +
             " (PEERPLAN_TIMEOUT_MS, at least " + milliseconds_text(kNcclInitMinimum) +
             " for NCCL's set-up): a rank did not reach it, or NCCL's bootstrap cannot connect "
-            "the ranks (NCCL_SOCKET_IFNAME; NCCL_DEBUG=WARN says more). NCCL was aborted.";
+            "the ranks (NCCL_SOCKET_IFNAME; NCCL_DEBUG=WARN says more). The unfinished "
+            "rendezvous is left behind on a helper thread.";
   } else if (status != ncclSuccess || comm_ == nullptr) {
     error = "peerplan cuda backend: ncclCommInitRankConfig failed on " + me + ": " +
             ncclGetErrorString(status == ncclSuccess ? ncclInternalError : status) +
