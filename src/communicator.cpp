@@ -2,12 +2,12 @@
 // call decides between the P2P route prepared at declare and the fallback.
 #include "peerplan/communicator.hpp"
 
-#include <cmath>
 #include <cstdint>
 #include <sstream>
 
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "communicator/backend_selection.hpp"
+#include "communicator/call_checks.hpp"
 #include "communicator/cutoff_resolution.hpp"
 #include "communicator/declaration_agreement.hpp"
 #include "communicator/machine_fingerprint.hpp"
@@ -15,6 +15,7 @@
 #include "core/environment.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
+#include "plan/layout_rules.hpp"
 #include "plan/plan_index.hpp"
 #include "plan/validation.hpp"
 #include "routing/router.hpp"
@@ -75,14 +76,15 @@ class CommunicatorImpl final : public Communicator {
   CallResult all_reduce(const void* in, void* out, DataType dtype, const TensorLayout& layout,
                         StreamHandle stream) override {
     ensure_open("all_reduce");
-    check_call_layout("all_reduce", layout);
-    if (layout.numel() > 0 && (in == nullptr || out == nullptr)) {
-      throw InvalidArgument("all_reduce: in and out must not be null (got in=" + pointer(in) +
-                            ", out=" + pointer(out) + ")");
-    }
+    communicator::check_dtype("all_reduce", dtype);
     const auto* entry = index_.find(make_all_reduce_key(dtype, layout));
-    const transport::AllReduceArgs args{in, out, dtype, &layout, stream};
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
+    if (plan) {
+      communicator::check_declared_all_reduce(in, out, *entry->declaration, *plan);
+    } else {
+      communicator::check_undeclared_all_reduce(in, out, dtype, layout);
+    }
+    const transport::AllReduceArgs args{in, out, dtype, &layout, stream};
     CallResult result = decide(plan);
     if (is_p2p(result.route)) {
       result.zero_copy = peer_->all_reduce(result.route, args);
@@ -98,25 +100,15 @@ class CommunicatorImpl final : public Communicator {
                                 DataType dtype, const TensorLayout& layout,
                                 StreamHandle stream) override {
     ensure_open("fused_add_rms_norm");
-    check_call_layout("fused_add_rms_norm", layout);
-    // RMSNorm runs over rows (the last dimension): every kernel reads a row
-    // as one contiguous run.
-    if (layout.rank() > 0 && layout.last_dim() > 1 && layout.stride(layout.rank() - 1) != 1) {
-      throw InvalidArgument("fused_add_rms_norm: layout " + layout.to_string() +
-                            " has innermost stride " +
-                            std::to_string(layout.stride(layout.rank() - 1)) +
-                            "; rows (the last dimension) must be contiguous (stride 1)");
-    }
-    if (!(eps >= 0.0f) || !std::isfinite(eps)) {
-      throw InvalidArgument("fused_add_rms_norm: eps must be finite and >= 0 (got " +
-                            std::to_string(eps) + ")");
-    }
-    if (layout.numel() > 0 && (inout == nullptr || residual == nullptr || weight == nullptr)) {
-      throw InvalidArgument("fused_add_rms_norm: inout, residual and weight must not be null");
-    }
+    communicator::check_dtype("fused_add_rms_norm", dtype);
     const auto* entry = index_.find(make_fused_key(dtype, layout, weight, eps));
-    const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
+    if (plan) {
+      communicator::check_declared_fused(inout, residual, *entry->declaration, *plan);
+    } else {
+      communicator::check_undeclared_fused(inout, residual, weight, eps, dtype, layout);
+    }
+    const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
     const CallResult result = decide(plan);
     if (is_p2p(result.route)) {
       peer_->fused_add_rms_norm(args);
@@ -256,8 +248,12 @@ class CommunicatorImpl final : public Communicator {
     std::vector<std::unique_ptr<plan::PlanPayload>> payloads;
     std::vector<PreparedPlan*> plans;
     payloads.reserve(declarations.size());
-    for (const auto& d : decisions) {
-      auto prepared = std::make_unique<PreparedPlan>(d.route, d.reason, d.message_bytes);
+    for (std::size_t i = 0; i < decisions.size(); ++i) {
+      const auto& d = decisions[i];
+      const Declaration& declared = declarations[i];
+      auto prepared = std::make_unique<PreparedPlan>(
+          d.route, d.reason, d.message_bytes, declared.input_alignment,
+          static_cast<std::uint64_t>(plan::span_bytes(declared.layout, declared.dtype)));
       plans.push_back(prepared.get());
       payloads.push_back(std::move(prepared));
     }
@@ -328,21 +324,6 @@ class CommunicatorImpl final : public Communicator {
       broken_reason_ = std::string(what) + " timed out (" + e.what() + ")";
       throw;
     }
-  }
-
-  static void check_call_layout(const char* what, const TensorLayout& layout) {
-    for (int i = 0; i < layout.rank(); ++i) {
-      if (layout.dim(i) < 0) {
-        throw InvalidArgument(std::string(what) + ": layout " + layout.to_string() +
-                              " has a negative dimension " + std::to_string(i));
-      }
-    }
-  }
-
-  static std::string pointer(const void* p) {
-    std::ostringstream out;
-    out << p;
-    return out.str();
   }
 
   void trace_call(const char* what, DataType dtype, const TensorLayout& layout,

@@ -52,13 +52,32 @@ class Communicator {
   // Strict lookup: throws UndeclaredPlan naming the key.
   virtual PlanInfo plan_for(const PlanKey& key) const = 0;
 
-  // out = sum over ranks of in. in == out is allowed. Never fails on an
-  // undeclared key: it takes the fallback and counts it.
+  // out = sum over ranks of in. in == out is allowed (and any other
+  // overlap of in and out). Never fails on an undeclared key: it takes the
+  // fallback and counts it.
+  //
+  // Argument rules (InvalidArgument names the argument or layout field and
+  // what to change, before anything is read, written or counted):
+  // - dtype is f16, bf16 or f32 (checked first).
+  // - A call whose key matches a declaration has that declaration's
+  //   (validated) layout; its pointers must be non-null and aligned to the
+  //   declaration's input_alignment (16 bytes unless declared larger).
+  // - Any other call: rank 1..8; no negative dimension; a dimension of 0
+  //   makes a call without elements, which does nothing (null pointers and
+  //   any strides allowed); otherwise strides of dimensions larger than 1
+  //   positive and non-overlapping in some order of the dimensions
+  //   (transposed and inner-strided tensors are fine), the tensor spanning
+  //   at most 2^48 bytes (a larger span is a wrong shape or stride), and
+  //   pointers non-null and aligned to the element size.
   virtual CallResult all_reduce(const void* in, void* out, DataType dtype,
                                 const TensorLayout& layout, StreamHandle stream = nullptr) = 0;
 
   // residual = allreduce(inout) + residual; inout = rmsnorm(residual) * weight.
   // inout and residual share `layout`; weight is contiguous [layout.last_dim()].
+  // Rules as for all_reduce, plus: rows contiguous (innermost stride 1),
+  // residual not overlapping inout (their spans must be disjoint), eps
+  // finite and >= 0, weight non-null and element-aligned (a declared
+  // weight was checked at declare).
   virtual CallResult fused_add_rms_norm(void* inout, void* residual, const void* weight,
                                         float eps, DataType dtype, const TensorLayout& layout,
                                         StreamHandle stream = nullptr) = 0;
