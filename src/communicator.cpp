@@ -8,6 +8,7 @@
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "communicator/backend_selection.hpp"
 #include "communicator/call_checks.hpp"
+#include "communicator/call_guard.hpp"
 #include "communicator/cutoff_resolution.hpp"
 #include "communicator/declaration_agreement.hpp"
 #include "communicator/machine_fingerprint.hpp"
@@ -23,6 +24,7 @@
 namespace peerplan {
 namespace {
 
+using communicator::CallGuard;
 using communicator::PreparedPlan;
 
 bool is_p2p(Route route) noexcept { return route != Route::fallback; }
@@ -58,6 +60,7 @@ class CommunicatorImpl final : public Communicator {
   }
 
   void declare(std::span<const Declaration> declarations) override {
+    const CallGuard guard(call_in_progress_, "declare");
     ensure_open("declare");
     breaking_on_timeout("declare", [&] { declare_set(declarations); });
   }
@@ -75,6 +78,7 @@ class CommunicatorImpl final : public Communicator {
 
   CallResult all_reduce(const void* in, void* out, DataType dtype, const TensorLayout& layout,
                         StreamHandle stream) override {
+    const CallGuard guard(call_in_progress_, "all_reduce");
     ensure_open("all_reduce");
     communicator::check_dtype("all_reduce", dtype);
     const auto* entry = index_.find(make_all_reduce_key(dtype, layout));
@@ -99,6 +103,7 @@ class CommunicatorImpl final : public Communicator {
   CallResult fused_add_rms_norm(void* inout, void* residual, const void* weight, float eps,
                                 DataType dtype, const TensorLayout& layout,
                                 StreamHandle stream) override {
+    const CallGuard guard(call_in_progress_, "fused_add_rms_norm");
     ensure_open("fused_add_rms_norm");
     communicator::check_dtype("fused_add_rms_norm", dtype);
     const auto* entry = index_.find(make_fused_key(dtype, layout, weight, eps));
@@ -121,6 +126,7 @@ class CommunicatorImpl final : public Communicator {
   }
 
   void register_buffers(std::span<const BufferRegion> buffers) override {
+    const CallGuard guard(call_in_progress_, "register_buffers");
     ensure_open("register_buffers");
     // What no backend accepts is checked here, on every rank together.
     std::optional<std::string> local_error;
@@ -139,6 +145,7 @@ class CommunicatorImpl final : public Communicator {
   }
 
   void deregister_buffers() override {
+    const CallGuard guard(call_in_progress_, "deregister_buffers");
     ensure_open("deregister_buffers");
     if (!p2p_enabled_) return;
     breaking_on_timeout("deregister_buffers", [&] { peer_->deregister_buffers(); });
@@ -178,6 +185,7 @@ class CommunicatorImpl final : public Communicator {
   }
 
   void close() override {
+    const CallGuard guard(call_in_progress_, "close");
     if (closed_) return;
     closed_ = true;  // first: a failure below must not leave a usable half-closed communicator
     plans_.clear();
@@ -348,6 +356,8 @@ class CommunicatorImpl final : public Communicator {
   std::string fingerprint_;
   RouteCutoffs cutoffs_;  // resolved at create: config > tuning file > defaults
   bool closed_ = false;
+  // The call in progress on this communicator (call_guard.hpp).
+  std::atomic<const char*> call_in_progress_{nullptr};
   // Set when a collective step (bootstrap exchange or fallback reduction)
   // timed out: the ranks' sequences of collectives no longer line up, so the
   // communicator cannot be used again. (A timed-out P2P call is different:

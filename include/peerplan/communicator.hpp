@@ -1,6 +1,15 @@
 // The communicator: lifecycle (create, declare, close) and dispatch of
 // all-reduce and fused add + RMSNorm (DESIGN §4). Collective calls must be
 // made by every rank of the communicator, in the same order.
+//
+// Threads: one thread at a time per communicator, as with NCCL. A call of
+// all_reduce, fused_add_rms_norm, declare, register_buffers,
+// deregister_buffers or close made while another thread is inside one of
+// them on the same communicator throws InvalidUsage and does nothing; use
+// one communicator per thread, or serialise the calls (one thread after
+// another is fine). stats(), reset_stats(), has_plan_for(), plan_for() and
+// the accessors may run on another thread while a call runs, but not
+// while declare() or close() runs.
 #pragma once
 
 #include <mpi.h>
