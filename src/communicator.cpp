@@ -155,24 +155,16 @@ class CommunicatorImpl final : public Communicator {
     return p2p_enabled_ && peer_ ? peer_->registered_buffer_count() : 0;
   }
 
-  Stats stats() const override {
-    Stats s;
-    const auto declared = index_.declarations();
-    for (std::size_t i = 0; i < plans_.size() && i < declared.size(); ++i) {
-      const auto* p = plans_[i];
-      s.plans.push_back(PlanStats{declared[i].name, declared[i].operation, p->route, p->reason,
-                                  p->hits.load(std::memory_order_relaxed),
-                                  p->fallbacks.load(std::memory_order_relaxed)});
-    }
-    s.p2p_calls = p2p_calls_.load(std::memory_order_relaxed);
-    s.zero_copy_calls = zero_copy_calls_.load(std::memory_order_relaxed);
-    s.fallback_undeclared = fallback_undeclared_.load(std::memory_order_relaxed);
-    s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
-    s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
-    return s;
-  }
+  // After close(), the counts as they stood at close (per plan too): a
+  // monitoring thread may read them once the owner has closed the
+  // communicator. Not guarded: stats may be read while a call runs.
+  Stats stats() const override { return closed_ ? closed_stats_ : live_stats(); }
 
   void reset_stats() override {
+    if (closed_) {
+      zero_counts(closed_stats_);
+      return;
+    }
     for (auto* p : plans_) {
       p->hits.store(0, std::memory_order_relaxed);
       p->fallbacks.store(0, std::memory_order_relaxed);
@@ -187,6 +179,7 @@ class CommunicatorImpl final : public Communicator {
   void close() override {
     const CallGuard guard(call_in_progress_, "close");
     if (closed_) return;
+    closed_stats_ = live_stats();  // while the plans holding the per-plan counters exist
     closed_ = true;  // first: a failure below must not leave a usable half-closed communicator
     plans_.clear();
     index_.clear();
@@ -220,6 +213,29 @@ class CommunicatorImpl final : public Communicator {
   RouteCutoffs cutoffs() const noexcept override { return cutoffs_; }
 
  private:
+  Stats live_stats() const {
+    Stats s;
+    const auto declared = index_.declarations();
+    for (std::size_t i = 0; i < plans_.size() && i < declared.size(); ++i) {
+      const auto* p = plans_[i];
+      s.plans.push_back(PlanStats{declared[i].name, declared[i].operation, p->route, p->reason,
+                                  p->hits.load(std::memory_order_relaxed),
+                                  p->fallbacks.load(std::memory_order_relaxed)});
+    }
+    s.p2p_calls = p2p_calls_.load(std::memory_order_relaxed);
+    s.zero_copy_calls = zero_copy_calls_.load(std::memory_order_relaxed);
+    s.fallback_undeclared = fallback_undeclared_.load(std::memory_order_relaxed);
+    s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
+    s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  static void zero_counts(Stats& s) noexcept {
+    for (auto& p : s.plans) p.hits = p.fallbacks = 0;
+    s.p2p_calls = s.zero_copy_calls = 0;
+    s.fallback_undeclared = s.fallback_over_cutoff = s.fallback_p2p_disabled = 0;
+  }
+
   // declare() without the open check and timeout bookkeeping.
   void declare_set(std::span<const Declaration> declarations) {
     std::optional<std::string> local_error;
@@ -356,6 +372,7 @@ class CommunicatorImpl final : public Communicator {
   std::string fingerprint_;
   RouteCutoffs cutoffs_;  // resolved at create: config > tuning file > defaults
   bool closed_ = false;
+  Stats closed_stats_;  // what stats() returns after close()
   // The call in progress on this communicator (call_guard.hpp).
   std::atomic<const char*> call_in_progress_{nullptr};
   // Set when a collective step (bootstrap exchange or fallback reduction)

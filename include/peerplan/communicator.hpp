@@ -110,10 +110,16 @@ class Communicator {
   virtual void deregister_buffers() = 0;
   virtual std::size_t registered_buffer_count() const noexcept = 0;
 
+  // Per-plan hits and fallbacks by reason. After close() both keep
+  // working, so a monitoring thread may outlive the communicator's use:
+  // stats() returns the counts as they stood at close (per plan too) and
+  // reset_stats() zeroes those.
   virtual Stats stats() const = 0;
   virtual void reset_stats() = 0;
 
-  // Collective, idempotent. Every later call but close() throws InvalidUsage.
+  // Collective, idempotent. Later, close() does nothing, stats() and
+  // reset_stats() work as said above, has_plan_for() returns false and the
+  // accessors keep answering; every other call throws InvalidUsage.
   virtual void close() = 0;
   virtual bool is_closed() const noexcept = 0;
 
