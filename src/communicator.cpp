@@ -18,6 +18,7 @@
 #include "peerplan/errors.hpp"
 #include "plan/layout_rules.hpp"
 #include "plan/plan_index.hpp"
+#include "plan/repeated_keys.hpp"
 #include "plan/validation.hpp"
 #include "routing/router.hpp"
 
@@ -292,6 +293,28 @@ class CommunicatorImpl final : public Communicator {
       log::info("declared " + std::to_string(declarations.size()) + " plans:\n" +
                 routing::format_route_table(declarations, decisions));
     }
+    if (boot_->rank() == 0) warn_about_repeated_keys(declarations);
+  }
+
+  // A declaration whose key an earlier one has can never be hit (the first
+  // declared wins): one WARN per declare, naming each such declaration and
+  // the one that takes its calls. Rank 0 only: every rank declared the same.
+  static void warn_about_repeated_keys(std::span<const Declaration> declarations) {
+    if (!log::enabled(LogLevel::warn)) return;
+    const auto repeats = plan::find_repeated_keys(declarations);
+    if (repeats.empty()) return;
+    const auto label = [&](std::size_t i) {
+      return "declarations[" + std::to_string(i) + "] (\"" + declarations[i].name + "\")";
+    };
+    std::string message = "declare: " + std::to_string(repeats.size()) +
+                          " declaration(s) can never be hit, since an earlier one has the same "
+                          "key and the first declared wins:";
+    for (const auto& r : repeats) {
+      message += ' ' + label(r.repeat) + " has the key of " + label(r.first) + " (" +
+                 make_key(declarations[r.first]).to_string() + ");";
+    }
+    message += " remove them, or make their keys differ";
+    log::warn(message);
   }
 
   std::vector<routing::RouteDecision> route_all(std::span<const Declaration> declarations) const {
