@@ -225,6 +225,40 @@ TEST_F(DeclareTest, FirstDeclaredWins) {
   EXPECT_EQ(stats.plans[1].hits + stats.plans[1].fallbacks, 0u) << "and never on 'second'";
 }
 
+// A declaration whose key an earlier one already has can never be hit:
+// declare() warns once, on rank 0, naming each such declaration and the one
+// that wins; a set without repeated keys logs nothing.
+TEST_F(DeclareTest, RepeatedKeyIsWarnedAboutOnceOnRankZero) {
+  const TensorLayout layout{2, 512};
+  const std::vector<Declaration> set{
+      Declaration::all_reduce("first", DataType::bf16, layout),
+      Declaration::all_reduce("second", DataType::bf16, layout),
+      Declaration::all_reduce("other", DataType::bf16, TensorLayout{1, 512}),
+      Declaration::all_reduce("third", DataType::bf16, strided_layout({2, 512}, {512, 1}))};
+  testing::internal::CaptureStderr();
+  comm_->declare(set);
+  const std::string log = testing::internal::GetCapturedStderr();
+  std::size_t warnings = 0;
+  for (std::size_t at = log.find("WARN"); at != std::string::npos; at = log.find("WARN", at + 1))
+    ++warnings;
+  if (test_rank() == 0) {
+    EXPECT_EQ(warnings, 1u) << "one warning per declare:\n" << log;
+    for (const std::string piece :
+         {"declarations[1] (\"second\")", "declarations[3] (\"third\")",
+          "declarations[0] (\"first\")", "never"}) {
+      EXPECT_NE(log.find(piece), std::string::npos) << "missing " << piece << " in:\n" << log;
+    }
+    EXPECT_EQ(log.find("\"other\""), std::string::npos) << log;
+  } else {
+    EXPECT_EQ(warnings, 0u) << "only rank 0 warns:\n" << log;
+  }
+
+  testing::internal::CaptureStderr();
+  comm_->declare(base_set());
+  const std::string quiet = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(quiet.find("WARN"), std::string::npos) << quiet;
+}
+
 TEST_F(DeclareTest, RefreshReplacesTheWholeSet) {
   ASSERT_NO_THROW(comm_->declare(base_set()));
   const PlanKey attn = make_all_reduce_key(DataType::bf16, TensorLayout{2, 512});

@@ -154,5 +154,37 @@ TEST(CommunicatorStats, CountFallbacksWithP2PDisabled) {
   comm->close();
 }
 
+// A monitoring thread may read the statistics after the communicator was
+// closed: stats() keeps returning the counts as they stood at close (per
+// plan too), and reset_stats() still zeroes them; neither throws.
+TEST(CommunicatorStats, ReadableAfterClose) {
+  auto comm = create_on_world();
+  const TensorLayout layout{2, 64};
+  comm->declare(std::vector<Declaration>{Declaration::all_reduce("ar", DataType::f32, layout)});
+  run_all_reduce(*comm, DataType::f32, layout, Inputs::integers, true, next_seed());
+  run_all_reduce(*comm, DataType::f32, TensorLayout{3, 64}, Inputs::integers, true, next_seed());
+  const Stats open = comm->stats();
+  comm->close();
+
+  Stats closed;
+  ASSERT_NO_THROW(closed = comm->stats());
+  ASSERT_EQ(closed.plans.size(), 1u) << "the per-plan counts of the last declared set are kept";
+  EXPECT_EQ(closed.plans[0].name, "ar");
+  EXPECT_EQ(closed.plans[0].route, open.plans[0].route);
+  EXPECT_EQ(closed.plans[0].hits, open.plans[0].hits);
+  EXPECT_EQ(closed.plans[0].fallbacks, open.plans[0].fallbacks);
+  EXPECT_EQ(closed.plans[0].hits + closed.plans[0].fallbacks, 1u);
+  EXPECT_EQ(closed.p2p_calls, open.p2p_calls);
+  EXPECT_EQ(closed.fallback_undeclared, 1u);
+  EXPECT_EQ(closed.fallback_p2p_disabled, open.fallback_p2p_disabled);
+
+  ASSERT_NO_THROW(comm->reset_stats());
+  closed = comm->stats();
+  ASSERT_EQ(closed.plans.size(), 1u);
+  EXPECT_EQ(closed.plans[0].hits + closed.plans[0].fallbacks, 0u);
+  EXPECT_EQ(closed.fallback_undeclared, 0u);
+  EXPECT_EQ(closed.p2p_calls, 0u);
+}
+
 }  // namespace
 }  // namespace peerplan::comm_test

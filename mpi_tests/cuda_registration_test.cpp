@@ -1,6 +1,6 @@
 // Registered buffers and the pull transfer mode on real GPUs: inputs inside
 // registered buffers are read by the peers in place (zero copy) on both
-// all-reduce routes, at any offset inside a sub-allocated pool, mixed with
+// all-reduce routes, at any 16-byte aligned offset inside a sub-allocated pool, mixed with
 // staged inputs on other ranks; pull and push give the same bytes; graphs
 // replayed 200 times read inputs that change between replays; bad buffers
 // are refused on every rank; replaying a graph after deregistration fails
@@ -50,8 +50,11 @@ TEST(CudaRegistration, RegisteredInputsAreReadInPlaceOnBothRoutes) {
       comm->declare(declarations_for(dtype));
       for (auto bytes : kSizes) {
         const std::int64_t n = bytes / static_cast<std::int64_t>(element_size(dtype));
-        // Aligned, and 2 bytes off (element loads from the peer) for 16-bit types.
-        for (std::size_t offset : {std::size_t{0}, element_size(dtype) == 2 ? std::size_t{2} : 4}) {
+        // At the region's start + 256, and 16 bytes further (a view into a
+        // pool: the peers map the allocation base and add the offset).
+        // Offsets that break the declared 16-byte input_alignment are
+        // refused before any GPU work (below).
+        for (std::size_t offset : {std::size_t{0}, std::size_t{16}}) {
           SCOPED_TRACE(std::string(to_string(dtype)) + " x" + std::to_string(n) + " at +" +
                        std::to_string(offset));
           CallResult result;
@@ -59,6 +62,12 @@ TEST(CudaRegistration, RegisteredInputsAreReadInPlaceOnBothRoutes) {
                            {.input_at = region + 256 + offset, .result = &result});
           EXPECT_TRUE(result.zero_copy);
         }
+        // One element off: the declaration promised 16-byte aligned
+        // inputs, so the call is refused on every rank alike.
+        DeviceBuffer out(static_cast<std::size_t>(bytes));
+        EXPECT_THROW(comm->all_reduce(region + 256 + element_size(dtype), out.ptr, dtype,
+                                      vector_of(n), nullptr),
+                     InvalidArgument);
       }
     }
     const auto stats = comm->stats();

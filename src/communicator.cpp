@@ -2,13 +2,14 @@
 // call decides between the P2P route prepared at declare and the fallback.
 #include "peerplan/communicator.hpp"
 
-#include <cmath>
 #include <cstdint>
 #include <sstream>
 
 #include "bootstrap/fail_together.hpp"
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "communicator/backend_selection.hpp"
+#include "communicator/call_checks.hpp"
+#include "communicator/call_guard.hpp"
 #include "communicator/cutoff_resolution.hpp"
 #include "communicator/declaration_agreement.hpp"
 #include "communicator/machine_fingerprint.hpp"
@@ -17,13 +18,16 @@
 #include "core/fault_injection.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
+#include "plan/layout_rules.hpp"
 #include "plan/plan_index.hpp"
+#include "plan/repeated_keys.hpp"
 #include "plan/validation.hpp"
 #include "routing/router.hpp"
 
 namespace peerplan {
 namespace {
 
+using communicator::CallGuard;
 using communicator::PreparedPlan;
 
 bool is_p2p(Route route) noexcept { return route != Route::fallback; }
@@ -59,6 +63,7 @@ class CommunicatorImpl final : public Communicator {
   }
 
   void declare(std::span<const Declaration> declarations) override {
+    const CallGuard guard(call_in_progress_, "declare");
     ensure_open("declare");
     breaking_on_timeout("declare", [&] { declare_set(declarations); });
   }
@@ -76,15 +81,17 @@ class CommunicatorImpl final : public Communicator {
 
   CallResult all_reduce(const void* in, void* out, DataType dtype, const TensorLayout& layout,
                         StreamHandle stream) override {
+    const CallGuard guard(call_in_progress_, "all_reduce");
     ensure_open("all_reduce");
-    check_call_layout("all_reduce", layout);
-    if (layout.numel() > 0 && (in == nullptr || out == nullptr)) {
-      throw InvalidArgument("all_reduce: in and out must not be null (got in=" + pointer(in) +
-                            ", out=" + pointer(out) + ")");
-    }
+    communicator::check_dtype("all_reduce", dtype);
     const auto* entry = index_.find(make_all_reduce_key(dtype, layout));
-    const transport::AllReduceArgs args{in, out, dtype, &layout, stream};
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
+    if (plan) {
+      communicator::check_declared_all_reduce(in, out, *entry->declaration, *plan);
+    } else {
+      communicator::check_undeclared_all_reduce(in, out, dtype, layout);
+    }
+    const transport::AllReduceArgs args{in, out, dtype, &layout, stream};
     CallResult result = decide(plan);
     if (is_p2p(result.route)) {
       result.zero_copy = peer_->all_reduce(result.route, args);
@@ -99,26 +106,17 @@ class CommunicatorImpl final : public Communicator {
   CallResult fused_add_rms_norm(void* inout, void* residual, const void* weight, float eps,
                                 DataType dtype, const TensorLayout& layout,
                                 StreamHandle stream) override {
+    const CallGuard guard(call_in_progress_, "fused_add_rms_norm");
     ensure_open("fused_add_rms_norm");
-    check_call_layout("fused_add_rms_norm", layout);
-    // RMSNorm runs over rows (the last dimension): every kernel reads a row
-    // as one contiguous run.
-    if (layout.rank() > 0 && layout.last_dim() > 1 && layout.stride(layout.rank() - 1) != 1) {
-      throw InvalidArgument("fused_add_rms_norm: layout " + layout.to_string() +
-                            " has innermost stride " +
-                            std::to_string(layout.stride(layout.rank() - 1)) +
-                            "; rows (the last dimension) must be contiguous (stride 1)");
-    }
-    if (!(eps >= 0.0f) || !std::isfinite(eps)) {
-      throw InvalidArgument("fused_add_rms_norm: eps must be finite and >= 0 (got " +
-                            std::to_string(eps) + ")");
-    }
-    if (layout.numel() > 0 && (inout == nullptr || residual == nullptr || weight == nullptr)) {
-      throw InvalidArgument("fused_add_rms_norm: inout, residual and weight must not be null");
-    }
+    communicator::check_dtype("fused_add_rms_norm", dtype);
     const auto* entry = index_.find(make_fused_key(dtype, layout, weight, eps));
-    const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
+    if (plan) {
+      communicator::check_declared_fused(inout, residual, *entry->declaration, *plan);
+    } else {
+      communicator::check_undeclared_fused(inout, residual, weight, eps, dtype, layout);
+    }
+    const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
     const CallResult result = decide(plan);
     if (is_p2p(result.route)) {
       peer_->fused_add_rms_norm(args);
@@ -131,6 +129,7 @@ class CommunicatorImpl final : public Communicator {
   }
 
   void register_buffers(std::span<const BufferRegion> buffers) override {
+    const CallGuard guard(call_in_progress_, "register_buffers");
     ensure_open("register_buffers");
     // What no backend accepts is checked here, on every rank together.
     std::optional<std::string> local_error;
@@ -149,6 +148,7 @@ class CommunicatorImpl final : public Communicator {
   }
 
   void deregister_buffers() override {
+    const CallGuard guard(call_in_progress_, "deregister_buffers");
     ensure_open("deregister_buffers");
     if (!p2p_enabled_) return;
     breaking_on_timeout("deregister_buffers", [&] { peer_->deregister_buffers(); });
@@ -158,24 +158,16 @@ class CommunicatorImpl final : public Communicator {
     return p2p_enabled_ && peer_ ? peer_->registered_buffer_count() : 0;
   }
 
-  Stats stats() const override {
-    Stats s;
-    const auto declared = index_.declarations();
-    for (std::size_t i = 0; i < plans_.size() && i < declared.size(); ++i) {
-      const auto* p = plans_[i];
-      s.plans.push_back(PlanStats{declared[i].name, declared[i].operation, p->route, p->reason,
-                                  p->hits.load(std::memory_order_relaxed),
-                                  p->fallbacks.load(std::memory_order_relaxed)});
-    }
-    s.p2p_calls = p2p_calls_.load(std::memory_order_relaxed);
-    s.zero_copy_calls = zero_copy_calls_.load(std::memory_order_relaxed);
-    s.fallback_undeclared = fallback_undeclared_.load(std::memory_order_relaxed);
-    s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
-    s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
-    return s;
-  }
+  // After close(), the counts as they stood at close (per plan too): a
+  // monitoring thread may read them once the owner has closed the
+  // communicator. Not guarded: stats may be read while a call runs.
+  Stats stats() const override { return closed_ ? closed_stats_ : live_stats(); }
 
   void reset_stats() override {
+    if (closed_) {
+      zero_counts(closed_stats_);
+      return;
+    }
     for (auto* p : plans_) {
       p->hits.store(0, std::memory_order_relaxed);
       p->fallbacks.store(0, std::memory_order_relaxed);
@@ -188,7 +180,9 @@ class CommunicatorImpl final : public Communicator {
   }
 
   void close() override {
+    const CallGuard guard(call_in_progress_, "close");
     if (closed_) return;
+    closed_stats_ = live_stats();  // while the plans holding the per-plan counters exist
     closed_ = true;  // first: a failure below must not leave a usable half-closed communicator
     plans_.clear();
     index_.clear();
@@ -227,6 +221,29 @@ class CommunicatorImpl final : public Communicator {
   RouteCutoffs cutoffs() const noexcept override { return cutoffs_; }
 
  private:
+  Stats live_stats() const {
+    Stats s;
+    const auto declared = index_.declarations();
+    for (std::size_t i = 0; i < plans_.size() && i < declared.size(); ++i) {
+      const auto* p = plans_[i];
+      s.plans.push_back(PlanStats{declared[i].name, declared[i].operation, p->route, p->reason,
+                                  p->hits.load(std::memory_order_relaxed),
+                                  p->fallbacks.load(std::memory_order_relaxed)});
+    }
+    s.p2p_calls = p2p_calls_.load(std::memory_order_relaxed);
+    s.zero_copy_calls = zero_copy_calls_.load(std::memory_order_relaxed);
+    s.fallback_undeclared = fallback_undeclared_.load(std::memory_order_relaxed);
+    s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
+    s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  static void zero_counts(Stats& s) noexcept {
+    for (auto& p : s.plans) p.hits = p.fallbacks = 0;
+    s.p2p_calls = s.zero_copy_calls = 0;
+    s.fallback_undeclared = s.fallback_over_cutoff = s.fallback_p2p_disabled = 0;
+  }
+
   // declare() without the open check and timeout bookkeeping.
   void declare_set(std::span<const Declaration> declarations) {
     if (auto failures = bootstrap::run_together(
@@ -255,8 +272,12 @@ class CommunicatorImpl final : public Communicator {
     std::vector<std::unique_ptr<plan::PlanPayload>> payloads;
     std::vector<PreparedPlan*> plans;
     payloads.reserve(declarations.size());
-    for (const auto& d : decisions) {
-      auto prepared = std::make_unique<PreparedPlan>(d.route, d.reason, d.message_bytes);
+    for (std::size_t i = 0; i < decisions.size(); ++i) {
+      const auto& d = decisions[i];
+      const Declaration& declared = declarations[i];
+      auto prepared = std::make_unique<PreparedPlan>(
+          d.route, d.reason, d.message_bytes, declared.input_alignment,
+          static_cast<std::uint64_t>(plan::span_bytes(declared.layout, declared.dtype)));
       plans.push_back(prepared.get());
       payloads.push_back(std::move(prepared));
     }
@@ -271,6 +292,28 @@ class CommunicatorImpl final : public Communicator {
       log::info("declared " + std::to_string(declarations.size()) + " plans:\n" +
                 routing::format_route_table(declarations, decisions));
     }
+    if (boot_->rank() == 0) warn_about_repeated_keys(declarations);
+  }
+
+  // A declaration whose key an earlier one has can never be hit (the first
+  // declared wins): one WARN per declare, naming each such declaration and
+  // the one that takes its calls. Rank 0 only: every rank declared the same.
+  static void warn_about_repeated_keys(std::span<const Declaration> declarations) {
+    if (!log::enabled(LogLevel::warn)) return;
+    const auto repeats = plan::find_repeated_keys(declarations);
+    if (repeats.empty()) return;
+    const auto label = [&](std::size_t i) {
+      return "declarations[" + std::to_string(i) + "] (\"" + declarations[i].name + "\")";
+    };
+    std::string message = "declare: " + std::to_string(repeats.size()) +
+                          " declaration(s) can never be hit, since an earlier one has the same "
+                          "key and the first declared wins:";
+    for (const auto& r : repeats) {
+      message += ' ' + label(r.repeat) + " has the key of " + label(r.first) + " (" +
+                 make_key(declarations[r.first]).to_string() + ");";
+    }
+    message += " remove them, or make their keys differ";
+    log::warn(message);
   }
 
   std::vector<routing::RouteDecision> route_all(std::span<const Declaration> declarations) const {
@@ -329,21 +372,6 @@ class CommunicatorImpl final : public Communicator {
     }
   }
 
-  static void check_call_layout(const char* what, const TensorLayout& layout) {
-    for (int i = 0; i < layout.rank(); ++i) {
-      if (layout.dim(i) < 0) {
-        throw InvalidArgument(std::string(what) + ": layout " + layout.to_string() +
-                              " has a negative dimension " + std::to_string(i));
-      }
-    }
-  }
-
-  static std::string pointer(const void* p) {
-    std::ostringstream out;
-    out << p;
-    return out.str();
-  }
-
   void trace_call(const char* what, DataType dtype, const TensorLayout& layout,
                   const plan::IndexEntry* entry, const CallResult& result) const {
     if (!log::enabled(LogLevel::trace)) return;
@@ -366,6 +394,9 @@ class CommunicatorImpl final : public Communicator {
   std::string fingerprint_;
   RouteCutoffs cutoffs_;  // resolved at create: config > tuning file > defaults
   bool closed_ = false;
+  Stats closed_stats_;  // what stats() returns after close()
+  // The call in progress on this communicator (call_guard.hpp).
+  std::atomic<const char*> call_in_progress_{nullptr};
   // Set when a collective step (bootstrap exchange or fallback reduction)
   // timed out: the ranks' sequences of collectives no longer line up, so the
   // communicator cannot be used again. (A timed-out P2P call is different:

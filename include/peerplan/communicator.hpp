@@ -1,6 +1,15 @@
 // The communicator: lifecycle (create, declare, close) and dispatch of
 // all-reduce and fused add + RMSNorm (DESIGN §4). Collective calls must be
 // made by every rank of the communicator, in the same order.
+//
+// Threads: one thread at a time per communicator, as with NCCL. A call of
+// all_reduce, fused_add_rms_norm, declare, register_buffers,
+// deregister_buffers or close made while another thread is inside one of
+// them on the same communicator throws InvalidUsage and does nothing; use
+// one communicator per thread, or serialise the calls (one thread after
+// another is fine). stats(), reset_stats(), has_plan_for(), plan_for() and
+// the accessors may run on another thread while a call runs, but not
+// while declare() or close() runs.
 #pragma once
 
 #include <mpi.h>
@@ -52,13 +61,32 @@ class Communicator {
   // Strict lookup: throws UndeclaredPlan naming the key.
   virtual PlanInfo plan_for(const PlanKey& key) const = 0;
 
-  // out = sum over ranks of in. in == out is allowed. Never fails on an
-  // undeclared key: it takes the fallback and counts it.
+  // out = sum over ranks of in. in == out is allowed (and any other
+  // overlap of in and out). Never fails on an undeclared key: it takes the
+  // fallback and counts it.
+  //
+  // Argument rules (InvalidArgument names the argument or layout field and
+  // what to change, before anything is read, written or counted):
+  // - dtype is f16, bf16 or f32 (checked first).
+  // - A call whose key matches a declaration has that declaration's
+  //   (validated) layout; its pointers must be non-null and aligned to the
+  //   declaration's input_alignment (16 bytes unless declared larger).
+  // - Any other call: rank 1..8; no negative dimension; a dimension of 0
+  //   makes a call without elements, which does nothing (null pointers and
+  //   any strides allowed); otherwise strides of dimensions larger than 1
+  //   positive and non-overlapping in some order of the dimensions
+  //   (transposed and inner-strided tensors are fine), the tensor spanning
+  //   at most 2^48 bytes (a larger span is a wrong shape or stride), and
+  //   pointers non-null and aligned to the element size.
   virtual CallResult all_reduce(const void* in, void* out, DataType dtype,
                                 const TensorLayout& layout, StreamHandle stream = nullptr) = 0;
 
   // residual = allreduce(inout) + residual; inout = rmsnorm(residual) * weight.
   // inout and residual share `layout`; weight is contiguous [layout.last_dim()].
+  // Rules as for all_reduce, plus: rows contiguous (innermost stride 1),
+  // residual not overlapping inout (their spans must be disjoint), eps
+  // finite and >= 0, weight non-null and element-aligned (a declared
+  // weight was checked at declare).
   virtual CallResult fused_add_rms_norm(void* inout, void* residual, const void* weight,
                                         float eps, DataType dtype, const TensorLayout& layout,
                                         StreamHandle stream = nullptr) = 0;
@@ -82,10 +110,16 @@ class Communicator {
   virtual void deregister_buffers() = 0;
   virtual std::size_t registered_buffer_count() const noexcept = 0;
 
+  // Per-plan hits and fallbacks by reason. After close() both keep
+  // working, so a monitoring thread may outlive the communicator's use:
+  // stats() returns the counts as they stood at close (per plan too) and
+  // reset_stats() zeroes those.
   virtual Stats stats() const = 0;
   virtual void reset_stats() = 0;
 
-  // Collective, idempotent. Every later call but close() throws InvalidUsage.
+  // Collective, idempotent. Later, close() does nothing, stats() and
+  // reset_stats() work as said above, has_plan_for() returns false and the
+  // accessors keep answering; every other call throws InvalidUsage.
   virtual void close() = 0;
   virtual bool is_closed() const noexcept = 0;
 

@@ -13,15 +13,16 @@ namespace peerplan::plan {
 // ("declarations[3] (\"attn_out\")"), the field ("layout.strides[1]"), the
 // value found, and what to change.
 //
-// Rules: non-empty, unique names; a known operation; dtype f16, bf16 or f32;
-// rank 1..8; every dimension positive; explicit strides positive for
-// dimensions of size > 1, innermost stride 1 (unless the innermost dimension
-// has size 1), non-overlapping in row-major order; 16-byte alignment (the
-// innermost run last_dim * element_size and every outer stride, in bytes,
-// multiples of 16; input_alignment a power of two >= 16); a byte extent that
-// fits in 63 bits; fused add+RMSNorm: exactly one non-null weight of length
-// last_dim and an eps that is present, finite and >= 0; all-reduce: no
-// weight and no eps.
+// Rules: non-empty, unique names; a known operation; dtype f16, bf16 or
+// f32; the layout rules of LayoutUse::declaration (layout_rules.hpp: rank
+// 1..8, every dimension positive, positive strides, innermost stride 1,
+// row-major and non-overlapping, rows and outer strides multiples of 16
+// bytes, a byte span of at most 2^48); input_alignment a power of two
+// >= 16; fused add+RMSNorm: exactly one non-null weight of length last_dim,
+// aligned to its element size, and an eps that is present, finite and
+// >= 0; all-reduce: no weight and no eps. The call path checks calls that
+// miss the index against the same layout rules (widened to what the
+// fallback serves), so declarations and calls never disagree.
 void validate_declarations(std::span<const Declaration> declarations);
 
 }  // namespace peerplan::plan

@@ -162,6 +162,13 @@ TEST_F(Validation, ByteExtentMustFitIn63Bits) {
   expect_rejected("layout");
 }
 
+TEST_F(Validation, ByteExtentMustNotExceed2To48) {
+  make_target_all_reduce();
+  target().layout = TensorLayout{std::int64_t{1} << 40, 1024};  // 2^51 bytes of bf16
+  expect_rejected("layout");
+  EXPECT_NE(last_message_.find("2^48"), std::string::npos) << last_message_;
+}
+
 TEST_F(Validation, FusedNeedsExactlyOneWeight) {
   target().weights.clear();
   expect_rejected("weights");
@@ -176,6 +183,11 @@ TEST_F(Validation, FusedWeightLengthMustEqualTheInnermostDimension) {
 
 TEST_F(Validation, FusedWeightMustNotBeNull) {
   target().weights[0].data = nullptr;
+  expect_rejected("weights[0].data");
+}
+
+TEST_F(Validation, FusedWeightMustBeAlignedToItsElement) {
+  target().weights[0].data = reinterpret_cast<const std::byte*>(weight_.data()) + 1;
   expect_rejected("weights[0].data");
 }
 
