@@ -12,6 +12,7 @@
 #include "transport/host/element.hpp"
 #include "transport/host/reduce.hpp"
 #include "transport/host/rms_norm.hpp"
+#include "transport/host/segment_names.hpp"
 #include "transport/host/strided_copy.hpp"
 
 namespace peerplan::transport::host {
@@ -25,17 +26,9 @@ constexpr std::size_t align_up(std::size_t value, std::size_t alignment) {
 constexpr std::int64_t kStridedChunk = 4096;
 
 struct Identity {
-  std::int32_t global_rank;
-  std::uint32_t pid;
+  std::int64_t global_rank;  // 64 bits: no padding goes out in the blob
   std::uint64_t nonce;
 };
-
-std::string hex(std::uint64_t value) {
-  static const char digits[] = "0123456789abcdef";
-  std::string text(16, '0');
-  for (int i = 15; i >= 0; --i, value >>= 4) text[i] = digits[value & 0xf];
-  return text;
-}
 
 const char* phase_text(Signal which) {
   switch (which) {
@@ -77,12 +70,16 @@ HostPeerTransport::HostPeerTransport(bootstrap::Bootstrap& bootstrap,
     throw InvalidArgument("peerplan host backend: the timeout must be positive (got " +
                           std::to_string(timeout.count()) + " ms); set PEERPLAN_TIMEOUT_MS > 0");
   }
-  // A name prefix unique to this job on this node: local rank 0's pid and a
-  // random nonce, so two jobs sharing a machine (and /dev/shm) never collide.
+  // Segments that killed jobs left in /dev/shm (segment_names.hpp says why
+  // this removes only those whose creator is gone). Every rank does it: ranks
+  // of one node may live in different pid namespaces, each sees its own.
+  remove_stale_segments();
+  // A name prefix unique to this job on this node: local rank 0's random
+  // nonce, so two jobs (or transports) sharing /dev/shm never collide; each
+  // rank's own names add its pid namespace and pid, for that cleanup.
   std::random_device entropy;
   const std::uint64_t nonce = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
-  Identity mine{static_cast<std::int32_t>(bootstrap.rank()),
-                static_cast<std::uint32_t>(::getpid()), nonce};
+  const Identity mine{bootstrap.rank(), nonce};
   bootstrap::Blob blob(sizeof mine);
   std::memcpy(blob.data(), &mine, sizeof mine);
   const auto all = bootstrap.local_allgather(blob);
@@ -91,15 +88,16 @@ HostPeerTransport::HostPeerTransport(bootstrap::Bootstrap& bootstrap,
   for (std::size_t i = 0; i < all.size(); ++i) {
     Identity id{};
     std::memcpy(&id, all[i].data(), std::min(sizeof id, all[i].size()));
-    global_ranks_[i] = id.global_rank;
+    global_ranks_[i] = static_cast<int>(id.global_rank);
     if (i == 0) first = id;
   }
-  name_prefix_ = "/peerplan-" + std::to_string(first.pid) + "-" + hex(first.nonce) + "-";
+  name_prefix_ = job_segment_prefix(first.nonce);
+  own_name_prefix_ = creator_segment_prefix(name_prefix_, own_pid_namespace(), ::getpid());
   // Probe with one page per rank, so that a /dev/shm that is missing, not
   // writable or not shared by the node's ranks (separate containers) fails
   // here, where the communicator agrees on enabling P2P, rather than at the
   // first declare. The staging memory itself comes with reserve().
-  PeerSegments::establish(bootstrap_, name_prefix_ + "probe", kSignalAreaBytes).release();
+  PeerSegments::establish(bootstrap_, own_name_prefix_ + "probe", kSignalAreaBytes).release();
 }
 
 HostPeerTransport::~HostPeerTransport() { close(); }
@@ -132,7 +130,7 @@ void HostPeerTransport::reserve(std::size_t max_message_bytes) {
   const std::size_t result_bytes = align_up((max_message_bytes + n - 1) / n + 4, 64);
   slot_bytes_ = align_up(input_bytes_ + result_bytes, 4096);
   ++generation_;
-  segments_ = PeerSegments::establish(bootstrap_, name_prefix_ + "g" + std::to_string(generation_),
+  segments_ = PeerSegments::establish(bootstrap_, own_name_prefix_ + "g" + std::to_string(generation_),
                                       kSignalAreaBytes + 2 * slot_bytes_);
   capacity_ = max_message_bytes;
   sources_.assign(n, nullptr);
