@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "core/fault_injection.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/host/backoff.hpp"
 #include "transport/host/element.hpp"
@@ -230,6 +231,7 @@ void HostPeerTransport::stage_input(Call& call, const TensorLayout& layout, Data
                                     const void* input) {
   pack(layout, element_size(dtype), input, input_region(local_rank_, call.epoch));
   store_signal(own_segment(), Signal::arrive, call.epoch);
+  PEERPLAN_FAULT_POINT("p2p.arrived", bootstrap_.rank());
   wait_for_peers(call, Signal::arrive, call.epoch);
   for (int peer = 0; peer < local_size_; ++peer) sources_[peer] = input_region(peer, call.epoch);
 }
