@@ -15,6 +15,7 @@
 #include "transport/host/rms_norm.hpp"
 #include "transport/host/segment_names.hpp"
 #include "transport/host/strided_copy.hpp"
+#include "transport/peer_call_state.hpp"
 
 namespace peerplan::transport::host {
 namespace {
@@ -22,6 +23,8 @@ namespace {
 constexpr std::size_t align_up(std::size_t value, std::size_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
+
+constexpr std::string_view kBackend = "peerplan host backend";
 
 // Elements reduced at a time before being scattered into a strided output.
 constexpr std::int64_t kStridedChunk = 4096;
@@ -123,6 +126,7 @@ void HostPeerTransport::reserve(std::size_t max_message_bytes) {
   input_bytes_ = slot_bytes_ = 0;
   epoch_ = 0;
   broken_ = false;
+  broken_reason_.clear();
   if (max_message_bytes == 0) return;
 
   const auto n = static_cast<std::size_t>(local_size_);
@@ -147,27 +151,8 @@ std::byte* HostPeerTransport::result_region(int local_rank, std::uint64_t epoch)
 
 HostPeerTransport::Call HostPeerTransport::begin_call(const char* what,
                                                       std::int64_t message_bytes) {
-  if (closed_) {
-    throw InvalidUsage(std::string("peerplan host backend: ") + what +
-                       " after close(); the P2P transport is gone.");
-  }
-  if (broken_) {
-    throw InvalidUsage(std::string("peerplan host backend: ") + what +
-                       " on a P2P transport broken by an earlier timeout (call #" +
-                       std::to_string(epoch_) +
-                       "); reserve() re-creates it on every rank (the communicator does this "
-                       "at the next declare()).");
-  }
-  if (capacity_ == 0) {
-    throw InvalidUsage(std::string("peerplan host backend: ") + what +
-                       " before reserve(): no staging memory.");
-  }
-  if (static_cast<std::size_t>(message_bytes) > capacity_) {
-    throw InvalidArgument(std::string("peerplan host backend: ") + what + " of " +
-                          std::to_string(message_bytes) + " bytes exceeds the reserved " +
-                          std::to_string(capacity_) +
-                          " bytes; such calls must be routed to the fallback.");
-  }
+  begin_peer_call(kBackend, {closed_, broken_, broken_reason_, capacity_}, what,
+                  static_cast<std::size_t>(message_bytes));
   Call call;
   call.epoch = ++epoch_;
   call.deadline = std::chrono::steady_clock::now() + timeout_;
@@ -204,9 +189,7 @@ void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t t
       // Tell the peers, so that they fail at once instead of at their own
       // deadline, and a late one does not complete a call reported failed.
       store_signal(own_segment(), Signal::abandoned, call.epoch);
-      broken_ = true;
-      std::string message = "peerplan host backend: " + std::string(call.what) + " call #" +
-                            std::to_string(call.epoch);
+      std::string message = std::string(call.what) + " call #" + std::to_string(call.epoch);
       if (!missing.empty()) {
         message += (expired ? " timed out after " + std::to_string(timeout_.count()) + " ms"
                             : std::string(" failed")) +
@@ -217,11 +200,9 @@ void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t t
                    join_ranks(gave_up) + " gave up on call #" + std::to_string(gave_up_at) +
                    " after their own timeout";
       }
-      throw Timeout(message +
-                    ". A rank probably stopped calling collectives (crashed, hung, or calls them "
-                    "in a different order than the others). The P2P transport is unusable until "
-                    "reserve() re-creates it (the communicator's next declare()). If the ranks "
-                    "are only slow, raise PEERPLAN_TIMEOUT_MS.");
+      broken_ = true;
+      broken_reason_ = message;
+      throw Timeout(peer_timeout_message(kBackend, message));
     }
     backoff.pause();
   }

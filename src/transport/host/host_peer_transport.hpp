@@ -100,6 +100,7 @@ class HostPeerTransport final : public PeerTransport {
   std::size_t slot_bytes_ = 0;     // input region + two-shot result region
   std::uint64_t epoch_ = 0;
   bool broken_ = false;
+  std::string broken_reason_;  // what broke it, for the calls refused until reserve()
   bool closed_ = false;
   std::vector<const void*> sources_;  // scratch: slot pointers of one call
   std::vector<float> row_values_;     // scratch: one row of the fused op
