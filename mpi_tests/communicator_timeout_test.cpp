@@ -9,10 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "core/fault_injection.hpp"
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
 #include "support/communicator_test_support.hpp"
@@ -166,6 +169,57 @@ INSTANTIATE_TEST_SUITE_P(Routes, P2PTimeout,
                          [](const ::testing::TestParamInfo<Op>& info) {
                            return std::string(to_string(info.param));
                          });
+
+// A rank missing at declare's reserve() (PEERPLAN_FAULT_INJECT makes the
+// last rank sleep right before it): the others wait in reserve()'s
+// agreement and must raise Timeout naming it after one timeout, not two.
+// (A reserve() whose failure, Timeout included, went through a second
+// exchange to be agreed on waited a second full timeout for the same
+// rank.) The bound is below twice the timeout, so that would fail here.
+TEST(ReserveTimeout, ARankMissingAtDeclaresReserveIsNamedWithinOneTimeout) {
+  PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "P2P routes need every rank on one node");
+  using namespace std::chrono;
+  constexpr auto timeout = 2000ms;
+  constexpr auto bound = timeout + 1500ms;  // < 2 * timeout
+  static_assert(bound < 2 * timeout);
+  const int late = test_size() - 1;
+  Config config;
+  config.timeout = timeout;
+  auto comm = create_on_world(config);
+  ASSERT_TRUE(comm->p2p_enabled());
+  const std::vector<Declaration> set{Declaration::all_reduce("small", DataType::f32, {2, 64})};
+
+  // Late by more than two timeouts: a second exchange would not meet it either.
+  const std::string rule = "declare.before_reserve@" + std::to_string(late) +
+                           ":sleep=" + std::to_string((2 * timeout + 1000ms).count());
+  ::setenv("PEERPLAN_FAULT_INJECT", rule.c_str(), 1);
+  fault::reload_for_tests();
+  std::optional<Attempt> mine;
+  if (test_rank() != late) {
+    mine = attempt([&] { comm->declare(set); });
+  } else {
+    try {
+      comm->declare(set);  // its peers are gone by the time it wakes up
+    } catch (const Error&) {
+    }
+  }
+  ::unsetenv("PEERPLAN_FAULT_INJECT");
+  fault::reload_for_tests();
+  MPI_Barrier(test_comm());
+
+  const double bound_ms = duration<double, std::milli>(bound).count();
+  const double timeout_ms = duration<double, std::milli>(timeout).count();
+  if (mine) {
+    EXPECT_TRUE(mine->timed_out) << "expected peerplan::Timeout, got: " << mine->other_error;
+    EXPECT_LT(mine->elapsed_ms, bound_ms)
+        << "detection took more than one timeout: " << mine->message;
+    EXPECT_GE(mine->elapsed_ms, 0.9 * timeout_ms)
+        << "gave up before the timeout: " << mine->message;
+    EXPECT_TRUE(names_rank(mine->message, late))
+        << "the message must name the missing rank " << late << ": " << mine->message;
+    EXPECT_NE(mine->message.find("PEERPLAN_TIMEOUT_MS"), std::string::npos) << mine->message;
+  }
+}
 
 // The fallback: the last rank makes an undeclared call only after the
 // others' timeout expired. They raise Timeout within the bound (MPI cannot

@@ -16,6 +16,7 @@
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/row_clusters.hpp"
 #include "transport/cuda/kernel_args.hpp"
+#include "transport/peer_call_state.hpp"
 
 namespace peerplan::transport::cuda {
 namespace {
@@ -42,6 +43,8 @@ const char* phase_text(std::uint32_t phase) {
   }
   return "?";
 }
+
+constexpr std::string_view kBackend = "peerplan cuda backend";
 
 constexpr std::uint32_t kProbePattern = 0x5eed0000u;
 
@@ -334,16 +337,15 @@ void CudaPeerTransport::check_error_word(const char* what) {
   const int peer = static_cast<int>(word->peer);
   const std::string peer_name =
       peer >= 0 && peer < local_size_ ? std::to_string(global_ranks_[peer]) : "?";
-  std::string message = "peerplan cuda backend: P2P call #" + std::to_string(word->epoch) +
-                        " (detected at " + what + ") ";
+  std::string message =
+      "P2P call #" + std::to_string(word->epoch) + " (detected at " + what + ") ";
   if (static_cast<ErrorCode>(code) == ErrorCode::unregistered_buffer) {
     broken_reason_ = message + "failed: rank " + peer_name +
                      " named a registered buffer that this rank has no mapping of";
-    throw InvalidUsage(broken_reason_ +
+    throw InvalidUsage(std::string(kBackend) + ": " + broken_reason_ +
                        ". Buffers were deregistered while a captured CUDA graph still reads "
                        "them: capture graphs again after deregister_buffers(), or keep the "
-                       "buffers registered. The P2P transport is unusable until reserve() "
-                       "re-creates it (the communicator's next declare()).");
+                       "buffers registered. " + std::string(kUnusableUntilReserve));
   }
   if (static_cast<ErrorCode>(code) == ErrorCode::timeout) {
     message += "timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank " +
@@ -353,35 +355,13 @@ void CudaPeerTransport::check_error_word(const char* what) {
                "rank waited for it to " + std::string(phase_text(word->phase));
   }
   broken_reason_ = message;
-  throw Timeout(message +
-                ". A rank probably stopped calling collectives (crashed, hung, or calls them in a "
-                "different order than the others). The P2P transport is unusable until "
-                "reserve() re-creates it (the communicator's next declare()). If the ranks are "
-                "only slow, raise PEERPLAN_TIMEOUT_MS.");
+  throw Timeout(peer_timeout_message(kBackend, message));
 }
 
 void CudaPeerTransport::begin_call(const char* what, std::size_t message_bytes) {
-  if (closed_) {
-    throw InvalidUsage(std::string("peerplan cuda backend: ") + what +
-                       " after close(); the P2P transport is gone.");
-  }
-  check_error_word(what);
-  if (broken_) {
-    throw InvalidUsage(std::string("peerplan cuda backend: ") + what +
-                       " on a P2P transport broken by an earlier timeout (" + broken_reason_ +
-                       "); reserve() re-creates it on every rank (the communicator does this at "
-                       "the next declare()).");
-  }
-  if (capacity_ == 0) {
-    throw InvalidUsage(std::string("peerplan cuda backend: ") + what +
-                       " before reserve(): no staging memory.");
-  }
-  if (message_bytes > capacity_) {
-    throw InvalidArgument(std::string("peerplan cuda backend: ") + what + " of " +
-                          std::to_string(message_bytes) + " bytes exceeds the reserved " +
-                          std::to_string(capacity_) +
-                          " bytes; such calls must be routed to the fallback.");
-  }
+  // A closed transport refuses the call before its error word is read.
+  if (!closed_) check_error_word(what);
+  begin_peer_call(kBackend, {closed_, broken_, broken_reason_, capacity_}, what, message_bytes);
 }
 
 void CudaPeerTransport::check_launch(cudaError_t status, const char* what) {

@@ -7,12 +7,15 @@
 #include <random>
 #include <vector>
 
+#include "core/fault_injection.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/host/backoff.hpp"
 #include "transport/host/element.hpp"
 #include "transport/host/reduce.hpp"
 #include "transport/host/rms_norm.hpp"
+#include "transport/host/segment_names.hpp"
 #include "transport/host/strided_copy.hpp"
+#include "transport/peer_call_state.hpp"
 
 namespace peerplan::transport::host {
 namespace {
@@ -21,21 +24,15 @@ constexpr std::size_t align_up(std::size_t value, std::size_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
+constexpr std::string_view kBackend = "peerplan host backend";
+
 // Elements reduced at a time before being scattered into a strided output.
 constexpr std::int64_t kStridedChunk = 4096;
 
 struct Identity {
-  std::int32_t global_rank;
-  std::uint32_t pid;
+  std::int64_t global_rank;  // 64 bits: no padding goes out in the blob
   std::uint64_t nonce;
 };
-
-std::string hex(std::uint64_t value) {
-  static const char digits[] = "0123456789abcdef";
-  std::string text(16, '0');
-  for (int i = 15; i >= 0; --i, value >>= 4) text[i] = digits[value & 0xf];
-  return text;
-}
 
 const char* phase_text(Signal which) {
   switch (which) {
@@ -77,12 +74,16 @@ HostPeerTransport::HostPeerTransport(bootstrap::Bootstrap& bootstrap,
     throw InvalidArgument("peerplan host backend: the timeout must be positive (got " +
                           std::to_string(timeout.count()) + " ms); set PEERPLAN_TIMEOUT_MS > 0");
   }
-  // A name prefix unique to this job on this node: local rank 0's pid and a
-  // random nonce, so two jobs sharing a machine (and /dev/shm) never collide.
+  // Segments that killed jobs left in /dev/shm (segment_names.hpp says why
+  // this removes only those whose creator is gone). Every rank does it: ranks
+  // of one node may live in different pid namespaces, each sees its own.
+  remove_stale_segments();
+  // A name prefix unique to this job on this node: local rank 0's random
+  // nonce, so two jobs (or transports) sharing /dev/shm never collide; each
+  // rank's own names add its pid namespace and pid, for that cleanup.
   std::random_device entropy;
   const std::uint64_t nonce = (static_cast<std::uint64_t>(entropy()) << 32) | entropy();
-  Identity mine{static_cast<std::int32_t>(bootstrap.rank()),
-                static_cast<std::uint32_t>(::getpid()), nonce};
+  const Identity mine{bootstrap.rank(), nonce};
   bootstrap::Blob blob(sizeof mine);
   std::memcpy(blob.data(), &mine, sizeof mine);
   const auto all = bootstrap.local_allgather(blob);
@@ -91,15 +92,16 @@ HostPeerTransport::HostPeerTransport(bootstrap::Bootstrap& bootstrap,
   for (std::size_t i = 0; i < all.size(); ++i) {
     Identity id{};
     std::memcpy(&id, all[i].data(), std::min(sizeof id, all[i].size()));
-    global_ranks_[i] = id.global_rank;
+    global_ranks_[i] = static_cast<int>(id.global_rank);
     if (i == 0) first = id;
   }
-  name_prefix_ = "/peerplan-" + std::to_string(first.pid) + "-" + hex(first.nonce) + "-";
+  name_prefix_ = job_segment_prefix(first.nonce);
+  own_name_prefix_ = creator_segment_prefix(name_prefix_, own_pid_namespace(), ::getpid());
   // Probe with one page per rank, so that a /dev/shm that is missing, not
   // writable or not shared by the node's ranks (separate containers) fails
   // here, where the communicator agrees on enabling P2P, rather than at the
   // first declare. The staging memory itself comes with reserve().
-  PeerSegments::establish(bootstrap_, name_prefix_ + "probe", kSignalAreaBytes).release();
+  PeerSegments::establish(bootstrap_, own_name_prefix_ + "probe", kSignalAreaBytes).release();
 }
 
 HostPeerTransport::~HostPeerTransport() { close(); }
@@ -124,6 +126,7 @@ void HostPeerTransport::reserve(std::size_t max_message_bytes) {
   input_bytes_ = slot_bytes_ = 0;
   epoch_ = 0;
   broken_ = false;
+  broken_reason_.clear();
   if (max_message_bytes == 0) return;
 
   const auto n = static_cast<std::size_t>(local_size_);
@@ -132,7 +135,7 @@ void HostPeerTransport::reserve(std::size_t max_message_bytes) {
   const std::size_t result_bytes = align_up((max_message_bytes + n - 1) / n + 4, 64);
   slot_bytes_ = align_up(input_bytes_ + result_bytes, 4096);
   ++generation_;
-  segments_ = PeerSegments::establish(bootstrap_, name_prefix_ + "g" + std::to_string(generation_),
+  segments_ = PeerSegments::establish(bootstrap_, own_name_prefix_ + "g" + std::to_string(generation_),
                                       kSignalAreaBytes + 2 * slot_bytes_);
   capacity_ = max_message_bytes;
   sources_.assign(n, nullptr);
@@ -148,27 +151,8 @@ std::byte* HostPeerTransport::result_region(int local_rank, std::uint64_t epoch)
 
 HostPeerTransport::Call HostPeerTransport::begin_call(const char* what,
                                                       std::int64_t message_bytes) {
-  if (closed_) {
-    throw InvalidUsage(std::string("peerplan host backend: ") + what +
-                       " after close(); the P2P transport is gone.");
-  }
-  if (broken_) {
-    throw InvalidUsage(std::string("peerplan host backend: ") + what +
-                       " on a P2P transport broken by an earlier timeout (call #" +
-                       std::to_string(epoch_) +
-                       "); reserve() re-creates it on every rank (the communicator does this "
-                       "at the next declare()).");
-  }
-  if (capacity_ == 0) {
-    throw InvalidUsage(std::string("peerplan host backend: ") + what +
-                       " before reserve(): no staging memory.");
-  }
-  if (static_cast<std::size_t>(message_bytes) > capacity_) {
-    throw InvalidArgument(std::string("peerplan host backend: ") + what + " of " +
-                          std::to_string(message_bytes) + " bytes exceeds the reserved " +
-                          std::to_string(capacity_) +
-                          " bytes; such calls must be routed to the fallback.");
-  }
+  begin_peer_call(kBackend, {closed_, broken_, broken_reason_, capacity_}, what,
+                  static_cast<std::size_t>(message_bytes));
   Call call;
   call.epoch = ++epoch_;
   call.deadline = std::chrono::steady_clock::now() + timeout_;
@@ -205,9 +189,7 @@ void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t t
       // Tell the peers, so that they fail at once instead of at their own
       // deadline, and a late one does not complete a call reported failed.
       store_signal(own_segment(), Signal::abandoned, call.epoch);
-      broken_ = true;
-      std::string message = "peerplan host backend: " + std::string(call.what) + " call #" +
-                            std::to_string(call.epoch);
+      std::string message = std::string(call.what) + " call #" + std::to_string(call.epoch);
       if (!missing.empty()) {
         message += (expired ? " timed out after " + std::to_string(timeout_.count()) + " ms"
                             : std::string(" failed")) +
@@ -218,11 +200,9 @@ void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t t
                    join_ranks(gave_up) + " gave up on call #" + std::to_string(gave_up_at) +
                    " after their own timeout";
       }
-      throw Timeout(message +
-                    ". A rank probably stopped calling collectives (crashed, hung, or calls them "
-                    "in a different order than the others). The P2P transport is unusable until "
-                    "reserve() re-creates it (the communicator's next declare()). If the ranks "
-                    "are only slow, raise PEERPLAN_TIMEOUT_MS.");
+      broken_ = true;
+      broken_reason_ = message;
+      throw Timeout(peer_timeout_message(kBackend, message));
     }
     backoff.pause();
   }
@@ -232,6 +212,7 @@ void HostPeerTransport::stage_input(Call& call, const TensorLayout& layout, Data
                                     const void* input) {
   pack(layout, element_size(dtype), input, input_region(local_rank_, call.epoch));
   store_signal(own_segment(), Signal::arrive, call.epoch);
+  PEERPLAN_FAULT_POINT("p2p.arrived", bootstrap_.rank());
   wait_for_peers(call, Signal::arrive, call.epoch);
   for (int peer = 0; peer < local_size_; ++peer) sources_[peer] = input_region(peer, call.epoch);
 }

@@ -26,8 +26,9 @@ namespace peerplan::transport::host {
 
 class HostPeerTransport final : public PeerTransport {
  public:
-  // Collective over every rank of `bootstrap`: picks a job-unique segment
-  // name prefix and probes shared memory with one page per rank (throws
+  // Collective over every rank of `bootstrap`: removes the segments of
+  // dead jobs from /dev/shm (remove_stale_segments), picks a job-unique
+  // segment name prefix and probes shared memory with one page per rank (throws
   // SystemError on every rank if any rank cannot create or map it; leaves
   // nothing in /dev/shm). Only node-local ranks exchange data: the
   // communicator uses this transport only when the job is on one node.
@@ -63,8 +64,9 @@ class HostPeerTransport final : public PeerTransport {
   void close() override;
 
   // Diagnostics and tests.
-  // Every segment of this job on this node is named "<prefix>g<gen>l<rank>";
-  // in /dev/shm it appears without the leading '/'.
+  // Every segment of this job on this node starts with this prefix (the
+  // same on every rank): "<prefix>n<pid namespace>-p<pid>-g<gen>l<rank>"
+  // (segment_names.hpp); in /dev/shm it appears without the leading '/'.
   const std::string& segment_name_prefix() const noexcept { return name_prefix_; }
   std::uint64_t epoch() const noexcept { return epoch_; }
   bool broken() const noexcept { return broken_; }
@@ -88,7 +90,8 @@ class HostPeerTransport final : public PeerTransport {
   int local_rank_ = 0;
   int local_size_ = 1;
   std::vector<int> global_ranks_;  // by local rank, for error messages
-  std::string name_prefix_;
+  std::string name_prefix_;      // the job's
+  std::string own_name_prefix_;  // this rank's: name_prefix_ + creator
   std::uint64_t generation_ = 0;
 
   PeerSegments segments_;
@@ -97,6 +100,7 @@ class HostPeerTransport final : public PeerTransport {
   std::size_t slot_bytes_ = 0;     // input region + two-shot result region
   std::uint64_t epoch_ = 0;
   bool broken_ = false;
+  std::string broken_reason_;  // what broke it, for the calls refused until reserve()
   bool closed_ = false;
   std::vector<const void*> sources_;  // scratch: slot pointers of one call
   std::vector<float> row_values_;     // scratch: one row of the fused op

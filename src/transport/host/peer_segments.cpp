@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "bootstrap/fail_together.hpp"
+#include "core/fault_injection.hpp"
 #include "peerplan/errors.hpp"
 
 namespace peerplan::transport::host {
@@ -49,6 +50,9 @@ PeerSegments PeerSegments::establish(bootstrap::Bootstrap& bootstrap,
   } catch (const SystemError& e) {
     error = e.what();
   }
+  // A rank killed here leaves its name in /dev/shm; the next host transport
+  // created on this node removes it (remove_stale_segments).
+  if (own.mapped()) PEERPLAN_FAULT_POINT("shm.created", bootstrap.rank());
 
   // Publish only a segment that is fully set up (zero-filled inside create).
   const auto published = bootstrap.local_allgather(encode(bytes, own.mapped() ? own_name : ""));

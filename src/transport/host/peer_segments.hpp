@@ -6,7 +6,9 @@
 //   4. an agreement: once it returns, every rank has mapped everything it
 //      will map, so each rank removes its own name (shm_unlink) right away.
 // From then on nothing of the job is visible in /dev/shm: the memory goes
-// away with the last mapping, even if every process is killed.
+// away with the last mapping, even if every process is killed. A rank
+// killed between 1 and 4 leaves its name behind; names carry their
+// creator's pid so that a later job removes it (segment_names.hpp).
 #pragma once
 
 #include <cstddef>
