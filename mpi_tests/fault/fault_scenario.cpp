@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -226,7 +227,25 @@ int main(int argc, char** argv) {
   say("closed ms=" + std::to_string(
                          std::chrono::duration<double, std::milli>(Clock::now() - close_start).count()));
   comm.reset();
+  // Open MPI 4.1's MPI_Finalize itself sometimes hangs once a rank of the
+  // job was killed (measured: 1 run in 30 of a plain MPI program that does
+  // nothing but kill one rank and finalize the others, no peerplan). After a
+  // kill, a finalize that has not returned in 15 s is reported as such and
+  // the rank exits; the driver accepts that only in kill scenarios.
+  std::atomic<bool> finalized{false};
+  if (!s.victim_alive()) {
+    std::thread([&finalized] {
+      for (int i = 0; i < 150 && !finalized.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (!finalized.load()) {
+        say("finalize-stuck (inside Open MPI's MPI_Finalize after a rank was killed)");
+        std::_Exit(0);
+      }
+    }).detach();
+  }
   MPI_Finalize();
+  finalized = true;
   say("finalized");
   return 0;
 }
