@@ -34,7 +34,7 @@ namespace peerplan::cuda_test {
 namespace {
 
 constexpr const char* kProtocolVariable = "PEERPLAN_ONE_SHOT_PROTOCOL";
-// A communicator mixing the protocols: Lamport up to this many bytes, LL above.
+// A communicator mixing the protocols: LL lines up to this many bytes, Lamport above.
 constexpr const char* kMixedThreshold = "16384";
 
 // A communicator whose push one-shot calls use `protocol`; every declared

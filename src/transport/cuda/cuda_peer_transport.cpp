@@ -31,7 +31,7 @@ struct DeviceIdentity {
   char pci_bus_id[32];
   // Pick kernel variants: every rank must use the same values.
   std::uint64_t fused_lines_max_bytes;
-  std::uint64_t lamport_max_bytes;
+  std::uint64_t one_shot_lines_max_bytes;
 };
 
 const char* phase_text(std::uint32_t phase) {
@@ -74,31 +74,33 @@ std::uint64_t fused_lines_max_bytes() {
   return env_count("PEERPLAN_FUSED_LL_MAX_BYTES", kFusedLinesMaxBytes);
 }
 
-// Push one-shot calls up to this many bytes use the Lamport protocol
-// (cuda/one_shot_lamport.cu), larger ones LL lines. PEERPLAN_ONE_SHOT_PROTOCOL
-// picks it: `ll` (0), `lamport` (every size), a byte count (Lamport up to
-// it: both protocols on one communicator), `auto` or unset: Lamport at
-// every size until the two are measured against each other on GPU hosts
-// (it sends half the link bytes of LL lines and has no flag words). Must
-// agree on every rank: sender and receiver must run the same protocol.
-constexpr std::uint64_t kLamportEverySize = ~std::uint64_t{0};
-constexpr std::uint64_t kLamportAutoMaxBytes = kLamportEverySize;
+// Push one-shot calls up to this many bytes use LL lines, larger ones the
+// Lamport protocol (cuda/one_shot_lamport.cu). Measured on 2x H200, bf16,
+// CUDA graphs (benchmarks/RESULTS.md, session 4): LL 2.93 / 3.80 us at 1 KiB
+// / 64 KiB against Lamport's 3.40 / 4.30; Lamport 4.95 / 9.27 / 20.3 us at
+// 256 KiB / 1 MiB / 4 MiB against LL's 5.24 / 11.9 / 32.2 (it sends half
+// the link bytes: no flag words). PEERPLAN_ONE_SHOT_PROTOCOL picks it: `ll`
+// (LL at every size), `lamport` (Lamport at every size), a byte count N
+// (LL up to N, Lamport above), `auto` or unset: LL up to 64 KiB. Must agree
+// on every rank: sender and receiver must run the same protocol.
+constexpr std::uint64_t kLinesEverySize = ~std::uint64_t{0};
+constexpr std::uint64_t kLinesAutoMaxBytes = 64 * 1024;
 
-std::uint64_t one_shot_lamport_max_bytes() {
+std::uint64_t one_shot_lines_max_bytes() {
   const char* name = "PEERPLAN_ONE_SHOT_PROTOCOL";
   const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return kLamportAutoMaxBytes;
+  if (text == nullptr || *text == '\0') return kLinesAutoMaxBytes;
   std::string value(text);
   for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (value == "auto") return kLamportAutoMaxBytes;
-  if (value == "ll") return 0;
-  if (value == "lamport") return kLamportEverySize;
+  if (value == "auto") return kLinesAutoMaxBytes;
+  if (value == "ll") return kLinesEverySize;
+  if (value == "lamport") return 0;
   char* end = nullptr;
   const unsigned long long bytes = std::strtoull(text, &end, 10);
   if (end == text || *end != '\0' || *text == '-') {
     throw InvalidArgument(std::string(name) + "=" + text +
-                          " is not auto, ll, lamport or a byte count (Lamport up to it, LL "
-                          "lines above); set one of those, or unset it");
+                          " is not auto, ll, lamport or a byte count (LL lines up to it, "
+                          "Lamport above); set one of those, or unset it");
   }
   return bytes;
 }
@@ -156,8 +158,8 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     peers_.fused_ll_max_bytes = fused_lines_max_bytes();
     mine.fused_lines_max_bytes = peers_.fused_ll_max_bytes;
     // Pull mode has its own one-shot: no Lamport region then.
-    lamport_limit_ = pull ? 0 : one_shot_lamport_max_bytes();
-    mine.lamport_max_bytes = lamport_limit_;
+    lines_limit_ = pull ? kLinesEverySize : one_shot_lines_max_bytes();
+    mine.one_shot_lines_max_bytes = lines_limit_;
   } catch (const Error& e) {
     error = e.what();
   }
@@ -176,7 +178,7 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
               "; set the same value (or none) on every rank";
       continue;
     }
-    if (peer.lamport_max_bytes != mine.lamport_max_bytes) {
+    if (peer.one_shot_lines_max_bytes != mine.one_shot_lines_max_bytes) {
       error = "peerplan cuda backend: PEERPLAN_ONE_SHOT_PROTOCOL differs between rank " +
               std::to_string(mine.global_rank) + " and rank " + std::to_string(peer.global_rank) +
               "; set the same value (or none) on every rank";
@@ -305,9 +307,9 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes) {
   const std::size_t slot = sub_slot * static_cast<std::size_t>(local_size_);
   // The Lamport one-shot's region after the slots, filled with the
   // sentinel: 2 parities x (ranks - 1) sources x the largest message it may
-  // carry (none when PEERPLAN_ONE_SHOT_PROTOCOL=ll or in pull mode).
-  const std::size_t lamport_bytes =
-      static_cast<std::size_t>(std::min<std::uint64_t>(lamport_limit_, max_message_bytes));
+  // carry (none when every message fits LL lines: PEERPLAN_ONE_SHOT_PROTOCOL
+  // =ll, pull mode, or no declared message above the LL limit).
+  const std::size_t lamport_bytes = max_message_bytes > lines_limit_ ? max_message_bytes : 0;
   const std::size_t lamport_sub = lamport_bytes == 0 || local_size_ < 2
                                       ? 0
                                       : cuda_kernels::lamport_sub_slot_bytes_for(lamport_bytes);
@@ -394,11 +396,12 @@ bool CudaPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
   const auto stream = static_cast<cudaStream_t>(args.stream);
   const auto type = element_type(args.dtype);
   if (!pull_) {
-    // One-shot: Lamport up to peers_.lamport_max_bytes, LL lines above.
+    // One-shot: LL lines up to lines_limit_, Lamport above (its region holds
+    // every declared message above that limit).
     check_launch(route == Route::two_shot
                      ? cuda_kernels::launch_two_shot(peers_, type, args.in, args.out, layout,
                                                      count, stream)
-                 : bytes <= peers_.lamport_max_bytes
+                 : bytes > lines_limit_ && bytes <= peers_.lamport_max_bytes
                      ? cuda_kernels::launch_one_shot_lamport(peers_, type, args.in, args.out,
                                                              layout, count, stream)
                      : cuda_kernels::launch_one_shot(peers_, type, args.in, args.out, layout,

@@ -74,7 +74,8 @@ class CudaPeerTransport final : public PeerTransport {
   cuda_kernels::PeerSet peers_{};
   // PEERPLAN_ONE_SHOT_PROTOCOL as a byte limit (0 in pull mode); reserve()
   // sizes the Lamport region for min(this, capacity).
-  std::uint64_t lamport_limit_ = 0;
+  // Push one-shot: LL lines up to this many bytes, Lamport above.
+  std::uint64_t lines_limit_ = 0;
   cuda_kernels::DeviceError* error_host_ = nullptr;  // pinned, mapped
   std::size_t capacity_ = 0;
   bool broken_ = false;
