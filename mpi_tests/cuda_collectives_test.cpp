@@ -79,15 +79,15 @@ TEST(CudaAllReduce, DefaultCutoffsRouteBySize) {
   PEERPLAN_MPI_SKIP_IF(size() != 2, "the CUDA defaults are measured for two ranks only");
   auto comm = create_cuda();
   // The measured 2-rank defaults (src/routing/cutoffs.cpp): one-shot up to
-  // 1 MiB, two-shot up to 64 MiB, larger all-reduces to NCCL as over_cutoff.
-  const std::int64_t small = 256 * 1024, medium = 3 * 512 * 1024, large = 33 * 1024 * 1024;  // bf16 elements
+  // 4 MiB, two-shot up to 64 MiB, larger all-reduces to NCCL as over_cutoff.
+  const std::int64_t small = 256 * 1024, medium = 3 * 1024 * 1024, large = 33 * 1024 * 1024;  // bf16 elements
   const std::vector<Declaration> declared{
       Declaration::all_reduce("small", DataType::bf16, vector_of(small)),
       Declaration::all_reduce("medium", DataType::bf16, vector_of(medium)),
       Declaration::all_reduce("large", DataType::bf16, vector_of(large))};
   comm->declare(declared);
   check_all_reduce(*comm, DataType::bf16, vector_of(small), Route::one_shot);   // 512 KiB
-  check_all_reduce(*comm, DataType::bf16, vector_of(medium), Route::two_shot);  // 3 MiB
+  check_all_reduce(*comm, DataType::bf16, vector_of(medium), Route::two_shot);  // 6 MiB
   check_all_reduce(*comm, DataType::bf16, vector_of(large), Route::fallback);   // 66 MiB
   EXPECT_EQ(comm->stats().fallback_over_cutoff, 1u);
   comm->close();

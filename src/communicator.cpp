@@ -258,12 +258,15 @@ class CommunicatorImpl final : public Communicator {
     auto decisions = route_all(declarations);
     PEERPLAN_FAULT_POINT("declare.before_reserve", boot_->rank());
     if (p2p_enabled_) {
-      std::size_t max_bytes = 0;
-      for (const auto& d : decisions)
+      std::size_t max_bytes = 0, max_one_shot_bytes = 0;
+      for (const auto& d : decisions) {
         if (is_p2p(d.route)) max_bytes = std::max(max_bytes, d.message_bytes);
+        if (d.route == Route::one_shot) max_one_shot_bytes = std::max(max_one_shot_bytes, d.message_bytes);
+      }
       // A Timeout in reserve() propagates (the communicator is then
       // broken); any other failure disables P2P on every rank alike.
-      if (auto failures = bootstrap::run_together(*boot_, [&] { peer_->reserve(max_bytes); })) {
+      if (auto failures = bootstrap::run_together(
+              *boot_, [&] { peer_->reserve(max_bytes, max_one_shot_bytes); })) {
         disable_p2p("preparing the staging buffers failed: " + failures->message);
         decisions = route_all(declarations);
       }

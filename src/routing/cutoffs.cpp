@@ -26,7 +26,10 @@
 // which is not worth its 1 GiB of staging per rank; the fused op beats
 // NCCL + a separate add + RMSNorm at every measured size up to 64 MiB, by
 // 13% at 14 MiB and 5% at 64 MiB. So: one-shot 1 MiB, two-shot
-// (1 MiB, 64 MiB], fused 16 MiB. Other world sizes are not measured yet:
+// (1 MiB, 64 MiB], fused 16 MiB. Session 4 added the Lamport one-shot
+// (half the link bytes of LL lines): one-shot 20.4 us at 4 MiB against
+// two-shot's 23.2, 78.9 at 16 MiB against 60.7 (CUDA graphs, bf16): the
+// one-shot limit is 4 MiB since. Other world sizes are not measured yet:
 // one-shot and fused scale by the (n-1) copies each rank pushes, and
 // two-shot stays off (a route must never be slower than the fallback it
 // replaces). peerplan_tune measures a machine's own crossovers and writes
@@ -54,7 +57,7 @@ std::size_t host_one_shot_limit(int world_size) noexcept {
   return limit < kOneShotCap ? limit : kOneShotCap;
 }
 
-constexpr std::size_t kCudaOneShotTwoRanks = 1 * MiB;
+constexpr std::size_t kCudaOneShotTwoRanks = 4 * MiB;
 constexpr std::size_t kCudaTwoShotMaxTwoRanks = 64 * MiB;
 constexpr std::size_t kCudaFusedTwoRanks = 16 * MiB;
 

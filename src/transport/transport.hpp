@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 
@@ -50,7 +51,10 @@ class PeerTransport {
   // everything. It is also the recovery after a Timeout: a transport whose
   // wait timed out refuses calls (InvalidUsage) until reserve() re-creates
   // the buffers and resets the call epochs on every rank.
-  virtual void reserve(std::size_t max_message_bytes) = 0;
+  // `max_one_shot_bytes`: the largest plan routed one-shot (a transport may
+  // keep memory for that route only up to it; SIZE_MAX: not known).
+  virtual void reserve(std::size_t max_message_bytes,
+                       std::size_t max_one_shot_bytes = SIZE_MAX) = 0;
   virtual std::size_t capacity_bytes() const noexcept = 0;
   // Collective, in the same order on every rank. `route` is one_shot or
   // two_shot. Every wait is bounded by the timeout: Timeout names the ranks

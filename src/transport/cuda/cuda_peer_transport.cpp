@@ -283,14 +283,18 @@ void CudaPeerTransport::close() {
   capacity_ = 0;
 }
 
-void CudaPeerTransport::reserve(std::size_t max_message_bytes) {
+void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_one_shot_bytes) {
   if (closed_) {
     throw InvalidUsage("peerplan cuda backend: reserve() after close(); create a new communicator.");
   }
   if (error_host_ != nullptr && *static_cast<volatile std::uint32_t*>(&error_host_->code) != 0) {
     broken_ = true;
   }
-  const bool needs_rebuild = broken_ || max_message_bytes != capacity_;
+  // The Lamport region holds the one-shot messages above the LL limit.
+  const std::size_t one_shot_bytes = std::min(max_message_bytes, max_one_shot_bytes);
+  const std::size_t lamport_bytes = one_shot_bytes > lines_limit_ ? one_shot_bytes : 0;
+  const bool needs_rebuild =
+      broken_ || max_message_bytes != capacity_ || lamport_bytes != lamport_capacity_;
   // Every rank rebuilds, or none: a rank that timed out resets every rank's epochs.
   if (bootstrap_.agree(!needs_rebuild)) return;
 
@@ -299,6 +303,7 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes) {
   slabs_.release(bootstrap_);
   std::memset(error_host_, 0, sizeof(DeviceError));
   capacity_ = 0;
+  lamport_capacity_ = 0;
   broken_ = false;
   broken_reason_.clear();
   if (max_message_bytes == 0) return;
@@ -306,10 +311,9 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes) {
   const std::size_t sub_slot = cuda_kernels::sub_slot_bytes_for(max_message_bytes, local_size_);
   const std::size_t slot = sub_slot * static_cast<std::size_t>(local_size_);
   // The Lamport one-shot's region after the slots, filled with the
-  // sentinel: 2 parities x (ranks - 1) sources x the largest message it may
-  // carry (none when every message fits LL lines: PEERPLAN_ONE_SHOT_PROTOCOL
-  // =ll, pull mode, or no declared message above the LL limit).
-  const std::size_t lamport_bytes = max_message_bytes > lines_limit_ ? max_message_bytes : 0;
+  // sentinel: 2 parities x (ranks - 1) sources x the largest one-shot
+  // message it may carry (none when every one-shot message fits LL lines:
+  // PEERPLAN_ONE_SHOT_PROTOCOL=ll, pull mode, or no such declared message).
   const std::size_t lamport_sub = lamport_bytes == 0 || local_size_ < 2
                                       ? 0
                                       : cuda_kernels::lamport_sub_slot_bytes_for(lamport_bytes);
@@ -328,6 +332,7 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes) {
   peers_.lamport_sub_slot_bytes = lamport_sub;
   peers_.lamport_max_bytes = lamport_sub == 0 ? 0 : lamport_bytes;
   capacity_ = max_message_bytes;
+  lamport_capacity_ = lamport_bytes;
 }
 
 void CudaPeerTransport::check_error_word(const char* what) {

@@ -42,7 +42,8 @@ class CudaPeerTransport final : public PeerTransport {
                     bool pull);
   ~CudaPeerTransport() override;
 
-  void reserve(std::size_t max_message_bytes) override;
+  void reserve(std::size_t max_message_bytes,
+               std::size_t max_one_shot_bytes = SIZE_MAX) override;
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
   bool all_reduce(Route route, const AllReduceArgs& args) override;
   void fused_add_rms_norm(const FusedArgs& args) override;
@@ -76,6 +77,7 @@ class CudaPeerTransport final : public PeerTransport {
   // sizes the Lamport region for min(this, capacity).
   // Push one-shot: LL lines up to this many bytes, Lamport above.
   std::uint64_t lines_limit_ = 0;
+  std::size_t lamport_capacity_ = 0;  // bytes the Lamport region holds per source
   cuda_kernels::DeviceError* error_host_ = nullptr;  // pinned, mapped
   std::size_t capacity_ = 0;
   bool broken_ = false;

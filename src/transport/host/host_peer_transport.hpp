@@ -43,7 +43,8 @@ class HostPeerTransport final : public PeerTransport {
   // Throws SystemError on every rank when any rank cannot create or map its
   // segment (capacity_bytes() is then 0), Mismatch when ranks pass
   // different sizes, Timeout from the bootstrap.
-  void reserve(std::size_t max_message_bytes) override;
+  void reserve(std::size_t max_message_bytes,
+               std::size_t max_one_shot_bytes = SIZE_MAX) override;
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
 
   // Collective. Throws InvalidArgument (route not one_shot/two_shot,
