@@ -77,12 +77,12 @@ void describe_locality(bootstrap::Bootstrap& bootstrap, const Config& config) {
   std::optional<std::string> local_error;
   std::string where;
   try {
-    const auto topology = topology::Topology::load(config.topology_file);
-    const auto binding = topology.process_binding();
+    const auto topology = topology::Topology::shared(config.topology_file);
+    const auto binding = topology->process_binding();
     std::ostringstream out;
-    out << "topology " << topology.source() << ": cpus " << binding.cpus << ", NUMA nodes";
+    out << "topology " << topology->source() << ": cpus " << binding.cpus << ", NUMA nodes";
     for (int node : binding.numa_nodes) out << ' ' << node;
-    out << ", " << topology.gpus().size() << " GPU(s) visible";
+    out << ", " << topology->gpus().size() << " GPU(s) visible";
     where = out.str();
   } catch (const Error& e) {
     local_error = e.what();
