@@ -86,7 +86,9 @@ std::optional<std::string> find_declaration_mismatch(bootstrap::Bootstrap& boots
 
   const auto digests_of = [&](int rank) {
     std::vector<std::uint64_t> list(gathered[rank].size() / sizeof(std::uint64_t));
-    std::memcpy(list.data(), gathered[rank].data(), list.size() * sizeof(std::uint64_t));
+    // An empty set (declare({})) gathers no bytes: memcpy must not see null.
+    if (!list.empty())
+      std::memcpy(list.data(), gathered[rank].data(), list.size() * sizeof(std::uint64_t));
     return list;
   };
   const auto reference = digests_of(0);
