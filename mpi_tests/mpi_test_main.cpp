@@ -35,6 +35,8 @@ namespace {
 // A private duplicate of MPI_COMM_WORLD: the verdict exchange must never
 // match (or be matched by) messages of the tests themselves.
 MPI_Comm g_sync_comm = MPI_COMM_NULL;
+// The tests' own communicator (mpi_test::test_comm()).
+MPI_Comm g_test_comm = MPI_COMM_NULL;
 int g_rank = 0;
 int g_size = 1;
 int g_thread_level = MPI_THREAD_SINGLE;
@@ -245,6 +247,7 @@ namespace peerplan::mpi_test {
 int world_rank() { return g_rank; }
 int world_size() { return g_size; }
 int thread_level() { return g_thread_level; }
+MPI_Comm test_comm() { return g_test_comm; }
 
 bool any_rank(bool value) { return max_over_ranks(value ? 1 : 0, "any_rank()") != 0; }
 bool all_ranks(bool value) { return max_over_ranks(value ? 0 : 1, "all_ranks()") == 0; }
@@ -258,6 +261,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   MPI_Comm_dup(MPI_COMM_WORLD, &g_sync_comm);
+  MPI_Comm_dup(MPI_COMM_WORLD, &g_test_comm);
 
   ::testing::InitGoogleTest(&argc, argv);
 
@@ -280,6 +284,7 @@ int main(int argc, char** argv) {
   // (a suite's SetUpTestSuite, environments).
   const int global = max_over_ranks(local, "the end of the test program");
 
+  MPI_Comm_free(&g_test_comm);
   MPI_Comm_free(&g_sync_comm);
   MPI_Finalize();
   return global;

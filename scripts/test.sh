@@ -1,12 +1,31 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite (unit tests,
-# MPI tests at 2, 3 and 4 ranks, the install/consumer test). Exits non-zero
-# on any failure. GPU tests skip visibly where no GPU is visible.
+# MPI tests at 2, 3 and 4 ranks, the install/consumer test), then the same
+# unit and MPI tests again in a second build under AddressSanitizer + UBSan
+# (host backend; scripts/sanitizers/stage.sh says what runs there and why).
+# Exits non-zero on any failure. GPU tests skip visibly where no GPU is
+# visible.
+#
+#   PEERPLAN_SKIP_SANITIZERS=1        skip the sanitizer stage (local runs; CI runs it)
+#   PEERPLAN_SANITIZER_BUILD_DIR=dir  its build directory (default: build-asan/)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup-common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/sanitizers/stage.sh"
 
+start=$SECONDS
 install_missing_packages
 report_cuda
 configure_and_build
 log "running the test suite"
-ctest --test-dir "$BUILD_DIR" --output-on-failure --parallel "$(nproc)" ${PEERPLAN_CTEST_ARGS:-}
+status=0
+ctest --test-dir "$BUILD_DIR" --output-on-failure --parallel "$(nproc)" ${PEERPLAN_CTEST_ARGS:-} || status=$?
+log "test suite: $([ $status -eq 0 ] && echo passed || echo FAILED) ($((SECONDS - start)) s so far)"
+
+if [ "${PEERPLAN_SKIP_SANITIZERS:-0}" = 1 ]; then
+  log "sanitizer stage skipped (PEERPLAN_SKIP_SANITIZERS=1)"
+else
+  # Runs even when the suite failed: its findings often explain the failure.
+  run_sanitizer_stage || status=1
+fi
+log "total: $((SECONDS - start)) s"
+exit $status

@@ -24,17 +24,10 @@ bool all_ranks(bool value);
 bool any_rank(bool value);
 
 // The tests' own communicator for synchronising and comparing ranks (a
-// duplicate of MPI_COMM_WORLD). The first call is collective (every rank
-// runs the same tests in the same order, so every rank makes it at the same
-// point). Never freed: MPI_Finalize releases it.
-inline MPI_Comm test_comm() {
-  static const MPI_Comm comm = [] {
-    MPI_Comm dup = MPI_COMM_NULL;
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    return dup;
-  }();
-  return comm;
-}
+// duplicate of MPI_COMM_WORLD), created by main() right after MPI_Init and
+// freed before MPI_Finalize (which does not free communicators: a leak
+// checker would report it).
+MPI_Comm test_comm();
 
 }  // namespace peerplan::mpi_test
 

@@ -76,12 +76,12 @@ std::string static_p2p_obstacle(const bootstrap::Bootstrap& bootstrap, const Con
 void describe_locality(bootstrap::Bootstrap& bootstrap, const Config& config) {
   std::string where;
   if (auto failures = bootstrap::run_together(bootstrap, [&] {
-        const auto topology = topology::Topology::load(config.topology_file);
-        const auto binding = topology.process_binding();
+        const auto topology = topology::Topology::shared(config.topology_file);
+        const auto binding = topology->process_binding();
         std::ostringstream out;
-        out << "topology " << topology.source() << ": cpus " << binding.cpus << ", NUMA nodes";
+        out << "topology " << topology->source() << ": cpus " << binding.cpus << ", NUMA nodes";
         for (int node : binding.numa_nodes) out << ' ' << node;
-        out << ", " << topology.gpus().size() << " GPU(s) visible";
+        out << ", " << topology->gpus().size() << " GPU(s) visible";
         where = out.str();
       })) {
     throw InvalidArgument("create: cannot load the topology (" + failures->message + ")");

@@ -69,9 +69,9 @@ void locate(const std::vector<RankGpu>& ranks, const Config& config,
   std::vector<topology::PciAddress> addresses;
   std::vector<topology::NvlinkEnds> ends;
   try {
-    const auto topology = topology::Topology::load(config.topology_file);
+    const auto topology = topology::Topology::shared(config.topology_file);
     for (const RankGpu& rank : ranks) {
-      const auto location = rank.bus_id.empty() ? std::nullopt : topology.find_gpu(rank.bus_id);
+      const auto location = rank.bus_id.empty() ? std::nullopt : topology->find_gpu(rank.bus_id);
       if (!location) return;
       gpus.push_back(*location);
       addresses.push_back(location->address);

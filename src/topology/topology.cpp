@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <new>
 #include <system_error>
 
@@ -206,6 +208,68 @@ Topology Topology::load_xml(const std::string& path) {
 
 Topology Topology::load(const std::string& topology_file) {
   return topology_file.empty() ? load_live() : load_xml(topology_file);
+}
+
+namespace {
+
+// What identifies the content of a topology file without reading it.
+struct FileStamp {
+  std::uintmax_t size = 0;
+  std::filesystem::file_time_type modified{};
+  bool operator==(const FileStamp&) const = default;
+};
+
+std::optional<FileStamp> stamp_of(const std::string& path) {
+  std::error_code error;
+  FileStamp stamp;
+  stamp.size = std::filesystem::file_size(path, error);
+  if (error) return std::nullopt;
+  stamp.modified = std::filesystem::last_write_time(path, error);
+  if (error) return std::nullopt;
+  return stamp;
+}
+
+struct CachedTopology {
+  FileStamp stamp;  // unused for the live machine
+  std::shared_ptr<const Topology> topology;
+};
+
+// Never destroyed: a communicator created (or destroyed) from another
+// static's destructor must still find it. Reachable from here, so leak
+// checkers do not count it.
+struct TopologyCache {
+  std::mutex mutex;
+  std::shared_ptr<const Topology> live;
+  std::map<std::string, CachedTopology> files;
+};
+
+TopologyCache& topology_cache() {
+  static auto* cache = new TopologyCache;
+  return *cache;
+}
+
+}  // namespace
+
+std::shared_ptr<const Topology> Topology::shared(const std::string& topology_file) {
+  TopologyCache& cache = topology_cache();
+  // Loads happen under the lock: concurrent first calls load once, and a
+  // load is rare (once per process and source).
+  const std::lock_guard lock(cache.mutex);
+  if (topology_file.empty()) {
+    if (!cache.live) cache.live = std::make_shared<const Topology>(load_live());
+    return cache.live;
+  }
+  const auto stamp = stamp_of(topology_file);
+  if (!stamp) {
+    cache.files.erase(topology_file);
+    return std::make_shared<const Topology>(load_xml(topology_file));  // throws the helpful error
+  }
+  if (const auto it = cache.files.find(topology_file);
+      it != cache.files.end() && it->second.stamp == *stamp)
+    return it->second.topology;
+  auto topology = std::make_shared<const Topology>(load_xml(topology_file));
+  cache.files[topology_file] = CachedTopology{*stamp, topology};
+  return topology;
 }
 
 CpuBinding Topology::process_binding() const {

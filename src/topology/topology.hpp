@@ -35,6 +35,16 @@ class Topology {
   static Topology load_xml(const std::string& path);
   // load_live() when topology_file is empty, else load_xml(topology_file).
   static Topology load(const std::string& topology_file);
+  // Like load(), but loaded once per process and per source, then shared:
+  // the live machine is discovered on the first call only (hwloc's
+  // discovery costs milliseconds and leaves ~1 KiB behind in hwloc's
+  // internals on every load, so a process creating many communicators must
+  // not repeat it); an XML file is re-read only when its size or
+  // modification time changed since it was cached. Errors are not cached
+  // (a missing file fails on every call, as with load()). Thread-safe; the
+  // result is immutable and every const member may be called from several
+  // threads at once.
+  static std::shared_ptr<const Topology> shared(const std::string& topology_file);
 
   Topology(Topology&&) noexcept;
   Topology& operator=(Topology&&) noexcept;
