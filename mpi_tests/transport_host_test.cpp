@@ -161,13 +161,12 @@ class HostTransport : public ::testing::Test {
                          "the host P2P transport is used only when the job is on one node");
     p2p_ = std::make_unique<host::HostPeerTransport>(*bootstrap_, timeout);
     p2p_->reserve(kCapacity);
-    MPI_Comm_dup(MPI_COMM_WORLD, &fallback_comm_);
-    fallback_ = std::make_unique<host::MpiFallback>(fallback_comm_, timeout);
+    fallback_ = std::make_unique<host::MpiFallback>(
+        bootstrap::OwnedComm::duplicate(MPI_COMM_WORLD, kGenerousTimeout, "test"), timeout);
   }
   void teardown() {
     if (fallback_) fallback_->close();
     fallback_.reset();
-    if (fallback_comm_ != MPI_COMM_NULL) MPI_Comm_free(&fallback_comm_);
     p2p_.reset();
     bootstrap_.reset();
   }
@@ -190,7 +189,6 @@ class HostTransport : public ::testing::Test {
 
   std::unique_ptr<bootstrap::Bootstrap> bootstrap_;
   std::unique_ptr<host::HostPeerTransport> p2p_;
-  MPI_Comm fallback_comm_ = MPI_COMM_NULL;
   std::unique_ptr<host::MpiFallback> fallback_;
 };
 

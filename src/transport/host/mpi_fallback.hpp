@@ -5,14 +5,24 @@
 // P2P path. Messages are staged in a private contiguous buffer (strided
 // layouts are packed there), so that MPI never touches user memory after a
 // call returned, even when it returned by Timeout.
+//
+// What an abandoned reduction uses (communicator, datatype, operation,
+// staging buffer) must outlive it: MPI completes it whenever the late rank
+// arrives, possibly after close() and until MPI_Finalize. So the fallback
+// owns its communicator, reaps completed reductions, and close() hands what
+// is still pending, with everything it uses, to a keeper that never frees it.
 #pragma once
 
 #include <mpi.h>
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "bootstrap/owned_comm.hpp"
 #include "transport/host/mpi_reduction_types.hpp"
 #include "transport/transport.hpp"
 
@@ -20,35 +30,46 @@ namespace peerplan::transport::host {
 
 class MpiFallback final : public FallbackTransport {
  public:
-  // `comm` (the communicator's own duplicate) stays owned by the caller and
-  // must remain valid until close(). Not collective.
-  MpiFallback(MPI_Comm comm, std::chrono::milliseconds timeout);
+  // Takes `comm` (a duplicate no one else uses; its rank is the rank in the
+  // user's communicator) and sets MPI_ERRORS_RETURN on it. Not collective.
+  MpiFallback(bootstrap::OwnedComm comm, std::chrono::milliseconds timeout);
   ~MpiFallback() override;
 
   // Collective over `comm`. Throws Timeout when the reduction does not
   // complete within the timeout (a rank did not call), MpiError,
-  // InvalidArgument, InvalidUsage after close().
+  // InvalidArgument (before any MPI call: unknown dtype, null pointers),
+  // InvalidUsage after close().
   void all_reduce(const AllReduceArgs& args) override;
   void fused_add_rms_norm(const FusedArgs& args) override;
-  // Frees the MPI datatype and operations. Local; idempotent.
+  // Local; idempotent. Frees the communicator, datatype and operations, or,
+  // when a timed-out reduction may still be running in MPI, hands them to a
+  // process-lifetime keeper (logged at INFO).
   void close() override;
 
   // Reductions abandoned by a Timeout that MPI has not completed yet (their
   // staging buffers stay alive until it does). For tests and diagnostics.
   std::size_t pending_abandoned() noexcept;
+  // The fallback's communicator (MPI_COMM_NULL after close()). For tests.
+  MPI_Comm comm() const noexcept { return comm_.get(); }
 
  private:
+  // One reduction MPI still owns: its requests (one per piece of at most
+  // 2^30 elements) and the buffer they read and write.
   struct Abandoned {
-    MPI_Request request;
+    std::vector<MPI_Request> requests;
     std::vector<std::byte> buffer;
   };
-  // Reduces staging_[0, count) in place across the ranks.
-  void reduce_staging(DataType dtype, std::int64_t count, const char* what);
-  void check_open(const char* what) const;
+  enum class Kind : std::uint8_t { all_reduce = 0, fused = 1 };
 
-  MPI_Comm comm_;
+  // Reduces staging_[0, count) in place across the ranks.
+  void reduce(Kind kind, DataType dtype, std::int64_t count);
+  void check_open(const char* what) const;
+  static void check_dtype(DataType dtype, const char* what);
+
+  bootstrap::OwnedComm comm_;
   std::chrono::milliseconds timeout_;
-  MpiReductionTypes types_;
+  int rank_ = 0;
+  std::unique_ptr<MpiReductionTypes> types_;
   std::vector<std::byte> staging_;
   std::vector<Abandoned> abandoned_;
   bool closed_ = false;
