@@ -6,6 +6,22 @@
 // layouts are packed there), so that MPI never touches user memory after a
 // call returned, even when it returned by Timeout.
 //
+// Every rank gets the same verdict for a call. After its reduction completed
+// (or its wait expired) each rank tells the others, on the fallback's own
+// communicator (point-to-point messages with a per-call tag, which never
+// interfere with the collectives), through a bounded allgather:
+//   - completed in time: "ok", then it waits for every rank's verdict, at
+//     most a timeout (plus a quarter for the messages' transit) after its
+//     reduction completed;
+//   - not completed within the timeout, or completed but this rank got to
+//     its verdict only after its own deadline (it was stalled): "gave up",
+//     then a roll call of at most half the timeout learns who is there.
+// The call succeeds only where every rank said "ok" for the same call;
+// otherwise every rank that returns raises Timeout (Mismatch when the ranks
+// made different calls, MpiError when MPI failed on a rank), naming the
+// ranks that gave up or never answered. Why no rank can succeed while
+// another fails: see reduce() in mpi_fallback.cpp.
+//
 // What an abandoned reduction uses (communicator, datatype, operation,
 // staging buffer) must outlive it: MPI completes it whenever the late rank
 // arrives, possibly after close() and until MPI_Finalize. So the fallback
@@ -23,6 +39,7 @@
 #include <vector>
 
 #include "bootstrap/owned_comm.hpp"
+#include "bootstrap/timed_exchange.hpp"
 #include "transport/host/mpi_reduction_types.hpp"
 #include "transport/transport.hpp"
 
@@ -35,14 +52,15 @@ class MpiFallback final : public FallbackTransport {
   MpiFallback(bootstrap::OwnedComm comm, std::chrono::milliseconds timeout);
   ~MpiFallback() override;
 
-  // Collective over `comm`. Throws Timeout when the reduction does not
-  // complete within the timeout (a rank did not call), MpiError,
-  // InvalidArgument (before any MPI call: unknown dtype, null pointers),
-  // InvalidUsage after close().
+  // Collective over `comm`. Throws Timeout on every rank when the reduction
+  // did not complete within the timeout on some rank, or a rank did not
+  // confirm it (see above); Mismatch when ranks made different calls;
+  // MpiError; InvalidArgument (before any MPI call: unknown dtype, null
+  // pointers); InvalidUsage after close().
   void all_reduce(const AllReduceArgs& args) override;
   void fused_add_rms_norm(const FusedArgs& args) override;
   // Local; idempotent. Frees the communicator, datatype and operations, or,
-  // when a timed-out reduction may still be running in MPI, hands them to a
+  // when a timed-out call may still be running in MPI, hands them to a
   // process-lifetime keeper (logged at INFO).
   void close() override;
 
@@ -61,7 +79,8 @@ class MpiFallback final : public FallbackTransport {
   };
   enum class Kind : std::uint8_t { all_reduce = 0, fused = 1 };
 
-  // Reduces staging_[0, count) in place across the ranks.
+  // Reduces staging_[0, count) in place across the ranks, then agrees on
+  // the verdict with every rank.
   void reduce(Kind kind, DataType dtype, std::int64_t count);
   void check_open(const char* what) const;
   static void check_dtype(DataType dtype, const char* what);
@@ -69,9 +88,15 @@ class MpiFallback final : public FallbackTransport {
   bootstrap::OwnedComm comm_;
   std::chrono::milliseconds timeout_;
   int rank_ = 0;
+  int size_ = 1;
+  std::uint64_t calls_ = 0;  // fallback calls made, for messages
   std::unique_ptr<MpiReductionTypes> types_;
+  std::unique_ptr<bootstrap::detail::TimedExchange> verdicts_;
   std::vector<std::byte> staging_;
   std::vector<Abandoned> abandoned_;
+  // A verdict exchange timed out: point-to-point messages of it may still be
+  // in flight on comm_, so close() keeps comm_ alive.
+  bool exchange_abandoned_ = false;
   bool closed_ = false;
 };
 
