@@ -1,7 +1,7 @@
 // A rank that stops participating makes the others raise peerplan::Timeout
-// within the configured bound (not hang), naming the missing rank where the
-// library can know it (the P2P flag barriers; MPI cannot tell which rank
-// is missing from a collective); afterwards the ranks get back in sync:
+// within the configured bound (not hang), naming the missing rank (the P2P
+// flag barriers; the fallback through its verdict exchange after the MPI
+// reduction); afterwards the ranks get back in sync:
 // re-declaring re-creates the P2P transport on every rank, and the next
 // calls are correct again.
 #include <mpi.h>
@@ -222,9 +222,10 @@ TEST(ReserveTimeout, ARankMissingAtDeclaresReserveIsNamedWithinOneTimeout) {
 }
 
 // The fallback: the last rank makes an undeclared call only after the
-// others' timeout expired. They raise Timeout within the bound (MPI cannot
-// say which rank is missing); the late rank's call completes against the
-// reductions they abandoned, or fails, but must not hang. A timed-out
+// others' timeout expired. They raise Timeout within the bound, naming it;
+// the late rank's reduction completes against the ones they abandoned, but
+// it must not return a result they did not get: it raises Timeout too, and
+// must not hang (communicator_fallback_fault_test has more). A timed-out
 // fallback reduction leaves the ranks' sequences of MPI collectives out of
 // step, so the communicator is unusable afterwards on the ranks that timed
 // out: every later call there is a clear InvalidUsage, not a hang or a
@@ -247,15 +248,12 @@ TEST(FallbackTimeout, LateRankMakesOthersTimeOutAndANewCommunicatorWorks) {
   } else {
     std::this_thread::sleep_for(kTimeout + 500ms);
     const auto start = Clock::now();
-    try {
-      comm->all_reduce(in.data(), out.data(), DataType::f32, layout);
-    } catch (const Error&) {
-      // Allowed: the peers gave up on this call.
-    }
+    EXPECT_THROW(comm->all_reduce(in.data(), out.data(), DataType::f32, layout), Timeout)
+        << "the peers gave up on this call: the late rank must not use its result";
     EXPECT_LT(Clock::now() - start, kTimeout + kSlack) << "the late call must not hang";
   }
   MPI_Barrier(test_comm());
-  expect_timed_out_in_bound(mine ? &*mine : nullptr, /*must_name_missing_rank=*/false, late);
+  expect_timed_out_in_bound(mine ? &*mine : nullptr, /*must_name_missing_rank=*/true, late);
 
   if (mine && mine->timed_out) {
     // Local checks only: the late rank makes no call here.

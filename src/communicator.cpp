@@ -47,7 +47,6 @@ class CommunicatorImpl final : public Communicator {
     auto setup = communicator::select_backend(comm, *boot_, config_);
     backend_ = setup.backend;
     peer_ = std::move(setup.peer);
-    fallback_comm_ = std::move(setup.fallback_comm);
     fallback_ = std::move(setup.fallback);
     p2p_enabled_ = peer_ != nullptr;
     p2p_disabled_reason_ = setup.p2p_disabled_reason;
@@ -192,6 +191,8 @@ class CommunicatorImpl final : public Communicator {
     // waits for the device to be idle before it unmaps anything. Each is
     // bounded by about the timeout (CUDA backend: + 2 s; it leaks, with a
     // WARN, what a kernel that never ends may still use).
+    // The host (MPI) fallback frees its communicator, or keeps what a
+    // reduction abandoned by a timeout still uses until the process exits.
     if (fallback_) fallback_->close();
     if (peer_) peer_->close();
     peer_.reset();
@@ -207,7 +208,6 @@ class CommunicatorImpl final : public Communicator {
         log::warn(std::string("close: peers did not reach close(): ") + e.what());
       }
     }
-    fallback_comm_.reset();
   }
 
   bool is_closed() const noexcept override { return closed_; }
@@ -390,7 +390,6 @@ class CommunicatorImpl final : public Communicator {
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   Backend backend_ = Backend::host;
   std::unique_ptr<transport::PeerTransport> peer_;
-  communicator::OwnedComm fallback_comm_;  // outlives fallback_, which uses it
   std::unique_ptr<transport::FallbackTransport> fallback_;
   bool p2p_enabled_ = false;
   std::string p2p_disabled_reason_;

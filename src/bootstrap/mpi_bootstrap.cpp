@@ -1,5 +1,7 @@
 #include "bootstrap/mpi_bootstrap.hpp"
 
+#include "bootstrap/bounded_dup.hpp"
+
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,33 +45,11 @@ using detail::TimedExchange;
 constexpr TimedExchange::Lane kWorldLane{0, 2};
 constexpr TimedExchange::Lane kNodeLane{1, 2};
 
-// MPI_Comm_idup writes the new communicator's handle when the duplication
-// completes, which may be long after this rank gave up on it: a rank that
-// calls create() late matches the duplications the others abandoned and
-// completes them. So the handle lives on the heap with its request, never
-// in a stack frame that is gone by then.
-struct Duplication {
-  MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Request request = MPI_REQUEST_NULL;
-};
-
-// A nonblocking collective can be neither cancelled nor freed
-// (MPI_Request_free is erroneous on it), and MPI may still write into an
-// abandoned one's handle. Only timeouts put anything here, and the job is
-// broken by then: the memory (and the duplicate, should it complete) is kept
-// until exit on purpose.
-void keep_until_exit(std::unique_ptr<Duplication> abandoned) {
-  static std::mutex mutex;
-  static auto* graveyard = new std::vector<std::unique_ptr<Duplication>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  graveyard->push_back(std::move(abandoned));
-}
-
 // The one collective on the user's communicator, bounded. Which rank is
 // missing cannot be known here: a collective says nothing about who has
 // joined it, and peerplan never sends point-to-point messages on the user's
 // communicator (the application's wildcard receives could take them).
-MPI_Comm duplicate_within(MPI_Comm user_comm, std::chrono::milliseconds timeout) {
+MPI_Comm duplicate_user_comm(MPI_Comm user_comm, std::chrono::milliseconds timeout) {
   int rank = 0;
   int size = 0;
   check_mpi(MPI_Comm_rank(user_comm, &rank), "MPI_Comm_rank");
@@ -78,32 +58,12 @@ MPI_Comm duplicate_within(MPI_Comm user_comm, std::chrono::milliseconds timeout)
             " is duplicating the communicator (the first step of create; waits at most " +
             std::to_string(timeout.count()) + " ms for every rank to get there)");
   const auto start = std::chrono::steady_clock::now();
-  auto duplication = std::make_unique<Duplication>();
-  check_mpi(MPI_Comm_idup(user_comm, &duplication->comm, &duplication->request), "MPI_Comm_idup");
-  const auto deadline = start + timeout;
-  for (unsigned polls = 0;; ++polls) {
-    int done = 0;
-    const int rc = MPI_Test(&duplication->request, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      keep_until_exit(std::move(duplication));  // MPI may still complete it
-      check_mpi(rc, "MPI_Test(MPI_Comm_idup)");
-    }
-    if (done) {
-      log::info("bootstrap: rank " + std::to_string(rank) + " duplicated the communicator in " +
-                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::steady_clock::now() - start)
-                                   .count()) +
-                " ms");
-      return duplication->comm;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      keep_until_exit(std::move(duplication));
-      throw Timeout(
-          "bootstrap: duplicating the communicator (MPI_Comm_idup, the first step of create) "
-          "timed out after " + std::to_string(timeout.count()) + " ms on rank " +
-          std::to_string(rank) + ": not every one of its " + std::to_string(size) +
-          " ranks joined. peerplan cannot tell which rank is missing here: a collective on "
-          "your communicator does not say who has joined it, and peerplan never sends "
+  const MPI_Comm dup = bootstrap::duplicate_within(
+      user_comm, timeout, "bootstrap (the first step of create)",
+      "not every one of the " + std::to_string(size) + " ranks joined (seen on rank " +
+          std::to_string(rank) +
+          "). peerplan cannot tell which rank is missing here: a collective on your "
+          "communicator does not say who has joined it, and peerplan never sends "
           "point-to-point messages on your communicator (your wildcard receives could take "
           "them). A rank did not call create(), crashed, or called it after this rank's "
           "timeout; with PEERPLAN_DEBUG=INFO every rank logs 'rank R of N is duplicating the "
@@ -111,9 +71,12 @@ MPI_Comm duplicate_within(MPI_Comm user_comm, std::chrono::milliseconds timeout)
           "missing. Raise PEERPLAN_TIMEOUT_MS if ranks are merely slow to get there. A rank "
           "that arrives late times out too; once every rank has called create() the same "
           "number of times, a new create() on every rank works");
-    }
-    if (polls >= 32) std::this_thread::sleep_for(std::chrono::microseconds(10));
-  }
+  log::info("bootstrap: rank " + std::to_string(rank) + " duplicated the communicator in " +
+            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - start)
+                               .count()) +
+            " ms");
+  return dup;
 }
 
 std::vector<int> all_ranks(MPI_Comm comm) {
@@ -128,8 +91,7 @@ class MpiBootstrap final : public Bootstrap {
  public:
   MpiBootstrap(MPI_Comm user_comm, std::chrono::milliseconds timeout) {
     try {
-      comm_ = duplicate_within(user_comm, timeout);
-      check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+      comm_ = duplicate_user_comm(user_comm, timeout);
       world_.emplace(comm_, timeout, all_ranks(comm_), kWorldLane);
       PEERPLAN_FAULT_POINT("bootstrap.duplicated", world_->rank());
       find_nodes(timeout);

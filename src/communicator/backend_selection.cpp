@@ -151,9 +151,13 @@ void enable_p2p_if_agreed(bootstrap::Bootstrap& bootstrap, const Config& config,
 
 void create_host_transports(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config,
                             BackendSetup& setup) {
-  bootstrap.barrier();  // bounded: every rank is here before the unbounded MPI_Comm_dup
-  setup.fallback_comm = OwnedComm::duplicate(comm);
-  setup.fallback = transport::host::make_mpi_fallback(setup.fallback_comm.get(), config.timeout);
+  // A bounded barrier first names a missing rank; the duplication is
+  // bounded as well. The fallback owns the duplicate from then on.
+  bootstrap.barrier();
+  setup.fallback = transport::host::make_mpi_fallback(
+      bootstrap::OwnedComm::duplicate(comm, config.timeout,
+                                      "create (the MPI fallback's communicator)"),
+      config.timeout);
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up shared memory", [&] {
     return transport::host::make_host_peer_transport(bootstrap, config.timeout);
   });

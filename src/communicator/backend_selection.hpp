@@ -9,7 +9,6 @@
 #include <mpi.h>
 
 #include "bootstrap/bootstrap.hpp"
-#include "communicator/owned_comm.hpp"
 #include "peerplan/config.hpp"
 #include "transport/transport.hpp"
 
@@ -28,7 +27,6 @@ void check_config_agreement(bootstrap::Bootstrap& bootstrap, const Config& confi
 struct BackendSetup {
   Backend backend = Backend::host;
   std::unique_ptr<transport::PeerTransport> peer;  // null: P2P disabled on every rank
-  OwnedComm fallback_comm;  // declared before `fallback`, which uses it: destroyed after it
   std::unique_ptr<transport::FallbackTransport> fallback;
   std::string p2p_disabled_reason;                 // empty when peer is set
 };

@@ -3,6 +3,8 @@
 #include "transport/host/host_peer_transport.hpp"
 #include "transport/host/mpi_fallback.hpp"
 
+#include <utility>
+
 namespace peerplan::transport::host {
 
 std::unique_ptr<PeerTransport> make_host_peer_transport(bootstrap::Bootstrap& bootstrap,
@@ -10,9 +12,9 @@ std::unique_ptr<PeerTransport> make_host_peer_transport(bootstrap::Bootstrap& bo
   return std::make_unique<HostPeerTransport>(bootstrap, timeout);
 }
 
-std::unique_ptr<FallbackTransport> make_mpi_fallback(MPI_Comm comm,
+std::unique_ptr<FallbackTransport> make_mpi_fallback(bootstrap::OwnedComm comm,
                                                      std::chrono::milliseconds timeout) {
-  return std::make_unique<MpiFallback>(comm, timeout);
+  return std::make_unique<MpiFallback>(std::move(comm), timeout);
 }
 
 }  // namespace peerplan::transport::host

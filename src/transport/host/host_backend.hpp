@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/owned_comm.hpp"
 #include "transport/transport.hpp"
 
 namespace peerplan::transport::host {
@@ -18,9 +19,10 @@ namespace peerplan::transport::host {
 std::unique_ptr<PeerTransport> make_host_peer_transport(bootstrap::Bootstrap& bootstrap,
                                                         std::chrono::milliseconds timeout);
 
-// MPI fallback on `comm` (the communicator's own duplicate, which it keeps
-// owning and must keep valid until close()). Not collective.
-std::unique_ptr<FallbackTransport> make_mpi_fallback(MPI_Comm comm,
+// MPI fallback on `comm` (the communicator's own duplicate), which it owns
+// from now on: it frees it at close(), or keeps it until the process exits
+// when a timed-out reduction may still run on it. Not collective.
+std::unique_ptr<FallbackTransport> make_mpi_fallback(bootstrap::OwnedComm comm,
                                                      std::chrono::milliseconds timeout);
 
 }  // namespace peerplan::transport::host

@@ -5,14 +5,41 @@
 // P2P path. Messages are staged in a private contiguous buffer (strided
 // layouts are packed there), so that MPI never touches user memory after a
 // call returned, even when it returned by Timeout.
+//
+// Every rank gets the same verdict for a call. After its reduction completed
+// (or its wait expired) each rank tells the others, on the fallback's own
+// communicator (point-to-point messages with a per-call tag, which never
+// interfere with the collectives), through a bounded allgather:
+//   - completed in time: "ok", then it waits for every rank's verdict, at
+//     most a timeout (plus a quarter for the messages' transit) after its
+//     reduction completed;
+//   - not completed within the timeout, or completed but this rank got to
+//     its verdict only after its own deadline (it was stalled): "gave up",
+//     then a roll call of at most half the timeout learns who is there.
+// The call succeeds only where every rank said "ok" for the same call;
+// otherwise every rank that returns raises Timeout (Mismatch when the ranks
+// made different calls, MpiError when MPI failed on a rank), naming the
+// ranks that gave up or never answered. Why no rank can succeed while
+// another fails: see reduce() in mpi_fallback.cpp.
+//
+// What an abandoned reduction uses (communicator, datatype, operation,
+// staging buffer) must outlive it: MPI completes it whenever the late rank
+// arrives, possibly after close() and until MPI_Finalize. So the fallback
+// owns its communicator, reaps completed reductions, and close() hands what
+// is still pending, with everything it uses, to a keeper that never frees it.
 #pragma once
 
 #include <mpi.h>
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "bootstrap/owned_comm.hpp"
+#include "bootstrap/timed_exchange.hpp"
 #include "transport/host/mpi_reduction_types.hpp"
 #include "transport/transport.hpp"
 
@@ -20,37 +47,56 @@ namespace peerplan::transport::host {
 
 class MpiFallback final : public FallbackTransport {
  public:
-  // `comm` (the communicator's own duplicate) stays owned by the caller and
-  // must remain valid until close(). Not collective.
-  MpiFallback(MPI_Comm comm, std::chrono::milliseconds timeout);
+  // Takes `comm` (a duplicate no one else uses; its rank is the rank in the
+  // user's communicator) and sets MPI_ERRORS_RETURN on it. Not collective.
+  MpiFallback(bootstrap::OwnedComm comm, std::chrono::milliseconds timeout);
   ~MpiFallback() override;
 
-  // Collective over `comm`. Throws Timeout when the reduction does not
-  // complete within the timeout (a rank did not call), MpiError,
-  // InvalidArgument, InvalidUsage after close().
+  // Collective over `comm`. Throws Timeout on every rank when the reduction
+  // did not complete within the timeout on some rank, or a rank did not
+  // confirm it (see above); Mismatch when ranks made different calls;
+  // MpiError; InvalidArgument (before any MPI call: unknown dtype, null
+  // pointers); InvalidUsage after close().
   void all_reduce(const AllReduceArgs& args) override;
   void fused_add_rms_norm(const FusedArgs& args) override;
-  // Frees the MPI datatype and operations. Local; idempotent.
+  // Local; idempotent. Frees the communicator, datatype and operations, or,
+  // when a timed-out call may still be running in MPI, hands them to a
+  // process-lifetime keeper (logged at INFO).
   void close() override;
 
   // Reductions abandoned by a Timeout that MPI has not completed yet (their
   // staging buffers stay alive until it does). For tests and diagnostics.
   std::size_t pending_abandoned() noexcept;
+  // The fallback's communicator (MPI_COMM_NULL after close()). For tests.
+  MPI_Comm comm() const noexcept { return comm_.get(); }
 
  private:
+  // One reduction MPI still owns: its requests (one per piece of at most
+  // 2^30 elements) and the buffer they read and write.
   struct Abandoned {
-    MPI_Request request;
+    std::vector<MPI_Request> requests;
     std::vector<std::byte> buffer;
   };
-  // Reduces staging_[0, count) in place across the ranks.
-  void reduce_staging(DataType dtype, std::int64_t count, const char* what);
-  void check_open(const char* what) const;
+  enum class Kind : std::uint8_t { all_reduce = 0, fused = 1 };
 
-  MPI_Comm comm_;
+  // Reduces staging_[0, count) in place across the ranks, then agrees on
+  // the verdict with every rank.
+  void reduce(Kind kind, DataType dtype, std::int64_t count);
+  void check_open(const char* what) const;
+  static void check_dtype(DataType dtype, const char* what);
+
+  bootstrap::OwnedComm comm_;
   std::chrono::milliseconds timeout_;
-  MpiReductionTypes types_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::uint64_t calls_ = 0;  // fallback calls made, for messages
+  std::unique_ptr<MpiReductionTypes> types_;
+  std::unique_ptr<bootstrap::detail::TimedExchange> verdicts_;
   std::vector<std::byte> staging_;
   std::vector<Abandoned> abandoned_;
+  // A verdict exchange timed out: point-to-point messages of it may still be
+  // in flight on comm_, so close() keeps comm_ alive.
+  bool exchange_abandoned_ = false;
   bool closed_ = false;
 };
 

@@ -1,0 +1,123 @@
+// The MPI fallback on its own (issue 12): MPI errors never abort the job,
+// a bad dtype is rejected before any MPI call, and the communicator the
+// fallback owns is duplicated within the timeout.
+#include <mpi.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bounded_dup.hpp"
+#include "bootstrap/owned_comm.hpp"
+#include "peerplan/errors.hpp"
+#include "peerplan/layout.hpp"
+#include "support/mpi_test_support.hpp"
+#include "transport/host/mpi_fallback.hpp"
+
+namespace peerplan {
+namespace {
+
+using namespace std::chrono_literals;
+using mpi_test::test_comm;
+using mpi_test::world_rank;
+using mpi_test::world_size;
+using transport::AllReduceArgs;
+using transport::FusedArgs;
+using transport::host::MpiFallback;
+
+constexpr auto kTimeout = 2000ms;
+
+MpiFallback make_fallback() {
+  return MpiFallback(bootstrap::OwnedComm::duplicate(MPI_COMM_WORLD, kTimeout, "test"), kTimeout);
+}
+
+bool returns_errors(MPI_Comm comm) {
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  MPI_Comm_get_errhandler(comm, &handler);
+  return handler == MPI_ERRORS_RETURN;
+}
+
+TEST(MpiFallback, ItsCommunicatorReturnsErrors) {
+  // Even when handed a duplicate that would abort (the default handler).
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_ARE_FATAL);
+  MpiFallback fallback(bootstrap::OwnedComm::adopt(dup), kTimeout);
+  ASSERT_NE(fallback.comm(), MPI_COMM_NULL);
+  EXPECT_TRUE(returns_errors(fallback.comm()))
+      << "the fallback's communicator must use MPI_ERRORS_RETURN, so that an MPI error "
+         "becomes MpiError instead of aborting the job";
+  fallback.close();
+  EXPECT_EQ(fallback.comm(), MPI_COMM_NULL) << "close() frees the communicator it owns";
+}
+
+TEST(MpiFallback, UnknownDtypeIsInvalidArgumentBeforeAnyMpiCall) {
+  MpiFallback fallback = make_fallback();
+  const TensorLayout layout{4};
+  float in[4] = {1, 1, 1, 1};
+  float out[4] = {};
+  float residual[4] = {};
+  const float weight[4] = {1, 1, 1, 1};
+  for (int value : {3, 7, 255}) {
+    const auto dtype = static_cast<DataType>(value);
+    try {
+      fallback.all_reduce(AllReduceArgs{in, out, dtype, &layout, nullptr});
+      ADD_FAILURE() << "dtype " << value << ": all_reduce returned";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("dtype"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(fallback.fused_add_rms_norm(
+                     FusedArgs{in, residual, weight, 1e-6f, dtype, &layout, nullptr}),
+                 InvalidArgument)
+        << "dtype " << value;
+  }
+  // Nothing was posted: the fallback still works, on every rank alike.
+  fallback.all_reduce(AllReduceArgs{in, out, DataType::f32, &layout, nullptr});
+  EXPECT_EQ(out[3], static_cast<float>(world_size()));
+}
+
+TEST(MpiFallback, DuplicateReturnsErrorsAndIsBoundedByTheTimeout) {
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &parent);
+  {
+    auto owned = bootstrap::OwnedComm::duplicate(parent, kTimeout, "test");
+    EXPECT_TRUE(returns_errors(owned.get()));
+  }
+  // The last rank joins only after the others' bound: they raise Timeout
+  // within it instead of blocking in MPI_Comm_dup until it arrives.
+  const int late = world_size() - 1;
+  const auto bound = 500ms;
+  if (world_rank() == late) {
+    std::this_thread::sleep_for(bound + 1000ms);
+    // Its own duplication may complete against the others' abandoned ones
+    // (they keep MPI progressing in the barrier below) or time out. The
+    // result is never freed (MPI_Comm_free is collective; the others' side
+    // of it is kept until exit).
+    try {
+      (void)bootstrap::duplicate_within(parent, 5s, "test");
+    } catch (const Timeout&) {
+    }
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      (void)bootstrap::OwnedComm::duplicate(parent, bound, "test");
+      ADD_FAILURE() << "expected Timeout: a rank did not join";
+    } catch (const Timeout& e) {
+      EXPECT_NE(std::string(e.what()).find("PEERPLAN_TIMEOUT_MS"), std::string::npos) << e.what();
+    }
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(elapsed, bound);
+    EXPECT_LT(elapsed, bound + 2500ms);
+  }
+  MPI_Barrier(test_comm());
+  // Whatever MPI completes later writes a handle that is kept until exit
+  // (never freed), so MPI_Finalize at the end of this binary must return.
+  EXPECT_LE(bootstrap::abandoned_duplications(), 1u);
+  // `parent` stays alive: an abandoned duplication may still use it.
+}
+
+}  // namespace
+}  // namespace peerplan

@@ -1,0 +1,20 @@
+#include "bootstrap/owned_comm.hpp"
+
+#include "bootstrap/bounded_dup.hpp"
+
+namespace peerplan::bootstrap {
+
+OwnedComm OwnedComm::duplicate(MPI_Comm comm, std::chrono::milliseconds timeout,
+                               const char* what) {
+  return adopt(duplicate_within(comm, timeout, what));
+}
+
+void OwnedComm::reset() noexcept {
+  if (comm_ == MPI_COMM_NULL) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&comm_);
+  comm_ = MPI_COMM_NULL;
+}
+
+}  // namespace peerplan::bootstrap
