@@ -9,9 +9,21 @@ Inputs:
     rows {dtype, bytes, mode, nccl_us, symm_one_shot_us, symm_two_shot_us,
     nccl_plus_norm_us, fused_rows, errors}.
 
-    python3 benchmarks/compare_results.py --reference ref.json ours1.json ours2.json > table.md
+  - the JSON of the peers' benchmark (shared/bench/peers/run.sh: peers.json,
+    --peers): TRT-LLM (plain and fused), vLLM, FlashInfer PCIe IPC, torch
+    NCCL, bf16, graph and eager;
+  - the output of shared/bench/limits.cu (--limits): launch floor, NVLink
+    latency and bandwidth.
+
+    python3 benchmarks/compare_results.py --reference ref.json --peers peers.json \
+        --limits limits.txt ours1.json ours2.json > table.md
 
 Output, in this order:
+  - "## Against the peers" (with --peers): bf16, CUDA graphs, peerplan (route
+    auto) next to every peer and NCCL, the best peer per size and
+    peerplan / best peer (< 1: peerplan faster; the performance issue's
+    target is <= 0.90), the fused op against TRT-LLM's fused kernel, and the
+    physical limits (--limits);
   - "## Targets": the performance issue's targets computed from the route-auto
     files (and the reference), one column per dtype;
   - "## <dtype>" per dtype: one all-reduce table with graph and eager side by
@@ -510,6 +522,92 @@ class Matrix:
         return "\n".join(parts)
 
 
+# ---------------------------------------------------------------------------
+# The peers (shared/bench/peers) and the physical limits (shared/bench/limits.cu)
+# ---------------------------------------------------------------------------
+
+# Plain all-reduce columns of peers.json: (label, peer, variant, key).
+PEER_COLUMNS = [
+    ("TRT-LLM", "trtllm", "auto", "graph_us"),
+    ("TRT-LLM two-shot", "trtllm", "twoshot", "graph_us"),
+    ("vLLM", "vllm", None, "graph_us"),
+    ("PCIe IPC", "pcie_ipc", None, "graph_us"),
+    ("PCIe IPC best cfg", "pcie_ipc", None, "best_graph_us"),
+]
+
+
+def peer_value(peer_rows, peer, variant, key, **match):
+    for r in peer_rows:
+        if r.get("peer") != peer or (variant is not None and r.get("variant") != variant):
+            continue
+        if all(r.get(k) == v for k, v in match.items()) and r.get(key) is not None:
+            ok = r.get("best_ok" if key.startswith("best") else "ok", True)
+            return r[key] if ok is not False else None
+    return None
+
+
+def peers_section(ours, peers_doc, limits_text):
+    """bf16 graph tables: peerplan (route auto) against every peer."""
+    rows = peers_doc.get("rows", [])
+    mine = {}
+    fused_mine = {}
+    for _, doc, mode in ours:
+        if mode != "graph" or doc.get("dtype") != "bf16" or doc.get("route") != "auto":
+            continue
+        for r in doc.get("rows", []):
+            if doc.get("op") == "fused":
+                hidden = doc.get("hidden") or 1
+                count = r.get("count") or 0
+                fused_mine[r.get("rows", count // hidden if hidden else None)] = r
+            else:
+                mine[r.get("bytes")] = r
+    parts = ["## Against the peers (bf16, CUDA graphs)\n",
+             "peerplan: collective_bench --route auto, this run; peers: shared/bench/peers "
+             f"({peers_doc.get('info', {}).get('method', 'same method')}). µs per call. "
+             "`pp / best` < 1 means peerplan is faster; the target is <= 0.90.\n"]
+    header = ["size", "peerplan", "route", "NCCL (same run)"] + [c[0] for c in PEER_COLUMNS] + \
+             ["best peer", "which", "pp / best"]
+    out = []
+    sizes = sorted({r.get("bytes") for r in rows if "rows" not in r and r.get("bytes")})
+    for b in sizes:
+        ours_row = mine.get(b, {})
+        values = [peer_value(rows, p, v, k, bytes=b) for _, p, v, k in PEER_COLUMNS]
+        named = [(val, PEER_COLUMNS[i][0]) for i, val in enumerate(values) if val]
+        best_val, best_name = min(named) if named else (None, MISSING)
+        pp = ours_row.get("time_us")
+        out.append([fmt_bytes(b), fmt_us(pp), ours_row.get("route", MISSING),
+                    fmt_us(ours_row.get("nccl_time_us"))] + [fmt_us(v) for v in values] +
+                   [fmt_us(best_val), best_name,
+                    f"{pp / best_val:.2f}" if pp and best_val else MISSING])
+    parts.append(table(header, out) + "\n")
+    fused_rows = sorted({r.get("rows") for r in rows if r.get("peer") == "trtllm_fused"})
+    if fused_rows:
+        parts.append("Fused all-reduce + residual add + RMSNorm, hidden 7168: peerplan against "
+                     "TRT-LLM's fused kernel (PDL and not), and against peerplan's plain "
+                     "all-reduce of the same bytes (target: fused <= 0.90 x TRT-LLM PDL, and "
+                     "<= 1.2 x plain).\n")
+        fout = []
+        for n in fused_rows:
+            mine_row = fused_mine.get(n, {})
+            pdl = peer_value(rows, "trtllm_fused", "auto_pdl", "graph_us", rows=n)
+            plain_trt = peer_value(rows, "trtllm_fused", "auto", "graph_us", rows=n)
+            norm = peer_value(rows, "nccl_norm", None, "graph_us", rows=n)
+            pp = mine_row.get("time_us")
+            plain = mine_row.get("plain_time_us")
+            fout.append([rows_text(n), fmt_us(pp), mine_row.get("route", MISSING), fmt_us(plain),
+                         f"{pp / plain:.2f}" if pp and plain else MISSING, fmt_us(pdl),
+                         fmt_us(plain_trt), fmt_us(norm),
+                         f"{pp / pdl:.2f}" if pp and pdl else MISSING])
+        parts.append(table(["rows", "peerplan fused", "route", "peerplan plain", "fused / plain",
+                            "TRT-LLM fused PDL", "TRT-LLM fused", "NCCL + torch norm",
+                            "pp / TRT PDL"], fout) + "\n")
+    if limits_text:
+        lines = [l.strip() for l in limits_text.splitlines() if l.strip()]
+        parts.append("The floor on the same host (shared/bench/limits.cu):\n\n" +
+                     "\n".join(f"- {l}" for l in lines) + "\n")
+    return "\n".join(parts)
+
+
 def rows_text(n):
     return f"{n} row" if n == 1 else f"{n} rows"
 
@@ -542,12 +640,14 @@ def ours_sort_key(item):
     return (doc.get("op") != "allreduce", doc.get("dtype") or "", mode, doc.get("route") or "", path)
 
 
-def render(ours, ref):
+def render(ours, ref, peers_doc=None, limits_text=""):
     parts = ["# peerplan vs references", ""]
     if ref:
         parts.append(f"Reference: {ref.describe()}.")
     parts.append("Ratios are other / peerplan (> 1: peerplan faster); "
                  "µs per call, median of 7 batches, slowest rank.\n")
+    if peers_doc:
+        parts.append(peers_section(ours, peers_doc, limits_text))
     matrix = Matrix(ours, ref)
     parts.append(matrix.render())
     parts.append("## Per-file tables\n")
@@ -577,6 +677,8 @@ def parse_args(argv=None):
     p.add_argument("ours", nargs="*", help="collective_bench --json files")
     p.add_argument("--reference", action="append", default=[],
                    help="reference_allreduce.py JSON (repeatable)")
+    p.add_argument("--peers", metavar="FILE", help="peers.json of shared/bench/peers/run.sh")
+    p.add_argument("--limits", metavar="FILE", help="output of shared/bench/limits.cu")
     p.add_argument("--ours-eager", action="append", default=[], metavar="FILE",
                    help="a collective_bench JSON to read as eager, whatever it says")
     p.add_argument("--ours-graph", action="append", default=[], metavar="FILE",
@@ -605,7 +707,12 @@ def main(argv=None):
         print("compare_results: nothing to compare (see --help)", file=sys.stderr)
         return 1
     ref = Reference(ref_docs) if ref_docs else None
-    print(render(ours, ref))
+    peers_doc = load(args.peers) if args.peers and os.path.exists(args.peers) else None
+    limits_text = ""
+    if args.limits and os.path.exists(args.limits):
+        with open(args.limits) as f:
+            limits_text = f.read()
+    print(render(ours, ref, peers_doc, limits_text))
     return 0
 
 

@@ -24,7 +24,10 @@
 # of the same bytes), then benchmarks/reference_allreduce.py (torch NCCL and
 # symmetric memory, same sizes and dtypes) when torch is importable, merged by
 # benchmarks/compare_results.py into comparison.md (targets, per-dtype
-# tables). Each FULL step's timeout is cut to what is left before
+# tables), with the peers (shared/bench/peers: TRT-LLM plain and fused, vLLM,
+# FlashInfer PCIe IPC) and the physical limits (shared/bench/limits.cu) when
+# a copy of shared/bench is in the checkout (SHARED_BENCH, default
+# .shared-bench; carry it to the GPU host). Each FULL step's timeout is cut to what is left before
 # FULL_DEADLINE seconds from the start (steps with < 15 s left are skipped),
 # so that the call ends in time; for a run under 600 s:
 #   FULL=1 SKIP_TESTS=1 SKIP_SANITIZER=1 JOBS=32 bash scripts/gpu-check.sh build-gpu
@@ -115,8 +118,23 @@ if [[ -n "$FULL" ]]; then
   else
     SUMMARY+=("reference                    skipped: python3 cannot import torch")
   fi
+  # The strongest shipped peers (TRT-LLM, vLLM, FlashInfer PCIe IPC) and the
+  # physical floor, from the shared bench copied into the checkout
+  # (SHARED_BENCH, default .shared-bench: `cp -r ../shared/bench .shared-bench`,
+  # ignored by git, carried to the GPU host).
+  SB=${SHARED_BENCH:-.shared-bench}
+  if [[ -f "$SB/peers/run.sh" ]]; then
+    tstep peers peers.log 150 env BENCH_TIMEOUT=140 bash "$SB/peers/run.sh" "$OUT/peers"
+  else
+    SUMMARY+=("peers                        skipped: no $SB/peers/run.sh")
+  fi
+  if [[ -f "$SB/limits.cu" ]] && nvcc -O3 -arch=sm_"$ARCH" -o "$BUILD/limits" "$SB/limits.cu" >"$OUT/limits-build.log" 2>&1; then
+    tstep limits limits.txt 60 "$BUILD/limits"
+  fi
   REF=()
   [[ -s "$OUT/reference.json" ]] && REF=(--reference "$OUT/reference.json")
+  [[ -s "$OUT/peers/peers.json" ]] && REF+=(--peers "$OUT/peers/peers.json")
+  [[ -s "$OUT/limits.txt" ]] && REF+=(--limits "$OUT/limits.txt")
   python3 benchmarks/compare_results.py ${REF[@]+"${REF[@]}"} "$OUT"/bench-*.json >"$OUT/comparison.md" 2>&1
 elif [[ -z "${SKIP_BENCH:-}" ]]; then
 step bench-eager bench.log timeout 150 "${MPIRUN[@]}" "$BENCH" -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d bf16 -G 0 --json "$OUT/bench-eager.json"
@@ -174,8 +192,8 @@ fi
 if [[ -n "$FULL" ]]; then
   # The device returns only the end of the output: the targets and bf16 here, every dtype in comparison.md.
   echo "==== #wrong per run ===="; grep -H '# total #wrong' "$OUT"/bench-*.log 2>/dev/null | sed 's|.*/bench-||; s|\.log:# total #wrong |=|' | paste -sd ' ' | fold -s -w 150
-  echo "==== comparison: targets and bf16 (every dtype: comparison.md in gpu-check.tgz) ===="
-  awk '/^## /{p = ($0 ~ /^## (Targets|bf16)$/)} p && !/^From the route-auto|^`/' "$OUT/comparison.md" 2>/dev/null | grep -v '^$' | head -60
+  echo "==== comparison: peers and targets (every dtype: comparison.md in gpu-check.tgz) ===="
+  awk '/^## /{p = ($0 ~ /^## (Against the peers.*|Targets)$/)} p && !/^From the route-auto|^`/' "$OUT/comparison.md" 2>/dev/null | grep -v '^$' | head -70
 else
 echo "==== benchmark ===="; grep -v 'size(B)\|# total' "$OUT/bench.log" 2>/dev/null | awk '/^#/ {print substr($0, 1, 110); next} {print $1, $3, $4, $5, $8, $9, $10}' | head -130
 [[ -f "$OUT/protocols-graph.json" ]] && { echo "==== one-shot protocols (us: size, ll, lamport, nccl) ===="; python3 -c 'import json,sys; [print(r["bytes"], r["protocol_time_us"]["ll"], r["protocol_time_us"]["lamport"], r["nccl_time_us"]) for r in json.load(open(sys.argv[1]))["rows"]]' "$OUT/protocols-graph.json" 2>/dev/null; }
