@@ -150,7 +150,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
         const int row = base + b * units;
         if (row < row_count) {
           const T* src = inout + row_offset(layout, row, hidden);
-          data[b] = without_sentinel<T>(load_row_pack(src, j * V, hidden, aligned16(src)).raw);
+          data[b] = without_sentinel<T>(
+              load_row_pack(src, static_cast<std::int64_t>(j) * V, hidden, aligned16(src)).raw);
         }
       }
 #pragma unroll
