@@ -12,8 +12,9 @@
 // cluster of kRowSplits blocks (one split each, sm_90+) or one block of
 // kRowThreads runs one row at a time, and the grid's clusters (blocks)
 // take rows unit, unit + units, ...: a cluster per row while rows are few,
-// several rows per cluster when they are many, up to kMaxFusedClusters
-// clusters (kMaxFusedBlocks blocks) in flight. Thread t of split k pushes
+// several rows per cluster when they are many, as many clusters (blocks)
+// in flight as the device holds at once (resident_units), at most
+// kMaxFusedClusters (kMaxFusedBlocks). Thread t of split k pushes
 // exactly the packs it later sums (packs first_k + t + i * kSplitThreads
 // of each of its rows), so each pack of the region is written by one
 // thread of each peer and read and reset by one thread of its owner.
@@ -40,9 +41,12 @@
 // completes before anything of the row is written: the row function
 // writes the row's residual and output only when every thread of the row
 // (block or cluster, decided at the row's barrier) got every pack. So a
-// failed call leaves each row either fully updated (rows whose packs had
-// all arrived, finished by other clusters before or while this one gave
-// up: they stay written) or untouched (residual and output as they were).
+// failed call leaves each row either fully updated or untouched (residual
+// and output as they were): rows whose packs had all arrived and that a
+// cluster finished before it saw the failure (earlier rows of the failing
+// cluster, rows of other clusters) stay written; the failing row and the
+// rest are not written. A peer that never made the call leaves every row
+// untouched.
 // The epoch stays, the region is left in any state, and the transport is
 // broken until reserve() re-creates the slabs (lamport.cuh).
 #include <cuda_bf16.h>
