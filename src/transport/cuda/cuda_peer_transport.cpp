@@ -340,10 +340,11 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_o
   }
   // The Lamport region holds the one-shot messages above the LL limit and
   // the fused messages above the fused Lamport threshold. The communicator
-  // passes the largest one-shot or fused one-shot plan, so the region is
-  // sized for it when either protocol may carry a message that large (at
-  // most one message of the other op's worth too much, when the largest
-  // plan is of the op that would not use the region).
+  // passes one number, the largest one-shot or fused one-shot plan, so the
+  // region is sized for it when either protocol may carry a message that
+  // large: larger than needed when that plan's op does not use the region
+  // (e.g. PEERPLAN_FUSED_PROTOCOL=ll and a fused plan larger than every
+  // one-shot plan).
   const std::size_t one_shot_bytes = std::min(max_message_bytes, max_one_shot_bytes);
   const std::uint64_t lamport_above =
       std::min<std::uint64_t>(lines_limit_, peers_.fused_lamport_after_bytes);
