@@ -259,7 +259,7 @@ TEST(CudaGraph, CaptureAndReplayDeclaredAndUndeclaredWithEagerInterleaved) {
   config.cutoffs.two_shot_max_bytes = 8u << 20;
   auto comm = create_cuda(config);
   const DataType bf16 = DataType::bf16;
-  const std::int64_t n1 = 4096, n2 = 1 << 20, n3 = 1000, rows = 4, hidden = 4096;
+  const std::int64_t n1 = 4096, n2 = 3 << 20, n3 = 1000, rows = 4, hidden = 4096;
   const auto w_host = random_tensor(bf16, hidden, 5, -2);
   DeviceBuffer weight(w_host.size());
   weight.upload(w_host);
