@@ -12,7 +12,11 @@
 // fused / plain ratio. --protocols ll,lamport times the all-reduce again on
 // one more communicator per listed PEERPLAN_ONE_SHOT_PROTOCOL value (same
 // declarations and buffers, same run), one column each; with --route
-// one_shot every size runs one-shot, so that the protocols meet at every size.
+// one_shot every size runs one-shot, so that the protocols meet at every
+// size. With --op fused, --protocols lists PEERPLAN_FUSED_PROTOCOL values
+// instead: each column times the fused op on its own communicator, whose
+// output and residual must equal the first communicator's bit for bit
+// (counted in #wrong otherwise).
 //
 //   mpirun -np 2 peerplan_collective_bench -b 1K -e 64M -f 2 -d bf16 -G 1 --json out.json
 #include <cuda_runtime_api.h>
@@ -27,6 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -96,8 +101,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "p2p", "one_shot", "nccl"}));
   std::string protocols_text;
   app.add_option("--protocols", protocols_text,
-                 "allreduce: also time one communicator per PEERPLAN_ONE_SHOT_PROTOCOL value in "
-                 "this comma-separated list (e.g. ll,lamport), one column each");
+                 "also time one communicator per value in this comma-separated list (e.g. "
+                 "ll,lamport), one column each: PEERPLAN_ONE_SHOT_PROTOCOL values (allreduce) or "
+                 "PEERPLAN_FUSED_PROTOCOL values (fused)");
   app.add_option("--json", json_path, "write every row as JSON to this file (rank 0)");
   try {
     app.parse(argc, argv);
@@ -144,11 +150,6 @@ int main(int argc, char** argv) {
     if (comma > at) protocols.push_back(protocols_text.substr(at, comma - at));
     at = comma + 1;
   }
-  if (!protocols.empty() && fused) {
-    if (rank == 0) std::fprintf(stderr, "--protocols: for --op allreduce only\n");
-    MPI_Finalize();
-    return 1;
-  }
   // The reference NCCL communicator, created before or after peerplan's
   // (--nccl-first): the order a process creates its communicators in has
   // been seen to change NCCL's speed, so the benchmark can show both.
@@ -166,14 +167,15 @@ int main(int argc, char** argv) {
   // a communicator is created, so it is set around each create.
   std::vector<std::unique_ptr<Communicator>> protocol_comms;
   {
-    const char* before = std::getenv("PEERPLAN_ONE_SHOT_PROTOCOL");
+    const char* variable = fused ? "PEERPLAN_FUSED_PROTOCOL" : "PEERPLAN_ONE_SHOT_PROTOCOL";
+    const char* before = std::getenv(variable);
     const std::string saved = before ? before : "";
     for (const auto& protocol : protocols) {
-      setenv("PEERPLAN_ONE_SHOT_PROTOCOL", protocol.c_str(), 1);
+      setenv(variable, protocol.c_str(), 1);
       protocol_comms.push_back(Communicator::create(MPI_COMM_WORLD, config));
     }
-    if (before) setenv("PEERPLAN_ONE_SHOT_PROTOCOL", saved.c_str(), 1);
-    else unsetenv("PEERPLAN_ONE_SHOT_PROTOCOL");
+    if (before) setenv(variable, saved.c_str(), 1);
+    else unsetenv(variable);
   }
   int nccl_version = 0;
   ncclGetVersion(&nccl_version);
@@ -311,15 +313,47 @@ int main(int argc, char** argv) {
     const auto t_nccl = bench::time_cuda_calls_detailed(theirs, stream, iters, warmup, graph != 0);
     bench::CudaCallTiming t_plain{};
     if (fused) t_plain = bench::time_cuda_calls_detailed(plain, stream, iters, warmup, graph != 0);
-    // The same all-reduce on each --protocols communicator: checked, then timed.
+    // The same call on each --protocols communicator: checked, then timed.
+    // Fused: from the same inputs as the first communicator's checked call,
+    // its output and residual must be the same bits (every P2P protocol
+    // rounds alike), left in check_out / check_res.
+    std::vector<std::uint8_t> fused_out, fused_res;
+    if (fused && !protocol_comms.empty()) {
+      fused_out.resize(r.bytes);
+      fused_res.resize(r.bytes);
+      check(cudaMemcpy(out, in, r.bytes, cudaMemcpyDeviceToDevice), "copy");
+      check(cudaMemset(residual, 0, r.bytes), "zero");
+      ours();
+      check(cudaStreamSynchronize(stream), "sync");
+      check(cudaMemcpy(fused_out.data(), out, r.bytes, cudaMemcpyDeviceToHost), "download");
+      check(cudaMemcpy(fused_res.data(), residual, r.bytes, cudaMemcpyDeviceToHost), "download");
+    }
     std::vector<double> protocol_us;
     for (auto& c : protocol_comms) {
       Communicator* pc = c.get();
-      auto call = [&, pc] { pc->all_reduce(in, out, dtype, layout, stream); };
-      check(cudaMemset(out, 0xff, r.bytes), "poison");
-      call();
-      check(cudaStreamSynchronize(stream), "sync");
-      std::int64_t protocol_wrong = count_sum_errors(out);
+      std::function<void()> call;
+      std::int64_t protocol_wrong = 0;
+      if (fused) {
+        call = [&, pc] { pc->fused_add_rms_norm(check_out, check_res, weight, eps, dtype, layout, stream); };
+        check(cudaMemcpy(check_out, in, r.bytes, cudaMemcpyDeviceToDevice), "copy");
+        check(cudaMemset(check_res, 0, r.bytes), "zero");
+        call();
+        check(cudaStreamSynchronize(stream), "sync");
+        std::vector<std::uint8_t> a(r.bytes), b(r.bytes);
+        check(cudaMemcpy(a.data(), check_out, r.bytes, cudaMemcpyDeviceToHost), "download");
+        check(cudaMemcpy(b.data(), check_res, r.bytes, cudaMemcpyDeviceToHost), "download");
+        for (std::size_t i = 0; i < r.bytes; i += esize) {
+          if (std::memcmp(&a[i], &fused_out[i], esize) != 0 || std::memcmp(&b[i], &fused_res[i], esize) != 0) {
+            ++protocol_wrong;
+          }
+        }
+      } else {
+        call = [&, pc] { pc->all_reduce(in, out, dtype, layout, stream); };
+        check(cudaMemset(out, 0xff, r.bytes), "poison");
+        call();
+        check(cudaStreamSynchronize(stream), "sync");
+        protocol_wrong = count_sum_errors(out);
+      }
       MPI_Allreduce(MPI_IN_PLACE, &protocol_wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
       wrong += protocol_wrong;
       total_wrong += protocol_wrong;

@@ -534,6 +534,20 @@ cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* 
 cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, void* residual,
                          const void* weight, float eps, const KernelLayout& layout,
                          std::int64_t rows, std::int64_t hidden, cudaStream_t stream) {
+  // Lamport: rows of whole packs (the region holds whole packs per row),
+  // above the knob's threshold, within the region. Every input of the
+  // choice is the same on every rank (the key fixes rows and hidden;
+  // reserve() and the agreed knobs the rest), so sender and receiver run
+  // the same protocol.
+  const std::uint64_t row_bytes =
+      static_cast<std::uint64_t>(hidden) * (type == ElementType::f32 ? 4u : 2u);
+  const std::uint64_t bytes = row_bytes * static_cast<std::uint64_t>(rows);
+  // (The kernel indexes the region's packs with 32-bit integers.)
+  if (row_bytes % kPackBytes == 0 && bytes > peers.fused_lamport_after_bytes &&
+      bytes <= peers.lamport_max_bytes && bytes / kPackBytes <= 0x7fffffffu) {
+    return launch_fused_lamport(peers, type, inout, residual, weight, eps, layout, rows, hidden,
+                                stream);
+  }
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
     const std::uint64_t row_bytes = static_cast<std::uint64_t>(hidden) * sizeof(T);

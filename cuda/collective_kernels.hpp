@@ -3,9 +3,9 @@
 // includes this; nothing outside it sees CUDA types.
 //
 // Every rank owns one device slab [signal area | staging slot 0 | slot 1 |
-// Lamport region, when the Lamport one-shot is on] mapped into its
+// Lamport region, when a Lamport kernel may run] mapped into its
 // node-local peers through CUDA IPC; a slot holds one sub-slot per source
-// rank (the Lamport region: see cuda/one_shot_lamport.cu). A call with
+// rank (the Lamport region: see cuda/lamport.cuh). A call with
 // epoch e (counted on the device, in
 // the owner's signal area, so CUDA-graph replays need no host patching)
 // uses slot e % 2. Data moves by push: a rank *writes* its contribution
@@ -84,15 +84,21 @@ struct PeerSet {
   void* const* registry = nullptr;
   // Where, inside a sub-slot, two-shot pull keeps its reduced shard.
   std::uint64_t result_offset = 0;
-  // The Lamport one-shot's receive region (cuda/one_shot_lamport.cu): its
-  // byte offset in every slab, and one source's sub-slot in it (a parity
-  // holds size - 1 of them; 0: no region).
+  // The Lamport receive region (cuda/lamport.cuh; the one-shot and the
+  // fused op share it): its byte offset in every slab, and one source's
+  // sub-slot in it (a parity holds size - 1 of them; 0: no region).
   std::uint64_t lamport_offset = 0;
   std::uint64_t lamport_sub_slot_bytes = 0;
-  // Host only: push one-shot calls up to this many bytes take the Lamport
-  // protocol, larger ones LL lines (0: LL always). At most what the region
-  // holds; the same on every rank (PEERPLAN_ONE_SHOT_PROTOCOL).
+  // Host only: the largest message the region holds (0: none). Push
+  // one-shot calls above the LL limit and up to this take the Lamport
+  // protocol (PEERPLAN_ONE_SHOT_PROTOCOL); fused calls see
+  // fused_lamport_after_bytes. The same on every rank.
   std::uint64_t lamport_max_bytes = 0;
+  // Host only: fused calls above this many bytes whose rows are whole
+  // 16-byte packs and that fit the region take the Lamport fused kernel
+  // (cuda/fused_lamport.cu); others LL lines or the staged paths (~0: never).
+  // The same on every rank (PEERPLAN_FUSED_PROTOCOL).
+  std::uint64_t fused_lamport_after_bytes = ~std::uint64_t{0};
   // Host only: launch the P2P kernels as programmatic dependent launches
   // (compute capability 9.0+).
   bool overlap_launch = false;
@@ -144,9 +150,26 @@ cudaError_t launch_pull_two_shot(const PeerSet& peers, ElementType type, const v
                                  void* out, const KernelLayout& layout, std::int64_t count,
                                  PullSource source, cudaStream_t stream);
 // residual = allreduce(inout) + residual; inout = rmsnorm(residual) * weight.
+// Picks the protocol from the message, the same on every rank: Lamport
+// (launch_fused_lamport) for rows of whole 16-byte packs above
+// peers.fused_lamport_after_bytes that fit the Lamport region; else LL
+// lines up to peers.fused_ll_max_bytes (whole-pack rows); else two-shot +
+// add/RMSNorm (dense) or the staged kernel.
 cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, void* residual,
                          const void* weight, float eps, const KernelLayout& layout,
                          std::int64_t rows, std::int64_t hidden, cudaStream_t stream);
+// The fused op on the Lamport protocol (cuda/fused_lamport.cu): rows of
+// whole 16-byte packs (hidden * element size a multiple of 16), rows *
+// hidden * element size <= peers.lamport_max_bytes. Writes a row's residual
+// and output only once all of the row's packs arrived.
+cudaError_t launch_fused_lamport(const PeerSet& peers, ElementType type, void* inout,
+                                 void* residual, const void* weight, float eps,
+                                 const KernelLayout& layout, std::int64_t rows,
+                                 std::int64_t hidden, cudaStream_t stream);
+// Computes, on the current device, the launch shapes launch_fused_lamport
+// will use (occupancy queries), so that no call - nor a CUDA-graph capture
+// - makes them. Optional; call once per device after selecting it.
+void warm_fused_lamport(const PeerSet& peers);
 // The same add + RMSNorm from already reduced values: `reduced` holds
 // rows * hidden contiguous elements (it may be `inout` itself when inout is
 // dense). Rounds exactly like launch_fused.

@@ -1,71 +1,8 @@
 // The one-shot all-reduce by the Lamport protocol (DESIGN §5): the data is
-// its own flag. Every rank's slab holds a receive region that is kept
-// filled with a sentinel bit pattern; a sender writes its plain input, 16
-// bytes at a time, into its sub-slot of every peer's region; a receiver
-// polls its own region until no element of a pack equals the sentinel, sums
-// and writes the output, and puts the sentinel back into the packs it read.
-// One write per element crosses the link (LL lines carry twice that), and
-// there is no barrier and no flag word.
-//
-// Region layout (slab bytes [lamport_offset, lamport_offset + 2 * (size - 1)
-// * lamport_sub_slot_bytes)): two parities (epoch % 2, like the staging
-// slots), each with one sub-slot per *other* rank - a rank reads its own
-// input directly, it never copies it to itself. Source r's sub-slot in
-// owner o's region is r for r < o, r - 1 for r > o.
-//
-// The sentinel is all-ones bits (0xffff / 0xffffffff), a NaN in f16, bf16
-// and f32 alike, so one region serves calls of every dtype in any order:
-// the region is all-ones wherever no data is pending, whatever dtype wrote
-// there last. A sender never emits it: an input element whose bits are all
-// ones gets its lowest bit cleared (0xfffe / 0xfffffffe), still a NaN of
-// the same sign. Every rank sums the mapped values (its own included), so
-// the ranks' results stay bit-identical; they equal the LL one-shot's
-// because a sum with a NaN term is NaN and the GPU's fp32 add returns the
-// one canonical NaN whatever the payload of its NaN operand.
-//
-// Arrival is checked per element at the dtype's width, and the 16-byte
-// accesses are volatile (relaxed, system scope): each 32-bit lane is
-// single-copy atomic, and no element spans two lanes. So a 16-byte store
-// that becomes visible in parts (the link does not promise more) is
-// harmless: a pack counts as arrived only when every element has left the
-// sentinel, and an element is never seen half-written.
-//
-// Why two parities suffice (WAW: the receiver's reset of buffer e % 2 at
-// call e against a sender's data for call e + 2 in the same buffer). Calls
-// on one communicator are stream-ordered on every rank, and every kernel
-// issues griddepcontrol.wait before its first load or store (begin_call):
-// under a programmatic dependent launch, that waits until the previous
-// kernel of the stream has completed and its memory operations are
-// performed and visible (without one, stream order gives the same). Then,
-// for ranks R (receiver) and S (sender):
-//   1. R's call-e kernel resets every pack of buffer e % 2 that call e used
-//      (stores to R's own memory) and completes;
-//   2. R's call-e+1 kernel starts its stores only after that (its
-//      griddepcontrol.wait), among them its call-e+1 data for S (or, if
-//      call e+1 is an LL, two-shot, fused or pull call, its lines or
-//      arrive flags: every P2P kernel waits for data or flags that each
-//      peer sends after its own griddepcontrol.wait);
-//   3. S's call-e+1 kernel completes only after it has seen what R sent in
-//      2 (a kernel that did not see it failed: see below);
-//   4. S's call-e+2 kernel stores into R's buffer e % 2 only after its
-//      griddepcontrol.wait, i.e. after 3.
-// So S's call-e+2 data reaches R's memory after R's resets of call e were
-// performed there (the owner's L2 orders both: local and peer writes to
-// R's memory meet there). Reads of buffer e % 2 by R at call e happen
-// before its resets (same thread, same address, program order), so the
-// WAR case is covered by the same chain. NCCL fallback calls do not count
-// as calls here: they do not advance the epoch. Three buffers would add
-// nothing: no step of the chain depends on the number of buffers beyond
-// "a call in between".
-//
-// Failure: every wait is bounded exactly like the LL one-shot's wait_line
-// (abandoned[source], aborted, %globaltimer every 256 polls; give_up on
-// timeout). A failed call leaves the epoch where it was and the region in
-// any state (packs half reset, a peer's data unread); that is harmless
-// because the transport is unusable from then on: every later kernel of
-// this rank exits at begin_call (aborted), the host raises Timeout, and
-// only reserve() re-creates the slabs (freshly filled with the sentinel)
-// on every rank before the next P2P call.
+// its own flag. The protocol - the receive region and its layout, the
+// sentinel, arrival, why two parities suffice, what a failure leaves - is
+// described in lamport.cuh, whose device helpers this kernel uses; the
+// fused all-reduce + add + RMSNorm on the same region is fused_lamport.cu.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -74,107 +11,11 @@
 #include "collective_kernels.hpp"
 #include "device_sync.cuh"
 #include "element_ops.cuh"
+#include "lamport.cuh"
 #include "launch_shape.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
-
-constexpr std::uint32_t kSentinelWord = 0xffffffffu;  // every element all ones
-
-// Where source `source`'s packs for call `epoch` lie in rank `owner`'s
-// region (source != owner).
-__device__ __forceinline__ uint4* lamport_of(const PeerSet& p, int owner, int source,
-                                             std::uint32_t epoch) {
-  const int sub = source < owner ? source : source - 1;
-  return reinterpret_cast<uint4*>(
-      static_cast<char*>(p.slabs[owner]) + p.lamport_offset +
-      ((epoch & 1u) * static_cast<std::uint64_t>(p.size - 1) + static_cast<std::uint64_t>(sub)) *
-          p.lamport_sub_slot_bytes);
-}
-
-__device__ __forceinline__ uint4 load_volatile_pack(const uint4* address) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(address)
-               : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void store_volatile_pack(uint4* address, uint4 v) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(address), "r"(v.x),
-               "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
-
-// 16-bit elements: either half of `word` all ones.
-__device__ __forceinline__ bool has_sentinel_half(std::uint32_t word) {
-  return (word & 0xffffu) == 0xffffu || (word >> 16) == 0xffffu;
-}
-
-// True while some element of the pack still holds the sentinel (not arrived).
-template <class T>
-__device__ __forceinline__ bool pending(const uint4& v) {
-  if constexpr (sizeof(T) == 4) {
-    return v.x == kSentinelWord || v.y == kSentinelWord || v.z == kSentinelWord ||
-           v.w == kSentinelWord;
-  } else {
-    static_assert(sizeof(T) == 2, "16- or 32-bit elements");
-    return has_sentinel_half(v.x) || has_sentinel_half(v.y) || has_sentinel_half(v.z) ||
-           has_sentinel_half(v.w);
-  }
-}
-
-__device__ __forceinline__ std::uint32_t without_sentinel_half(std::uint32_t word) {
-  if ((word & 0xffffu) == 0xffffu) word ^= 0x1u;
-  if ((word >> 16) == 0xffffu) word ^= 0x10000u;
-  return word;
-}
-
-// The pack as it travels: an element whose bits are all ones becomes the
-// NaN with its lowest bit cleared (see the header).
-template <class T>
-__device__ __forceinline__ uint4 without_sentinel(uint4 v) {
-  if constexpr (sizeof(T) == 4) {
-    v.x = v.x == kSentinelWord ? kSentinelWord - 1u : v.x;
-    v.y = v.y == kSentinelWord ? kSentinelWord - 1u : v.y;
-    v.z = v.z == kSentinelWord ? kSentinelWord - 1u : v.z;
-    v.w = v.w == kSentinelWord ? kSentinelWord - 1u : v.w;
-  } else {
-    v.x = without_sentinel_half(v.x);
-    v.y = without_sentinel_half(v.y);
-    v.z = without_sentinel_half(v.z);
-    v.w = without_sentinel_half(v.w);
-  }
-  return v;
-}
-
-// Waits (bounded, as wait_line does) until the pack at `pack` has fully
-// arrived; `v` holds a first look at it (loaded early with others, so that
-// their latencies overlap) and, on success, the arrived pack. False when
-// the call failed: a timeout, or a peer or another block of this rank gave
-// up.
-template <class T>
-__device__ __forceinline__ bool take_pack(const PeerSet& p, const uint4* pack, int source,
-                                          std::uint32_t epoch, uint4& v) {
-  std::uint64_t start = 0;
-  for (std::uint32_t spins = 0; pending<T>(v); v = load_volatile_pack(pack)) {
-    if ((++spins & 255u) != 0u) continue;
-    const Signals* own = signals_of(p, p.rank);
-    if (*static_cast<const volatile std::uint32_t*>(&own->abandoned[source]) != 0u) {
-      give_up(p, ErrorCode::peer_gave_up, Phase::arrive, epoch, source);
-      return false;
-    }
-    if (*static_cast<const volatile std::uint32_t*>(&own->aborted) != 0u) return false;
-    const std::uint64_t now = global_ns();
-    if (start == 0) start = now;
-    if (now - start > p.timeout_ns) {
-      give_up(p, ErrorCode::timeout, Phase::arrive, epoch, source);
-      return false;
-    }
-  }
-  return true;
-}
 
 // Thread t handles packs t, t + stride, ... (stride = the grid's threads):
 // first it pushes all of them to every peer, then it takes all of them in.
@@ -218,7 +59,7 @@ __global__ void __launch_bounds__(kThreads)
   // the thread that read pack j of `in`, after it did, so in == out is
   // fine, strided layouts included (the packs partition the elements).
   constexpr int kPacksAtOnce = 1;
-  const uint4 sentinel = make_uint4(kSentinelWord, kSentinelWord, kSentinelWord, kSentinelWord);
+  const uint4 sentinel = sentinel_pack();
   bool ok = true;
   for (std::int64_t i = begin; ok && i < packs; i += kPacksAtOnce * stride) {
     uint4 own[kPacksAtOnce];
@@ -266,7 +107,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < V; ++k) sum.v[k] = from_float<T>(acc[k]);
       store_tensor(out, layout, out_vec, j * V, count, sum);
-      // Ready for call epoch + 2 (see the header): after the loads above
+      // Ready for call epoch + 2 (lamport.cuh): after the loads above
       // saw the data (same thread, same addresses: program order).
 #pragma unroll
       for (int r = 0; r < kMaxRanks; ++r) {
@@ -276,7 +117,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   // A failed call leaves the epoch where it was; the transport is broken
-  // until reserve() re-creates the slabs (see the header).
+  // until reserve() re-creates the slabs (lamport.cuh).
   if (__syncthreads_or(!ok)) return;
   finish_call(p, epoch);
 }

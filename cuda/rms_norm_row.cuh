@@ -42,7 +42,12 @@ __device__ __forceinline__ Pack<T> load_row_pack(const T* row, std::int64_t firs
     pack.raw = *reinterpret_cast<const uint4*>(row + first);
     return pack;
   }
-  for (int k = 0; k < Pack<T>::kCount && first + k < hidden; ++k) pack.v[k] = row[first + k];
+  // Unrolled with a guard (not a loop bound): constant indices keep the
+  // pack in registers instead of local memory.
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) {
+    if (first + k < hidden) pack.v[k] = row[first + k];
+  }
   return pack;
 }
 
@@ -53,7 +58,10 @@ __device__ __forceinline__ void store_row_pack(T* row, std::int64_t first, std::
     *reinterpret_cast<uint4*>(row + first) = pack.raw;
     return;
   }
-  for (int k = 0; k < Pack<T>::kCount && first + k < hidden; ++k) row[first + k] = pack.v[k];
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) {
+    if (first + k < hidden) row[first + k] = pack.v[k];
+  }
 }
 
 // Which split of a row this thread works on, and which packs that is.
@@ -194,25 +202,70 @@ struct RowWorkers {
   __device__ static int row_step() { return kCluster ? gridDim.x / kRowSplits : gridDim.x; }
 };
 
-// Residual add + RMSNorm of this thread's packs of one row (the rounding of
-// src/transport/host/rms_norm.hpp):
+// The arithmetic of a row, element by element, in the one order every row
+// function uses (the rounding of src/transport/host/rms_norm.hpp):
 //   r = round(s + residual) -> residual; var = mean(r^2) (fp32);
 //   out = round(r * (1 / sqrt(var + eps)) * weight) -> out.
-// `sum_pack(first, s)` fills s[k] with the rounded all-reduced value of
-// element first + k as a float and returns false when its data never came:
-// then no output of the row is written (residuals already updated from
-// data that did come stay), the row's barrier is still reached, and the
-// function returns false on every thread of the row (block or cluster);
-// the caller gives up after it.
-// No contraction into FMAs. `row` is RowInBlock or RowInCluster.
+// No contraction into FMAs.
+
+// r = round(s + old) for the pack's first `valid` elements, each r^2 added
+// to `squares` in element order (r and old may be the same pack).
+template <class T>
+__device__ __forceinline__ void residual_pack(const float (&s)[Pack<T>::kCount],
+                                              const Pack<T>& old, Pack<T>& r, int valid,
+                                              float& squares) {
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) {
+    if (k >= valid) break;
+    r.v[k] = from_float<T>(__fadd_rn(s[k], to_float(old.v[k])));
+    const float rf = to_float(r.v[k]);
+    squares = __fadd_rn(squares, __fmul_rn(rf, rf));
+  }
+}
+
+// 1 / sqrt(mean + eps) from the row's sum of squares.
+__device__ __forceinline__ float inv_rms_of(float total, std::int64_t hidden, float eps) {
+  const float variance = __fdiv_rn(total, static_cast<float>(hidden));
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(variance, eps)));
+}
+
+template <class T>
+__device__ __forceinline__ Pack<T> normalized_pack(const Pack<T>& r, const Pack<T>& w,
+                                                   float inv_rms) {
+  Pack<T> o;
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) {
+    o.v[k] = from_float<T>(__fmul_rn(__fmul_rn(to_float(r.v[k]), inv_rms), to_float(w.v[k])));
+  }
+  return o;
+}
+
+// Elements of pack j of a row of `hidden` (V a pack) that lie in the row.
+template <int V>
+__device__ __forceinline__ int valid_in_pack(std::int64_t j, std::int64_t hidden) {
+  const std::int64_t left = hidden - j * V;
+  return left < V ? static_cast<int>(left) : V;
+}
+
+// A thread's first kKeptPacks packs of a row stay in registers between the
+// two passes of the row functions, with their weights and old residuals
+// loaded before the wait for the sums: no reload on the latency-bound path
+// of short rows.
+inline constexpr int kKeptPacks = 2;
+
+// Residual add + RMSNorm of this thread's packs of one row (the arithmetic
+// above). `sum_pack(first, s)` fills s[k] with the rounded all-reduced
+// value of element first + k as a float and returns false when its data
+// never came: then no output of the row is written (residuals already
+// updated from data that did come stay), the row's barrier is still
+// reached, and the function returns false on every thread of the row
+// (block or cluster); the caller gives up after it.
+// `row` is RowInBlock or RowInCluster.
 template <class T, class SumPack, class Row>
 __device__ bool add_rms_norm_part(SumPack sum_pack, T* residual, const T* weight, T* out,
                                   std::int64_t hidden, float eps, Row& row) {
   constexpr int V = Pack<T>::kCount;
-  // A thread's first kKept packs stay in registers between the two passes,
-  // with their weights and old residuals loaded before the wait for the
-  // sums: no reload on the latency-bound path of short rows.
-  constexpr int kKept = 2;
+  constexpr int kKept = kKeptPacks;
   const std::int64_t packs = (hidden + V - 1) / V;
   const RowPart part = row_part(row.split(), row.thread(), packs);
   const bool whole = hidden % V == 0;
@@ -224,13 +277,7 @@ __device__ bool add_rms_norm_part(SumPack sum_pack, T* residual, const T* weight
     const std::int64_t first = j * V;
     float s[V];
     ok = sum_pack(first, s) && ok;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      if (first + k >= hidden) break;
-      r.v[k] = from_float<T>(__fadd_rn(s[k], to_float(old.v[k])));
-      const float rf = to_float(r.v[k]);
-      squares = __fadd_rn(squares, __fmul_rn(rf, rf));
-    }
+    residual_pack<T>(s, old, r, valid_in_pack<V>(j, hidden), squares);
     if (ok) store_row_pack(residual, first, hidden, residual_vec, r);  // never a made-up value
   };
   auto pack_index = [&](int it) {
@@ -257,15 +304,9 @@ __device__ bool add_rms_norm_part(SumPack sum_pack, T* residual, const T* weight
   bool failed = !ok;
   const float total = row.row_total(squares, failed);
   if (failed) return false;  // every thread of the row alike
-  const float variance = __fdiv_rn(total, static_cast<float>(hidden));
-  const float inv_rms = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(variance, eps)));
+  const float inv_rms = inv_rms_of(total, hidden, eps);
   auto normalize = [&](std::int64_t j, const Pack<T>& r, const Pack<T>& w) {
-    Pack<T> o;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      o.v[k] = from_float<T>(__fmul_rn(__fmul_rn(to_float(r.v[k]), inv_rms), to_float(w.v[k])));
-    }
-    store_row_pack(out, j * V, hidden, out_vec, o);
+    store_row_pack(out, j * V, hidden, out_vec, normalized_pack<T>(r, w, inv_rms));
   };
 #pragma unroll
   for (int it = 0; it < kKept; ++it) {
@@ -275,6 +316,83 @@ __device__ bool add_rms_norm_part(SumPack sum_pack, T* residual, const T* weight
   for (std::int64_t j = pack_index(kKept); j < part.end_pack; j += kSplitThreads) {
     normalize(j, load_row_pack(static_cast<const T*>(residual), j * V, hidden, out_vec),
               load_row_pack(weight, j * V, hidden, out_vec));
+  }
+  return true;
+}
+
+// The same row, all or nothing: neither the residual nor the output of the
+// row is written unless every thread of the row got every sum. Same
+// arithmetic, same order (the same thread per pack, the same sum of
+// squares), hence the same bits as add_rms_norm_part.
+// `sum_pack(first, s, again)` fills s as above; with again == false it may
+// wait for the data and returns false when the data never came; with
+// again == true (second pass, only after every thread's first pass
+// succeeded) it must give the same values again without waiting - the
+// residual of a pack that is not kept in registers is computed again from
+// the same sums and the old residual, which is still in memory then.
+template <class T, int kKept = kKeptPacks, class SumPack, class Row>
+__device__ bool add_rms_norm_part_whole(SumPack sum_pack, T* residual, const T* weight, T* out,
+                                        std::int64_t hidden, float eps, Row& row) {
+  constexpr int V = Pack<T>::kCount;
+  const std::int64_t packs = (hidden + V - 1) / V;
+  const RowPart part = row_part(row.split(), row.thread(), packs);
+  const bool whole = hidden % V == 0;
+  const bool residual_vec = whole && aligned16(residual);
+  const bool weight_vec = whole && aligned16(weight);
+  const bool out_vec = whole && aligned16(out);
+  auto pack_index = [&](int it) {
+    return part.first_pack + part.thread + static_cast<std::int64_t>(it) * kSplitThreads;
+  };
+  auto old_residual = [&](std::int64_t j) {
+    return load_row_pack(static_cast<const T*>(residual), j * V, hidden, residual_vec);
+  };
+  float squares = 0.0f;
+  bool ok = true;
+  Pack<T> kept_r[kKept], kept_w[kKept];
+#pragma unroll
+  for (int it = 0; it < kKept; ++it) {
+    const std::int64_t j = pack_index(it);
+    if (j < part.end_pack) {
+      kept_w[it] = load_row_pack(weight, j * V, hidden, weight_vec);
+      kept_r[it] = old_residual(j);
+    }
+  }
+#pragma unroll
+  for (int it = 0; it < kKept; ++it) {
+    const std::int64_t j = pack_index(it);
+    if (j < part.end_pack) {
+      float s[V];
+      ok = sum_pack(j * V, s, false) && ok;
+      residual_pack<T>(s, kept_r[it], kept_r[it], valid_in_pack<V>(j, hidden), squares);
+    }
+  }
+  for (std::int64_t j = pack_index(kKept); j < part.end_pack; j += kSplitThreads) {
+    float s[V];
+    ok = sum_pack(j * V, s, false) && ok;
+    Pack<T> r;
+    residual_pack<T>(s, old_residual(j), r, valid_in_pack<V>(j, hidden), squares);
+  }
+  bool failed = !ok;
+  const float total = row.row_total(squares, failed);
+  if (failed) return false;  // every thread of the row alike; nothing of the row written
+  const float inv_rms = inv_rms_of(total, hidden, eps);
+#pragma unroll
+  for (int it = 0; it < kKept; ++it) {
+    const std::int64_t j = pack_index(it);
+    if (j < part.end_pack) {
+      store_row_pack(residual, j * V, hidden, residual_vec, kept_r[it]);
+      store_row_pack(out, j * V, hidden, out_vec, normalized_pack<T>(kept_r[it], kept_w[it], inv_rms));
+    }
+  }
+  for (std::int64_t j = pack_index(kKept); j < part.end_pack; j += kSplitThreads) {
+    float s[V];
+    sum_pack(j * V, s, true);
+    Pack<T> r;
+    float unused = 0.0f;
+    residual_pack<T>(s, old_residual(j), r, valid_in_pack<V>(j, hidden), unused);
+    store_row_pack(residual, j * V, hidden, residual_vec, r);
+    store_row_pack(out, j * V, hidden, out_vec,
+                   normalized_pack<T>(r, load_row_pack(weight, j * V, hidden, weight_vec), inv_rms));
   }
   return true;
 }

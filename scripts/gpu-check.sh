@@ -76,7 +76,7 @@ TARGETS=()
 [[ -n "${TUNE:-}" ]] && TARGETS+=(peerplan_tune)
 [[ -z "${SKIP_DEMO:-}" ]] && TARGETS+=(peerplan_transformer_decode)
 # The GPU test binaries, for the GPU tests and for compute-sanitizer.
-TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test cuda_teardown_test cuda_lamport_test)
+TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test cuda_teardown_test cuda_lamport_test cuda_fused_lamport_test)
 TEST_REGEX='^cuda_'
 if [[ -n "${GPU_TESTS:-}" ]]; then
   read -r -a TEST_BINARIES <<<"$GPU_TESTS"
@@ -148,6 +148,9 @@ step bench-graph-pull bench-pull.tmp timeout 150 env PEERPLAN_TRANSFER_MODE=pull
 # The push one-shot's protocols (PEERPLAN_ONE_SHOT_PROTOCOL=ll / lamport, one communicator
 # each) side by side at every size up to 4 MiB, one-shot forced, same run.
 step bench-protocols bench-protocols.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" --route one_shot --protocols ll,lamport -b 1K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/protocols-graph.json"
+# The fused op's protocols (PEERPLAN_FUSED_PROTOCOL=ll / lamport, one communicator each;
+# the first one runs the default, auto) side by side, 1 to 1024 rows, P2P forced.
+step bench-fused-protocols bench-fused-protocols.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" --op fused --route p2p --hidden 7168 --protocols ll,lamport -b 14K -e 14M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/fused-protocols-graph.json"
 # Other dtypes (auto routes, graph), for the per-byte comparison with bf16.
 for d in f16 f32; do
   step "bench-graph-$d" "bench-$d.tmp" timeout 150 "${MPIRUN[@]}" "$BENCH" -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d $d -G 1 --json "$OUT/bench-graph-$d.json"
@@ -197,6 +200,7 @@ if [[ -n "$FULL" ]]; then
 else
 echo "==== benchmark ===="; grep -v 'size(B)\|# total' "$OUT/bench.log" 2>/dev/null | awk '/^#/ {print substr($0, 1, 110); next} {print $1, $3, $4, $5, $8, $9, $10}' | head -130
 [[ -f "$OUT/protocols-graph.json" ]] && { echo "==== one-shot protocols (us: size, ll, lamport, nccl) ===="; python3 -c 'import json,sys; [print(r["bytes"], r["protocol_time_us"]["ll"], r["protocol_time_us"]["lamport"], r["nccl_time_us"]) for r in json.load(open(sys.argv[1]))["rows"]]' "$OUT/protocols-graph.json" 2>/dev/null; }
+[[ -f "$OUT/fused-protocols-graph.json" ]] && { echo "==== fused protocols (us: rows, auto, ll, lamport, plain all-reduce, nccl+norm) ===="; python3 -c 'import json,sys; [print(r["rows"], r["time_us"], r["protocol_time_us"]["ll"], r["protocol_time_us"]["lamport"], r["plain_time_us"], r["nccl_time_us"]) for r in json.load(open(sys.argv[1]))["rows"]]' "$OUT/fused-protocols-graph.json" 2>/dev/null; }
 [[ -f "$OUT/comparison.md" ]] && { echo "==== comparison (graph, bf16) ===="; grep -A14 -m1 -i 'bf16.*graph' "$OUT/comparison.md"; }
 fi
 [[ -f "$OUT/tune.log" ]] && { echo "==== peerplan_tune ===="; tail -40 "$OUT/tune.log"; }

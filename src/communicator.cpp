@@ -261,7 +261,10 @@ class CommunicatorImpl final : public Communicator {
       std::size_t max_bytes = 0, max_one_shot_bytes = 0;
       for (const auto& d : decisions) {
         if (is_p2p(d.route)) max_bytes = std::max(max_bytes, d.message_bytes);
-        if (d.route == Route::one_shot) max_one_shot_bytes = std::max(max_one_shot_bytes, d.message_bytes);
+        // One-shot and fused plans: both may use the CUDA transport's Lamport region.
+        if (d.route == Route::one_shot || d.route == Route::fused_one_shot) {
+          max_one_shot_bytes = std::max(max_one_shot_bytes, d.message_bytes);
+        }
       }
       // A Timeout in reserve() propagates (the communicator is then
       // broken); any other failure disables P2P on every rank alike.

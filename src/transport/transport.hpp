@@ -51,8 +51,9 @@ class PeerTransport {
   // everything. It is also the recovery after a Timeout: a transport whose
   // wait timed out refuses calls (InvalidUsage) until reserve() re-creates
   // the buffers and resets the call epochs on every rank.
-  // `max_one_shot_bytes`: the largest plan routed one-shot (a transport may
-  // keep memory for that route only up to it; SIZE_MAX: not known).
+  // `max_one_shot_bytes`: the largest plan routed one-shot or fused
+  // one-shot (a transport may keep memory for those routes only up to it;
+  // SIZE_MAX: not known).
   virtual void reserve(std::size_t max_message_bytes,
                        std::size_t max_one_shot_bytes = SIZE_MAX) = 0;
   virtual std::size_t capacity_bytes() const noexcept = 0;

@@ -32,6 +32,7 @@ struct DeviceIdentity {
   // Pick kernel variants: every rank must use the same values.
   std::uint64_t fused_lines_max_bytes;
   std::uint64_t one_shot_lines_max_bytes;
+  std::uint64_t fused_lamport_after_bytes;
 };
 
 const char* phase_text(std::uint32_t phase) {
@@ -105,6 +106,37 @@ std::uint64_t one_shot_lines_max_bytes() {
   return bytes;
 }
 
+// Fused calls above this many bytes take the Lamport fused kernel
+// (cuda/fused_lamport.cu) where their rows are whole 16-byte packs and the
+// message fits the Lamport region; the others keep LL lines (up to
+// PEERPLAN_FUSED_LL_MAX_BYTES) or the staged paths. PEERPLAN_FUSED_PROTOCOL
+// picks it: `lamport` (every size), `ll` (never: the fused op as before
+// the Lamport kernel), a byte count N (Lamport above N), `auto` or unset:
+// Lamport at every size - the LL kernel sends twice the link bytes; not
+// yet measured against LL at a few rows (the benchmark's --protocols
+// ll,lamport does). Must agree on every rank.
+constexpr std::uint64_t kFusedLamportNever = ~std::uint64_t{0};
+constexpr std::uint64_t kFusedLamportAutoAfterBytes = 0;
+
+std::uint64_t fused_lamport_after_bytes() {
+  const char* name = "PEERPLAN_FUSED_PROTOCOL";
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return kFusedLamportAutoAfterBytes;
+  std::string value(text);
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (value == "auto") return kFusedLamportAutoAfterBytes;
+  if (value == "ll") return kFusedLamportNever;
+  if (value == "lamport") return 0;
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(text, &end, 10);
+  if (end == text || *end != '\0' || *text == '-') {
+    throw InvalidArgument(std::string(name) + "=" + text +
+                          " is not auto, ll, lamport or a byte count (Lamport above it); set "
+                          "one of those, or unset it");
+  }
+  return bytes;
+}
+
 }  // namespace
 
 CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
@@ -157,9 +189,19 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     peers_.cluster_rows = use_row_clusters(mine.device);
     peers_.fused_ll_max_bytes = fused_lines_max_bytes();
     mine.fused_lines_max_bytes = peers_.fused_ll_max_bytes;
-    // Pull mode has its own one-shot: no Lamport region then.
+    // Pull mode has its own one-shot: no Lamport region for it then. The
+    // fused op always pushes, Lamport included.
     lines_limit_ = pull ? kLinesEverySize : one_shot_lines_max_bytes();
     mine.one_shot_lines_max_bytes = lines_limit_;
+    peers_.fused_lamport_after_bytes = fused_lamport_after_bytes();
+    mine.fused_lamport_after_bytes = peers_.fused_lamport_after_bytes;
+    // The Lamport fused kernel's launch shapes, from occupancy queries made
+    // here rather than on a call's path (or inside a graph capture).
+    if (peers_.fused_lamport_after_bytes != kFusedLamportNever) {
+      cuda_kernels::PeerSet shape = peers_;
+      shape.size = local_size_;
+      cuda_kernels::warm_fused_lamport(shape);
+    }
   } catch (const Error& e) {
     error = e.what();
   }
@@ -180,6 +222,12 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     }
     if (peer.one_shot_lines_max_bytes != mine.one_shot_lines_max_bytes) {
       error = "peerplan cuda backend: PEERPLAN_ONE_SHOT_PROTOCOL differs between rank " +
+              std::to_string(mine.global_rank) + " and rank " + std::to_string(peer.global_rank) +
+              "; set the same value (or none) on every rank";
+      continue;
+    }
+    if (peer.fused_lamport_after_bytes != mine.fused_lamport_after_bytes) {
+      error = "peerplan cuda backend: PEERPLAN_FUSED_PROTOCOL differs between rank " +
               std::to_string(mine.global_rank) + " and rank " + std::to_string(peer.global_rank) +
               "; set the same value (or none) on every rank";
       continue;
@@ -290,9 +338,17 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_o
   if (error_host_ != nullptr && *static_cast<volatile std::uint32_t*>(&error_host_->code) != 0) {
     broken_ = true;
   }
-  // The Lamport region holds the one-shot messages above the LL limit.
+  // The Lamport region holds the one-shot messages above the LL limit and
+  // the fused messages above the fused Lamport threshold. The communicator
+  // passes one number, the largest one-shot or fused one-shot plan, so the
+  // region is sized for it when either protocol may carry a message that
+  // large: larger than needed when that plan's op does not use the region
+  // (e.g. PEERPLAN_FUSED_PROTOCOL=ll and a fused plan larger than every
+  // one-shot plan).
   const std::size_t one_shot_bytes = std::min(max_message_bytes, max_one_shot_bytes);
-  const std::size_t lamport_bytes = one_shot_bytes > lines_limit_ ? one_shot_bytes : 0;
+  const std::uint64_t lamport_above =
+      std::min<std::uint64_t>(lines_limit_, peers_.fused_lamport_after_bytes);
+  const std::size_t lamport_bytes = one_shot_bytes > lamport_above ? one_shot_bytes : 0;
   const bool needs_rebuild =
       broken_ || max_message_bytes != capacity_ || lamport_bytes != lamport_capacity_;
   // Every rank rebuilds, or none: a rank that timed out resets every rank's epochs.
@@ -310,10 +366,11 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_o
 
   const std::size_t sub_slot = cuda_kernels::sub_slot_bytes_for(max_message_bytes, local_size_);
   const std::size_t slot = sub_slot * static_cast<std::size_t>(local_size_);
-  // The Lamport one-shot's region after the slots, filled with the
-  // sentinel: 2 parities x (ranks - 1) sources x the largest one-shot
-  // message it may carry (none when every one-shot message fits LL lines:
-  // PEERPLAN_ONE_SHOT_PROTOCOL=ll, pull mode, or no such declared message).
+  // The Lamport region after the slots, filled with the sentinel: 2
+  // parities x (ranks - 1) sources x the largest one-shot or fused message
+  // it may carry (none when no such message may use it: both protocols
+  // `ll` (the one-shot also in pull mode), or no declared message above
+  // their LL limits).
   const std::size_t lamport_sub = lamport_bytes == 0 || local_size_ < 2
                                       ? 0
                                       : cuda_kernels::lamport_sub_slot_bytes_for(lamport_bytes);

@@ -3,7 +3,8 @@
 // node-local ranks.
 //
 // Slab of each rank: [signal area 16 KiB | staging slot 0 | staging slot 1
-// | Lamport region (push one-shot; PEERPLAN_ONE_SHOT_PROTOCOL)].
+// | Lamport region (push one-shot, PEERPLAN_ONE_SHOT_PROTOCOL; fused op,
+// PEERPLAN_FUSED_PROTOCOL)].
 // The call epoch lives on the device (the owner's signal area), so eager
 // calls and CUDA-graph replays of captured calls interleave freely and
 // replays need no host patching; the host keeps no per-call state. A
@@ -73,9 +74,10 @@ class CudaPeerTransport final : public PeerTransport {
   IpcSlabs slabs_;
   BufferRegistry registry_;
   cuda_kernels::PeerSet peers_{};
-  // PEERPLAN_ONE_SHOT_PROTOCOL as a byte limit (0 in pull mode); reserve()
-  // sizes the Lamport region for min(this, capacity).
-  // Push one-shot: LL lines up to this many bytes, Lamport above.
+  // PEERPLAN_ONE_SHOT_PROTOCOL as a byte limit (every size in pull mode):
+  // push one-shot calls take LL lines up to this many bytes, Lamport above.
+  // reserve() sizes the Lamport region by it and by
+  // peers_.fused_lamport_after_bytes (PEERPLAN_FUSED_PROTOCOL).
   std::uint64_t lines_limit_ = 0;
   std::size_t lamport_capacity_ = 0;  // bytes the Lamport region holds per source
   cuda_kernels::DeviceError* error_host_ = nullptr;  // pinned, mapped
