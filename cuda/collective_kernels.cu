@@ -544,7 +544,8 @@ cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, vo
   const std::uint64_t bytes = row_bytes * static_cast<std::uint64_t>(rows);
   // (The kernel indexes the region's packs with 32-bit integers.)
   if (row_bytes % kPackBytes == 0 && bytes > peers.fused_lamport_after_bytes &&
-      bytes <= peers.lamport_max_bytes && bytes / kPackBytes <= 0x7fffffffu) {
+      bytes <= peers.fused_lamport_max_bytes && bytes <= peers.lamport_max_bytes &&
+      bytes / kPackBytes <= 0x7fffffffu) {
     return launch_fused_lamport(peers, type, inout, residual, weight, eps, layout, rows, hidden,
                                 stream);
   }

@@ -99,6 +99,9 @@ struct PeerSet {
   // (cuda/fused_lamport.cu); others LL lines or the staged paths (~0: never).
   // The same on every rank (PEERPLAN_FUSED_PROTOCOL).
   std::uint64_t fused_lamport_after_bytes = ~std::uint64_t{0};
+  // Host only: ... and at most this many bytes (larger ones take the
+  // two-shot all-reduce + add/RMSNorm or LL lines, as before).
+  std::uint64_t fused_lamport_max_bytes = ~std::uint64_t{0};
   // Host only: launch the P2P kernels as programmatic dependent launches
   // (compute capability 9.0+).
   bool overlap_launch = false;

@@ -112,11 +112,23 @@ std::uint64_t one_shot_lines_max_bytes() {
 // PEERPLAN_FUSED_LL_MAX_BYTES) or the staged paths. PEERPLAN_FUSED_PROTOCOL
 // picks it: `lamport` (every size), `ll` (never: the fused op as before
 // the Lamport kernel), a byte count N (Lamport above N), `auto` or unset:
-// Lamport at every size - the LL kernel sends twice the link bytes; not
-// yet measured against LL at a few rows (the benchmark's --protocols
-// ll,lamport does). Must agree on every rank.
+// Lamport above 64 KiB and up to 4 MiB. Measured on 2x H200 (bf16, CUDA
+// graphs, hidden 7168, benchmarks/RESULTS.md session 4), Lamport vs the
+// previous kernels: 1 row 5.92 vs 5.57 us, 4 rows 6.19 vs 6.09, 16 rows
+// 7.05 vs 7.30, 64 rows 11.80 vs 17.83, 256 rows (3.5 MiB) 35.8 vs 36.2,
+// 1024 rows (14 MiB, two-shot + add/RMSNorm there) 129.1 vs 108.9. Must
+// agree on every rank.
 constexpr std::uint64_t kFusedLamportNever = ~std::uint64_t{0};
-constexpr std::uint64_t kFusedLamportAutoAfterBytes = 0;
+constexpr std::uint64_t kFusedLamportAutoAfterBytes = 64 * 1024;
+constexpr std::uint64_t kFusedLamportAutoMaxBytes = 4 * 1024 * 1024;
+
+bool fused_protocol_is_auto() {
+  const char* text = std::getenv("PEERPLAN_FUSED_PROTOCOL");
+  if (text == nullptr || *text == '\0') return true;
+  std::string value(text);
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return value == "auto";
+}
 
 std::uint64_t fused_lamport_after_bytes() {
   const char* name = "PEERPLAN_FUSED_PROTOCOL";
@@ -194,6 +206,8 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     lines_limit_ = pull ? kLinesEverySize : one_shot_lines_max_bytes();
     mine.one_shot_lines_max_bytes = lines_limit_;
     peers_.fused_lamport_after_bytes = fused_lamport_after_bytes();
+    peers_.fused_lamport_max_bytes =
+        fused_protocol_is_auto() ? kFusedLamportAutoMaxBytes : ~std::uint64_t{0};
     mine.fused_lamport_after_bytes = peers_.fused_lamport_after_bytes;
     // The Lamport fused kernel's launch shapes, from occupancy queries made
     // here rather than on a call's path (or inside a graph capture).
