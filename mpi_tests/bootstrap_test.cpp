@@ -431,29 +431,7 @@ TEST(MpiBootstrap, ANewBootstrapWorksAfterATimeout) {
 // beyond it.
 constexpr auto kSlack = 5s;
 
-// A barrier on the test's own communicator with a bound: where the code under
-// test hangs on some rank, the others abort the job naming the step instead
-// of waiting in MPI_Barrier until ctest's timeout (the harness bounds only
-// its own synchronisation after each test).
-void meet_or_abort(const char* where, std::chrono::seconds bound = 40s) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Ibarrier(peerplan::mpi_test::test_comm(), &request);
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  for (;;) {
-    int done = 0;
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr,
-                   "rank %d: %s: not every rank arrived within %lld s (a rank hangs in the code "
-                   "under test). Aborting the job.\n",
-                   world_rank(), where, static_cast<long long>(bound.count()));
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    std::this_thread::sleep_for(1ms);
-  }
-}
+using peerplan::mpi_test::meet_or_abort;
 
 // What make_mpi_bootstrap did on this rank.
 struct Construction {
@@ -642,7 +620,7 @@ TEST(MpiBootstrap, DestroyingABootstrapDoesNotWaitForThePeers) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, 2s) << "destroying waited for the peers";
   }
   // Bounded: had the destruction waited for the others, the job aborts here.
-  meet_or_abort("after rank 0 destroyed its bootstrap", 20s);
+  meet_or_abort("after rank 0 destroyed its bootstrap", MPI_COMM_NULL, 20s);
   bootstrap.reset();
 }
 

@@ -20,6 +20,7 @@
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
 #include "support/communicator_test_support.hpp"
+#include "support/fault_test_support.hpp"
 #include "support/mpi_test_support.hpp"
 
 namespace peerplan::comm_test {
@@ -36,55 +37,6 @@ Config timeout_config() {
   Config config;
   config.timeout = kTimeout;
   return config;
-}
-
-// A barrier on the test's own communicator (or `comm`) with a bound: where
-// the code under test hangs on some rank, the others abort the job naming
-// the step, instead of waiting in MPI_Barrier until ctest's timeout (the
-// harness bounds only its own synchronisation after each test).
-void meet_or_abort(const char* where, MPI_Comm comm = test_comm()) {
-  constexpr auto kBound = 40s;
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Ibarrier(comm, &request);
-  const auto deadline = Clock::now() + kBound;
-  for (;;) {
-    int done = 0;
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    if (Clock::now() > deadline) {
-      std::fprintf(stderr,
-                   "rank %d: %s: not every rank arrived within %lld s (a rank hangs in the code "
-                   "under test). Aborting the job.\n",
-                   test_rank(), where, static_cast<long long>(kBound.count()));
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    std::this_thread::sleep_for(1ms);
-  }
-}
-
-// What a call did on this rank.
-struct Attempt {
-  bool timed_out = false;
-  std::string message;  // the Timeout's, or what happened instead
-  Clock::duration elapsed{};
-};
-
-template <class Call>
-Attempt attempt(Call&& call) {
-  Attempt a;
-  const auto start = Clock::now();
-  try {
-    call();
-    a.message = "returned normally";
-  } catch (const Timeout& e) {
-    a.timed_out = true;
-    a.message = e.what();
-  } catch (const std::exception& e) {
-    a.message = std::string("threw another error: ") + e.what();
-  }
-  a.elapsed = Clock::now() - start;
-  return a;
 }
 
 Attempt attempt_create(Config config = timeout_config()) {
@@ -170,12 +122,10 @@ TEST_P(LateAfterTheDuplication, TheTimeoutsOfCreateNameTheMissingRanks) {
                            ":sleep=" + std::to_string(kStall.count());
   Attempt a;
   {
-    ScopedEnv inject("PEERPLAN_FAULT_INJECT", rule.c_str());
-    fault::reload_for_tests();
+    const ScopedFaultInjection inject(rule);
     meet_or_abort("before create");
     a = attempt_create();
   }
-  fault::reload_for_tests();
   meet_or_abort("after create with a rank late after the duplication");
   EXPECT_TRUE(a.timed_out) << "expected peerplan::Timeout; " << a.message;
   if (test_rank() != late) {

@@ -27,6 +27,7 @@
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
 #include "support/communicator_test_support.hpp"
+#include "support/fault_test_support.hpp"
 #include "support/mpi_test_support.hpp"
 
 namespace peerplan::comm_test {
@@ -67,34 +68,11 @@ struct Case {
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << to_string(c.fault) << '_' << to_string(c.dtype); }
 
-// Sets PEERPLAN_FAULT_INJECT for the duration of a scope (every rank sets
-// the same value; the rule names the rank it applies to).
-class FaultInjection {
- public:
-  explicit FaultInjection(const std::string& value) {
-    if (!value.empty()) ::setenv("PEERPLAN_FAULT_INJECT", value.c_str(), 1);
-    fault::reload_for_tests();
-  }
-  ~FaultInjection() {
-    ::unsetenv("PEERPLAN_FAULT_INJECT");
-    fault::reload_for_tests();
-  }
-  FaultInjection(const FaultInjection&) = delete;
-  FaultInjection& operator=(const FaultInjection&) = delete;
-};
-
 Config timeout_config() {
   Config config;
   config.timeout = kTimeout;
   return config;
 }
-
-struct Attempt {
-  bool timed_out = false;
-  std::string other;  // a non-Timeout exception, or "returned normally"
-  std::string message;
-  double elapsed_ms = 0;
-};
 
 class LateRank : public ::testing::TestWithParam<Case> {};
 
@@ -119,22 +97,13 @@ TEST_P(LateRank, EveryRankTimesOutNamingTheOthersThenANewCommunicatorWorks) {
 
   Attempt mine;
   {
-    const FaultInjection armed(inject);
+    const ScopedFaultInjection armed(inject);
     Buffer in = Buffer::for_layout(c.dtype, layout);
     Buffer out = Buffer::for_layout(c.dtype, layout);
     for (std::int64_t i = 0; i < layout.numel(); ++i) in.set(i, 1.0f);
     if (me == late && c.fault == Fault::before_call) std::this_thread::sleep_for(kLate);
-    const auto start = Clock::now();
-    try {
-      comm->all_reduce(in.data(), out.data(), c.dtype, layout);
-      mine.other = "returned normally (result " + std::to_string(out.get(0)) + ")";
-    } catch (const Timeout& e) {
-      mine.timed_out = true;
-      mine.message = e.what();
-    } catch (const std::exception& e) {
-      mine.other = e.what();
-    }
-    mine.elapsed_ms = ms(Clock::now() - start);
+    mine = attempt([&] { comm->all_reduce(in.data(), out.data(), c.dtype, layout); });
+    if (!mine.timed_out) mine.message += " (result " + std::to_string(out.get(0)) + ")";
   }
   // What the README says to do after a fallback timeout: close (on every
   // rank, at once: the ranks that gave up close before the late rank has
@@ -145,7 +114,7 @@ TEST_P(LateRank, EveryRankTimesOutNamingTheOthersThenANewCommunicatorWorks) {
   // the late rank catches up.
   MPI_Barrier(test_comm());
 
-  EXPECT_TRUE(mine.timed_out) << "every rank must raise Timeout for the call; got: " << mine.other;
+  EXPECT_TRUE(mine.timed_out) << "every rank must raise Timeout for the call; got: " << mine.message;
   EXPECT_NE(mine.message.find("PEERPLAN_TIMEOUT_MS"), std::string::npos)
       << "the message should say what to change: " << mine.message;
   if (me != late) {
@@ -153,7 +122,7 @@ TEST_P(LateRank, EveryRankTimesOutNamingTheOthersThenANewCommunicatorWorks) {
         << "the message must name the late rank " << late << ": " << mine.message;
     // The reduction's wait plus the verdict's (at most a timeout plus a
     // roll call of half of it).
-    EXPECT_LT(mine.elapsed_ms, ms(kTimeout + kTimeout / 2 + kSlack))
+    EXPECT_LT(mine.elapsed_ms(), ms(kTimeout + kTimeout / 2 + kSlack))
         << "the Timeout came too late: " << mine.message;
   } else if (c.fault == Fault::before_call) {
     for (int r = 0; r < n; ++r) {
@@ -162,10 +131,10 @@ TEST_P(LateRank, EveryRankTimesOutNamingTheOthersThenANewCommunicatorWorks) {
           << "the late rank's message must name rank " << r << ", which gave up: "
           << mine.message;
     }
-    EXPECT_LT(mine.elapsed_ms, ms(kTimeout + kSlack)) << "the late call must not hang";
+    EXPECT_LT(mine.elapsed_ms(), ms(kTimeout + kSlack)) << "the late call must not hang";
   }
   // Somebody waited the whole timeout before giving up (no premature failure).
-  const auto all = allgather_value(me != late ? mine.elapsed_ms : 0.0);
+  const auto all = allgather_value(me != late ? mine.elapsed_ms() : 0.0);
   double longest = 0;
   for (double t : all) longest = std::max(longest, t);
   EXPECT_GE(longest, 0.9 * ms(kTimeout));

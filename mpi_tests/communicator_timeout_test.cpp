@@ -19,6 +19,7 @@
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
 #include "support/communicator_test_support.hpp"
+#include "support/fault_test_support.hpp"
 #include "support/mpi_test_support.hpp"
 
 namespace peerplan::comm_test {
@@ -39,37 +40,12 @@ Config timeout_config() {
   return config;
 }
 
-// What the call did on a rank that made it.
-struct Attempt {
-  bool timed_out = false;
-  std::string other_error;  // a non-Timeout exception, or "returned normally"
-  std::string message;
-  double elapsed_ms = 0;
-};
-
-template <class Call>
-Attempt attempt(Call&& call) {
-  Attempt a;
-  const auto start = Clock::now();
-  try {
-    call();
-    a.other_error = "returned normally";
-  } catch (const Timeout& e) {
-    a.timed_out = true;
-    a.message = e.what();
-  } catch (const std::exception& e) {
-    a.other_error = e.what();
-  }
-  a.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  return a;
-}
-
 // Checks on the ranks that made the call; collective (the skipping rank
 // passes nullptr).
 void expect_timed_out_in_bound(const Attempt* a, bool must_name_missing_rank, int missing) {
   if (a != nullptr) {
-    EXPECT_TRUE(a->timed_out) << "expected peerplan::Timeout, got: " << a->other_error;
-    EXPECT_LT(a->elapsed_ms, (std::chrono::duration<double, std::milli>(kTimeout + kSlack).count()))
+    EXPECT_TRUE(a->timed_out) << "expected peerplan::Timeout, got: " << a->message;
+    EXPECT_LT(a->elapsed_ms(), (std::chrono::duration<double, std::milli>(kTimeout + kSlack).count()))
         << "the Timeout came too late: " << a->message;
     EXPECT_NE(a->message.find("PEERPLAN_TIMEOUT_MS"), std::string::npos)
         << "the message should say what to change: " << a->message;
@@ -80,7 +56,7 @@ void expect_timed_out_in_bound(const Attempt* a, bool must_name_missing_rank, in
   }
   // Somebody waited the whole timeout before giving up (no premature
   // failure): the slowest of the waiting ranks.
-  const auto all = allgather_value(a != nullptr ? a->elapsed_ms : 0.0);
+  const auto all = allgather_value(a != nullptr ? a->elapsed_ms() : 0.0);
   double longest = 0;
   for (double ms : all) longest = std::max(longest, ms);
   EXPECT_GE(longest, (0.9 * std::chrono::duration<double, std::milli>(kTimeout).count()));
@@ -192,28 +168,27 @@ TEST(ReserveTimeout, ARankMissingAtDeclaresReserveIsNamedWithinOneTimeout) {
   // Late by more than two timeouts: a second exchange would not meet it either.
   const std::string rule = "declare.before_reserve@" + std::to_string(late) +
                            ":sleep=" + std::to_string((2 * timeout + 1000ms).count());
-  ::setenv("PEERPLAN_FAULT_INJECT", rule.c_str(), 1);
-  fault::reload_for_tests();
   std::optional<Attempt> mine;
-  if (test_rank() != late) {
-    mine = attempt([&] { comm->declare(set); });
-  } else {
-    try {
-      comm->declare(set);  // its peers are gone by the time it wakes up
-    } catch (const Error&) {
+  {
+    const ScopedFaultInjection inject(rule);
+    if (test_rank() != late) {
+      mine = attempt([&] { comm->declare(set); });
+    } else {
+      try {
+        comm->declare(set);  // its peers are gone by the time it wakes up
+      } catch (const Error&) {
+      }
     }
   }
-  ::unsetenv("PEERPLAN_FAULT_INJECT");
-  fault::reload_for_tests();
   MPI_Barrier(test_comm());
 
   const double bound_ms = duration<double, std::milli>(bound).count();
   const double timeout_ms = duration<double, std::milli>(timeout).count();
   if (mine) {
-    EXPECT_TRUE(mine->timed_out) << "expected peerplan::Timeout, got: " << mine->other_error;
-    EXPECT_LT(mine->elapsed_ms, bound_ms)
+    EXPECT_TRUE(mine->timed_out) << "expected peerplan::Timeout, got: " << mine->message;
+    EXPECT_LT(mine->elapsed_ms(), bound_ms)
         << "detection took more than one timeout: " << mine->message;
-    EXPECT_GE(mine->elapsed_ms, 0.9 * timeout_ms)
+    EXPECT_GE(mine->elapsed_ms(), 0.9 * timeout_ms)
         << "gave up before the timeout: " << mine->message;
     EXPECT_TRUE(names_rank(mine->message, late))
         << "the message must name the missing rank " << late << ": " << mine->message;

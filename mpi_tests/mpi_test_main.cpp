@@ -249,6 +249,26 @@ int world_size() { return g_size; }
 int thread_level() { return g_thread_level; }
 MPI_Comm test_comm() { return g_test_comm; }
 
+void meet_or_abort(const char* where, MPI_Comm comm, std::chrono::seconds bound) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Ibarrier(comm == MPI_COMM_NULL ? test_comm() : comm, &request);
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  for (;;) {
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "rank %d: %s: not every rank arrived within %lld s (a rank hangs in the code "
+                   "under test). Aborting the job.\n",
+                   world_rank(), where, static_cast<long long>(bound.count()));
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 bool any_rank(bool value) { return max_over_ranks(value ? 1 : 0, "any_rank()") != 0; }
 bool all_ranks(bool value) { return max_over_ranks(value ? 0 : 1, "all_ranks()") == 0; }
 

@@ -48,6 +48,7 @@ namespace peerplan::comm_test {
 
 // ---------------------------------------------------------------- MPI side
 
+using mpi_test::meet_or_abort;
 using mpi_test::test_comm;
 
 inline int test_rank() {

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 namespace peerplan::mpi_test {
 
 // Rank and size in MPI_COMM_WORLD.
@@ -28,6 +30,13 @@ bool any_rank(bool value);
 // freed before MPI_Finalize (which does not free communicators: a leak
 // checker would report it).
 MPI_Comm test_comm();
+
+// A barrier on `comm` (default: test_comm()) with a bound: where the code
+// under test hangs on some rank, the others abort the job naming the step
+// (`where`) instead of waiting in MPI_Barrier until ctest's timeout (the
+// harness bounds only its own synchronisation after each test).
+void meet_or_abort(const char* where, MPI_Comm comm = MPI_COMM_NULL,
+                   std::chrono::seconds bound = std::chrono::seconds(40));
 
 }  // namespace peerplan::mpi_test
 

@@ -33,6 +33,7 @@ struct DeviceIdentity {
   std::uint64_t fused_lines_max_bytes;
   std::uint64_t one_shot_lines_max_bytes;
   std::uint64_t fused_lamport_after_bytes;
+  std::uint64_t fused_lamport_max_bytes;
 };
 
 const char* phase_text(std::uint32_t phase) {
@@ -87,23 +88,31 @@ std::uint64_t fused_lines_max_bytes() {
 constexpr std::uint64_t kLinesEverySize = ~std::uint64_t{0};
 constexpr std::uint64_t kLinesAutoMaxBytes = 64 * 1024;
 
-std::uint64_t one_shot_lines_max_bytes() {
-  const char* name = "PEERPLAN_ONE_SHOT_PROTOCOL";
+// A protocol knob (PEERPLAN_ONE_SHOT_PROTOCOL, PEERPLAN_FUSED_PROTOCOL): the
+// byte count above which the Lamport protocol is taken. `auto` (or unset)
+// gives `automatic`, `ll` never (all ones), `lamport` 0, a byte count
+// itself; anything else is an InvalidArgument naming the variable.
+struct ProtocolKnob {
+  std::uint64_t lamport_above;
+  bool automatic;
+};
+
+ProtocolKnob protocol_knob(const char* name, std::uint64_t automatic) {
   const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return kLinesAutoMaxBytes;
+  if (text == nullptr || *text == '\0') return {automatic, true};
   std::string value(text);
   for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (value == "auto") return kLinesAutoMaxBytes;
-  if (value == "ll") return kLinesEverySize;
-  if (value == "lamport") return 0;
+  if (value == "auto") return {automatic, true};
+  if (value == "ll") return {kLinesEverySize, false};
+  if (value == "lamport") return {0, false};
   char* end = nullptr;
   const unsigned long long bytes = std::strtoull(text, &end, 10);
   if (end == text || *end != '\0' || *text == '-') {
     throw InvalidArgument(std::string(name) + "=" + text +
-                          " is not auto, ll, lamport or a byte count (LL lines up to it, "
-                          "Lamport above); set one of those, or unset it");
+                          " is not auto, ll, lamport or a byte count (LL up to it, Lamport "
+                          "above); set one of those, or unset it");
   }
-  return bytes;
+  return {bytes, false};
 }
 
 // Fused calls above this many bytes take the Lamport fused kernel
@@ -118,36 +127,8 @@ std::uint64_t one_shot_lines_max_bytes() {
 // 7.05 vs 7.30, 64 rows 11.80 vs 17.83, 256 rows (3.5 MiB) 35.8 vs 36.2,
 // 1024 rows (14 MiB, two-shot + add/RMSNorm there) 129.1 vs 108.9. Must
 // agree on every rank.
-constexpr std::uint64_t kFusedLamportNever = ~std::uint64_t{0};
 constexpr std::uint64_t kFusedLamportAutoAfterBytes = 64 * 1024;
 constexpr std::uint64_t kFusedLamportAutoMaxBytes = 4 * 1024 * 1024;
-
-bool fused_protocol_is_auto() {
-  const char* text = std::getenv("PEERPLAN_FUSED_PROTOCOL");
-  if (text == nullptr || *text == '\0') return true;
-  std::string value(text);
-  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return value == "auto";
-}
-
-std::uint64_t fused_lamport_after_bytes() {
-  const char* name = "PEERPLAN_FUSED_PROTOCOL";
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return kFusedLamportAutoAfterBytes;
-  std::string value(text);
-  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (value == "auto") return kFusedLamportAutoAfterBytes;
-  if (value == "ll") return kFusedLamportNever;
-  if (value == "lamport") return 0;
-  char* end = nullptr;
-  const unsigned long long bytes = std::strtoull(text, &end, 10);
-  if (end == text || *end != '\0' || *text == '-') {
-    throw InvalidArgument(std::string(name) + "=" + text +
-                          " is not auto, ll, lamport or a byte count (Lamport above it); set "
-                          "one of those, or unset it");
-  }
-  return bytes;
-}
 
 }  // namespace
 
@@ -203,15 +184,18 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     mine.fused_lines_max_bytes = peers_.fused_ll_max_bytes;
     // Pull mode has its own one-shot: no Lamport region for it then. The
     // fused op always pushes, Lamport included.
-    lines_limit_ = pull ? kLinesEverySize : one_shot_lines_max_bytes();
+    lines_limit_ = pull ? kLinesEverySize
+                        : protocol_knob("PEERPLAN_ONE_SHOT_PROTOCOL", kLinesAutoMaxBytes)
+                              .lamport_above;
     mine.one_shot_lines_max_bytes = lines_limit_;
-    peers_.fused_lamport_after_bytes = fused_lamport_after_bytes();
-    peers_.fused_lamport_max_bytes =
-        fused_protocol_is_auto() ? kFusedLamportAutoMaxBytes : ~std::uint64_t{0};
+    const ProtocolKnob fused = protocol_knob("PEERPLAN_FUSED_PROTOCOL", kFusedLamportAutoAfterBytes);
+    peers_.fused_lamport_after_bytes = fused.lamport_above;
+    peers_.fused_lamport_max_bytes = fused.automatic ? kFusedLamportAutoMaxBytes : ~std::uint64_t{0};
     mine.fused_lamport_after_bytes = peers_.fused_lamport_after_bytes;
+    mine.fused_lamport_max_bytes = peers_.fused_lamport_max_bytes;
     // The Lamport fused kernel's launch shapes, from occupancy queries made
     // here rather than on a call's path (or inside a graph capture).
-    if (peers_.fused_lamport_after_bytes != kFusedLamportNever) {
+    if (peers_.fused_lamport_after_bytes != kLinesEverySize) {
       cuda_kernels::PeerSet shape = peers_;
       shape.size = local_size_;
       cuda_kernels::warm_fused_lamport(shape);
@@ -240,7 +224,8 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
               "; set the same value (or none) on every rank";
       continue;
     }
-    if (peer.fused_lamport_after_bytes != mine.fused_lamport_after_bytes) {
+    if (peer.fused_lamport_after_bytes != mine.fused_lamport_after_bytes ||
+        peer.fused_lamport_max_bytes != mine.fused_lamport_max_bytes) {
       error = "peerplan cuda backend: PEERPLAN_FUSED_PROTOCOL differs between rank " +
               std::to_string(mine.global_rank) + " and rank " + std::to_string(peer.global_rank) +
               "; set the same value (or none) on every rank";
