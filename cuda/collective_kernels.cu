@@ -111,25 +111,34 @@ union Half8 {  // the 8 data bytes of a line
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    one_shot_kernel(PeerSet p, const T* in, T* out, KernelLayout layout, std::int64_t count) {
-  std::uint32_t epoch;
-  if (!begin_call(p, epoch)) return;
-
+    one_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out, const __grid_constant__ KernelLayout layout, std::int64_t count) {
   constexpr int E = 8 / sizeof(T);  // elements per line
   const std::int64_t lines = (count + E - 1) / E;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool in_vec = layout.dense && (reinterpret_cast<std::uintptr_t>(in) & 7u) == 0;
   const bool out_vec = layout.dense && (reinterpret_cast<std::uintptr_t>(out) & 7u) == 0;
-
-  for (std::int64_t i = begin; i < lines; i += stride) {
+  auto load_input = [&](std::int64_t i) {
     Half8<T> data;
     data.raw = make_uint2(0u, 0u);
+    if (i >= lines) return data;
     if (in_vec && (i + 1) * E <= count) {
       data.raw = *reinterpret_cast<const uint2*>(in + i * E);
     } else {
       for (int k = 0; k < E && i * E + k < count; ++k) data.v[k] = in[offset_of(layout, i * E + k)];
     }
+    return data;
+  };
+
+  // The first line's input load is in flight while begin_call reads the
+  // epoch (a small message is one line per thread: one latency, not two).
+  wait_for_previous_kernel();
+  const Half8<T> first = load_input(begin);
+  std::uint32_t epoch, ticket;
+  if (!begin_call(p, epoch, ticket)) return;
+
+  for (std::int64_t i = begin; i < lines; i += stride) {
+    const Half8<T> data = i == begin ? first : load_input(i);
     for (int q = 0; q < p.size; ++q) {
       store_line(data_of<uint4>(p, q, p.rank, epoch) + i, data.raw, epoch);
     }
@@ -182,7 +191,7 @@ __global__ void __launch_bounds__(kThreads)
   // A failed call leaves the epoch where it was; the transport is broken
   // until reserve() re-creates the slabs.
   if (__syncthreads_or(!ok)) return;
-  finish_call(p, epoch);
+  finish_call(p, epoch, ticket);
 }
 
 // Shard s covers [s * shard, min((s + 1) * shard, count)), shard a whole
@@ -194,9 +203,9 @@ __global__ void __launch_bounds__(kThreads)
 // rank, so per-block flags order exactly the data each block needs.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    two_shot_kernel(PeerSet p, const T* in, T* out, KernelLayout layout, std::int64_t count) {
-  std::uint32_t epoch;
-  if (!begin_call(p, epoch)) return;
+    two_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out, const __grid_constant__ KernelLayout layout, std::int64_t count) {
+  std::uint32_t epoch, ticket;
+  if (!begin_call(p, epoch, ticket)) return;
   Signals* own = signals_of(p, p.rank);
 
   constexpr int V = Pack<T>::kCount;
@@ -256,17 +265,17 @@ __global__ void __launch_bounds__(kThreads)
       if (s < p.size && s != p.rank && first < count) store_tensor(out, layout, out_vec, first, count, sums[s]);
     }
   }
-  finish_call(p, epoch);
+  finish_call(p, epoch, ticket);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kRowThreads)
-    fused_kernel(PeerSet p, T* inout, T* residual, const T* weight, float eps,
-                 KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
+    fused_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight, float eps,
+                 const __grid_constant__ KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
   __shared__ float scratch[kRowThreads / 32];
   constexpr int V = Pack<T>::kCount;
-  std::uint32_t epoch;
-  if (!begin_call(p, epoch)) return;
+  std::uint32_t epoch, ticket;
+  if (!begin_call(p, epoch, ticket)) return;
   Signals* own = signals_of(p, p.rank);
 
   // Rows are packed back to back from a 256-byte aligned sub-slot start, so
@@ -307,7 +316,7 @@ __global__ void __launch_bounds__(kRowThreads)
     const std::int64_t offset = row_offset(layout, row, hidden);
     add_rms_norm_part<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps, row_sum);
   }
-  finish_call(p, epoch);
+  finish_call(p, epoch, ticket);
 }
 
 // The fused op for small messages: rows travel as LL lines, as in the
@@ -318,14 +327,14 @@ __global__ void __launch_bounds__(kRowThreads)
 // kRowSplits blocks (sm_90+), else a row per block; same bits either way.
 template <class T, bool kCluster>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
-    fused_ll_kernel(PeerSet p, T* inout, T* residual, const T* weight, float eps,
-                    KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
+    fused_ll_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight, float eps,
+                    const __grid_constant__ KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
   constexpr int E = 8 / sizeof(T);  // elements per line
   static_assert(V == 2 * E, "a pack is two lines");
-  std::uint32_t epoch;
-  const bool started = begin_call(p, epoch);
+  std::uint32_t epoch, ticket;
+  const bool started = begin_call(p, epoch, ticket);
   // A block of a cluster must not leave alone: its siblings would wait for
   // it at the row's cluster barrier. So a broken transport is carried as a
   // failure through the first row's exchange, and the cluster leaves after it.
@@ -405,7 +414,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
       return;  // the same decision on every thread of the block (or cluster)
     }
   }
-  finish_call(p, epoch);
+  finish_call(p, epoch, ticket);
 }
 
 // kCluster: a row per cluster of kRowSplits blocks (sm_90+; launched as a
@@ -413,7 +422,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
 template <class T, bool kCluster>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     add_rms_norm_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
-                        KernelLayout layout, std::int64_t rows, std::int64_t hidden,
+                        const __grid_constant__ KernelLayout layout, std::int64_t rows, std::int64_t hidden,
                         const std::uint32_t* aborted) {
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
@@ -445,7 +454,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
 }
 
 template <class W>
-__global__ void pack_kernel(const W* tensor, W* contiguous, KernelLayout layout,
+__global__ void pack_kernel(const W* tensor, W* contiguous, const __grid_constant__ KernelLayout layout,
                             std::int64_t count, bool unpack) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

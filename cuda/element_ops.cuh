@@ -76,8 +76,11 @@ __device__ __forceinline__ Pack<T> load_tensor(const T* tensor, const KernelLayo
     pack.raw = *reinterpret_cast<const uint4*>(tensor + first);
     return pack;
   }
-  for (int k = 0; k < Pack<T>::kCount && first + k < count; ++k) {
-    pack.v[k] = tensor[offset_of(layout, first + k)];
+  // Unrolled with a guard per element (no early exit), so that every
+  // index into the pack is a constant and the pack stays in registers.
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) {
+    if (first + k < count) pack.v[k] = tensor[offset_of(layout, first + k)];
   }
   return pack;
 }
@@ -90,8 +93,9 @@ __device__ __forceinline__ void store_tensor(T* tensor, const KernelLayout& layo
     *reinterpret_cast<uint4*>(tensor + first) = pack.raw;
     return;
   }
-  for (int k = 0; k < Pack<T>::kCount && first + k < count; ++k) {
-    tensor[offset_of(layout, first + k)] = pack.v[k];
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) {
+    if (first + k < count) tensor[offset_of(layout, first + k)] = pack.v[k];
   }
 }
 

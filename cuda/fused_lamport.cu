@@ -102,8 +102,8 @@ __device__ __forceinline__ uint4 pick(const uint4 (&values)[N], int index) {
 template <class T, bool kCluster, int kPeers>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
                                   kCluster ? (kPeers == 1 ? 5 : 4) : 1)
-    fused_lamport_kernel(PeerSet p, T* inout, T* residual, const T* weight, float eps,
-                         KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
+    fused_lamport_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight, float eps,
+                         const __grid_constant__ KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
   __shared__ RowShared shared;
   // This call's region sub-slots: where this rank's packs go in each peer's
   // region (in push order: the peers after this rank first, spreading the
@@ -115,8 +115,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
   // Packs kept in registers between the row's two passes (rms_norm_row.cuh):
   // one in the 1024-thread block (64 registers a thread), two in a cluster.
   constexpr int kKept = kCluster ? 2 : 1;
-  std::uint32_t epoch;
-  const bool started = begin_call(p, epoch);
+  std::uint32_t epoch, ticket;
+  const bool started = begin_call(p, epoch, ticket);
   // A block of a cluster must not leave alone: its siblings would wait for
   // it at the row's cluster barrier. So a broken transport is carried as a
   // failure through the first row's exchange, and the cluster leaves after
@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
       }
     }
   }
-  finish_call(p, epoch);
+  finish_call(p, epoch, ticket);
 }
 
 template <class T, bool kCluster, int kPeers>

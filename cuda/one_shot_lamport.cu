@@ -24,24 +24,35 @@ namespace {
 // push, one round of loads, one sum.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    one_shot_lamport_kernel(PeerSet p, const T* in, T* out, KernelLayout layout,
+    one_shot_lamport_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
+                            const __grid_constant__ KernelLayout layout,
                             std::int64_t count) {
-  std::uint32_t epoch;
-  if (!begin_call(p, epoch)) return;
-
   constexpr int V = Pack<T>::kCount;
   const std::int64_t packs = (count + V - 1) / V;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool in_vec = layout.dense && aligned16(in);
   const bool out_vec = layout.dense && aligned16(out);
+  // The own contribution of pack j as the peers see it (mapped the same
+  // way, so that every rank sums exactly the same bits).
+  auto load_input = [&](std::int64_t j) {
+    return j < packs ? without_sentinel<T>(load_tensor(in, layout, in_vec, j * V, count).raw)
+                     : make_uint4(0u, 0u, 0u, 0u);
+  };
+
+  // The first pack's input load is in flight while begin_call reads the
+  // epoch (a small message is one pack per thread: one latency, not two).
+  wait_for_previous_kernel();
+  const uint4 first = load_input(begin);
+  std::uint32_t epoch, ticket;
+  if (!begin_call(p, epoch, ticket)) return;
 
   // Push. A short last pack is padded with zeros (load_tensor), which are
   // not the sentinel, so the receiver sees the whole pack arrive. The
   // store order over the peers starts after this rank, to spread the
   // writes of many ranks over the links.
   for (std::int64_t j = begin; j < packs; j += stride) {
-    const uint4 data = without_sentinel<T>(load_tensor(in, layout, in_vec, j * V, count).raw);
+    const uint4 data = j == begin ? first : load_input(j);
     for (int k = 1; k < p.size; ++k) {
       const int q = p.rank + k < p.size ? p.rank + k : p.rank + k - p.size;
       store_volatile_pack(lamport_of(p, q, p.rank, epoch) + j, data);
@@ -55,9 +66,10 @@ __global__ void __launch_bounds__(kThreads)
   // a step holds as many data bytes per source as the LL kernel's two
   // lines; two packs made ptxas spill (128 registers at 512 threads, the
   // look-ahead is sized for kMaxRanks sources), one needs 84-94. The own
-  // input is read again here (a local read): pack j of `out` is written by
-  // the thread that read pack j of `in`, after it did, so in == out is
-  // fine, strided layouts included (the packs partition the elements).
+  // input is read again here (a local read) except for the thread's first
+  // pack, still in a register: pack j of `out` is written by the thread
+  // that read pack j of `in`, after it did, so in == out is fine, strided
+  // layouts included (the packs partition the elements).
   constexpr int kPacksAtOnce = 1;
   const uint4 sentinel = sentinel_pack();
   bool ok = true;
@@ -68,9 +80,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kPacksAtOnce; ++u) {
       const std::int64_t j = i + u * stride;
       if (j >= packs) break;
-      // The own contribution as the peers see it: mapped the same way, so
-      // that every rank sums exactly the same bits.
-      own[u] = without_sentinel<T>(load_tensor(in, layout, in_vec, j * V, count).raw);
+      own[u] = j == begin ? first : load_input(j);
 #pragma unroll
       for (int r = 0; r < kMaxRanks; ++r) {
         if (r >= p.size) break;
@@ -119,7 +129,7 @@ __global__ void __launch_bounds__(kThreads)
   // A failed call leaves the epoch where it was; the transport is broken
   // until reserve() re-creates the slabs (lamport.cuh).
   if (__syncthreads_or(!ok)) return;
-  finish_call(p, epoch);
+  finish_call(p, epoch, ticket);
 }
 
 std::size_t round_up(std::size_t bytes, std::size_t to) { return (bytes + to - 1) / to * to; }

@@ -131,11 +131,11 @@ __device__ __forceinline__ T* result_of(const PeerSet& p, int owner, std::uint32
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    pull_one_shot_kernel(PeerSet p, const T* in, T* out, KernelLayout layout, std::int64_t count,
+    pull_one_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out, const __grid_constant__ KernelLayout layout, std::int64_t count,
                          PullSource source) {
   __shared__ const T* sources[kMaxRanks];
-  std::uint32_t epoch;
-  if (!begin_call(p, epoch)) return;
+  std::uint32_t epoch, ticket;
+  if (!begin_call(p, epoch, ticket)) return;
   Signals* own = signals_of(p, p.rank);
 
   constexpr int V = Pack<T>::kCount;
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   signal_peers(p, FlagRow::done, epoch);
   if (!staged && !wait_peers(p, own->done[blockIdx.x], epoch, Phase::done, epoch)) return;
-  finish_call(p, epoch);
+  finish_call(p, epoch, ticket);
 }
 
 // Shards as in the push two-shot. Reduce-scatter: rank s reads shard s of
@@ -176,11 +176,11 @@ __global__ void __launch_bounds__(kThreads)
 // wait for 'reduced' also keeps a registered input alive long enough.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    pull_two_shot_kernel(PeerSet p, const T* in, T* out, KernelLayout layout, std::int64_t count,
+    pull_two_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out, const __grid_constant__ KernelLayout layout, std::int64_t count,
                          PullSource source) {
   __shared__ const T* sources[kMaxRanks];
-  std::uint32_t epoch;
-  if (!begin_call(p, epoch)) return;
+  std::uint32_t epoch, ticket;
+  if (!begin_call(p, epoch, ticket)) return;
   Signals* own = signals_of(p, p.rank);
 
   constexpr int V = Pack<T>::kCount;
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(kThreads)
       store_tensor(out, layout, out_vec, first, count, sum);
     }
   }
-  finish_call(p, epoch);
+  finish_call(p, epoch, ticket);
 }
 
 }  // namespace
