@@ -16,10 +16,6 @@
 namespace peerplan::communicator {
 namespace {
 
-std::string as_text(const bootstrap::Blob& blob) {
-  return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());
-}
-
 #if PEERPLAN_HAVE_CUDA
 constexpr bool kCudaBuilt = true;
 #else
@@ -98,33 +94,6 @@ void check_world_size(const bootstrap::Bootstrap& bootstrap, const Config& confi
                           std::to_string(config.expected_world_size) +
                           "; launch with mpirun -np " + std::to_string(config.expected_world_size) +
                           " or change the setting");
-  }
-}
-
-std::string describe_shared_config(const Config& c) {
-  std::ostringstream out;
-  out << "backend=" << to_string(c.backend) << " timeout_ms=" << c.timeout.count()
-      << " one_shot_max_bytes=" << c.cutoffs.one_shot_max_bytes
-      << " two_shot_min_bytes=" << c.cutoffs.two_shot_min_bytes
-      << " two_shot_max_bytes=" << c.cutoffs.two_shot_max_bytes
-      << " fused_max_bytes=" << c.cutoffs.fused_max_bytes
-      << " transfer_mode=" << to_string(c.transfer_mode) << " disable_p2p=" << c.disable_p2p
-      << " p2p_level=" << to_string(c.p2p_level) << " world_size=" << c.expected_world_size;
-  return out.str();
-}
-
-void check_config_agreement(bootstrap::Bootstrap& bootstrap, const Config& config) {
-  const std::string mine = describe_shared_config(config);
-  const auto all = bootstrap.allgather(std::as_bytes(std::span(mine.data(), mine.size())));
-  std::ostringstream differing;
-  for (int rank = 1; rank < bootstrap.size(); ++rank) {
-    if (all[rank] != all[0]) differing << "; rank " << rank << ": " << as_text(all[rank]);
-  }
-  if (!differing.str().empty()) {
-    throw Mismatch("create: ranks were given different configurations (rank 0: " +
-                   as_text(all[0]) + differing.str() +
-                   "). Routing must be identical on every rank: set the same Config and "
-                   "PEERPLAN_* variables everywhere");
   }
 }
 
