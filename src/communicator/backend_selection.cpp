@@ -137,14 +137,16 @@ void create_cuda_transports([[maybe_unused]] bootstrap::Bootstrap& bootstrap,
                             [[maybe_unused]] BackendSetup& setup) {
 #if PEERPLAN_HAVE_CUDA
   if (auto failures = bootstrap::run_together(bootstrap, [&] {
-        transport::cuda::select_device(config.device, bootstrap.local_rank());
+        const int device = transport::cuda::select_device(config.device, bootstrap.local_rank());
+        transport::cuda::check_kernel_choices(config.kernels, device);
       })) {
-    throw InvalidArgument("create: cannot select the GPU (" + failures->message + ")");
+    throw InvalidArgument("create: cannot use the GPU as configured (" + failures->message + ")");
   }
-  setup.fallback = transport::cuda::make_nccl_fallback(bootstrap, config.timeout);
+  setup.fallback =
+      transport::cuda::make_nccl_fallback(bootstrap, config.timeout, config.kernels.row_clusters);
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up CUDA IPC / peer access", [&] {
     return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout,
-                                                     config.transfer_mode);
+                                                     config.transfer_mode, config.kernels);
   });
 #endif
 }
