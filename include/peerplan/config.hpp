@@ -85,8 +85,9 @@ inline constexpr int kOneShotMaxBlocksLimit = 1024;
 
 // Which kernels and protocols the CUDA backend runs. Every default means
 // "the backend decides" (numbers measured on 2x H200, benchmarks/
-// RESULTS.md); the host backend ignores them (they are still validated,
-// and the agreed ones still checked across ranks). The results are the
+// RESULTS.md); the host backend ignores them. On every backend create()
+// validates them and checks that those marked "must agree" are the same on
+// every rank (Mismatch naming the field otherwise). The results are the
 // same bits whatever is chosen: only speed and staging memory change.
 struct KernelChoices {
   // Largest grid of the one-shot kernels (LL and Lamport). 0: one block per

@@ -43,10 +43,12 @@ constexpr std::string_view kBackend = "peerplan cuda backend";
 
 constexpr std::uint32_t kProbePattern = 0x5eed0000u;
 
-// The values KernelChoices' "auto" stands for (config.hpp). Every rank
-// derives the same ones from the same (agreed) choices.
+// create() validates KernelChoices::one_shot_max_blocks against this.
 static_assert(kOneShotMaxBlocksLimit == cuda_kernels::kMaxOneShotBlocks,
-              "KernelChoices::one_shot_max_blocks is validated against the kernels' limit");
+              "config.hpp's limit must be the kernels' own");
+
+// Below: the values each "auto" of KernelChoices stands for. Every rank
+// derives the same ones from the same (agreed) choices.
 
 // Fused calls up to this size use LL lines (no barrier), larger ones the
 // two-shot all-reduce + add/RMSNorm; measured on 2x H200 (benchmarks/
@@ -79,8 +81,27 @@ static_assert(kLamportNever == kLinesEverySize, "`ll` is the largest threshold")
 constexpr std::uint64_t kFusedLamportAutoAfterBytes = 64 * 1024;
 constexpr std::uint64_t kFusedLamportAutoMaxBytes = 4 * 1024 * 1024;
 
-std::string bytes_text(std::uint64_t bytes) {
-  return bytes == kLinesEverySize ? std::string("any size") : std::to_string(bytes) + " bytes";
+// The kernel choices in force, for the INFO log (their "auto" resolved).
+std::string describe_choices(const cuda_kernels::PeerSet& p, std::uint64_t lines_limit,
+                             bool pull) {
+  const auto bytes = [](std::uint64_t n) { return std::to_string(n) + " bytes"; };
+  std::string text = "one-shot grid at most " + std::to_string(p.one_shot_max_blocks) +
+                     " blocks; one-shot ";
+  if (pull) text += "by pull";
+  else if (lines_limit == kLinesEverySize) text += "LL lines at every size";
+  else if (lines_limit == 0) text += "Lamport at every size";
+  else text += "LL lines up to " + bytes(lines_limit) + ", Lamport above";
+  text += "; fused Lamport ";
+  if (p.fused_lamport_after_bytes == kLinesEverySize) {
+    text += "off";
+  } else {
+    text += "above " + bytes(p.fused_lamport_after_bytes);
+    if (p.fused_lamport_max_bytes != kLinesEverySize)
+      text += " up to " + bytes(p.fused_lamport_max_bytes);
+  }
+  text += p.fused_ll_max_bytes == 0 ? std::string("; fused LL lines off")
+                                    : "; fused LL lines up to " + bytes(p.fused_ll_max_bytes);
+  return text + "; row clusters " + (p.cluster_rows ? "on" : "off");
 }
 
 }  // namespace
@@ -144,13 +165,7 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     peers_.fused_lamport_after_bytes = fused.value_or(kFusedLamportAutoAfterBytes);
     peers_.fused_lamport_max_bytes = fused ? ~std::uint64_t{0} : kFusedLamportAutoMaxBytes;
     if (bootstrap.rank() == 0) {
-      log::info(std::string(kBackend) + ": one-shot grid at most " +
-                std::to_string(peers_.one_shot_max_blocks) + " blocks, one-shot LL lines up to " +
-                bytes_text(lines_limit_) + " then Lamport, fused Lamport above " +
-                bytes_text(peers_.fused_lamport_after_bytes) + " up to " +
-                bytes_text(peers_.fused_lamport_max_bytes) + ", fused LL lines up to " +
-                bytes_text(peers_.fused_ll_max_bytes) + ", row clusters " +
-                (peers_.cluster_rows ? "on" : "off"));
+      log::info(std::string(kBackend) + ": " + describe_choices(peers_, lines_limit_, pull));
     }
     // The Lamport fused kernel's launch shapes, from occupancy queries made
     // here rather than on a call's path (or inside a graph capture).
