@@ -1,7 +1,8 @@
 // Communicator lifecycle end to end: create (backend, rank/size, the P2P
 // agreement, Config::disable_p2p, world-size and configuration checks that
-// fail on every rank alike), close (idempotent; every later call is a clear
-// InvalidUsage), and destruction without close.
+// fail on every rank alike, the CUDA kernel knobs included), close
+// (idempotent; every later call is a clear InvalidUsage), and destruction
+// without close.
 #include <mpi.h>
 
 #include <gtest/gtest.h>
@@ -197,6 +198,79 @@ TEST(CommunicatorCreate, DifferentConfigsAreMismatchOnEveryRank) {
     EXPECT_TRUE(names_rank(o.message, last)) << o.message;
   }
   auto comm = create_on_world();  // agreeing configs still work afterwards
+  comm->close();
+}
+
+// The CUDA kernel knobs (Config::kernels) are checked with the rest of the
+// config, in backend-independent code, so this runs on the host backend.
+TEST(CommunicatorCreate, KernelChoicesThatMustAgreeFailCreateOnEveryRank) {
+  const int last = test_size() - 1;
+  const auto expect_names = [](const CreateOutcome& o, const char* field, const char* variable) {
+    EXPECT_NE(o.message.find(field), std::string::npos) << o.message;
+    EXPECT_NE(o.message.find(variable), std::string::npos) << o.message;
+    EXPECT_NE(o.message.find("set the same value on every rank"), std::string::npos)
+        << o.message;
+  };
+  {
+    Config config;
+    if (test_rank() == last) config.kernels.fused_lamport_above_bytes = kLamportNever;
+    const CreateOutcome o = try_create(config);
+    expect_same_failure_everywhere(o, ErrorCode::mismatch, "fused protocol on the last rank");
+    expect_names(o, "kernels.fused_lamport_above_bytes", "PEERPLAN_FUSED_PROTOCOL");
+    EXPECT_NE(o.message.find("is auto on rank 0 but ll on rank " + std::to_string(last)),
+              std::string::npos)
+        << o.message;
+  }
+  {
+    ScopedEnv env("PEERPLAN_ONE_SHOT_PROTOCOL", test_rank() == 0 ? "lamport" : "ll");
+    const CreateOutcome o = try_create({});
+    expect_same_failure_everywhere(o, ErrorCode::mismatch, "one-shot protocol on rank 0");
+    expect_names(o, "kernels.one_shot_lamport_above_bytes", "PEERPLAN_ONE_SHOT_PROTOCOL");
+    EXPECT_TRUE(names_rank(o.message, last)) << o.message;
+  }
+  {
+    // Set on one node only: the usual way it happens.
+    ScopedEnv env("PEERPLAN_FUSED_LL_MAX_BYTES", test_rank() == last ? "64K" : nullptr);
+    const CreateOutcome o = try_create({});
+    expect_same_failure_everywhere(o, ErrorCode::mismatch, "fused LL limit on the last rank");
+    expect_names(o, "kernels.fused_ll_max_bytes", "PEERPLAN_FUSED_LL_MAX_BYTES");
+    EXPECT_TRUE(names_rank(o.message, last)) << o.message;
+  }
+  {
+    // Two fields at once: both named.
+    Config config;
+    if (test_rank() == last) {
+      config.kernels.fused_ll_max_bytes = 0;
+      config.kernels.one_shot_lamport_above_bytes = 4096;
+    }
+    const CreateOutcome o = try_create(config);
+    expect_same_failure_everywhere(o, ErrorCode::mismatch, "two knobs on the last rank");
+    expect_names(o, "kernels.fused_ll_max_bytes", "PEERPLAN_FUSED_LL_MAX_BYTES");
+    expect_names(o, "kernels.one_shot_lamport_above_bytes", "PEERPLAN_ONE_SHOT_PROTOCOL");
+  }
+  // Local launch shapes may differ between ranks.
+  Config config;
+  config.kernels.fused_lamport_above_bytes = 1u << 20;  // the same everywhere
+  if (test_rank() == last) {
+    config.kernels.one_shot_max_blocks = 64;
+    config.kernels.row_clusters = RowClusters::off;
+  }
+  auto comm = create_on_world(config);
+  EXPECT_EQ(comm->config().kernels.one_shot_max_blocks, test_rank() == last ? 64 : 0);
+  EXPECT_EQ(comm->config().kernels.fused_lamport_above_bytes, std::size_t{1} << 20);
+  comm->close();
+}
+
+TEST(CommunicatorCreate, OutOfRangeKernelChoiceIsInvalidArgumentOnEveryRank) {
+  const int last = test_size() - 1;
+  Config config;
+  if (test_rank() == last) config.kernels.one_shot_max_blocks = kOneShotMaxBlocksLimit + 1;
+  const CreateOutcome o = try_create(config);
+  expect_same_failure_everywhere(o, ErrorCode::invalid_argument, "one_shot_max_blocks 1025");
+  EXPECT_NE(o.message.find("Config::kernels.one_shot_max_blocks is 1025"), std::string::npos)
+      << o.message;
+  EXPECT_TRUE(names_rank(o.message, last)) << o.message;
+  auto comm = create_on_world();  // nothing left hanging
   comm->close();
 }
 

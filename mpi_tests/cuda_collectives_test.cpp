@@ -206,8 +206,8 @@ TEST(CudaFused, RowsAndHiddenSizesP2PAndFallbackAgainstFloat64) {
 }
 
 TEST(CudaFused, RowClustersAndOneBlockPerRowGiveTheSameBits) {
-  // On sm_90+ a row runs as a cluster of blocks; PEERPLAN_ROW_CLUSTERS=0
-  // runs it in one block, as on older GPUs. The rounding order is defined
+  // On sm_90+ a row runs as a cluster of blocks; RowClusters::off runs it
+  // in one block, as on older GPUs. The rounding order is defined
   // to be the same (cuda/rms_norm_row.cuh): every output bit must match,
   // on the LL route (small), the two-shot + add/RMSNorm route (large) and
   // the fallback's add/RMSNorm (another eps: an undeclared key).
@@ -218,13 +218,12 @@ TEST(CudaFused, RowClustersAndOneBlockPerRowGiveTheSameBits) {
   const std::vector<Case> cases{{DataType::bf16, 3}, {DataType::f32, 2}, {DataType::bf16, 96},
                                 {DataType::f16, 70}};
   std::vector<FusedRun> with_clusters, without;
-  for (const char* clusters : {"1", "0"}) {
-    setenv("PEERPLAN_ROW_CLUSTERS", clusters, 1);
+  for (RowClusters clusters : {RowClusters::automatic, RowClusters::off}) {
     Config config;
     config.cutoffs.fused_max_bytes = 16u << 20;
+    config.kernels.row_clusters = clusters;
     auto comm = create_cuda(config);
-    unsetenv("PEERPLAN_ROW_CLUSTERS");
-    std::vector<FusedRun>& runs = clusters[0] == '1' ? with_clusters : without;
+    std::vector<FusedRun>& runs = clusters == RowClusters::automatic ? with_clusters : without;
     std::vector<std::unique_ptr<DeviceBuffer>> weights;
     std::vector<Declaration> declared;
     for (std::size_t i = 0; i < cases.size(); ++i) {

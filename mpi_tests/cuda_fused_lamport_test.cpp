@@ -311,8 +311,8 @@ TEST(CudaFusedLamport, EveryDtypeRowsAndHiddenMatchFloat64AndLLAndFallbackBitFor
 }
 
 TEST(CudaFusedLamport, RowClustersAndOneBlockPerRowGiveTheSameBits) {
-  // PEERPLAN_ROW_CLUSTERS=0 runs the Lamport kernel's rows in one block of
-  // 1024 threads (as on GPUs without clusters): the same rounding order.
+  // RowClusters::off runs the Lamport kernel's rows in one block of 1024
+  // threads (as on GPUs without clusters): the same rounding order.
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const float eps = 1e-5f;
   const std::vector<FusedCase> cases{{DataType::bf16, rows_of(3, 7168)},
@@ -323,9 +323,9 @@ TEST(CudaFusedLamport, RowClustersAndOneBlockPerRowGiveTheSameBits) {
   for (const auto& fc : cases) data.push_back(fused_data(fc.dtype, fc.rows(), fc.hidden(), next_seed()));
   std::vector<std::vector<FusedResult>> runs(2);
   for (int clusters : {1, 0}) {
-    setenv("PEERPLAN_ROW_CLUSTERS", clusters ? "1" : "0", 1);
-    auto comm = create_with("lamport", "auto");
-    unsetenv("PEERPLAN_ROW_CLUSTERS");
+    Config config = routes_config();
+    config.kernels.row_clusters = clusters ? RowClusters::automatic : RowClusters::off;
+    auto comm = create_with("lamport", "auto", config);
     std::vector<std::unique_ptr<DeviceBuffer>> weights;
     std::vector<Declaration> declared;
     for (std::size_t c = 0; c < cases.size(); ++c) {
@@ -699,19 +699,26 @@ TEST(CudaFusedLamport, RankThatSkipsACallLeavesTheRowsUntouchedThenTimeoutThenDe
   comm->close();
 }
 
-TEST(CudaFusedLamport, RanksThatDisagreeOnTheProtocolDisableP2PTogether) {
+TEST(CudaFusedLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
+  // Checked with the rest of the config at create (communicator/
+  // config_agreement.cpp).
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto comm = create_with(rank() == 0 ? "ll" : "lamport", "auto");
-  EXPECT_FALSE(comm->p2p_enabled()) << "rank " << rank() << " enabled P2P";
-  EXPECT_NE(comm->p2p_disabled_reason().find(kFusedProtocol), std::string::npos)
-      << comm->p2p_disabled_reason();
-  comm->close();
+  std::string message = "create() succeeded";
+  try {
+    create_with(rank() == 0 ? "ll" : "lamport", "auto");
+  } catch (const Mismatch& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find(kFusedProtocol), std::string::npos) << message;
+  EXPECT_NE(message.find("set the same value on every rank"), std::string::npos) << message;
 
-  auto bad = create_with("fastest", "auto");
-  EXPECT_FALSE(bad->p2p_enabled());
-  EXPECT_NE(bad->p2p_disabled_reason().find("PEERPLAN_FUSED_PROTOCOL=fastest"), std::string::npos)
-      << bad->p2p_disabled_reason();
-  bad->close();
+  message = "create() succeeded";
+  try {
+    create_with("fastest", "auto");
+  } catch (const InvalidArgument& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("PEERPLAN_FUSED_PROTOCOL=\"fastest\""), std::string::npos) << message;
 }
 
 }  // namespace

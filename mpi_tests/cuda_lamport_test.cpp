@@ -291,16 +291,16 @@ TEST(CudaLamport, AnyElementCountAndRowThroughTheTransport) {
   CUDA_OK(cudaGetDeviceCount(&devices));
   CUDA_OK(cudaSetDevice(rank() % devices));
   auto boot = bootstrap::make_mpi_bootstrap(MPI_COMM_WORLD, std::chrono::milliseconds(30000));
-  auto make = [&](const char* protocol) {
-    setenv(kProtocolVariable, protocol, 1);
+  auto make = [&](std::size_t lamport_above_bytes) {
+    KernelChoices kernels;
+    kernels.one_shot_lamport_above_bytes = lamport_above_bytes;
     auto peer = std::make_unique<transport::cuda::CudaPeerTransport>(
-        *boot, std::chrono::milliseconds(10000), false);
-    unsetenv(kProtocolVariable);
+        *boot, std::chrono::milliseconds(10000), false, kernels);
     peer->reserve((std::size_t{3} << 20) + 64);
     return peer;
   };
-  auto ll = make("ll");
-  auto lamport = make("lamport");
+  auto ll = make(kLamportNever);
+  auto lamport = make(kLamportAlways);
   for (DataType dtype : kDtypes) {
     const std::int64_t several_mib = static_cast<std::int64_t>((std::size_t{3} << 20) / element_size(dtype)) - 3;
     bool in_place = false;
@@ -571,21 +571,32 @@ TEST(CudaLamport, RankThatSkipsACallMakesTheOthersRaiseTimeoutThenDeclareRecover
   comm->close();
 }
 
-TEST(CudaLamport, RanksThatDisagreeOnTheProtocolDisableP2PTogether) {
+TEST(CudaLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
+  // Checked with the rest of the config at create, on every backend
+  // (communicator/config_agreement.cpp), before any kernel could wait for
+  // a peer that runs the other protocol.
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto comm = create_with_protocol(rank() == 0 ? "ll" : "lamport");
-  EXPECT_FALSE(comm->p2p_enabled()) << "rank " << rank() << " enabled P2P";
-  EXPECT_NE(comm->p2p_disabled_reason().find(kProtocolVariable), std::string::npos)
-      << comm->p2p_disabled_reason();
-  comm->declare(std::vector{Declaration::all_reduce("x", DataType::bf16, vector_of(4096))});
-  check_all_reduce(*comm, DataType::bf16, vector_of(4096), Route::fallback);
-  comm->close();
+  std::string message = "create() succeeded";
+  try {
+    create_with_protocol(rank() == 0 ? "ll" : "lamport");
+  } catch (const Mismatch& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find(kProtocolVariable), std::string::npos) << message;
+  EXPECT_NE(message.find("kernels.one_shot_lamport_above_bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("set the same value on every rank"), std::string::npos) << message;
 
-  auto bad = create_with_protocol("fastest");
-  EXPECT_FALSE(bad->p2p_enabled());
-  EXPECT_NE(bad->p2p_disabled_reason().find("PEERPLAN_ONE_SHOT_PROTOCOL=fastest"), std::string::npos)
-      << bad->p2p_disabled_reason();
-  bad->close();
+  message = "create() succeeded";
+  try {
+    create_with_protocol("fastest");
+  } catch (const InvalidArgument& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("PEERPLAN_ONE_SHOT_PROTOCOL=\"fastest\""), std::string::npos) << message;
+
+  auto comm = create_with_protocol("lamport");  // agreeing ranks still work afterwards
+  EXPECT_TRUE(comm->p2p_enabled());
+  comm->close();
 }
 
 }  // namespace

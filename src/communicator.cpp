@@ -10,10 +10,12 @@
 #include "communicator/backend_selection.hpp"
 #include "communicator/call_checks.hpp"
 #include "communicator/call_guard.hpp"
+#include "communicator/config_agreement.hpp"
 #include "communicator/cutoff_resolution.hpp"
 #include "communicator/declaration_agreement.hpp"
 #include "communicator/machine_fingerprint.hpp"
 #include "communicator/prepared_plan.hpp"
+#include "core/config_fields.hpp"
 #include "core/environment.hpp"
 #include "core/fault_injection.hpp"
 #include "core/log.hpp"
@@ -39,9 +41,10 @@ class CommunicatorImpl final : public Communicator {
       : config_(std::move(config)), boot_(std::move(boot)) {
     if (boot_->rank() == 0) {
       for (const auto& line : applied_env) log::info("environment: " + line);
+      log::info("config: " + core::describe_config(config_));
     }
     // Agreement first: after it, every check below gives the same verdict on every rank.
-    communicator::check_config_agreement(*boot_, config_);
+    communicator::check_config(*boot_, config_);
     communicator::check_world_size(*boot_, config_);
     const auto tuning = communicator::load_tuning_file(*boot_, config_);
     auto setup = communicator::select_backend(comm, *boot_, config_);

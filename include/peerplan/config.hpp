@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 
 namespace peerplan {
@@ -62,6 +63,60 @@ struct RouteCutoffs {
   friend bool operator==(const RouteCutoffs&, const RouteCutoffs&) = default;
 };
 
+// Whether the row kernels (the CUDA fused op and the fallback's add +
+// RMSNorm) run a row as a thread-block cluster (sm_90+ GPUs, sm_90+ device
+// code) or in one block. Both give the same bits; clusters are faster
+// where they exist.
+enum class RowClusters : std::uint8_t {
+  automatic = 0,  // clusters where the GPU and the build have them, else one block
+  on = 1,         // clusters; create() fails where the GPU or the build has none
+  off = 2,        // one block per row everywhere (a check, or a driver that refuses clusters)
+};
+
+// Protocol thresholds of the CUDA push kernels (KernelChoices): messages
+// up to the threshold travel as LL lines (8 data bytes + a flag per 16-byte
+// store), larger ones by the Lamport protocol (16 data bytes per store into
+// a sentinel-filled region). These two values are its ends.
+inline constexpr std::size_t kLamportAlways = 0;  // Lamport at every size
+inline constexpr std::size_t kLamportNever = std::numeric_limits<std::size_t>::max();  // LL only
+
+// The largest KernelChoices::one_shot_max_blocks (the kernels' own limit).
+inline constexpr int kOneShotMaxBlocksLimit = 1024;
+
+// Which kernels and protocols the CUDA backend runs. Every default means
+// "the backend decides" (numbers measured on 2x H200, benchmarks/
+// RESULTS.md); the host backend ignores them. On every backend create()
+// validates them and checks that those marked "must agree" are the same on
+// every rank (Mismatch naming the field otherwise). The results are the
+// same bits whatever is chosen: only speed and staging memory change.
+struct KernelChoices {
+  // Largest grid of the one-shot kernels (LL and Lamport). 0: one block per
+  // multiprocessor of the GPU; else 1..kOneShotMaxBlocksLimit. A local
+  // choice: those kernels have no per-block flags, so ranks may differ.
+  int one_shot_max_blocks = 0;
+  // Push one-shot all-reduce: LL lines up to this many bytes, Lamport above
+  // (kLamportAlways, kLamportNever: one protocol at every size). nullopt =
+  // auto: LL up to 64 KiB. Pull mode has its own one-shot and ignores it.
+  // Must agree on every rank: sender and receiver run the same protocol.
+  std::optional<std::size_t> one_shot_lamport_above_bytes;
+  // Fused all-reduce + add + RMSNorm: the Lamport kernel above this many
+  // bytes (messages of whole 16-byte rows that fit the Lamport region),
+  // the kernels of fused_ll_max_bytes below. nullopt = auto: Lamport above
+  // 64 KiB and only up to 4 MiB (an explicit value has no ceiling). Must
+  // agree on every rank.
+  std::optional<std::size_t> fused_lamport_above_bytes;
+  // Fused op where Lamport does not run: messages up to this many bytes
+  // travel as LL lines (no barrier), larger ones take the two-shot
+  // all-reduce then add + RMSNorm. 0 turns LL off; kAutoCutoff = the
+  // built-in 2 MiB. Must agree on every rank.
+  std::size_t fused_ll_max_bytes = kAutoCutoff;
+  // A local choice: the row's rounding order is the same either way and no
+  // peer sees the launch shape.
+  RowClusters row_clusters = RowClusters::automatic;
+
+  friend bool operator==(const KernelChoices&, const KernelChoices&) = default;
+};
+
 struct Config {
   Backend backend = Backend::automatic;
   int device = -1;  // CUDA device; -1 = local rank
@@ -82,6 +137,9 @@ struct Config {
   std::string tuning_file;
   // If > 0, create() fails unless the communicator has exactly this many ranks.
   int expected_world_size = 0;
+  // The CUDA backend's kernel knobs (last, so that brace initialisations of
+  // the fields above keep their meaning).
+  KernelChoices kernels{};
 };
 
 // Returns `config` with every PEERPLAN_* variable set in the environment
@@ -92,7 +150,10 @@ struct Config {
 // PEERPLAN_TWO_SHOT_MAX_BYTES, PEERPLAN_FUSED_MAX_BYTES, PEERPLAN_TRANSFER_MODE
 // (auto|pull|push), PEERPLAN_DISABLE_P2P (0|1), PEERPLAN_P2P_LEVEL
 // (LOC|NVL|PIX|PXB|PHB|NODE|SYS), PEERPLAN_TOPO_FILE, PEERPLAN_TUNING_FILE,
-// PEERPLAN_WORLD_SIZE. Names and keywords are
+// PEERPLAN_WORLD_SIZE, and the KernelChoices: PEERPLAN_ONE_SHOT_MAX_BLOCKS
+// (1..1024|auto), PEERPLAN_ONE_SHOT_PROTOCOL and PEERPLAN_FUSED_PROTOCOL
+// (auto|ll|lamport|a size), PEERPLAN_FUSED_LL_MAX_BYTES (a size|auto),
+// PEERPLAN_ROW_CLUSTERS (auto|on|off or a boolean). Names and keywords are
 // case-insensitive; sizes take K/M/G suffixes (KiB multiples, e.g. 512K) or
 // "auto"; booleans 0/1/true/false/yes/no/on/off. A variable set to the empty
 // string counts as unset. src/core/environment.cpp documents each one.
@@ -102,5 +163,6 @@ const char* to_string(Backend backend) noexcept;
 const char* to_string(LogLevel level) noexcept;
 const char* to_string(TransferMode mode) noexcept;
 const char* to_string(P2PLevel level) noexcept;
+const char* to_string(RowClusters clusters) noexcept;
 
 }  // namespace peerplan

@@ -16,10 +16,6 @@
 namespace peerplan::communicator {
 namespace {
 
-std::string as_text(const bootstrap::Blob& blob) {
-  return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());
-}
-
 #if PEERPLAN_HAVE_CUDA
 constexpr bool kCudaBuilt = true;
 #else
@@ -101,33 +97,6 @@ void check_world_size(const bootstrap::Bootstrap& bootstrap, const Config& confi
   }
 }
 
-std::string describe_shared_config(const Config& c) {
-  std::ostringstream out;
-  out << "backend=" << to_string(c.backend) << " timeout_ms=" << c.timeout.count()
-      << " one_shot_max_bytes=" << c.cutoffs.one_shot_max_bytes
-      << " two_shot_min_bytes=" << c.cutoffs.two_shot_min_bytes
-      << " two_shot_max_bytes=" << c.cutoffs.two_shot_max_bytes
-      << " fused_max_bytes=" << c.cutoffs.fused_max_bytes
-      << " transfer_mode=" << to_string(c.transfer_mode) << " disable_p2p=" << c.disable_p2p
-      << " p2p_level=" << to_string(c.p2p_level) << " world_size=" << c.expected_world_size;
-  return out.str();
-}
-
-void check_config_agreement(bootstrap::Bootstrap& bootstrap, const Config& config) {
-  const std::string mine = describe_shared_config(config);
-  const auto all = bootstrap.allgather(std::as_bytes(std::span(mine.data(), mine.size())));
-  std::ostringstream differing;
-  for (int rank = 1; rank < bootstrap.size(); ++rank) {
-    if (all[rank] != all[0]) differing << "; rank " << rank << ": " << as_text(all[rank]);
-  }
-  if (!differing.str().empty()) {
-    throw Mismatch("create: ranks were given different configurations (rank 0: " +
-                   as_text(all[0]) + differing.str() +
-                   "). Routing must be identical on every rank: set the same Config and "
-                   "PEERPLAN_* variables everywhere");
-  }
-}
-
 namespace {
 
 // Either every rank enables the fast path or none does.
@@ -168,14 +137,16 @@ void create_cuda_transports([[maybe_unused]] bootstrap::Bootstrap& bootstrap,
                             [[maybe_unused]] BackendSetup& setup) {
 #if PEERPLAN_HAVE_CUDA
   if (auto failures = bootstrap::run_together(bootstrap, [&] {
-        transport::cuda::select_device(config.device, bootstrap.local_rank());
+        const int device = transport::cuda::select_device(config.device, bootstrap.local_rank());
+        transport::cuda::check_kernel_choices(config.kernels, device);
       })) {
-    throw InvalidArgument("create: cannot select the GPU (" + failures->message + ")");
+    throw InvalidArgument("create: cannot use the GPU as configured (" + failures->message + ")");
   }
-  setup.fallback = transport::cuda::make_nccl_fallback(bootstrap, config.timeout);
+  setup.fallback =
+      transport::cuda::make_nccl_fallback(bootstrap, config.timeout, config.kernels.row_clusters);
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up CUDA IPC / peer access", [&] {
     return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout,
-                                                     config.transfer_mode);
+                                                     config.transfer_mode, config.kernels);
   });
 #endif
 }

@@ -1,6 +1,7 @@
 // The parts of Communicator::create that decide what this communicator can
-// do: config checks that must agree across ranks, the backend, and whether
-// the P2P fast path is enabled (on every rank or on none).
+// do: the world-size check, the backend, and whether the P2P fast path is
+// enabled (on every rank or on none). The config itself is checked before,
+// in config_agreement.hpp.
 #pragma once
 
 #include <memory>
@@ -17,12 +18,6 @@ namespace peerplan::communicator {
 // Throws InvalidArgument on every rank when Config::expected_world_size
 // (PEERPLAN_WORLD_SIZE) is set and differs from the communicator's size.
 void check_world_size(const bootstrap::Bootstrap& bootstrap, const Config& config);
-
-// The config fields every rank must share (routing decisions depend on
-// them), as one line. Collective check: throws Mismatch on every rank,
-// naming the ranks whose line differs from rank 0's.
-std::string describe_shared_config(const Config& config);
-void check_config_agreement(bootstrap::Bootstrap& bootstrap, const Config& config);
 
 struct BackendSetup {
   Backend backend = Backend::host;

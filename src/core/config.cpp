@@ -47,4 +47,13 @@ const char* to_string(P2PLevel level) noexcept {
   return "unknown";
 }
 
+const char* to_string(RowClusters clusters) noexcept {
+  switch (clusters) {
+    case RowClusters::automatic: return "auto";
+    case RowClusters::on: return "on";
+    case RowClusters::off: return "off";
+  }
+  return "unknown";
+}
+
 }  // namespace peerplan

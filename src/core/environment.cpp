@@ -1,21 +1,31 @@
 // PEERPLAN_* environment variables: each overrides one Config field.
 //
-// | variable                    | Config field                 | accepted values                              | default        |
-// |-----------------------------|------------------------------|----------------------------------------------|----------------|
-// | PEERPLAN_DEBUG              | log_level                    | NONE, WARN, INFO, TRACE                      | WARN           |
-// | PEERPLAN_BACKEND            | backend                      | auto, cuda, host                             | auto           |
-// | PEERPLAN_DEVICE             | device                       | integer >= -1 (-1 = the local rank)          | -1             |
-// | PEERPLAN_TIMEOUT_MS         | timeout                      | integer 1 .. 2147483647 (milliseconds)       | 30000          |
-// | PEERPLAN_ONE_SHOT_MAX_BYTES | cutoffs.one_shot_max_bytes   | size, or auto; 0 disables the route          | auto           |
-// | PEERPLAN_TWO_SHOT_MIN_BYTES | cutoffs.two_shot_min_bytes   | size, or auto; 0 = no lower bound            | auto           |
-// | PEERPLAN_TWO_SHOT_MAX_BYTES | cutoffs.two_shot_max_bytes   | size, or auto; 0 disables the route          | auto           |
-// | PEERPLAN_FUSED_MAX_BYTES    | cutoffs.fused_max_bytes      | size, or auto; 0 disables the route          | auto           |
-// | PEERPLAN_TRANSFER_MODE      | transfer_mode                | auto, pull, push                             | auto           |
-// | PEERPLAN_DISABLE_P2P        | disable_p2p                  | boolean                                      | 0              |
-// | PEERPLAN_P2P_LEVEL          | p2p_level                    | LOC, NVL, PIX, PXB, PHB, NODE, SYS           | SYS            |
-// | PEERPLAN_TOPO_FILE          | topology_file                | path of an hwloc XML file                    | (live machine) |
-// | PEERPLAN_TUNING_FILE        | tuning_file                  | path of a tuning file (peerplan_tune)        | (none)         |
-// | PEERPLAN_WORLD_SIZE         | expected_world_size          | integer >= 0 (0 = not checked)               | 0              |
+// | variable                     | Config field                         | accepted values                         | default        |
+// |------------------------------|--------------------------------------|-----------------------------------------|----------------|
+// | PEERPLAN_DEBUG               | log_level                            | NONE, WARN, INFO, TRACE                 | WARN           |
+// | PEERPLAN_BACKEND             | backend                              | auto, cuda, host                        | auto           |
+// | PEERPLAN_DEVICE              | device                               | integer >= -1 (-1 = the local rank)     | -1             |
+// | PEERPLAN_TIMEOUT_MS          | timeout                              | integer 1 .. 2147483647 (milliseconds)  | 30000          |
+// | PEERPLAN_ONE_SHOT_MAX_BYTES  | cutoffs.one_shot_max_bytes           | size, or auto; 0 disables the route     | auto           |
+// | PEERPLAN_TWO_SHOT_MIN_BYTES  | cutoffs.two_shot_min_bytes           | size, or auto; 0 = no lower bound       | auto           |
+// | PEERPLAN_TWO_SHOT_MAX_BYTES  | cutoffs.two_shot_max_bytes           | size, or auto; 0 disables the route     | auto           |
+// | PEERPLAN_FUSED_MAX_BYTES     | cutoffs.fused_max_bytes              | size, or auto; 0 disables the route     | auto           |
+// | PEERPLAN_TRANSFER_MODE       | transfer_mode                        | auto, pull, push                        | auto           |
+// | PEERPLAN_DISABLE_P2P         | disable_p2p                          | boolean                                 | 0              |
+// | PEERPLAN_P2P_LEVEL           | p2p_level                            | LOC, NVL, PIX, PXB, PHB, NODE, SYS      | SYS            |
+// | PEERPLAN_TOPO_FILE           | topology_file                        | path of an hwloc XML file               | (live machine) |
+// | PEERPLAN_TUNING_FILE         | tuning_file                          | path of a tuning file (peerplan_tune)   | (none)         |
+// | PEERPLAN_WORLD_SIZE          | expected_world_size                  | integer >= 0 (0 = not checked)          | 0              |
+// | PEERPLAN_ONE_SHOT_MAX_BLOCKS | kernels.one_shot_max_blocks          | integer 1 .. 1024, or auto (one per SM) | auto           |
+// | PEERPLAN_ONE_SHOT_PROTOCOL   | kernels.one_shot_lamport_above_bytes | auto, ll, lamport, or a size            | auto           |
+// | PEERPLAN_FUSED_PROTOCOL      | kernels.fused_lamport_above_bytes    | auto, ll, lamport, or a size            | auto           |
+// | PEERPLAN_FUSED_LL_MAX_BYTES  | kernels.fused_ll_max_bytes           | size, or auto; 0 turns LL lines off     | auto (2 MiB)   |
+// | PEERPLAN_ROW_CLUSTERS        | kernels.row_clusters                 | auto, on, off, or a boolean             | auto           |
+//
+// A protocol size N means LL lines up to N bytes, the Lamport protocol
+// above; `ll` is LL at every size (kLamportNever), `lamport` Lamport at
+// every size (kLamportAlways, the same as 0). The kernel knobs are read by
+// the CUDA backend only (config.hpp, KernelChoices).
 //
 // Keywords are case-insensitive. A size is a byte count with an optional
 // K, M or G suffix (KiB multiples: 512K = 524288). A boolean is one of
@@ -54,6 +64,7 @@ constexpr std::array kTransferModes{TransferMode::automatic, TransferMode::pull,
                                     TransferMode::push};
 constexpr std::array kP2PLevels{P2PLevel::loc, P2PLevel::nvl,  P2PLevel::pix, P2PLevel::pxb,
                                 P2PLevel::phb, P2PLevel::node, P2PLevel::sys};
+constexpr std::array kRowClusters{RowClusters::automatic, RowClusters::on, RowClusters::off};
 
 // Applies a value to the config. Returns what it changed, in words, for
 // the INFO log; nullopt when the value is not acceptable.
@@ -103,6 +114,32 @@ const std::string kSizeAccepted =
 const std::string kMinSizeAccepted =
     "a byte count with an optional K, M or G suffix (e.g. 524288 or 512K), 0 for no lower "
     "bound, or auto";
+
+// A protocol knob: auto (nullopt), ll, lamport, or the byte count up to
+// which LL lines are used. `which` names the kernel in the effect line.
+std::optional<std::string> apply_protocol(std::optional<std::size_t>& field,
+                                          std::string_view value, const char* which) {
+  if (core::equals_ignore_case(value, "auto")) {
+    field.reset();
+    return std::string(which) + " protocol = the backend's default";
+  }
+  if (core::equals_ignore_case(value, "ll")) {
+    field = kLamportNever;
+  } else if (core::equals_ignore_case(value, "lamport")) {
+    field = kLamportAlways;
+  } else {
+    field = parse_size(value);
+    if (!field) return std::nullopt;
+  }
+  if (*field == kLamportNever) return std::string(which) + " protocol LL lines at every size";
+  if (*field == kLamportAlways) return std::string(which) + " protocol Lamport at every size";
+  return std::string(which) + " protocol LL lines up to " + std::to_string(*field) +
+         " bytes, Lamport above";
+}
+
+const std::string kProtocolAccepted =
+    "auto, ll, lamport (case-insensitive), or a byte count with an optional K, M or G suffix "
+    "(LL lines up to it, Lamport above; e.g. 65536 or 64K)";
 
 template <typename Enum, std::size_t N>
 std::string one_of(const std::array<Enum, N>& values) {
@@ -199,6 +236,56 @@ const std::vector<Variable>& variables() {
          c.expected_world_size = *size;
          return *size == 0 ? std::string("world size not checked")
                            : "create() requires exactly " + std::to_string(*size) + " ranks";
+       }},
+      // The CUDA backend's kernel knobs (KernelChoices).
+      {"PEERPLAN_ONE_SHOT_MAX_BLOCKS",
+       "an integer from 1 to " + std::to_string(kOneShotMaxBlocksLimit) +
+           ", or auto (one block per multiprocessor)",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         if (core::equals_ignore_case(v, "auto")) {
+           c.kernels.one_shot_max_blocks = 0;
+           return std::string("one-shot grid = one block per multiprocessor");
+         }
+         const auto blocks = parse_int_in(v, 1, kOneShotMaxBlocksLimit);
+         if (!blocks) return std::nullopt;
+         c.kernels.one_shot_max_blocks = *blocks;
+         return "one-shot grid at most " + std::to_string(*blocks) + " blocks";
+       }},
+      {"PEERPLAN_ONE_SHOT_PROTOCOL", kProtocolAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_protocol(c.kernels.one_shot_lamport_above_bytes, v, "one-shot");
+       }},
+      {"PEERPLAN_FUSED_PROTOCOL", kProtocolAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_protocol(c.kernels.fused_lamport_above_bytes, v, "fused");
+       }},
+      {"PEERPLAN_FUSED_LL_MAX_BYTES",
+       "a byte count with an optional K, M or G suffix (e.g. 2097152 or 2M), 0 to turn LL lines "
+       "off, or auto",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto bytes = parse_cutoff(v);
+         if (!bytes) return std::nullopt;
+         c.kernels.fused_ll_max_bytes = *bytes;
+         if (*bytes == kAutoCutoff) return std::string("fused LL limit = the backend's default");
+         if (*bytes == 0) return std::string("fused LL lines off");
+         return "fused LL lines up to " + std::to_string(*bytes) + " bytes";
+       }},
+      {"PEERPLAN_ROW_CLUSTERS",
+       "one of auto|on|off or a boolean 0|1|true|false|yes|no (case-insensitive)",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         auto clusters = parse_enum(v, kRowClusters);
+         if (!clusters) {
+           const auto on = parse_bool(v);
+           if (!on) return std::nullopt;
+           clusters = *on ? RowClusters::on : RowClusters::off;
+         }
+         c.kernels.row_clusters = *clusters;
+         switch (*clusters) {
+           case RowClusters::on: return std::string("row clusters on (required of the GPU)");
+           case RowClusters::off: return std::string("row clusters off: one block per row");
+           case RowClusters::automatic: break;
+         }
+         return std::string("row clusters where the GPU has them");
        }},
   };
   return table;

@@ -1,6 +1,7 @@
 // PEERPLAN_* overrides: every variable with good and bad values (through an
 // injected lookup), the effect lines logged at INFO, and the real process
-// environment through setenv.
+// environment through setenv. The CUDA kernel knobs (Config::kernels) are
+// parsed here like the rest, whatever backend will run.
 #include "core/environment.hpp"
 
 #include <gtest/gtest.h>
@@ -60,7 +61,10 @@ TEST(Environment, ReadsExactlyTheDocumentedVariables) {
       "PEERPLAN_TWO_SHOT_MAX_BYTES", "PEERPLAN_FUSED_MAX_BYTES",
       "PEERPLAN_TRANSFER_MODE",   "PEERPLAN_DISABLE_P2P",
       "PEERPLAN_P2P_LEVEL",       "PEERPLAN_TOPO_FILE",
-      "PEERPLAN_TUNING_FILE",     "PEERPLAN_WORLD_SIZE"};
+      "PEERPLAN_TUNING_FILE",     "PEERPLAN_WORLD_SIZE",
+      "PEERPLAN_ONE_SHOT_MAX_BLOCKS", "PEERPLAN_ONE_SHOT_PROTOCOL",
+      "PEERPLAN_FUSED_PROTOCOL",  "PEERPLAN_FUSED_LL_MAX_BYTES",
+      "PEERPLAN_ROW_CLUSTERS"};
   EXPECT_EQ(environment_variable_names(), documented);
 
   // And it looks each of them up (no more, no fewer).
@@ -237,6 +241,172 @@ TEST(Environment, WorldSize) {
     expect_rejected("PEERPLAN_WORLD_SIZE", bad, "integer");
 }
 
+// --- the CUDA backend's kernel knobs (KernelChoices) ---------------------
+
+TEST(Environment, OneShotMaxBlocks) {
+  EXPECT_EQ(with("PEERPLAN_ONE_SHOT_MAX_BLOCKS", "1").kernels.one_shot_max_blocks, 1);
+  EXPECT_EQ(with("PEERPLAN_ONE_SHOT_MAX_BLOCKS", "132").kernels.one_shot_max_blocks, 132);
+  EXPECT_EQ(with("PEERPLAN_ONE_SHOT_MAX_BLOCKS", "1024").kernels.one_shot_max_blocks, 1024);
+  Config code;
+  code.kernels.one_shot_max_blocks = 40;
+  for (const char* automatic : {"auto", "AUTO", "Auto"}) {
+    EXPECT_EQ(apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", automatic}}, code).kernels.one_shot_max_blocks,
+              0)
+        << automatic;
+  }
+  // 0 is the field's "auto" but not a block count to type: auto says it.
+  for (const char* bad : {"0", "1025", "-1", "64 ", "1K", "80.0", "one", "99999999999"})
+    expect_rejected("PEERPLAN_ONE_SHOT_MAX_BLOCKS", bad, "1 to 1024");
+  const std::string zero = rejection("PEERPLAN_ONE_SHOT_MAX_BLOCKS", "0");
+  EXPECT_NE(zero.find("or auto (one block per multiprocessor)"), std::string::npos) << zero;
+}
+
+class ProtocolVariable
+    : public testing::TestWithParam<
+          std::pair<const char*, std::optional<std::size_t> KernelChoices::*>> {};
+
+TEST_P(ProtocolVariable, KeywordsSizesAndAuto) {
+  const auto [name, field] = GetParam();
+  for (const char* ll : {"ll", "LL", "Ll"})
+    EXPECT_EQ(with(name, ll).kernels.*field, kLamportNever) << ll;
+  for (const char* lamport : {"lamport", "LAMPORT", "Lamport", "0"})
+    EXPECT_EQ(with(name, lamport).kernels.*field, kLamportAlways) << lamport;
+  EXPECT_EQ(with(name, "65536").kernels.*field, 65536u);
+  EXPECT_EQ(with(name, "64K").kernels.*field, 65536u);
+  EXPECT_EQ(with(name, "4m").kernels.*field, std::size_t{4} << 20);
+  EXPECT_EQ(with(name, "1G").kernels.*field, std::size_t{1} << 30);
+  // auto resets a value given in code.
+  Config code;
+  code.kernels.*field = 1234;
+  for (const char* automatic : {"auto", "AUTO"})
+    EXPECT_EQ(apply({{name, automatic}}, code).kernels.*field, std::nullopt) << automatic;
+
+  // Only the field changes.
+  KernelChoices expected;
+  expected.*field = 4096;
+  EXPECT_EQ(with(name, "4K").kernels, expected);
+  EXPECT_EQ(with(name, "4K").cutoffs, RouteCutoffs{});
+
+  for (const char* bad : {"fastest", "-1", "1.5M", "64KB", "ll ", " lamport", "K", "lamport64",
+                          "99999999999999999999"})
+    expect_rejected(name, bad, "lamport");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Environment, ProtocolVariable,
+    testing::Values(
+        std::pair{"PEERPLAN_ONE_SHOT_PROTOCOL", &KernelChoices::one_shot_lamport_above_bytes},
+        std::pair{"PEERPLAN_FUSED_PROTOCOL", &KernelChoices::fused_lamport_above_bytes}),
+    [](const auto& info) { return std::string(info.param.first).substr(9); });
+
+TEST(Environment, ProtocolsDescribeTheirEffect) {
+  std::vector<std::string> applied;
+  apply({{"PEERPLAN_ONE_SHOT_PROTOCOL", "ll"}, {"PEERPLAN_FUSED_PROTOCOL", "lamport"}}, Config{},
+        &applied);
+  apply({{"PEERPLAN_ONE_SHOT_PROTOCOL", "16K"}, {"PEERPLAN_FUSED_PROTOCOL", "auto"}}, Config{},
+        &applied);
+  ASSERT_EQ(applied.size(), 4u);
+  EXPECT_EQ(applied[0], "PEERPLAN_ONE_SHOT_PROTOCOL=ll (one-shot protocol LL lines at every size)");
+  EXPECT_EQ(applied[1], "PEERPLAN_FUSED_PROTOCOL=lamport (fused protocol Lamport at every size)");
+  EXPECT_EQ(applied[2],
+            "PEERPLAN_ONE_SHOT_PROTOCOL=16K (one-shot protocol LL lines up to 16384 bytes, "
+            "Lamport above)");
+  EXPECT_EQ(applied[3], "PEERPLAN_FUSED_PROTOCOL=auto (fused protocol = the backend's default)");
+}
+
+TEST(Environment, FusedLlMaxBytes) {
+  EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "2097152").kernels.fused_ll_max_bytes, 2u << 20);
+  EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "2M").kernels.fused_ll_max_bytes, 2u << 20);
+  EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "512k").kernels.fused_ll_max_bytes, 512u << 10);
+  EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "0").kernels.fused_ll_max_bytes, 0u);
+  Config code;
+  code.kernels.fused_ll_max_bytes = 1000;
+  EXPECT_EQ(apply({{"PEERPLAN_FUSED_LL_MAX_BYTES", "Auto"}}, code).kernels.fused_ll_max_bytes,
+            kAutoCutoff);
+  for (const char* bad : {"off", "-1", "2MB", "1.5M", "2M "})
+    expect_rejected("PEERPLAN_FUSED_LL_MAX_BYTES", bad, "2M");
+
+  std::vector<std::string> applied;
+  for (const char* value : {"0", "1M", "auto"})
+    apply({{"PEERPLAN_FUSED_LL_MAX_BYTES", value}}, Config{}, &applied);
+  ASSERT_EQ(applied.size(), 3u);
+  EXPECT_EQ(applied[0], "PEERPLAN_FUSED_LL_MAX_BYTES=0 (fused LL lines off)");
+  EXPECT_EQ(applied[1], "PEERPLAN_FUSED_LL_MAX_BYTES=1M (fused LL lines up to 1048576 bytes)");
+  EXPECT_EQ(applied[2],
+            "PEERPLAN_FUSED_LL_MAX_BYTES=auto (fused LL limit = the backend's default)");
+}
+
+TEST(Environment, RowClusters) {
+  for (const char* on : {"on", "ON", "1", "true", "Yes"})
+    EXPECT_EQ(with("PEERPLAN_ROW_CLUSTERS", on).kernels.row_clusters, RowClusters::on) << on;
+  for (const char* off : {"off", "Off", "0", "FALSE", "no"})
+    EXPECT_EQ(with("PEERPLAN_ROW_CLUSTERS", off).kernels.row_clusters, RowClusters::off) << off;
+  Config code;
+  code.kernels.row_clusters = RowClusters::off;
+  EXPECT_EQ(apply({{"PEERPLAN_ROW_CLUSTERS", "auto"}}, code).kernels.row_clusters,
+            RowClusters::automatic);
+  for (const char* bad : {"2", "clusters", "enabled", "auto ", "-1"})
+    expect_rejected("PEERPLAN_ROW_CLUSTERS", bad, "auto|on|off");
+
+  std::vector<std::string> applied;
+  for (const char* value : {"1", "off", "AUTO"})
+    apply({{"PEERPLAN_ROW_CLUSTERS", value}}, Config{}, &applied);
+  ASSERT_EQ(applied.size(), 3u);
+  EXPECT_EQ(applied[0], "PEERPLAN_ROW_CLUSTERS=1 (row clusters on (required of the GPU))");
+  EXPECT_EQ(applied[1], "PEERPLAN_ROW_CLUSTERS=off (row clusters off: one block per row)");
+  EXPECT_EQ(applied[2], "PEERPLAN_ROW_CLUSTERS=AUTO (row clusters where the GPU has them)");
+}
+
+TEST(Environment, OneShotMaxBlocksDescribesItsEffect) {
+  std::vector<std::string> applied;
+  apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", "80"}}, Config{}, &applied);
+  apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", "auto"}}, Config{}, &applied);
+  ASSERT_EQ(applied.size(), 2u);
+  EXPECT_EQ(applied[0], "PEERPLAN_ONE_SHOT_MAX_BLOCKS=80 (one-shot grid at most 80 blocks)");
+  EXPECT_EQ(applied[1],
+            "PEERPLAN_ONE_SHOT_MAX_BLOCKS=auto (one-shot grid = one block per multiprocessor)");
+}
+
+TEST(Environment, KernelKnobsUnsetOrEmptyLeaveTheCodesChoices) {
+  Config code;
+  code.kernels.one_shot_max_blocks = 64;
+  code.kernels.one_shot_lamport_above_bytes = kLamportNever;
+  code.kernels.fused_lamport_above_bytes = 128;
+  code.kernels.fused_ll_max_bytes = 0;
+  code.kernels.row_clusters = RowClusters::off;
+  std::vector<std::string> applied;
+  const Config result = apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", ""},
+                               {"PEERPLAN_ONE_SHOT_PROTOCOL", ""},
+                               {"PEERPLAN_FUSED_PROTOCOL", ""},
+                               {"PEERPLAN_FUSED_LL_MAX_BYTES", ""},
+                               {"PEERPLAN_ROW_CLUSTERS", ""}},
+                              code, &applied);
+  EXPECT_EQ(result.kernels, code.kernels);
+  EXPECT_TRUE(applied.empty());
+  EXPECT_EQ(apply({}, code).kernels, code.kernels);
+  // And the defaults are every knob's "auto".
+  const KernelChoices defaults;
+  EXPECT_EQ(defaults.one_shot_max_blocks, 0);
+  EXPECT_EQ(defaults.one_shot_lamport_above_bytes, std::nullopt);
+  EXPECT_EQ(defaults.fused_lamport_above_bytes, std::nullopt);
+  EXPECT_EQ(defaults.fused_ll_max_bytes, kAutoCutoff);
+  EXPECT_EQ(defaults.row_clusters, RowClusters::automatic);
+}
+
+TEST(Environment, BadKernelKnobsAreReportedTogether) {
+  try {
+    apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", "0"},
+           {"PEERPLAN_FUSED_PROTOCOL", "fast"},
+           {"PEERPLAN_ROW_CLUSTERS", "maybe"}});
+    FAIL() << "accepted three bad values";
+  } catch (const InvalidArgument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("PEERPLAN_ONE_SHOT_MAX_BLOCKS=\"0\""), std::string::npos) << message;
+    EXPECT_NE(message.find("PEERPLAN_FUSED_PROTOCOL=\"fast\""), std::string::npos) << message;
+    EXPECT_NE(message.find("PEERPLAN_ROW_CLUSTERS=\"maybe\""), std::string::npos) << message;
+  }
+}
+
 TEST(Environment, EveryEnumNameParsesBackToItsValue) {
   // What the logs print (to_string) can be pasted back into the environment.
   for (auto level : {LogLevel::none, LogLevel::warn, LogLevel::info, LogLevel::trace})
@@ -248,6 +418,8 @@ TEST(Environment, EveryEnumNameParsesBackToItsValue) {
   for (auto level : {P2PLevel::loc, P2PLevel::nvl, P2PLevel::pix, P2PLevel::pxb, P2PLevel::phb,
                      P2PLevel::node, P2PLevel::sys})
     EXPECT_EQ(with("PEERPLAN_P2P_LEVEL", to_string(level)).p2p_level, level);
+  for (auto clusters : {RowClusters::automatic, RowClusters::on, RowClusters::off})
+    EXPECT_EQ(with("PEERPLAN_ROW_CLUSTERS", to_string(clusters)).kernels.row_clusters, clusters);
 }
 
 TEST(Environment, ReportsEveryBadVariableAtOnce) {

@@ -9,6 +9,7 @@
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/cuda_peer_transport.hpp"
 #include "transport/cuda/nccl_fallback.hpp"
+#include "transport/cuda/row_clusters.hpp"
 
 namespace peerplan::transport::cuda {
 
@@ -37,18 +38,31 @@ int select_device(int configured, int local_rank) {
   return device;
 }
 
+void check_kernel_choices(const KernelChoices& kernels, int device) {
+  if (kernels.row_clusters == RowClusters::on && !row_clusters_supported(device)) {
+    throw InvalidArgument(
+        "Config::kernels.row_clusters / PEERPLAN_ROW_CLUSTERS is on, but GPU " +
+        std::to_string(device) + " or this build of peerplan has no thread-block clusters "
+        "(they need compute capability 9.0+ and sm_90+ device code, CMAKE_CUDA_ARCHITECTURES); "
+        "set it to auto or off");
+  }
+}
+
 std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bootstrap,
                                                         std::chrono::milliseconds timeout,
-                                                        TransferMode mode) {
+                                                        TransferMode mode,
+                                                        const KernelChoices& kernels) {
   // auto = push: on NVLink the LL push one-shot beats pull at every size
   // measured (benchmarks/RESULTS.md); pull is for zero-copy registered
   // inputs and for links where reads win.
-  return std::make_unique<CudaPeerTransport>(bootstrap, timeout, mode == TransferMode::pull);
+  return std::make_unique<CudaPeerTransport>(bootstrap, timeout, mode == TransferMode::pull,
+                                             kernels);
 }
 
 std::unique_ptr<FallbackTransport> make_nccl_fallback(bootstrap::Bootstrap& bootstrap,
-                                                      std::chrono::milliseconds timeout) {
-  return std::make_unique<NcclFallback>(bootstrap, timeout);
+                                                      std::chrono::milliseconds timeout,
+                                                      RowClusters row_clusters) {
+  return std::make_unique<NcclFallback>(bootstrap, timeout, row_clusters);
 }
 
 }  // namespace peerplan::transport::cuda

@@ -22,19 +22,29 @@ bool cuda_device_visible() noexcept;
 // that does not exist, CudaError when the runtime refuses. Not collective.
 int select_device(int configured, int local_rank);
 
+// Throws InvalidArgument when `kernels` asks of `device` what it cannot do
+// (RowClusters::on where the GPU or this build has no thread-block
+// clusters). Not collective.
+void check_kernel_choices(const KernelChoices& kernels, int device);
+
 // P2P over CUDA IPC among the node-local ranks of `bootstrap`. Collective
 // over every rank of `bootstrap` (which must outlive the result). Checks
 // peer access between every pair of devices with a real peer copy; throws
 // (on this rank) when it fails, for the caller's agreement. Reserves no
 // staging memory until reserve(). `mode` picks push or pull kernels for
-// the all-reduce routes (automatic = push).
+// the all-reduce routes (automatic = push); `kernels` the kernels' grids
+// and protocols (the caller has checked that every rank agrees on those
+// that must agree: communicator/config_agreement.hpp).
 std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bootstrap,
                                                         std::chrono::milliseconds timeout,
-                                                        TransferMode mode);
+                                                        TransferMode mode,
+                                                        const KernelChoices& kernels);
 
 // NCCL fallback: one NCCL communicator over every rank of `bootstrap`, its
 // unique id broadcast from rank 0. Collective. Forces NCCL_NVLS_ENABLE=0.
+// `row_clusters` picks the add + RMSNorm kernel's row shape.
 std::unique_ptr<FallbackTransport> make_nccl_fallback(bootstrap::Bootstrap& bootstrap,
-                                                      std::chrono::milliseconds timeout);
+                                                      std::chrono::milliseconds timeout,
+                                                      RowClusters row_clusters);
 
 }  // namespace peerplan::transport::cuda

@@ -4,8 +4,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cctype>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -29,11 +27,6 @@ struct DeviceIdentity {
   std::int32_t global_rank;
   std::int32_t device;
   char pci_bus_id[32];
-  // Pick kernel variants: every rank must use the same values.
-  std::uint64_t fused_lines_max_bytes;
-  std::uint64_t one_shot_lines_max_bytes;
-  std::uint64_t fused_lamport_after_bytes;
-  std::uint64_t fused_lamport_max_bytes;
 };
 
 const char* phase_text(std::uint32_t phase) {
@@ -50,90 +43,72 @@ constexpr std::string_view kBackend = "peerplan cuda backend";
 
 constexpr std::uint32_t kProbePattern = 0x5eed0000u;
 
+// create() validates KernelChoices::one_shot_max_blocks against this.
+static_assert(kOneShotMaxBlocksLimit == cuda_kernels::kMaxOneShotBlocks,
+              "config.hpp's limit must be the kernels' own");
+
+// Below: the values each "auto" of KernelChoices stands for. Every rank
+// derives the same ones from the same (agreed) choices.
+
 // Fused calls up to this size use LL lines (no barrier), larger ones the
 // two-shot all-reduce + add/RMSNorm; measured on 2x H200 (benchmarks/
 // RESULTS.md, session 3: LL wins up to 1 MiB, ties at 3.5 MiB, loses at
-// 14 MiB). PEERPLAN_FUSED_LL_MAX_BYTES overrides it (a tuning knob; 0
-// turns the LL variant off).
+// 14 MiB). KernelChoices::fused_ll_max_bytes overrides it.
 constexpr std::uint64_t kFusedLinesMaxBytes = 2u << 20;
-
-// A tuning knob's value: unset or empty gives `fallback`.
-std::uint64_t env_count(const char* name, std::uint64_t fallback,
-                        std::uint64_t low = 0, std::uint64_t high = ~std::uint64_t{0}) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  char* end = nullptr;
-  const unsigned long long value = std::strtoull(text, &end, 10);
-  if (end == text || *end != '\0' || *text == '-' || value < low || value > high) {
-    throw InvalidArgument(std::string(name) + "=" + text + " is not a number in [" +
-                          std::to_string(low) + ", " + std::to_string(high) +
-                          "]; set a plain number in that range, or unset it");
-  }
-  return value;
-}
-
-std::uint64_t fused_lines_max_bytes() {
-  return env_count("PEERPLAN_FUSED_LL_MAX_BYTES", kFusedLinesMaxBytes);
-}
 
 // Push one-shot calls up to this many bytes use LL lines, larger ones the
 // Lamport protocol (cuda/one_shot_lamport.cu). Measured on 2x H200, bf16,
 // CUDA graphs (benchmarks/RESULTS.md, session 4): LL 2.93 / 3.80 us at 1 KiB
 // / 64 KiB against Lamport's 3.40 / 4.30; Lamport 4.95 / 9.27 / 20.3 us at
 // 256 KiB / 1 MiB / 4 MiB against LL's 5.24 / 11.9 / 32.2 (it sends half
-// the link bytes: no flag words). PEERPLAN_ONE_SHOT_PROTOCOL picks it: `ll`
-// (LL at every size), `lamport` (Lamport at every size), a byte count N
-// (LL up to N, Lamport above), `auto` or unset: LL up to 64 KiB. Must agree
-// on every rank: sender and receiver must run the same protocol.
+// the link bytes: no flag words). KernelChoices::one_shot_lamport_above_bytes
+// overrides it; it must agree on every rank (sender and receiver must run
+// the same protocol), which create() checks.
 constexpr std::uint64_t kLinesEverySize = ~std::uint64_t{0};
 constexpr std::uint64_t kLinesAutoMaxBytes = 64 * 1024;
-
-// A protocol knob (PEERPLAN_ONE_SHOT_PROTOCOL, PEERPLAN_FUSED_PROTOCOL): the
-// byte count above which the Lamport protocol is taken. `auto` (or unset)
-// gives `automatic`, `ll` never (all ones), `lamport` 0, a byte count
-// itself; anything else is an InvalidArgument naming the variable.
-struct ProtocolKnob {
-  std::uint64_t lamport_above;
-  bool automatic;
-};
-
-ProtocolKnob protocol_knob(const char* name, std::uint64_t automatic) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return {automatic, true};
-  std::string value(text);
-  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (value == "auto") return {automatic, true};
-  if (value == "ll") return {kLinesEverySize, false};
-  if (value == "lamport") return {0, false};
-  char* end = nullptr;
-  const unsigned long long bytes = std::strtoull(text, &end, 10);
-  if (end == text || *end != '\0' || *text == '-') {
-    throw InvalidArgument(std::string(name) + "=" + text +
-                          " is not auto, ll, lamport or a byte count (LL up to it, Lamport "
-                          "above); set one of those, or unset it");
-  }
-  return {bytes, false};
-}
+static_assert(kLamportNever == kLinesEverySize, "`ll` is the largest threshold");
 
 // Fused calls above this many bytes take the Lamport fused kernel
 // (cuda/fused_lamport.cu) where their rows are whole 16-byte packs and the
 // message fits the Lamport region; the others keep LL lines (up to
-// PEERPLAN_FUSED_LL_MAX_BYTES) or the staged paths. PEERPLAN_FUSED_PROTOCOL
-// picks it: `lamport` (every size), `ll` (never: the fused op as before
-// the Lamport kernel), a byte count N (Lamport above N), `auto` or unset:
-// Lamport above 64 KiB and up to 4 MiB. Measured on 2x H200 (bf16, CUDA
-// graphs, hidden 7168, benchmarks/RESULTS.md session 4), Lamport vs the
-// previous kernels: 1 row 5.92 vs 5.57 us, 4 rows 6.19 vs 6.09, 16 rows
-// 7.05 vs 7.30, 64 rows 11.80 vs 17.83, 256 rows (3.5 MiB) 35.8 vs 36.2,
-// 1024 rows (14 MiB, two-shot + add/RMSNorm there) 129.1 vs 108.9. Must
-// agree on every rank.
+// fused_ll_max_bytes) or the staged paths. KernelChoices::
+// fused_lamport_above_bytes overrides the threshold; auto is Lamport above
+// 64 KiB and up to 4 MiB. Measured on 2x H200 (bf16, CUDA graphs, hidden
+// 7168, benchmarks/RESULTS.md session 4), Lamport vs the previous kernels:
+// 1 row 5.92 vs 5.57 us, 4 rows 6.19 vs 6.09, 16 rows 7.05 vs 7.30, 64 rows
+// 11.80 vs 17.83, 256 rows (3.5 MiB) 35.8 vs 36.2, 1024 rows (14 MiB,
+// two-shot + add/RMSNorm there) 129.1 vs 108.9. Must agree on every rank.
 constexpr std::uint64_t kFusedLamportAutoAfterBytes = 64 * 1024;
 constexpr std::uint64_t kFusedLamportAutoMaxBytes = 4 * 1024 * 1024;
+
+// The kernel choices in force, for the INFO log (their "auto" resolved).
+std::string describe_choices(const cuda_kernels::PeerSet& p, std::uint64_t lines_limit,
+                             bool pull) {
+  const auto bytes = [](std::uint64_t n) { return std::to_string(n) + " bytes"; };
+  std::string text = "one-shot grid at most " + std::to_string(p.one_shot_max_blocks) +
+                     " blocks; one-shot ";
+  if (pull) text += "by pull";
+  else if (lines_limit == kLinesEverySize) text += "LL lines at every size";
+  else if (lines_limit == 0) text += "Lamport at every size";
+  else text += "LL lines up to " + bytes(lines_limit) + ", Lamport above";
+  text += "; fused Lamport ";
+  if (p.fused_lamport_after_bytes == kLinesEverySize) {
+    text += "off";
+  } else {
+    text += "above " + bytes(p.fused_lamport_after_bytes);
+    if (p.fused_lamport_max_bytes != kLinesEverySize)
+      text += " up to " + bytes(p.fused_lamport_max_bytes);
+  }
+  text += p.fused_ll_max_bytes == 0 ? std::string("; fused LL lines off")
+                                    : "; fused LL lines up to " + bytes(p.fused_ll_max_bytes);
+  return text + "; row clusters " + (p.cluster_rows ? "on" : "off");
+}
 
 }  // namespace
 
 CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
-                                     std::chrono::milliseconds timeout, bool pull)
+                                     std::chrono::milliseconds timeout, bool pull,
+                                     const KernelChoices& kernels)
     : bootstrap_(bootstrap),
       timeout_(timeout),
       local_rank_(bootstrap.local_rank()),
@@ -170,29 +145,28 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     peers_.overlap_launch = major >= 9;
     // The one-shot kernel's largest grid: one block (512 threads) per SM,
     // measured best on 2x H200 against 40, 80 and 2 per SM (RESULTS.md,
-    // session 3). PEERPLAN_ONE_SHOT_MAX_BLOCKS overrides it (a tuning knob;
-    // only speed changes, and ranks may differ).
+    // session 3), unless KernelChoices::one_shot_max_blocks says otherwise
+    // (only speed changes, and ranks may differ).
     int multiprocessors = 1;
     check_cuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount,
                                       mine.device),
                "cudaDeviceGetAttribute");
-    peers_.one_shot_max_blocks = static_cast<std::int32_t>(
-        env_count("PEERPLAN_ONE_SHOT_MAX_BLOCKS", static_cast<std::uint64_t>(multiprocessors), 1,
-                  cuda_kernels::kMaxOneShotBlocks));
-    peers_.cluster_rows = use_row_clusters(mine.device);
-    peers_.fused_ll_max_bytes = fused_lines_max_bytes();
-    mine.fused_lines_max_bytes = peers_.fused_ll_max_bytes;
+    peers_.one_shot_max_blocks =
+        kernels.one_shot_max_blocks > 0 ? kernels.one_shot_max_blocks : multiprocessors;
+    peers_.cluster_rows = use_row_clusters(kernels.row_clusters, mine.device);
+    peers_.fused_ll_max_bytes = kernels.fused_ll_max_bytes == kAutoCutoff
+                                    ? kFusedLinesMaxBytes
+                                    : kernels.fused_ll_max_bytes;
     // Pull mode has its own one-shot: no Lamport region for it then. The
     // fused op always pushes, Lamport included.
     lines_limit_ = pull ? kLinesEverySize
-                        : protocol_knob("PEERPLAN_ONE_SHOT_PROTOCOL", kLinesAutoMaxBytes)
-                              .lamport_above;
-    mine.one_shot_lines_max_bytes = lines_limit_;
-    const ProtocolKnob fused = protocol_knob("PEERPLAN_FUSED_PROTOCOL", kFusedLamportAutoAfterBytes);
-    peers_.fused_lamport_after_bytes = fused.lamport_above;
-    peers_.fused_lamport_max_bytes = fused.automatic ? kFusedLamportAutoMaxBytes : ~std::uint64_t{0};
-    mine.fused_lamport_after_bytes = peers_.fused_lamport_after_bytes;
-    mine.fused_lamport_max_bytes = peers_.fused_lamport_max_bytes;
+                        : kernels.one_shot_lamport_above_bytes.value_or(kLinesAutoMaxBytes);
+    const auto& fused = kernels.fused_lamport_above_bytes;
+    peers_.fused_lamport_after_bytes = fused.value_or(kFusedLamportAutoAfterBytes);
+    peers_.fused_lamport_max_bytes = fused ? ~std::uint64_t{0} : kFusedLamportAutoMaxBytes;
+    if (bootstrap.rank() == 0) {
+      log::info(std::string(kBackend) + ": " + describe_choices(peers_, lines_limit_, pull));
+    }
     // The Lamport fused kernel's launch shapes, from occupancy queries made
     // here rather than on a call's path (or inside a graph capture).
     if (peers_.fused_lamport_after_bytes != kLinesEverySize) {
@@ -212,25 +186,6 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     std::memcpy(&peer, all[r].data(), std::min(sizeof peer, all[r].size()));
     global_ranks_[r] = peer.global_rank;
     if (!error.empty() || static_cast<int>(r) == local_rank_) continue;
-    if (peer.fused_lines_max_bytes != mine.fused_lines_max_bytes) {
-      error = "peerplan cuda backend: PEERPLAN_FUSED_LL_MAX_BYTES differs between rank " +
-              std::to_string(mine.global_rank) + " and rank " + std::to_string(peer.global_rank) +
-              "; set the same value (or none) on every rank";
-      continue;
-    }
-    if (peer.one_shot_lines_max_bytes != mine.one_shot_lines_max_bytes) {
-      error = "peerplan cuda backend: PEERPLAN_ONE_SHOT_PROTOCOL differs between rank " +
-              std::to_string(mine.global_rank) + " and rank " + std::to_string(peer.global_rank) +
-              "; set the same value (or none) on every rank";
-      continue;
-    }
-    if (peer.fused_lamport_after_bytes != mine.fused_lamport_after_bytes ||
-        peer.fused_lamport_max_bytes != mine.fused_lamport_max_bytes) {
-      error = "peerplan cuda backend: PEERPLAN_FUSED_PROTOCOL differs between rank " +
-              std::to_string(mine.global_rank) + " and rank " + std::to_string(peer.global_rank) +
-              "; set the same value (or none) on every rank";
-      continue;
-    }
     peer.pci_bus_id[sizeof peer.pci_bus_id - 1] = '\0';
     int peer_device = -1;
     const std::string who = "rank " + std::to_string(peer.global_rank) + "'s GPU (PCI " +

@@ -3,8 +3,8 @@
 // node-local ranks.
 //
 // Slab of each rank: [signal area 16 KiB | staging slot 0 | staging slot 1
-// | Lamport region (push one-shot, PEERPLAN_ONE_SHOT_PROTOCOL; fused op,
-// PEERPLAN_FUSED_PROTOCOL)].
+// | Lamport region (push one-shot, KernelChoices::one_shot_lamport_above_bytes;
+// fused op, KernelChoices::fused_lamport_above_bytes)].
 // The call epoch lives on the device (the owner's signal area), so eager
 // calls and CUDA-graph replays of captured calls interleave freely and
 // replays need no host patching; the host keeps no per-call state. A
@@ -28,6 +28,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "collective_kernels.hpp"
+#include "peerplan/config.hpp"
 #include "transport/cuda/buffer_registry.hpp"
 #include "transport/cuda/ipc_slabs.hpp"
 #include "transport/transport.hpp"
@@ -39,8 +40,10 @@ class CudaPeerTransport final : public PeerTransport {
   // Collective. Checks that every pair of node-local devices can map each
   // other (distinct devices, cudaDeviceCanAccessPeer, then a real peer read
   // of a probe slab); throws CudaError/Unsupported on this rank otherwise.
+  // `kernels` must agree on every rank where KernelChoices says so: the
+  // communicator checks that (communicator/config_agreement.hpp), not this.
   CudaPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
-                    bool pull);
+                    bool pull, const KernelChoices& kernels);
   ~CudaPeerTransport() override;
 
   void reserve(std::size_t max_message_bytes,
@@ -74,10 +77,10 @@ class CudaPeerTransport final : public PeerTransport {
   IpcSlabs slabs_;
   BufferRegistry registry_;
   cuda_kernels::PeerSet peers_{};
-  // PEERPLAN_ONE_SHOT_PROTOCOL as a byte limit (every size in pull mode):
-  // push one-shot calls take LL lines up to this many bytes, Lamport above.
-  // reserve() sizes the Lamport region by it and by
-  // peers_.fused_lamport_after_bytes (PEERPLAN_FUSED_PROTOCOL).
+  // KernelChoices::one_shot_lamport_above_bytes resolved (every size in
+  // pull mode): push one-shot calls take LL lines up to this many bytes,
+  // Lamport above. reserve() sizes the Lamport region by it and by
+  // peers_.fused_lamport_after_bytes.
   std::uint64_t lines_limit_ = 0;
   std::size_t lamport_capacity_ = 0;  // bytes the Lamport region holds per source
   cuda_kernels::DeviceError* error_host_ = nullptr;  // pinned, mapped

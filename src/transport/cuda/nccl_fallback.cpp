@@ -255,11 +255,12 @@ void release_parked_nccl_communicators() noexcept {
   }
 }
 
-NcclFallback::NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout)
+NcclFallback::NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+                           RowClusters row_clusters)
     : timeout_(timeout), graphs_(new CapturedGraphs) {
   try {
     release_parked_nccl_communicators();
-    init(bootstrap);
+    init(bootstrap, row_clusters);
   } catch (...) {
     abandon_comm();
     graphs_->release();
@@ -268,7 +269,7 @@ NcclFallback::NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::millise
   }
 }
 
-void NcclFallback::init(bootstrap::Bootstrap& bootstrap) {
+void NcclFallback::init(bootstrap::Bootstrap& bootstrap, RowClusters row_clusters) {
   keep_nvls_off();
   ncclUniqueId id{};
   std::string error;
@@ -363,14 +364,8 @@ void NcclFallback::init(bootstrap::Bootstrap& bootstrap) {
                     failures->message +
                     "); every rank gave up. Set NCCL_DEBUG=WARN for NCCL's explanation.");
   }
-  try {
-    rows_in_clusters_ = use_row_clusters(device_);
-  } catch (const InvalidArgument&) {
-    // The P2P transport reports a malformed PEERPLAN_ROW_CLUSTERS on every
-    // rank at once; here, after NCCL's rendezvous, a rank must not throw
-    // alone. The choice changes speed only, never the bits.
-    rows_in_clusters_ = cuda_kernels::rows_in_clusters_supported(device_);
-  }
+  // Never throws: after NCCL's rendezvous a rank must not fail alone.
+  rows_in_clusters_ = use_row_clusters(row_clusters, device_);
 }
 
 void NcclFallback::abandon_comm() noexcept {

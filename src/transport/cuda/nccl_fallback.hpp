@@ -34,6 +34,7 @@
 #include <cstddef>
 
 #include "bootstrap/bootstrap.hpp"
+#include "peerplan/config.hpp"
 #include "transport/transport.hpp"
 
 namespace peerplan::transport::cuda {
@@ -43,8 +44,10 @@ class NcclFallback final : public FallbackTransport {
   // Collective over every rank of `bootstrap`. NCCL's rendezvous is bounded
   // by max(timeout, 10 s) (NCCL's own set-up work counts against it): past
   // it the communicator is aborted and Timeout thrown. Every rank throws
-  // when any rank failed.
-  NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout);
+  // when any rank failed. `row_clusters` (Config::kernels) picks the add +
+  // RMSNorm kernel's row shape on this rank.
+  NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+               RowClusters row_clusters);
   // Without close(): aborts the NCCL communicator (peers may be gone),
   // bounded like close().
   ~NcclFallback() override;
@@ -60,7 +63,7 @@ class NcclFallback final : public FallbackTransport {
 
  private:
   // The constructor's work: NCCL unique id, rendezvous, agreement.
-  void init(bootstrap::Bootstrap& bootstrap);
+  void init(bootstrap::Bootstrap& bootstrap, RowClusters row_clusters);
   // Aborts (bounded) and forgets a communicator that init() gives up on.
   void abandon_comm() noexcept;
   void* scratch(std::size_t bytes, cudaStream_t stream, const char* what);

@@ -1,0 +1,64 @@
+#include "core/config_fields.hpp"
+
+namespace peerplan::core {
+
+std::string bytes_or_auto(std::size_t bytes) {
+  return bytes == kAutoCutoff ? std::string("auto") : std::to_string(bytes);
+}
+
+std::string protocol_text(const std::optional<std::size_t>& lamport_above_bytes) {
+  if (!lamport_above_bytes) return "auto";
+  if (*lamport_above_bytes == kLamportNever) return "ll";
+  if (*lamport_above_bytes == kLamportAlways) return "lamport";
+  return std::to_string(*lamport_above_bytes);
+}
+
+std::vector<ConfigField> config_fields(const Config& c) {
+  const RouteCutoffs& r = c.cutoffs;
+  const KernelChoices& k = c.kernels;
+  // Local fields: the device and the files differ per rank by design (the
+  // resolved cutoffs are compared after the tuning file is applied);
+  // the log level changes no decision; the one-shot grid and row clusters
+  // are launch shapes no peer depends on.
+  return {
+      {"backend", "PEERPLAN_BACKEND", to_string(c.backend), true},
+      {"device", "PEERPLAN_DEVICE", std::to_string(c.device), false},
+      {"timeout_ms", "PEERPLAN_TIMEOUT_MS", std::to_string(c.timeout.count()), true},
+      {"cutoffs.one_shot_max_bytes", "PEERPLAN_ONE_SHOT_MAX_BYTES",
+       bytes_or_auto(r.one_shot_max_bytes), true},
+      {"cutoffs.two_shot_max_bytes", "PEERPLAN_TWO_SHOT_MAX_BYTES",
+       bytes_or_auto(r.two_shot_max_bytes), true},
+      {"cutoffs.fused_max_bytes", "PEERPLAN_FUSED_MAX_BYTES", bytes_or_auto(r.fused_max_bytes),
+       true},
+      {"cutoffs.two_shot_min_bytes", "PEERPLAN_TWO_SHOT_MIN_BYTES",
+       bytes_or_auto(r.two_shot_min_bytes), true},
+      {"transfer_mode", "PEERPLAN_TRANSFER_MODE", to_string(c.transfer_mode), true},
+      {"disable_p2p", "PEERPLAN_DISABLE_P2P", c.disable_p2p ? "1" : "0", true},
+      {"p2p_level", "PEERPLAN_P2P_LEVEL", to_string(c.p2p_level), true},
+      {"log_level", "PEERPLAN_DEBUG", to_string(c.log_level), false},
+      {"topology_file", "PEERPLAN_TOPO_FILE", c.topology_file, false},
+      {"tuning_file", "PEERPLAN_TUNING_FILE", c.tuning_file, false},
+      {"expected_world_size", "PEERPLAN_WORLD_SIZE", std::to_string(c.expected_world_size), true},
+      {"kernels.one_shot_max_blocks", "PEERPLAN_ONE_SHOT_MAX_BLOCKS",
+       k.one_shot_max_blocks == 0 ? std::string("auto") : std::to_string(k.one_shot_max_blocks),
+       false},
+      {"kernels.one_shot_lamport_above_bytes", "PEERPLAN_ONE_SHOT_PROTOCOL",
+       protocol_text(k.one_shot_lamport_above_bytes), true},
+      {"kernels.fused_lamport_above_bytes", "PEERPLAN_FUSED_PROTOCOL",
+       protocol_text(k.fused_lamport_above_bytes), true},
+      {"kernels.fused_ll_max_bytes", "PEERPLAN_FUSED_LL_MAX_BYTES",
+       bytes_or_auto(k.fused_ll_max_bytes), true},
+      {"kernels.row_clusters", "PEERPLAN_ROW_CLUSTERS", to_string(k.row_clusters), false},
+  };
+}
+
+std::string describe_config(const Config& config) {
+  std::string line;
+  for (const ConfigField& field : config_fields(config)) {
+    if (!line.empty()) line += ' ';
+    line += field.name + '=' + (field.value.empty() ? std::string("\"\"") : field.value);
+  }
+  return line;
+}
+
+}  // namespace peerplan::core

@@ -1,0 +1,36 @@
+#include "core/config_validation.hpp"
+
+#include <string>
+
+#include "peerplan/errors.hpp"
+
+namespace peerplan::core {
+namespace {
+
+void add(std::string& errors, const std::string& problem) {
+  if (!errors.empty()) errors += "; ";
+  errors += problem;
+}
+
+}  // namespace
+
+void validate_config(const Config& config) {
+  std::string errors;
+  const KernelChoices& k = config.kernels;
+  if (k.one_shot_max_blocks < 0 || k.one_shot_max_blocks > kOneShotMaxBlocksLimit) {
+    add(errors, "Config::kernels.one_shot_max_blocks is " + std::to_string(k.one_shot_max_blocks) +
+                    ": set 0 (one block per multiprocessor, the default) or a block count from "
+                    "1 to " + std::to_string(kOneShotMaxBlocksLimit) +
+                    " (PEERPLAN_ONE_SHOT_MAX_BLOCKS)");
+  }
+  // An enum is a byte: a value cast from an integer can fall outside it.
+  if (k.row_clusters != RowClusters::automatic && k.row_clusters != RowClusters::on &&
+      k.row_clusters != RowClusters::off) {
+    add(errors, "Config::kernels.row_clusters is " +
+                    std::to_string(static_cast<int>(k.row_clusters)) +
+                    ": set RowClusters::automatic, on or off (PEERPLAN_ROW_CLUSTERS)");
+  }
+  if (!errors.empty()) throw InvalidArgument("invalid configuration: " + errors);
+}
+
+}  // namespace peerplan::core

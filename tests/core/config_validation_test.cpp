@@ -1,0 +1,72 @@
+// Config values set in code are range-checked like the environment's:
+// InvalidArgument naming the field, its value, what it accepts and the
+// variable; every bad field at once.
+#include "core/config_validation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "peerplan/errors.hpp"
+
+namespace peerplan::core {
+namespace {
+
+std::string rejection(const Config& config) {
+  try {
+    validate_config(config);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "accepted";
+  return {};
+}
+
+TEST(ConfigValidation, DefaultsAndEveryKnobsRangeAreAccepted) {
+  EXPECT_NO_THROW(validate_config(Config{}));
+  Config c;
+  for (int blocks : {0, 1, 132, kOneShotMaxBlocksLimit}) {
+    c.kernels.one_shot_max_blocks = blocks;
+    EXPECT_NO_THROW(validate_config(c)) << blocks;
+  }
+  c.kernels.one_shot_lamport_above_bytes = kLamportNever;
+  c.kernels.fused_lamport_above_bytes = kLamportAlways;
+  c.kernels.fused_ll_max_bytes = 0;
+  for (auto clusters : {RowClusters::automatic, RowClusters::on, RowClusters::off}) {
+    c.kernels.row_clusters = clusters;
+    EXPECT_NO_THROW(validate_config(c));
+  }
+}
+
+TEST(ConfigValidation, OneShotMaxBlocksOutOfRange) {
+  for (int blocks : {-1, kOneShotMaxBlocksLimit + 1, 1 << 20}) {
+    Config c;
+    c.kernels.one_shot_max_blocks = blocks;
+    const std::string message = rejection(c);
+    EXPECT_NE(message.find("Config::kernels.one_shot_max_blocks is " + std::to_string(blocks)),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("1 to 1024"), std::string::npos) << message;
+    EXPECT_NE(message.find("PEERPLAN_ONE_SHOT_MAX_BLOCKS"), std::string::npos) << message;
+  }
+}
+
+TEST(ConfigValidation, RowClustersOutsideTheEnum) {
+  Config c;
+  c.kernels.row_clusters = static_cast<RowClusters>(7);
+  const std::string message = rejection(c);
+  EXPECT_NE(message.find("Config::kernels.row_clusters is 7"), std::string::npos) << message;
+  EXPECT_NE(message.find("PEERPLAN_ROW_CLUSTERS"), std::string::npos) << message;
+}
+
+TEST(ConfigValidation, EveryBadFieldAtOnce) {
+  Config c;
+  c.kernels.one_shot_max_blocks = -5;
+  c.kernels.row_clusters = static_cast<RowClusters>(3);
+  const std::string message = rejection(c);
+  EXPECT_NE(message.find("one_shot_max_blocks"), std::string::npos) << message;
+  EXPECT_NE(message.find("row_clusters"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace peerplan::core
