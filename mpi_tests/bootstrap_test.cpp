@@ -24,6 +24,7 @@
 #include "bootstrap/nodes.hpp"
 #include "core/fault_injection.hpp"
 #include "peerplan/errors.hpp"
+#include "support/fault_test_support.hpp"
 #include "support/mpi_test_support.hpp"
 
 namespace {
@@ -433,27 +434,16 @@ constexpr auto kSlack = 5s;
 
 using peerplan::mpi_test::meet_or_abort;
 
-// What make_mpi_bootstrap did on this rank.
-struct Construction {
-  bool timed_out = false;
-  std::string message;  // the Timeout's, or what happened instead
-  std::chrono::steady_clock::duration elapsed{};
-  std::unique_ptr<Bootstrap> bootstrap;  // when it returned one
+// What make_mpi_bootstrap did on this rank: how it ended (Attempt) and the
+// bootstrap when it returned one.
+struct Construction : peerplan::comm_test::Attempt {
+  std::unique_ptr<Bootstrap> bootstrap;
 };
 
 Construction construct(MPI_Comm comm, std::chrono::milliseconds timeout) {
   Construction c;
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    c.bootstrap = make_mpi_bootstrap(comm, timeout);
-    c.message = "returned a bootstrap";
-  } catch (const Timeout& e) {
-    c.timed_out = true;
-    c.message = e.what();
-  } catch (const std::exception& e) {
-    c.message = std::string("threw another error: ") + e.what();
-  }
-  c.elapsed = std::chrono::steady_clock::now() - start;
+  static_cast<peerplan::comm_test::Attempt&>(c) =
+      peerplan::comm_test::attempt([&] { c.bootstrap = make_mpi_bootstrap(comm, timeout); });
   return c;
 }
 
