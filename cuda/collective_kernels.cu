@@ -426,12 +426,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
                         const std::uint32_t* aborted) {
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kCluster) {
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-  }
-#endif
+  if constexpr (kCluster) wait_for_previous_kernel();
   // After the fused op's two-shot gave up, its sums are incomplete: leave
   // residual and output as they are. The word no longer changes once the
   // two-shot kernel has finished, so every block decides alike (a cluster

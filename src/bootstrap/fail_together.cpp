@@ -28,25 +28,28 @@ std::string describe_ranks(const std::vector<int>& ranks) {
   return text;
 }
 
+void add_rank(RanksByText& groups, std::string text, int rank) {
+  auto group = groups.begin();
+  while (group != groups.end() && group->first != text) ++group;
+  if (group == groups.end()) {
+    groups.emplace_back(std::move(text), std::vector<int>{rank});
+  } else {
+    group->second.push_back(rank);
+  }
+}
+
 std::optional<Failures> gather_failures(Bootstrap& bootstrap,
                                         const std::optional<std::string>& local_error) {
   const std::vector<Blob> all = bootstrap.allgather(encode(local_error));
   Failures failures;
-  // Distinct messages in order of the first rank that reported each.
-  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  RanksByText groups;
   for (int rank = 0; rank < static_cast<int>(all.size()); ++rank) {
     const Blob& blob = all[rank];
     if (blob.empty()) continue;
     failures.ranks.push_back(rank);
     std::string message(reinterpret_cast<const char*>(blob.data()) + 1, blob.size() - 1);
     if (message.empty()) message = "failed (no message)";
-    auto group = groups.begin();
-    while (group != groups.end() && group->first != message) ++group;
-    if (group == groups.end()) {
-      groups.emplace_back(std::move(message), std::vector<int>{rank});
-    } else {
-      group->second.push_back(rank);
-    }
+    add_rank(groups, std::move(message), rank);
   }
   if (failures.ranks.empty()) return std::nullopt;
   for (const auto& [message, ranks] : groups) {

@@ -17,6 +17,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
@@ -59,5 +60,10 @@ std::optional<Failures> run_together(Bootstrap& bootstrap, Step&& step) {
 
 // "rank 3" / "ranks 0, 2": how messages name a set of ranks.
 std::string describe_ranks(const std::vector<int>& ranks);
+
+// Distinct texts (error messages, config values), each with the ranks that
+// hold it, in order of the first rank holding each.
+using RanksByText = std::vector<std::pair<std::string, std::vector<int>>>;
+void add_rank(RanksByText& groups, std::string text, int rank);
 
 }  // namespace peerplan::bootstrap

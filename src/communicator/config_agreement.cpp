@@ -30,14 +30,9 @@ std::vector<std::string> split_lines(const bootstrap::Blob& blob) {
 
 // "is 1024 on rank 0 but auto on ranks 1, 3 and 65536 on rank 2"
 std::string who_holds_what(const std::vector<std::vector<std::string>>& all, std::size_t i) {
-  std::vector<std::pair<std::string, std::vector<int>>> others;
+  bootstrap::RanksByText others;
   for (int rank = 1; rank < static_cast<int>(all.size()); ++rank) {
-    const std::string& value = all[rank][i];
-    if (value == all[0][i]) continue;
-    auto it = others.begin();
-    while (it != others.end() && it->first != value) ++it;
-    if (it == others.end()) it = others.insert(others.end(), {value, {}});
-    it->second.push_back(rank);
+    if (all[rank][i] != all[0][i]) bootstrap::add_rank(others, all[rank][i], rank);
   }
   std::string text = "is " + all[0][i] + " on rank 0 but ";
   for (std::size_t k = 0; k < others.size(); ++k) {
