@@ -42,6 +42,7 @@
 #include "cuda_call_timing.hpp"
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
+#include "routing/fingerprint.hpp"
 #include "transport/host/element.hpp"
 
 namespace {
@@ -162,6 +163,17 @@ int main(int argc, char** argv) {
   };
   if (nccl_first) create_reference_nccl();
   auto comm = Communicator::create(MPI_COMM_WORLD, config);
+  // Ranks sharing a GPU time-slice it: their times describe no machine.
+  if (routing::fingerprint_says_shared(comm->topology_fingerprint())) {
+    if (rank == 0) {
+      std::fprintf(stderr, "peerplan_collective_bench: ranks share a GPU (%s); timings would be "
+                   "time slices, not speeds. Run one rank per GPU.\n",
+                   comm->topology_fingerprint().c_str());
+    }
+    comm->close();
+    MPI_Finalize();
+    return 3;
+  }
   if (!nccl_first) create_reference_nccl();
   // One more communicator per --protocols value: the variable is read when
   // a communicator is created, so it is set around each create.

@@ -49,6 +49,7 @@ class CommunicatorImpl final : public Communicator {
     const auto tuning = communicator::load_tuning_file(*boot_, config_);
     auto setup = communicator::select_backend(comm, *boot_, config_);
     backend_ = setup.backend;
+    fallback_kind_ = setup.fallback_kind;
     peer_ = std::move(setup.peer);
     fallback_ = std::move(setup.fallback);
     p2p_enabled_ = peer_ != nullptr;
@@ -217,6 +218,7 @@ class CommunicatorImpl final : public Communicator {
   int rank() const noexcept override { return boot_->rank(); }
   int size() const noexcept override { return boot_->size(); }
   Backend backend() const noexcept override { return backend_; }
+  Fallback fallback() const noexcept override { return fallback_kind_; }
   bool p2p_enabled() const noexcept override { return p2p_enabled_; }
   const std::string& p2p_disabled_reason() const noexcept override { return p2p_disabled_reason_; }
   const Config& config() const noexcept override { return config_; }
@@ -395,6 +397,7 @@ class CommunicatorImpl final : public Communicator {
   Config config_;
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   Backend backend_ = Backend::host;
+  Fallback fallback_kind_ = Fallback::mpi;
   std::unique_ptr<transport::PeerTransport> peer_;
   std::unique_ptr<transport::FallbackTransport> fallback_;
   bool p2p_enabled_ = false;

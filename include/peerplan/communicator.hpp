@@ -126,6 +126,9 @@ class Communicator {
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
   virtual Backend backend() const noexcept = 0;
+  // What takes declined calls: Fallback::nccl or Fallback::mpi (Config::
+  // fallback resolved; the same on every rank).
+  virtual Fallback fallback() const noexcept = 0;
   // Whether the fast path is enabled (create's agreement; a failed buffer
   // preparation at declare disables it on every rank), and if not, why.
   virtual bool p2p_enabled() const noexcept = 0;

@@ -24,6 +24,15 @@ enum class LogLevel : std::uint8_t { none = 0, warn = 1, info = 2, trace = 3 };
 // peer's staging slot) or push (each rank writes into the peers' slots).
 enum class TransferMode : std::uint8_t { automatic = 0, pull = 1, push = 2 };
 
+// What takes the calls the plan index or the cutoffs decline.
+enum class Fallback : std::uint8_t {
+  // cuda backend: NCCL when this build has it and no two ranks share a GPU
+  // (NCCL refuses that), else MPI. host backend: MPI.
+  automatic = 0,
+  nccl = 1,  // cuda backend only; needs a build with NCCL and one GPU per rank
+  mpi = 2,   // MPI_Allreduce (+ the same add + RMSNorm); on GPU buffers staged through pinned host memory
+};
+
 // The farthest link class over which P2P is allowed, like NCCL_P2P_LEVEL.
 // Ordered from closest to farthest.
 enum class P2PLevel : std::uint8_t {
@@ -140,6 +149,8 @@ struct Config {
   // The CUDA backend's kernel knobs (last, so that brace initialisations of
   // the fields above keep their meaning).
   KernelChoices kernels{};
+  // Where declined calls go (see Fallback). Must agree on every rank.
+  Fallback fallback = Fallback::automatic;
 };
 
 // Returns `config` with every PEERPLAN_* variable set in the environment
@@ -153,7 +164,8 @@ struct Config {
 // PEERPLAN_WORLD_SIZE, and the KernelChoices: PEERPLAN_ONE_SHOT_MAX_BLOCKS
 // (1..1024|auto), PEERPLAN_ONE_SHOT_PROTOCOL and PEERPLAN_FUSED_PROTOCOL
 // (auto|ll|lamport|a size), PEERPLAN_FUSED_LL_MAX_BYTES (a size|auto),
-// PEERPLAN_ROW_CLUSTERS (auto|on|off or a boolean). Names and keywords are
+// PEERPLAN_ROW_CLUSTERS (auto|on|off or a boolean), PEERPLAN_FALLBACK
+// (auto|nccl|mpi). Names and keywords are
 // case-insensitive; sizes take K/M/G suffixes (KiB multiples, e.g. 512K) or
 // "auto"; booleans 0/1/true/false/yes/no/on/off. A variable set to the empty
 // string counts as unset. src/core/environment.cpp documents each one.
@@ -164,5 +176,6 @@ const char* to_string(LogLevel level) noexcept;
 const char* to_string(TransferMode mode) noexcept;
 const char* to_string(P2PLevel level) noexcept;
 const char* to_string(RowClusters clusters) noexcept;
+const char* to_string(Fallback fallback) noexcept;
 
 }  // namespace peerplan

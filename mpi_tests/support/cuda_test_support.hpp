@@ -33,7 +33,9 @@ using mpi_test::test_comm;
 inline int rank() { return mpi_test::world_rank(); }
 inline int size() { return mpi_test::world_size(); }
 
-// One GPU per rank, and the ranks of this test all on one node.
+// At least one visible GPU, and the ranks of this test all on one node.
+// Ranks outnumbering the GPUs share them (local rank modulo the GPU count):
+// the CUDA backend then runs for correctness only, with the MPI fallback.
 inline bool gpus_for_every_rank() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -45,13 +47,19 @@ inline bool gpus_for_every_rank() {
   int local_size = 0;
   MPI_Comm_size(local, &local_size);
   MPI_Comm_free(&local);
-  return count >= local_size && local_size == size();
+  return count >= 1 && local_size == size();
+}
+
+// Whether some ranks of `comm` drive the same GPU (its fingerprint says so).
+inline bool gpus_shared(const Communicator& comm) {
+  const std::string& fingerprint = comm.topology_fingerprint();
+  return fingerprint.size() >= 7 && fingerprint.compare(fingerprint.size() - 7, 7, " shared") == 0;
 }
 
 #define PEERPLAN_SKIP_WITHOUT_GPUS()                                                   \
   PEERPLAN_MPI_SKIP_IF(!::peerplan::cuda_test::gpus_for_every_rank(),                  \
-                       "needs one visible GPU per rank on one node (no GPU here): the " \
-                       "CUDA backend's tests run on GPU hosts (scripts/gpu-check.sh)")
+                       "needs a visible GPU and every rank on one node (no GPU here): " \
+                       "the CUDA backend's tests run on GPU hosts (scripts/gpu-check.sh)")
 
 #define CUDA_OK(expr)                                                              \
   do {                                                                             \

@@ -5,12 +5,14 @@
 
 #include "bootstrap/fail_together.hpp"
 #include "communicator/declaration_agreement.hpp"
+#include "communicator/gpu_sharing.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "topology/topology.hpp"
 #include "transport/host/host_backend.hpp"
 #if PEERPLAN_HAVE_CUDA
 #include "transport/cuda/cuda_backend.hpp"
+#include "transport/cuda/gpu_identity.hpp"
 #endif
 
 namespace peerplan::communicator {
@@ -118,32 +120,84 @@ void enable_p2p_if_agreed(bootstrap::Bootstrap& bootstrap, const Config& config,
   }
 }
 
+// The communicator's own duplicate of `comm` for an MPI fallback. A bounded
+// barrier first names a missing rank; the duplication is bounded as well.
+bootstrap::OwnedComm fallback_comm(MPI_Comm comm, bootstrap::Bootstrap& bootstrap,
+                                   const Config& config) {
+  bootstrap.barrier();
+  return bootstrap::OwnedComm::duplicate(comm, config.timeout,
+                                         "create (the MPI fallback's communicator)");
+}
+
 void create_host_transports(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config,
                             BackendSetup& setup) {
-  // A bounded barrier first names a missing rank; the duplication is
-  // bounded as well. The fallback owns the duplicate from then on.
-  bootstrap.barrier();
-  setup.fallback = transport::host::make_mpi_fallback(
-      bootstrap::OwnedComm::duplicate(comm, config.timeout,
-                                      "create (the MPI fallback's communicator)"),
-      config.timeout);
+  // The config agrees on every rank: every rank throws alike.
+  if (config.fallback == Fallback::nccl) {
+    throw InvalidArgument("Config::fallback / PEERPLAN_FALLBACK is nccl, but the communicator "
+                          "runs on the host backend, whose fallback is MPI; use auto or mpi "
+                          "(or the cuda backend on GPUs)");
+  }
+  setup.fallback_kind = Fallback::mpi;
+  setup.fallback = transport::host::make_mpi_fallback(fallback_comm(comm, bootstrap, config),
+                                                      config.timeout);
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up shared memory", [&] {
     return transport::host::make_host_peer_transport(bootstrap, config.timeout);
   });
 }
 
-void create_cuda_transports([[maybe_unused]] bootstrap::Bootstrap& bootstrap,
+#if PEERPLAN_HAVE_CUDA
+// The CUDA backend's fallback, from rank-invariant facts (the agreed config,
+// what the build has, the groups of ranks sharing a GPU): the same on
+// every rank, errors included.
+Fallback choose_cuda_fallback(const Config& config, const SharedGpus& shared) {
+  const bool nccl = transport::cuda::nccl_built();
+  switch (config.fallback) {
+    case Fallback::mpi: return Fallback::mpi;
+    case Fallback::nccl:
+      if (!nccl) {
+        throw Unsupported("Config::fallback / PEERPLAN_FALLBACK is nccl, but this build of "
+                          "peerplan has no NCCL (PEERPLAN_WITH_NCCL=OFF or NCCL not found when "
+                          "it was configured); use auto or mpi");
+      }
+      if (shared.any()) {
+        throw Unsupported("Config::fallback / PEERPLAN_FALLBACK is nccl, but " + shared.text() +
+                          ", which NCCL refuses (\"Duplicate GPU detected\"); give every rank "
+                          "its own GPU, or use auto or mpi (correctness tests only)");
+      }
+      return Fallback::nccl;
+    case Fallback::automatic: break;
+  }
+  return nccl && !shared.any() ? Fallback::nccl : Fallback::mpi;
+}
+#endif
+
+void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
+                            [[maybe_unused]] bootstrap::Bootstrap& bootstrap,
                             [[maybe_unused]] const Config& config,
                             [[maybe_unused]] BackendSetup& setup) {
 #if PEERPLAN_HAVE_CUDA
+  std::string bus_id;
   if (auto failures = bootstrap::run_together(bootstrap, [&] {
         const int device = transport::cuda::select_device(config.device, bootstrap.local_rank());
         transport::cuda::check_kernel_choices(config.kernels, device);
+        bus_id = transport::cuda::current_gpu_identity().pci_bus_id;
       })) {
     throw InvalidArgument("create: cannot use the GPU as configured (" + failures->message + ")");
   }
-  setup.fallback =
-      transport::cuda::make_nccl_fallback(bootstrap, config.timeout, config.kernels.row_clusters);
+  const SharedGpus shared = find_shared_gpus(bootstrap, bus_id);
+  setup.gpus_shared = shared.any();
+  if (shared.any() && bootstrap.rank() == 0) {
+    log::warn(shared.text() + ": for testing, not for speed (the GPU time-slices the ranks' "
+              "kernels); the fallback is MPI, and tuning files and benchmarks do not apply");
+  }
+  setup.fallback_kind = choose_cuda_fallback(config, shared);
+  if (setup.fallback_kind == Fallback::nccl) {
+    setup.fallback =
+        transport::cuda::make_nccl_fallback(bootstrap, config.timeout, config.kernels.row_clusters);
+  } else {
+    setup.fallback = transport::cuda::make_mpi_device_fallback(
+        fallback_comm(comm, bootstrap, config), config.timeout, config.kernels.row_clusters);
+  }
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up CUDA IPC / peer access", [&] {
     return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout,
                                                      config.transfer_mode, config.kernels);
@@ -158,7 +212,7 @@ BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, cons
   setup.backend = resolve_backend(config.backend, bootstrap);
   describe_locality(bootstrap, config);
   if (setup.backend == Backend::cuda) {
-    create_cuda_transports(bootstrap, config, setup);
+    create_cuda_transports(comm, bootstrap, config, setup);
   } else {
     create_host_transports(comm, bootstrap, config, setup);
   }
@@ -166,7 +220,8 @@ BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, cons
     log::info(std::string("backend ") + to_string(setup.backend) + ", " +
               std::to_string(bootstrap.size()) + " ranks on " +
               std::to_string(bootstrap.num_nodes()) + " node(s), P2P " +
-              (setup.peer ? "enabled" : "disabled"));
+              (setup.peer ? "enabled" : "disabled") + ", fallback " +
+              to_string(setup.fallback_kind));
   }
   return setup;
 }

@@ -23,6 +23,8 @@ struct BackendSetup {
   Backend backend = Backend::host;
   std::unique_ptr<transport::PeerTransport> peer;  // null: P2P disabled on every rank
   std::unique_ptr<transport::FallbackTransport> fallback;
+  Fallback fallback_kind = Fallback::mpi;          // nccl or mpi: what `fallback` is
+  bool gpus_shared = false;                        // some ranks drive the same GPU
   std::string p2p_disabled_reason;                 // empty when peer is set
 };
 

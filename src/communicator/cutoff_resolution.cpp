@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "routing/cutoffs.hpp"
+#include "routing/fingerprint.hpp"
 
 namespace peerplan::communicator {
 namespace {
@@ -113,11 +114,19 @@ std::optional<routing::TuningFile> load_tuning_file(bootstrap::Bootstrap& bootst
 RouteCutoffs resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Config& config,
                                    Backend backend, const std::string& fingerprint,
                                    const std::optional<routing::TuningFile>& tuning) {
-  const routing::TuningEntry* entry = tuning ? routing::find_entry(*tuning, fingerprint) : nullptr;
+  // Ranks sharing a GPU are for testing: no measurement describes them.
+  const bool shared = routing::fingerprint_says_shared(fingerprint);
+  const routing::TuningEntry* entry =
+      tuning && !shared ? routing::find_entry(*tuning, fingerprint) : nullptr;
   const RouteCutoffs resolved = routing::resolve_cutoffs(
       config.cutoffs, entry ? entry->cutoffs : RouteCutoffs{}, bootstrap.size(), backend);
   if (bootstrap.rank() == 0) {
-    if (tuning && entry == nullptr) warn_no_entry(config.tuning_file, fingerprint, *tuning);
+    if (tuning && shared) {
+      log::info("tuning file " + config.tuning_file + " not applied: ranks share a GPU (" +
+                fingerprint + ")");
+    } else if (tuning && entry == nullptr) {
+      warn_no_entry(config.tuning_file, fingerprint, *tuning);
+    }
     if (log::enabled(LogLevel::info)) log_resolution(config, fingerprint, entry, resolved);
   }
   check_agreement(bootstrap, resolved, config, fingerprint);

@@ -98,6 +98,9 @@ std::string machine_fingerprint(bootstrap::Bootstrap& bootstrap, const Config& c
     for (const auto& blob : bootstrap.allgather(std::as_bytes(std::span(mine.data(), mine.size()))))
       ranks.push_back(decode(blob));
     for (const RankGpu& rank : ranks) facts.gpu_names.push_back(rank.name);
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      for (std::size_t j = i + 1; j < ranks.size(); ++j)
+        if (!ranks[i].bus_id.empty() && ranks[i].bus_id == ranks[j].bus_id) facts.gpus_shared = true;
     locate(ranks, config, facts);
   }
   return routing::topology_fingerprint(facts);

@@ -56,4 +56,13 @@ const char* to_string(RowClusters clusters) noexcept {
   return "unknown";
 }
 
+const char* to_string(Fallback fallback) noexcept {
+  switch (fallback) {
+    case Fallback::automatic: return "auto";
+    case Fallback::nccl: return "nccl";
+    case Fallback::mpi: return "mpi";
+  }
+  return "unknown";
+}
+
 }  // namespace peerplan

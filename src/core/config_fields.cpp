@@ -49,6 +49,8 @@ std::vector<ConfigField> config_fields(const Config& c) {
       {"kernels.fused_ll_max_bytes", "PEERPLAN_FUSED_LL_MAX_BYTES",
        bytes_or_auto(k.fused_ll_max_bytes), true},
       {"kernels.row_clusters", "PEERPLAN_ROW_CLUSTERS", to_string(k.row_clusters), false},
+      // Every rank must take the same fallback: the calls are collectives.
+      {"fallback", "PEERPLAN_FALLBACK", to_string(c.fallback), true},
   };
 }
 

@@ -30,6 +30,11 @@ void validate_config(const Config& config) {
                     std::to_string(static_cast<int>(k.row_clusters)) +
                     ": set RowClusters::automatic, on or off (PEERPLAN_ROW_CLUSTERS)");
   }
+  if (config.fallback != Fallback::automatic && config.fallback != Fallback::nccl &&
+      config.fallback != Fallback::mpi) {
+    add(errors, "Config::fallback is " + std::to_string(static_cast<int>(config.fallback)) +
+                    ": set Fallback::automatic, nccl or mpi (PEERPLAN_FALLBACK)");
+  }
   if (!errors.empty()) throw InvalidArgument("invalid configuration: " + errors);
 }
 

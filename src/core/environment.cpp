@@ -21,6 +21,7 @@
 // | PEERPLAN_FUSED_PROTOCOL      | kernels.fused_lamport_above_bytes    | auto, ll, lamport, or a size            | auto           |
 // | PEERPLAN_FUSED_LL_MAX_BYTES  | kernels.fused_ll_max_bytes           | size, or auto; 0 turns LL lines off     | auto (2 MiB)   |
 // | PEERPLAN_ROW_CLUSTERS        | kernels.row_clusters                 | auto, on, off, or a boolean             | auto           |
+// | PEERPLAN_FALLBACK            | fallback                             | auto, nccl, mpi                         | auto           |
 //
 // A protocol size N means LL lines up to N bytes, the Lamport protocol
 // above; `ll` is LL at every size (kLamportNever), `lamport` Lamport at
@@ -65,6 +66,7 @@ constexpr std::array kTransferModes{TransferMode::automatic, TransferMode::pull,
 constexpr std::array kP2PLevels{P2PLevel::loc, P2PLevel::nvl,  P2PLevel::pix, P2PLevel::pxb,
                                 P2PLevel::phb, P2PLevel::node, P2PLevel::sys};
 constexpr std::array kRowClusters{RowClusters::automatic, RowClusters::on, RowClusters::off};
+constexpr std::array kFallbacks{Fallback::automatic, Fallback::nccl, Fallback::mpi};
 
 // Applies a value to the config. Returns what it changed, in words, for
 // the INFO log; nullopt when the value is not acceptable.
@@ -286,6 +288,13 @@ const std::vector<Variable>& variables() {
            case RowClusters::automatic: break;
          }
          return std::string("row clusters where the GPU has them");
+       }},
+      {"PEERPLAN_FALLBACK", one_of(kFallbacks),
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto fallback = parse_enum(v, kFallbacks);
+         if (!fallback) return std::nullopt;
+         c.fallback = *fallback;
+         return std::string("fallback ") + to_string(*fallback);
        }},
   };
   return table;

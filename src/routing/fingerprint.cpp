@@ -1,5 +1,6 @@
 #include "routing/fingerprint.hpp"
 
+#include <string_view>
 #include <tuple>
 
 #include "peerplan/errors.hpp"
@@ -65,7 +66,14 @@ std::string topology_fingerprint(const MachineFacts& facts) {
   if (facts.world_size < 2) return text;
   const bool located = static_cast<int>(facts.gpus.size()) == facts.world_size;
   const auto link = located ? farthest_link(facts.gpus, facts.nvlinks) : std::nullopt;
-  return text + " links=" + (link ? topology::to_string(*link) : std::string("unknown"));
+  text += " links=" + (link ? topology::to_string(*link) : std::string("unknown"));
+  return facts.gpus_shared ? text + " shared" : text;
+}
+
+bool fingerprint_says_shared(const std::string& fingerprint) noexcept {
+  constexpr std::string_view word = " shared";
+  return fingerprint.size() >= word.size() &&
+         std::string_view(fingerprint).substr(fingerprint.size() - word.size()) == word;
 }
 
 }  // namespace peerplan::routing

@@ -7,6 +7,7 @@
 //
 //   host ranks=4                                  host backend, one node
 //   cuda ranks=2 gpu="NVIDIA H200" links=NV18     cuda backend, one node
+//   cuda ranks=4 gpu="NVIDIA H200" links=NV18 shared   ranks share GPUs
 //   cuda nodes=2 ranks=16                         several nodes
 //
 // - backend: the one the communicator runs on (host or cuda);
@@ -18,6 +19,9 @@
 //   PIX, PXB, PHB, NODE, SYS; X when all ranks share one GPU; fewer NVLinks
 //   count as farther), "unknown" when some rank's GPU is not in the hwloc
 //   topology (e.g. PEERPLAN_TOPO_FILE describes another machine);
+// - shared (cuda): some ranks drive the same GPU. Such a job is for
+//   testing (the GPU time-slices the ranks); its timings mean nothing, so
+//   no tuning file entry ever applies to it (fingerprint_says_shared).
 // - several nodes: P2P routes never span nodes, so only the node count and
 //   size are kept (the cutoffs do not matter there).
 // A pure function of its inputs, which the communicator gathers from every
@@ -45,9 +49,15 @@ struct MachineFacts {
   std::vector<topology::GpuLocation> gpus;
   // NVLinks between gpus[i] and gpus[j]; empty = none known.
   topology::NvlinkCounts nvlinks;
+  // cuda: two or more ranks drive the same GPU.
+  bool gpus_shared = false;
 };
 
 std::string topology_fingerprint(const MachineFacts& facts);
+
+// Whether `fingerprint` describes ranks sharing a GPU (its last word is
+// "shared"): tuning files are neither written nor applied for those.
+bool fingerprint_says_shared(const std::string& fingerprint) noexcept;
 
 // The common model of `names`; "mixed" when they differ, "unknown" when
 // there are none.

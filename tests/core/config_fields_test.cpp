@@ -79,7 +79,7 @@ TEST(ConfigFields, AgreedAreThoseThatChangeWhatPeersRun) {
   for (const char* name : {"backend", "timeout_ms", "cutoffs.one_shot_max_bytes",
                            "cutoffs.two_shot_min_bytes", "cutoffs.two_shot_max_bytes",
                            "cutoffs.fused_max_bytes", "transfer_mode", "disable_p2p", "p2p_level",
-                           "expected_world_size"})
+                           "expected_world_size", "fallback"})
     EXPECT_TRUE(field(fields, name).agreed) << name;
   for (const char* name : {"device", "log_level", "topology_file", "tuning_file"})
     EXPECT_FALSE(field(fields, name).agreed) << name;

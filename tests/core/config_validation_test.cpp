@@ -59,6 +59,14 @@ TEST(ConfigValidation, RowClustersOutsideTheEnum) {
   EXPECT_NE(message.find("PEERPLAN_ROW_CLUSTERS"), std::string::npos) << message;
 }
 
+TEST(ConfigValidation, FallbackOutsideTheEnum) {
+  Config c;
+  c.fallback = static_cast<Fallback>(9);
+  const std::string message = rejection(c);
+  EXPECT_NE(message.find("Config::fallback is 9"), std::string::npos) << message;
+  EXPECT_NE(message.find("PEERPLAN_FALLBACK"), std::string::npos) << message;
+}
+
 TEST(ConfigValidation, EveryBadFieldAtOnce) {
   Config c;
   c.kernels.one_shot_max_blocks = -5;

@@ -64,7 +64,7 @@ TEST(Environment, ReadsExactlyTheDocumentedVariables) {
       "PEERPLAN_TUNING_FILE",     "PEERPLAN_WORLD_SIZE",
       "PEERPLAN_ONE_SHOT_MAX_BLOCKS", "PEERPLAN_ONE_SHOT_PROTOCOL",
       "PEERPLAN_FUSED_PROTOCOL",  "PEERPLAN_FUSED_LL_MAX_BYTES",
-      "PEERPLAN_ROW_CLUSTERS"};
+      "PEERPLAN_ROW_CLUSTERS",    "PEERPLAN_FALLBACK"};
   EXPECT_EQ(environment_variable_names(), documented);
 
   // And it looks each of them up (no more, no fewer).
@@ -334,6 +334,16 @@ TEST(Environment, FusedLlMaxBytes) {
   EXPECT_EQ(applied[1], "PEERPLAN_FUSED_LL_MAX_BYTES=1M (fused LL lines up to 1048576 bytes)");
   EXPECT_EQ(applied[2],
             "PEERPLAN_FUSED_LL_MAX_BYTES=auto (fused LL limit = the backend's default)");
+}
+
+TEST(Environment, Fallback) {
+  EXPECT_EQ(with("PEERPLAN_FALLBACK", "mpi").fallback, Fallback::mpi);
+  EXPECT_EQ(with("PEERPLAN_FALLBACK", "NCCL").fallback, Fallback::nccl);
+  Config code;
+  code.fallback = Fallback::mpi;
+  EXPECT_EQ(apply({{"PEERPLAN_FALLBACK", "auto"}}, code).fallback, Fallback::automatic);
+  for (const char* bad : {"gloo", "1", "mpi ", "host"})
+    expect_rejected("PEERPLAN_FALLBACK", bad, "auto|nccl|mpi");
 }
 
 TEST(Environment, RowClusters) {

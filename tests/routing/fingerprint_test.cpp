@@ -97,6 +97,19 @@ TEST(Fingerprint, RanksSharingOneGpu) {
   // A shared GPU next to a real pair: the pair decides.
   EXPECT_EQ(topology_fingerprint(cuda_ranks({gpus[0], gpus[0], gpus[1]})),
             "cuda ranks=3 gpu=\"NVIDIA L40S\" links=PIX");
+  // The communicator says when ranks share a GPU (it compares their bus
+  // ids, which need not be in the topology): the fingerprint ends in
+  // "shared", and such a fingerprint is never tuned for.
+  MachineFacts facts = cuda_ranks({gpus[0], gpus[0], gpus[1]});
+  facts.gpus_shared = true;
+  const std::string shared = topology_fingerprint(facts);
+  EXPECT_EQ(shared, "cuda ranks=3 gpu=\"NVIDIA L40S\" links=PIX shared");
+  EXPECT_TRUE(fingerprint_says_shared(shared));
+  EXPECT_FALSE(fingerprint_says_shared(topology_fingerprint(cuda_ranks({gpus[0], gpus[1]}))));
+  facts.gpus.clear();
+  EXPECT_EQ(topology_fingerprint(facts), "cuda ranks=3 gpu=\"NVIDIA L40S\" links=unknown shared");
+  EXPECT_FALSE(fingerprint_says_shared("host ranks=2"));
+  EXPECT_FALSE(fingerprint_says_shared(""));
 }
 
 TEST(Fingerprint, MixedModels) {

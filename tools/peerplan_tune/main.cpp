@@ -21,6 +21,7 @@
 #include <ctime>
 #include <exception>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "core/value_parsing.hpp"
@@ -29,6 +30,7 @@
 #include "peerplan/version.hpp"
 #include "route_measurement.hpp"
 #include "routing/cutoffs.hpp"
+#include "routing/fingerprint.hpp"
 #include "tuning_output.hpp"
 
 #ifndef PEERPLAN_TUNE_SOURCE_COMMIT
@@ -166,12 +168,26 @@ nlohmann::json as_json(const tune::Sweep& sweep, const RouteCutoffs& cutoffs,
           {"fused", fused}, {"cutoffs", resolved}};
 }
 
+// Raised on every rank alike (the fingerprint is the same everywhere) when
+// the machine must not be tuned.
+struct UntunableMachine : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 int run(const Options& options, const tune::SweepPlan& plan) {
   const bool root = world_rank() == 0;
   ignore_route_variables();
   bool first_fused = true;
   tune::RowListener listener;
   listener.started = [&](const tune::Sweep& sweep) {
+    // Ranks sharing a GPU wait for time slices: what they measure says
+    // nothing about any machine, and communicators never apply it.
+    if (routing::fingerprint_says_shared(sweep.fingerprint)) {
+      throw UntunableMachine("ranks share a GPU ('" + sweep.fingerprint +
+                             "'): their timings are time slices, not this machine's crossovers. "
+                             "Run one rank per GPU (PEERPLAN_DEVICE, CUDA_VISIBLE_DEVICES, -np "
+                             "at most the GPU count).");
+    }
     if (root) print_header(sweep, plan, options);
   };
   listener.all_reduce = [&](const tune::AllReduceTimes& row) {
@@ -250,6 +266,9 @@ int main(int argc, char** argv) {
   int status = 1;
   try {
     status = run(options, plan);
+  } catch (const UntunableMachine& e) {
+    if (world_rank() == 0) std::fprintf(stderr, "peerplan_tune: %s\n", e.what());
+    status = 3;
   } catch (const std::exception& e) {
     // Errors from create/declare are raised on every rank alike; anything
     // else may be one rank's, and the others would wait for it: end the job.

@@ -4,10 +4,12 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <utility>
 
 #include "peerplan/errors.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/cuda_peer_transport.hpp"
+#include "transport/cuda/mpi_device_fallback.hpp"
 #include "transport/cuda/nccl_fallback.hpp"
 #include "transport/cuda/row_clusters.hpp"
 
@@ -59,10 +61,18 @@ std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bo
                                              kernels);
 }
 
+bool nccl_built() noexcept { return true; }
+
 std::unique_ptr<FallbackTransport> make_nccl_fallback(bootstrap::Bootstrap& bootstrap,
                                                       std::chrono::milliseconds timeout,
                                                       RowClusters row_clusters) {
   return std::make_unique<NcclFallback>(bootstrap, timeout, row_clusters);
+}
+
+std::unique_ptr<FallbackTransport> make_mpi_device_fallback(bootstrap::OwnedComm comm,
+                                                            std::chrono::milliseconds timeout,
+                                                            RowClusters row_clusters) {
+  return std::make_unique<MpiDeviceFallback>(std::move(comm), timeout, row_clusters);
 }
 
 }  // namespace peerplan::transport::cuda

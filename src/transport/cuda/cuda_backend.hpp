@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "bootstrap/bootstrap.hpp"
+#include "bootstrap/owned_comm.hpp"
 #include "peerplan/config.hpp"
 #include "transport/transport.hpp"
 
@@ -40,11 +41,20 @@ std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bo
                                                         TransferMode mode,
                                                         const KernelChoices& kernels);
 
+// True when this build has NCCL (the NCCL fallback).
+bool nccl_built() noexcept;
+
 // NCCL fallback: one NCCL communicator over every rank of `bootstrap`, its
 // unique id broadcast from rank 0. Collective. Forces NCCL_NVLS_ENABLE=0.
 // `row_clusters` picks the add + RMSNorm kernel's row shape.
 std::unique_ptr<FallbackTransport> make_nccl_fallback(bootstrap::Bootstrap& bootstrap,
                                                       std::chrono::milliseconds timeout,
                                                       RowClusters row_clusters);
+
+// MPI fallback on GPU buffers (mpi_device_fallback.hpp) on `comm`, the
+// communicator's own duplicate, which it owns from now on. Not collective.
+std::unique_ptr<FallbackTransport> make_mpi_device_fallback(bootstrap::OwnedComm comm,
+                                                            std::chrono::milliseconds timeout,
+                                                            RowClusters row_clusters);
 
 }  // namespace peerplan::transport::cuda

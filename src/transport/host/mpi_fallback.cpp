@@ -466,6 +466,22 @@ void MpiFallback::all_reduce(const AllReduceArgs& args) {
   unpack(*args.layout, bytes, staging_.data(), args.out);
 }
 
+void MpiFallback::all_reduce_contiguous(void* data, DataType dtype, std::int64_t count,
+                                        bool for_fused) {
+  const char* what = for_fused ? "fused_add_rms_norm" : "all_reduce";
+  check_open(what);
+  check_dtype(dtype, what);
+  if (count <= 0) return;
+  if (data == nullptr) {
+    throw InvalidArgument(std::string(kContext) + ": " + what + ": the buffer is null");
+  }
+  const std::size_t bytes = static_cast<std::size_t>(count) * element_size(dtype);
+  staging_.resize(bytes);
+  std::memcpy(staging_.data(), data, bytes);
+  reduce(for_fused ? Kind::fused : Kind::all_reduce, dtype, count);
+  std::memcpy(data, staging_.data(), bytes);
+}
+
 void MpiFallback::fused_add_rms_norm(const FusedArgs& args) {
   check_open("fused_add_rms_norm");
   check_dtype(args.dtype, "fused_add_rms_norm");

@@ -59,6 +59,13 @@ class MpiFallback final : public FallbackTransport {
   // pointers); InvalidUsage after close().
   void all_reduce(const AllReduceArgs& args) override;
   void fused_add_rms_norm(const FusedArgs& args) override;
+  // Collective, like all_reduce: reduces `count` elements of contiguous
+  // host memory at `data` in place (staged like every call: MPI never sees
+  // `data`). `for_fused` names the call as the all-reduce part of
+  // fused_add_rms_norm in the verdicts, so that ranks making different
+  // kinds of call get Mismatch. For the CUDA backend's MPI fallback, which
+  // copies GPU tensors to pinned host memory and back around it.
+  void all_reduce_contiguous(void* data, DataType dtype, std::int64_t count, bool for_fused);
   // Local; idempotent. Frees the communicator, datatype and operations, or,
   // when a timed-out call may still be running in MPI, hands them to a
   // process-lifetime keeper (logged at INFO).

@@ -1,0 +1,225 @@
+#include "transport/cuda/mpi_device_fallback.hpp"
+
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "collective_kernels.hpp"
+#include "core/log.hpp"
+#include "peerplan/errors.hpp"
+#include "transport/cuda/bounded_wait.hpp"
+#include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/kernel_args.hpp"
+#include "transport/cuda/row_clusters.hpp"
+#include "transport/host/mpi_fallback.hpp"
+
+namespace peerplan::transport::cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kContext = "peerplan cuda backend, MPI fallback";
+
+host::MpiFallback& mpi(const std::unique_ptr<FallbackTransport>& host) {
+  return static_cast<host::MpiFallback&>(*host);
+}
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+void refuse_capture(cudaStream_t stream, const char* what) {
+  if (!capturing(stream)) return;
+  throw InvalidUsage(std::string(kContext) + ": " + what +
+                     " is not declared (or not admitted by the cutoffs) and the MPI fallback "
+                     "cannot run inside CUDA graph capture (MPI runs on the host, at capture "
+                     "time, not at replay). Declare this shape so that a P2P route is captured, "
+                     "or use the NCCL fallback (Config::fallback / PEERPLAN_FALLBACK=nccl; not "
+                     "possible while ranks share a GPU).");
+}
+
+// Polls `ready` (a cudaStreamQuery or cudaEventQuery) until it says done or
+// `timeout` passes. Returns false on timeout; throws CudaError on an error.
+template <class Query>
+bool poll_until_done(Query ready, std::chrono::milliseconds timeout, const char* what) {
+  const auto deadline = Clock::now() + timeout;
+  for (int polls = 0;; ++polls) {
+    const cudaError_t status = ready();
+    if (status == cudaSuccess) return true;
+    if (status != cudaErrorNotReady) check_cuda(status, what);
+    if (Clock::now() >= deadline) return false;
+    // Short waits are the common case (a copy of a few KiB); ranks sharing
+    // a GPU wait for time slices of milliseconds.
+    if (polls < 100) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(polls < 1000 ? 20 : 200));
+    }
+  }
+}
+
+}  // namespace
+
+MpiDeviceFallback::MpiDeviceFallback(bootstrap::OwnedComm comm, std::chrono::milliseconds timeout,
+                                     RowClusters row_clusters)
+    : host_(std::make_unique<host::MpiFallback>(std::move(comm), timeout)), timeout_(timeout) {
+  check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
+  rows_in_clusters_ = use_row_clusters(row_clusters, device_);
+  check_cuda(cudaEventCreateWithFlags(&last_use_, cudaEventDisableTiming),
+             "creating the MPI fallback's event");
+}
+
+MpiDeviceFallback::~MpiDeviceFallback() { close(); }
+
+void MpiDeviceFallback::close() {
+  if (closed_) return;
+  closed_ = true;
+  host_->close();
+  release_buffers();
+}
+
+void MpiDeviceFallback::release_buffers() noexcept {
+  // The last call's copies and kernels may still run on its stream; they
+  // end unless something queued before them never does.
+  bool idle = true;
+  try {
+    idle = poll_until_done([this] { return cudaEventQuery(last_use_); }, timeout_,
+                           "waiting for the MPI fallback's last call");
+  } catch (const Error&) {
+    idle = true;  // a sticky device error: nothing runs on the device any more
+  }
+  if (!idle) {
+    log::warn(std::string(kContext) + ": close: the last fallback call's copies had not run " +
+              milliseconds_text(timeout_) + " later; its staging buffers stay allocated "
+              "(leaked on purpose: a copy may still use them)");
+    return;
+  }
+  if (pinned_ != nullptr) cudaFreeHost(pinned_);
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  if (last_use_ != nullptr) cudaEventDestroy(last_use_);
+  cudaGetLastError();
+  pinned_ = scratch_ = nullptr;
+  pinned_bytes_ = scratch_bytes_ = 0;
+  last_use_ = nullptr;
+}
+
+void MpiDeviceFallback::wait_for_stream(cudaStream_t stream, const char* what) {
+  if (poll_until_done([stream] { return cudaStreamQuery(stream); }, timeout_,
+                      "waiting for the stream")) {
+    return;
+  }
+  throw Timeout(std::string(kContext) + ": " + what + ": the work queued on the stream before " +
+                "this call did not finish within PEERPLAN_TIMEOUT_MS=" +
+                milliseconds_text(timeout_) +
+                " (a kernel before it waits for a peer, or a copy is stuck); this rank did not "
+                "take part in the reduction, so the others raise Timeout naming it. Close the "
+                "communicator and create a new one.");
+}
+
+void MpiDeviceFallback::after_previous_call(cudaStream_t stream, const char* what) {
+  check_cuda(cudaStreamWaitEvent(stream, last_use_, 0),
+             std::string(what) + ": ordering after the previous MPI fallback call");
+}
+
+void MpiDeviceFallback::record_last_use(cudaStream_t stream) {
+  check_cuda(cudaEventRecord(last_use_, stream), "recording the MPI fallback's event");
+}
+
+void* MpiDeviceFallback::pinned(std::size_t bytes, cudaStream_t stream) {
+  if (bytes <= pinned_bytes_) return pinned_;
+  // The previous call's copies may still read the old buffer.
+  wait_for_stream(stream, "growing the pinned staging buffer");
+  if (pinned_ != nullptr) check_cuda(cudaFreeHost(pinned_), "cudaFreeHost");
+  pinned_ = nullptr;
+  pinned_bytes_ = 0;
+  check_cuda(cudaHostAlloc(&pinned_, bytes, cudaHostAllocDefault),
+             "cudaHostAlloc of " + std::to_string(bytes) + " bytes for the MPI fallback");
+  pinned_bytes_ = bytes;
+  return pinned_;
+}
+
+void* MpiDeviceFallback::device_scratch(std::size_t bytes, cudaStream_t stream) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  wait_for_stream(stream, "growing the MPI fallback's device buffer");
+  if (scratch_ != nullptr) check_cuda(cudaFree(scratch_), "cudaFree");
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  check_cuda(cudaMalloc(&scratch_, bytes),
+             "cudaMalloc of " + std::to_string(bytes) + " bytes for the MPI fallback");
+  scratch_bytes_ = bytes;
+  return scratch_;
+}
+
+void MpiDeviceFallback::reduce_staged(const void* source, void* destination, std::size_t bytes,
+                                      DataType dtype, cudaStream_t stream, bool fused) {
+  void* host = pinned(bytes, stream);
+  check_cuda(cudaMemcpyAsync(host, source, bytes, cudaMemcpyDeviceToHost, stream),
+             "copying the message to pinned host memory");
+  wait_for_stream(stream, fused ? "fused_add_rms_norm" : "all_reduce");
+  mpi(host_).all_reduce_contiguous(host, dtype,
+                                   static_cast<std::int64_t>(bytes / element_size(dtype)), fused);
+  check_cuda(cudaMemcpyAsync(destination, host, bytes, cudaMemcpyHostToDevice, stream),
+             "copying the reduced message back to the GPU");
+}
+
+void MpiDeviceFallback::all_reduce(const AllReduceArgs& args) {
+  if (closed_) throw InvalidUsage(std::string(kContext) + ": all_reduce after close()");
+  if (args.layout == nullptr) throw InvalidArgument(std::string(kContext) + ": layout is null");
+  const std::int64_t count = args.layout->numel();
+  if (count == 0) return;
+  const auto stream = static_cast<cudaStream_t>(args.stream);
+  refuse_capture(stream, "this all_reduce");
+  after_previous_call(stream, "all_reduce");
+  const std::size_t element_bytes = element_size(args.dtype);
+  const std::size_t bytes = static_cast<std::size_t>(count) * element_bytes;
+  if (args.layout->is_contiguous()) {
+    reduce_staged(args.in, args.out, bytes, args.dtype, stream, false);
+  } else {
+    void* packed = device_scratch(bytes, stream);
+    const auto layout = kernel_layout(*args.layout);
+    check_cuda(cuda_kernels::launch_pack(element_bytes, args.in, packed, layout, count, stream),
+               "launching the pack kernel");
+    reduce_staged(packed, packed, bytes, args.dtype, stream, false);
+    check_cuda(cuda_kernels::launch_unpack(element_bytes, packed, args.out, layout, count, stream),
+               "launching the unpack kernel");
+  }
+  record_last_use(stream);
+}
+
+void MpiDeviceFallback::fused_add_rms_norm(const FusedArgs& args) {
+  if (closed_) throw InvalidUsage(std::string(kContext) + ": fused_add_rms_norm after close()");
+  if (args.layout == nullptr) throw InvalidArgument(std::string(kContext) + ": layout is null");
+  const std::int64_t count = args.layout->numel();
+  if (count == 0) return;
+  const auto stream = static_cast<cudaStream_t>(args.stream);
+  refuse_capture(stream, "this fused_add_rms_norm");
+  after_previous_call(stream, "fused_add_rms_norm");
+  const std::size_t element_bytes = element_size(args.dtype);
+  const std::size_t bytes = static_cast<std::size_t>(count) * element_bytes;
+  // The reduced message lands in the packed buffer; the add + RMSNorm
+  // kernel reads it from there and writes inout and residual, exactly as
+  // after the NCCL fallback's all-reduce.
+  void* reduced = device_scratch(bytes, stream);
+  const auto layout = kernel_layout(*args.layout);
+  const void* source = args.inout;
+  if (!args.layout->is_contiguous()) {
+    check_cuda(cuda_kernels::launch_pack(element_bytes, args.inout, reduced, layout, count,
+                                         stream),
+               "launching the pack kernel");
+    source = reduced;
+  }
+  reduce_staged(source, reduced, bytes, args.dtype, stream, true);
+  const std::int64_t hidden = args.layout->last_dim();
+  check_cuda(cuda_kernels::launch_add_rms_norm(element_type(args.dtype), reduced, args.inout,
+                                               args.residual, args.weight, args.eps, layout,
+                                               count / hidden, hidden, rows_in_clusters_, stream),
+             "launching the add + RMSNorm kernel");
+  record_last_use(stream);
+}
+
+}  // namespace peerplan::transport::cuda
