@@ -1,8 +1,8 @@
 // The CUDA backend's MPI fallback (Config::fallback = mpi; what ranks that
 // share a GPU get by default) on real GPUs: undeclared all-reduces of every
 // dtype, odd element counts, strided and in-place layouts against float64;
-// the fused op against float64 and, at two ranks, bit for bit against the
-// fused P2P kernel; a call during CUDA graph capture refused with
+// the fused op against float64 and bit for bit against the fused P2P
+// kernel at every world size; a call during CUDA graph capture refused with
 // InvalidUsage; a rank that skips a call makes the others raise Timeout
 // naming it. Runs with one GPU per rank or with ranks sharing GPUs.
 #include <array>
@@ -102,7 +102,7 @@ FusedOutput fused_call(Communicator& comm, DataType dtype, std::int64_t rows, st
   return o;
 }
 
-TEST(CudaMpiFallback, FusedMatchesFloat64AndTheP2PKernelBitForBitAtTwoRanks) {
+TEST(CudaMpiFallback, FusedMatchesFloat64AndTheP2PKernelBitForBit) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   Config config = mpi_fallback();
   config.cutoffs.fused_max_bytes = 16u << 20;
@@ -150,12 +150,12 @@ TEST(CudaMpiFallback, FusedMatchesFloat64AndTheP2PKernelBitForBitAtTwoRanks) {
       if (comm->p2p_enabled()) {
         const FusedOutput p2p = fused_call(*comm, dtype, rows, hidden, weight, eps, seed);
         EXPECT_NE(p2p.route, Route::fallback);
-        // Two ranks: MPI's sum of two values is one fp32 add, like the
-        // kernel's; then the same add + RMSNorm rounding.
-        if (size() == 2) {
-          EXPECT_EQ(p2p.out, fallback.out) << "P2P and MPI fallback outputs differ";
-          EXPECT_EQ(p2p.residual, fallback.residual);
-        }
+        // The MPI fallback sums like the kernel (rank order, fp32, one
+        // rounding: MPI's own sum at 2 ranks, a gather summed on the host
+        // at 3+), then the same add + RMSNorm kernel: the same bits at
+        // every world size.
+        EXPECT_EQ(p2p.out, fallback.out) << "P2P and MPI fallback outputs differ";
+        EXPECT_EQ(p2p.residual, fallback.residual);
       }
     }
   }

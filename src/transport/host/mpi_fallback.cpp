@@ -14,6 +14,7 @@
 #include "peerplan/dtype.hpp"
 #include "peerplan/errors.hpp"
 #include "transport/host/backoff.hpp"
+#include "transport/host/reduce.hpp"
 #include "transport/host/rms_norm.hpp"
 #include "transport/host/strided_copy.hpp"
 
@@ -194,6 +195,7 @@ void MpiFallback::close() {
     types_.reset();
     comm_.reset();
     staging_ = {};
+    gathered_ = {};
     return;
   }
   const std::size_t pending = abandoned_.size();
@@ -204,6 +206,7 @@ void MpiFallback::close() {
   for (Abandoned& a : abandoned_) {
     remains->requests.push_back(std::move(a.requests));
     remains->buffers.push_back(std::move(a.buffer));
+    remains->buffers.push_back(std::move(a.gathered));
   }
   abandoned_.clear();
   keep_until_exit(std::move(remains));
@@ -284,17 +287,30 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
   const auto posted = Clock::now();
   const auto deadline = posted + timeout_;
 
+  // The fused op's all-reduce at 3+ ranks gathers every rank's message and
+  // sums it here in fp32, in rank order, rounded once: the bits of the P2P
+  // kernels, whichever path a call takes (MPI's reduction would round after
+  // every pairwise add, in an order of its choosing). At 2 ranks MPI's sum
+  // is that single fp32 add already. It moves (n-1)/n x n x the bytes of a
+  // reduce-scatter + all-gather, which the fused op's row sizes afford.
+  const bool gather = kind == Kind::fused && size_ > 2;
+  const std::int64_t piece = gather ? kMaxMpiCount / static_cast<std::int64_t>(bytes) : kMaxMpiCount;
+  if (gather) gathered_.resize(static_cast<std::size_t>(size_) * static_cast<std::size_t>(count) * bytes);
   std::vector<MPI_Request> requests;
   std::string failure;  // MPI's error, when it failed here
-  for (std::int64_t first = 0; first < count; first += kMaxMpiCount) {
-    const auto len = static_cast<int>(std::min(kMaxMpiCount, count - first));
+  for (std::int64_t first = 0; first < count; first += piece) {
+    const auto len = static_cast<int>(std::min(piece, count - first));
+    std::byte* mine_at = staging_.data() + first * static_cast<std::int64_t>(bytes);
     MPI_Request request = MPI_REQUEST_NULL;
-    const int rc = MPI_Iallreduce(MPI_IN_PLACE,
-                                  staging_.data() + first * static_cast<std::int64_t>(bytes), len,
-                                  types_->datatype(dtype), types_->sum(dtype), comm_.get(),
-                                  &request);
+    // Piece p of every rank lands at size x first x bytes, rank by rank.
+    const int rc =
+        gather ? MPI_Iallgather(mine_at, len * static_cast<int>(bytes), MPI_BYTE,
+                                gathered_.data() + size_ * first * static_cast<std::int64_t>(bytes),
+                                len * static_cast<int>(bytes), MPI_BYTE, comm_.get(), &request)
+               : MPI_Iallreduce(MPI_IN_PLACE, mine_at, len, types_->datatype(dtype),
+                                types_->sum(dtype), comm_.get(), &request);
     if (rc != MPI_SUCCESS) {
-      failure = mpi_failure(rc, "MPI_Iallreduce");
+      failure = mpi_failure(rc, gather ? "MPI_Iallgather" : "MPI_Iallreduce");
       break;
     }
     requests.push_back(request);
@@ -325,8 +341,9 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
   if (!completed &&
       std::any_of(requests.begin(), requests.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; })) {
     // MPI still owns the buffer: hand it over with the requests.
-    abandoned_.push_back({std::move(requests), std::move(staging_)});
+    abandoned_.push_back({std::move(requests), std::move(staging_), std::move(gathered_)});
     staging_ = {};
+    gathered_ = {};
   }
 
   if (completed) {
@@ -428,7 +445,10 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
                    "); every rank must make the same calls, with the same dtype and shape, in "
                    "the same order. The result is discarded on every rank.");
   }
-  if (mine.state == State::ok && gave_up.empty() && too_late.empty()) return;  // all "ok"
+  if (mine.state == State::ok && gave_up.empty() && too_late.empty()) {  // all "ok"
+    if (gather) sum_gathered(dtype, count);
+    return;
+  }
 
   std::string others;
   if (!gave_up.empty()) {
@@ -446,6 +466,20 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
               " ms after the first (by the ranks' clocks)";
   }
   throw Timeout(what() + ": " + here() + others + tail);
+}
+
+void MpiFallback::sum_gathered(DataType dtype, std::int64_t count) {
+  const std::size_t bytes = element_size(dtype);
+  const std::int64_t piece = kMaxMpiCount / static_cast<std::int64_t>(bytes);
+  std::vector<const void*> sources(static_cast<std::size_t>(size_));
+  for (std::int64_t first = 0; first < count; first += piece) {
+    const std::int64_t len = std::min(piece, count - first);
+    const std::byte* region = gathered_.data() + size_ * first * static_cast<std::int64_t>(bytes);
+    for (int r = 0; r < size_; ++r)
+      sources[static_cast<std::size_t>(r)] = region + r * len * static_cast<std::int64_t>(bytes);
+    reduce_sources(dtype, sources.data(), size_, 0, len,
+                   staging_.data() + first * static_cast<std::int64_t>(bytes));
+  }
 }
 
 void MpiFallback::all_reduce(const AllReduceArgs& args) {

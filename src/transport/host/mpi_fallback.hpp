@@ -1,8 +1,10 @@
 // The host backend's fallback: every call the index or the cutoffs decline.
 // All-reduce through MPI_Iallreduce polled against the timeout (f32 with
 // MPI_SUM, f16/bf16 with user-defined ops that add in fp32), the fused op as
-// that all-reduce followed by the standalone add + RMSNorm shared with the
-// P2P path. Messages are staged in a private contiguous buffer (strided
+// an all-reduce followed by the standalone add + RMSNorm shared with the
+// P2P path; at 3+ ranks the fused op's all-reduce is an MPI_Iallgather
+// summed here in rank order in fp32 and rounded once, so that it gives the
+// P2P kernels' bits (see reduce()). Messages are staged in a private contiguous buffer (strided
 // layouts are packed there), so that MPI never touches user memory after a
 // call returned, even when it returned by Timeout.
 //
@@ -83,12 +85,15 @@ class MpiFallback final : public FallbackTransport {
   struct Abandoned {
     std::vector<MPI_Request> requests;
     std::vector<std::byte> buffer;
+    std::vector<std::byte> gathered;  // the fused op's allgather target (may be empty)
   };
   enum class Kind : std::uint8_t { all_reduce = 0, fused = 1 };
 
   // Reduces staging_[0, count) in place across the ranks, then agrees on
   // the verdict with every rank.
   void reduce(Kind kind, DataType dtype, std::int64_t count);
+  // staging_[0, count) = the rank-order fp32 sum of gathered_, rounded once.
+  void sum_gathered(DataType dtype, std::int64_t count);
   void check_open(const char* what) const;
   static void check_dtype(DataType dtype, const char* what);
 
@@ -100,6 +105,8 @@ class MpiFallback final : public FallbackTransport {
   std::unique_ptr<MpiReductionTypes> types_;
   std::unique_ptr<bootstrap::detail::TimedExchange> verdicts_;
   std::vector<std::byte> staging_;
+  // The fused op at 3+ ranks gathers every rank's message here (see reduce()).
+  std::vector<std::byte> gathered_;
   std::vector<Abandoned> abandoned_;
   // A verdict exchange timed out: point-to-point messages of it may still be
   // in flight on comm_, so close() keeps comm_ alive.
