@@ -227,6 +227,9 @@ void CudaPeerTransport::probe_peer_access() {
     const std::uint32_t word = kProbePattern | static_cast<std::uint32_t>(local_rank_);
     check_cuda(cudaMemcpy(probe.base(local_rank_), &word, sizeof word, cudaMemcpyHostToDevice),
                "writing the probe word");
+    // A copy from pageable memory may return before its DMA lands; ranks
+    // sharing a GPU read it in the same time slice otherwise (seen on H200).
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after writing the probe word");
   } catch (const Error& e) {
     error = e.what();
   }
