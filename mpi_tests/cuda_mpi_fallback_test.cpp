@@ -60,6 +60,9 @@ TEST(CudaMpiFallback, TheBufferGrowsAndCallsOnTwoStreamsStayOrdered) {
     in.upload(random_tensor(DataType::f32, n, seed, rank()));
     outs.push_back(std::make_unique<DeviceBuffer>(static_cast<std::size_t>(n) * 4));
     outs.back()->poison();
+    // The poison is queued on the legacy stream, which non-blocking streams
+    // do not wait for.
+    CUDA_OK(cudaDeviceSynchronize());
     comm->all_reduce(in.ptr, outs.back()->ptr, DataType::f32, vector_of(n), k % 2 ? b : a);
     seeds.push_back(seed);
     CUDA_OK(cudaDeviceSynchronize());  // `in` is freed at the end of the iteration
