@@ -29,11 +29,28 @@
 // (1 MiB, 64 MiB], fused 16 MiB. Session 4 added the Lamport one-shot
 // (half the link bytes of LL lines): one-shot 20.4 us at 4 MiB against
 // two-shot's 23.2, 78.9 at 16 MiB against 60.7 (CUDA graphs, bf16): the
-// one-shot limit is 4 MiB since. Other world sizes are not measured yet:
-// one-shot and fused scale by the (n-1) copies each rank pushes, and
-// two-shot stays off (a route must never be slower than the fallback it
-// replaces). peerplan_tune measures a machine's own crossovers and writes
-// them to a tuning file.
+// one-shot limit is 4 MiB since.
+//
+// Other world sizes are not measured (no host with more than two GPUs has
+// been available); their defaults come from the link bytes per rank of a
+// message of M bytes at n ranks (README, "World sizes"):
+//   one-shot  sends (n-1) M, one hop;
+//   two-shot  sends 2 (n-1)/n M (reduce-scatter, then all-gather), two hops
+//             and a barrier;
+//   NCCL ring sends 2 (n-1)/n M too, in 2 (n-1) steps.
+// With a per-GPU bandwidth B and two-shot's extra latency a, one-shot is
+// the faster while (n-1) M / B <= 2 (n-1) M / (n B) + a, i.e. up to
+// M* = a B n / ((n-1)(n-2)). Taking a = 3 us (two-shot's second hop and
+// barrier on 2x H200) and B = 366 GB/s (SM stores over NVLink, measured)
+// gives a B = 1.1 MB: one-shot up to 1 MiB at 3 ranks, 512 KiB at 4,
+// 256 KiB at 5-6, 128 KiB at 7-8 (powers of two, never above the
+// two-rank 4 MiB). Two-shot then runs up to 128 MiB / n (64 MiB at two
+// ranks): it never sends more bytes than the ring it replaces, in fewer
+// steps, and the bound keeps its staging (2 slots x n ranks x twice the
+// message) the same at every n. The fused op keeps 16 MiB / (n-1): its
+// one-shot kernels push n-1 copies. Correctness runs at 3, 4 and 8 ranks
+// (ranks sharing GPUs) say nothing of speed; peerplan_tune measures a
+// machine's own crossovers and writes them to a tuning file.
 #include "routing/cutoffs.hpp"
 
 #include <bit>
@@ -61,12 +78,26 @@ constexpr std::size_t kCudaOneShotTwoRanks = 4 * MiB;
 constexpr std::size_t kCudaTwoShotMaxTwoRanks = 64 * MiB;
 constexpr std::size_t kCudaFusedTwoRanks = 16 * MiB;
 
+// a x B of the model above, in bytes: two-shot's extra latency times the
+// per-GPU bandwidth.
+constexpr double kTwoShotLatencyBytes = 3e-6 * 366e9;
+
+// The model's one-shot / two-shot crossover at n >= 3 ranks, as a power of
+// two no larger than the measured two-rank limit.
+std::size_t cuda_one_shot_limit(std::size_t n) noexcept {
+  if (n <= 2) return kCudaOneShotTwoRanks;
+  const double crossover =
+      kTwoShotLatencyBytes * static_cast<double>(n) / static_cast<double>((n - 1) * (n - 2));
+  const std::size_t limit = crossover < 1.0 ? 1 : std::bit_floor(static_cast<std::size_t>(crossover));
+  return limit < kCudaOneShotTwoRanks ? limit : kCudaOneShotTwoRanks;
+}
+
 RouteCutoffs cuda_cutoffs(int world_size) noexcept {
-  const std::size_t peers = world_size < 2 ? 1 : static_cast<std::size_t>(world_size - 1);
-  const std::size_t one_shot = std::bit_floor(kCudaOneShotTwoRanks / peers);
-  const std::size_t two_shot = peers == 1 ? kCudaTwoShotMaxTwoRanks : 0;
-  const std::size_t fused = kCudaFusedTwoRanks / peers / kPackAlignment * kPackAlignment;
-  return RouteCutoffs{one_shot == 0 ? 1 : one_shot, two_shot,
+  const std::size_t n = world_size < 2 ? 2 : static_cast<std::size_t>(world_size);
+  // Constant staging: 64 MiB at two ranks, 128 MiB / n beyond.
+  const std::size_t two_shot = kCudaTwoShotMaxTwoRanks * 2 / n / kPackAlignment * kPackAlignment;
+  const std::size_t fused = kCudaFusedTwoRanks / (n - 1) / kPackAlignment * kPackAlignment;
+  return RouteCutoffs{cuda_one_shot_limit(n), two_shot == 0 ? kPackAlignment : two_shot,
                       fused == 0 ? kPackAlignment : fused, 0};
 }
 

@@ -37,14 +37,32 @@ TEST(DefaultCutoffs, CudaTwoRanksAreTheMeasuredCrossovers) {
     const RouteCutoffs m = default_cutoffs(n, Backend::cuda);
     EXPECT_LE(m.one_shot_max_bytes, default_cutoffs(n - 1, Backend::cuda).one_shot_max_bytes) << n;
     EXPECT_LE(m.fused_max_bytes, default_cutoffs(n - 1, Backend::cuda).fused_max_bytes) << n;
+    EXPECT_LE(m.two_shot_max_bytes, default_cutoffs(n - 1, Backend::cuda).two_shot_max_bytes) << n;
     EXPECT_EQ(m.fused_max_bytes % 16, 0u) << n;
-    EXPECT_EQ(m.two_shot_max_bytes, 0u) << n;  // unmeasured beyond two ranks: off
+    EXPECT_EQ(m.two_shot_max_bytes % 16, 0u) << n;
+    // Two-shot takes over right above one-shot.
+    EXPECT_GT(m.two_shot_max_bytes, m.one_shot_max_bytes) << n;
   }
+}
+
+TEST(DefaultCutoffs, CudaBeyondTwoRanksFollowTheLinkBytesModel) {
+  // src/routing/cutoffs.cpp and README "World sizes": one-shot up to
+  // a B n / ((n-1)(n-2)) with a B = 1.1 MB, as a power of two; two-shot up
+  // to 128 MiB / n (constant staging); fused 16 MiB / (n-1).
+  constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
+  const std::pair<int, std::size_t> one_shot[] = {{3, 1 * MiB},   {4, 512 * KiB}, {5, 256 * KiB},
+                                                  {6, 256 * KiB}, {7, 128 * KiB}, {8, 128 * KiB}};
+  for (auto [n, limit] : one_shot) EXPECT_EQ(default_cutoffs(n, Backend::cuda).one_shot_max_bytes, limit) << n;
+  EXPECT_EQ(default_cutoffs(4, Backend::cuda).two_shot_max_bytes, 32 * MiB);
+  EXPECT_EQ(default_cutoffs(8, Backend::cuda).two_shot_max_bytes, 16 * MiB);
+  EXPECT_EQ(default_cutoffs(3, Backend::cuda).two_shot_max_bytes, 128 * MiB / 3 / 16 * 16);
+  EXPECT_EQ(default_cutoffs(4, Backend::cuda).fused_max_bytes, 16 * MiB / 3 / 16 * 16);
+  EXPECT_EQ(default_cutoffs(8, Backend::cuda).fused_max_bytes, 16 * MiB / 7 / 16 * 16);
 }
 
 TEST(DefaultCutoffs, TwoShotHasNoLowerBoundByDefault) {
   // Not measured yet on either backend: the window starts right above
-  // one-shot (and on cuda two-shot is off anyway).
+  // one-shot.
   for (Backend backend : {Backend::host, Backend::cuda})
     for (int n = 1; n <= 16; ++n)
       EXPECT_EQ(default_cutoffs(n, backend).two_shot_min_bytes, 0u) << n;
