@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,7 +17,9 @@
 #include "peerplan/errors.hpp"
 #include "peerplan/layout.hpp"
 #include "support/mpi_test_support.hpp"
+#include "transport/host/element.hpp"
 #include "transport/host/mpi_fallback.hpp"
+#include "transport/host/reduce.hpp"
 
 namespace peerplan {
 namespace {
@@ -77,6 +81,69 @@ TEST(MpiFallback, UnknownDtypeIsInvalidArgumentBeforeAnyMpiCall) {
   // Nothing was posted: the fallback still works, on every rank alike.
   fallback.all_reduce(AllReduceArgs{in, out, DataType::f32, &layout, nullptr});
   EXPECT_EQ(out[3], static_cast<float>(world_size()));
+}
+
+// Rank r's value at i: exactly representable in every dtype, but their sum
+// is not, so that the rounding of the sum shows.
+float contiguous_input(int r, std::int64_t i) {
+  return static_cast<float>(((r * 7919 + i * 104729) % 2001) - 1000) / 64.0f + 0.001953125f * static_cast<float>(r + 1);
+}
+
+// all_reduce_contiguous (the CUDA backend's MPI fallback stages GPU tensors
+// through it): the all-reduce part of a fused call gives exactly the P2P
+// kernels' sum (rank order, fp32, one rounding) at every world size; the
+// plain all-reduce gives MPI's sum, the same on every rank.
+TEST(MpiFallback, ContiguousReductionOfTheFusedOpIsTheRankOrderSumRoundedOnce) {
+  MpiFallback fallback = make_fallback();
+  using transport::host::load_as_float;
+  using transport::host::store_from_float;
+  for (DataType dtype : {DataType::f16, DataType::bf16, DataType::f32}) {
+    for (std::int64_t count : {1, 13, 4096, 100003}) {
+      const std::size_t e = element_size(dtype);
+      std::vector<std::vector<std::byte>> inputs(static_cast<std::size_t>(world_size()));
+      for (int r = 0; r < world_size(); ++r) {
+        inputs[r].resize(static_cast<std::size_t>(count) * e);
+        for (std::int64_t i = 0; i < count; ++i)
+          store_from_float(dtype, contiguous_input(r, i), inputs[r].data() + i * e);
+      }
+      std::vector<const void*> sources;
+      for (const auto& in : inputs) sources.push_back(in.data());
+      std::vector<std::byte> expected(static_cast<std::size_t>(count) * e);
+      transport::host::reduce_sources(dtype, sources.data(), world_size(), 0, count,
+                                      expected.data());
+
+      std::vector<std::byte> fused = inputs[world_rank()];
+      fallback.all_reduce_contiguous(fused.data(), dtype, count, /*for_fused=*/true);
+      EXPECT_EQ(fused, expected) << to_string(dtype) << " x" << count;
+
+      std::vector<std::byte> plain = inputs[world_rank()];
+      fallback.all_reduce_contiguous(plain.data(), dtype, count, /*for_fused=*/false);
+      std::int64_t wrong = 0;
+      for (std::int64_t i = 0; i < count; ++i) {
+        const double want = load_as_float(dtype, expected.data() + i * e);
+        const double got = load_as_float(dtype, plain.data() + i * e);
+        // MPI rounds after every pairwise add, in its own order: each
+        // rounding errs by half a unit of a partial sum, which the sum of
+        // magnitudes bounds.
+        double magnitudes = 0;
+        for (int r = 0; r < world_size(); ++r) magnitudes += std::fabs(contiguous_input(r, i));
+        const double unit = dtype == DataType::bf16 ? 0x1p-8 : dtype == DataType::f16 ? 0x1p-11 : 0x1p-24;
+        const double tolerance = world_size() * magnitudes * unit;
+        if (!(std::fabs(got - want) <= tolerance)) ++wrong;
+      }
+      EXPECT_EQ(wrong, 0) << to_string(dtype) << " x" << count;
+      std::vector<std::byte> all(plain.size() * static_cast<std::size_t>(world_size()));
+      MPI_Allgather(plain.data(), static_cast<int>(plain.size()), MPI_BYTE, all.data(),
+                    static_cast<int>(plain.size()), MPI_BYTE, test_comm());
+      for (int r = 1; r < world_size(); ++r)
+        EXPECT_EQ(std::memcmp(all.data(), all.data() + r * plain.size(), plain.size()), 0)
+            << "rank " << r << " got other bits, " << to_string(dtype) << " x" << count;
+    }
+  }
+  // Ranks that make different kinds of call: Mismatch on every rank.
+  std::vector<float> data(64, 1.0f);
+  EXPECT_THROW(fallback.all_reduce_contiguous(data.data(), DataType::f32, 64, world_rank() == 0),
+               Mismatch);
 }
 
 TEST(MpiFallback, DuplicateReturnsErrorsAndIsBoundedByTheTimeout) {
