@@ -140,10 +140,15 @@ TEST(MpiFallback, ContiguousReductionOfTheFusedOpIsTheRankOrderSumRoundedOnce) {
             << "rank " << r << " got other bits, " << to_string(dtype) << " x" << count;
     }
   }
-  // Ranks that make different kinds of call: Mismatch on every rank.
-  std::vector<float> data(64, 1.0f);
-  EXPECT_THROW(fallback.all_reduce_contiguous(data.data(), DataType::f32, 64, world_rank() == 0),
-               Mismatch);
+  // Ranks that make different kinds of call: Mismatch on every rank. Only
+  // at 2 ranks, where both kinds post the same MPI collective; beyond, one
+  // rank's allgather would meet the others' allreduce, which MPI does not
+  // define.
+  if (world_size() == 2) {
+    std::vector<float> data(64, 1.0f);
+    EXPECT_THROW(fallback.all_reduce_contiguous(data.data(), DataType::f32, 64, world_rank() == 0),
+                 Mismatch);
+  }
 }
 
 TEST(MpiFallback, DuplicateReturnsErrorsAndIsBoundedByTheTimeout) {
