@@ -33,16 +33,25 @@ enum class Fallback : std::uint8_t {
   mpi = 2,   // MPI_Allreduce (+ the same add + RMSNorm); on GPU buffers staged through pinned host memory
 };
 
-// The farthest link class over which P2P is allowed, like NCCL_P2P_LEVEL.
-// Ordered from closest to farthest.
+// The farthest link class over which P2P is allowed, like NCCL_P2P_LEVEL,
+// in the vocabulary of `nvidia-smi topo -m`. It applies to every pair of
+// GPUs of the communicator's ranks on a node: one pair farther than the
+// level disables P2P for every plan (every call takes the fallback), with
+// the pair named in Communicator::p2p_disabled_reason(). Two ranks on the
+// same GPU are a LOC pair, allowed at every level. NVLink (NV#) is allowed
+// at every level but LOC. loc..sys are ordered from closest to farthest.
 enum class P2PLevel : std::uint8_t {
-  loc = 0,   // same device only: disables P2P between distinct GPUs
+  loc = 0,   // the same GPU only: no P2P between distinct GPUs
   nvl = 1,   // NVLink only
   pix = 2,   // at most one PCIe switch
   pxb = 3,   // several PCIe switches, no host bridge
-  phb = 4,   // through a PCIe host bridge (same CPU)
-  node = 5,  // across host bridges within a NUMA node... or same socket
-  sys = 6,   // across sockets (SMP interconnect)
+  phb = 4,   // through one PCIe host bridge (the CPU's root complex)
+  node = 5,  // across host bridges within one NUMA node
+  sys = 6,   // across NUMA nodes (the SMP interconnect: UPI, Infinity Fabric, ...)
+  // The default, printed "auto": NODE (everything but SYS) until peerplan
+  // knows better for a machine. Not a distance itself: the topology layer
+  // resolves it (topology::effective_p2p_level). README.md says why NODE.
+  automatic = 7,
 };
 
 // A cutoff left at this value takes the backend's default for the
@@ -134,7 +143,7 @@ struct Config {
   RouteCutoffs cutoffs{};
   TransferMode transfer_mode = TransferMode::automatic;
   bool disable_p2p = false;
-  P2PLevel p2p_level = P2PLevel::sys;
+  P2PLevel p2p_level = P2PLevel::automatic;
   LogLevel log_level = LogLevel::warn;
   // hwloc XML file to read the topology from instead of the live machine.
   std::string topology_file;
@@ -160,7 +169,7 @@ struct Config {
 // PEERPLAN_TIMEOUT_MS, PEERPLAN_ONE_SHOT_MAX_BYTES, PEERPLAN_TWO_SHOT_MIN_BYTES,
 // PEERPLAN_TWO_SHOT_MAX_BYTES, PEERPLAN_FUSED_MAX_BYTES, PEERPLAN_TRANSFER_MODE
 // (auto|pull|push), PEERPLAN_DISABLE_P2P (0|1), PEERPLAN_P2P_LEVEL
-// (LOC|NVL|PIX|PXB|PHB|NODE|SYS), PEERPLAN_TOPO_FILE, PEERPLAN_TUNING_FILE,
+// (auto|LOC|NVL|PIX|PXB|PHB|NODE|SYS), PEERPLAN_TOPO_FILE, PEERPLAN_TUNING_FILE,
 // PEERPLAN_WORLD_SIZE, and the KernelChoices: PEERPLAN_ONE_SHOT_MAX_BLOCKS
 // (1..1024|auto), PEERPLAN_ONE_SHOT_PROTOCOL and PEERPLAN_FUSED_PROTOCOL
 // (auto|ll|lamport|a size), PEERPLAN_FUSED_LL_MAX_BYTES (a size|auto),

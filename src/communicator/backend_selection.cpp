@@ -6,6 +6,7 @@
 #include "bootstrap/fail_together.hpp"
 #include "communicator/declaration_agreement.hpp"
 #include "communicator/gpu_sharing.hpp"
+#include "communicator/p2p_level_check.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "topology/topology.hpp"
@@ -56,9 +57,14 @@ Backend resolve_backend(Backend requested, bootstrap::Bootstrap& bootstrap) {
 
 // Why P2P cannot be used, from rank-invariant facts only (the config has
 // been checked to agree, num_nodes/size are the same everywhere), or empty.
-std::string static_p2p_obstacle(const bootstrap::Bootstrap& bootstrap, const Config& config) {
+// On the cuda backend the level is checked pair by pair instead
+// (p2p_level_check.hpp): LOC still allows ranks that share a GPU.
+std::string static_p2p_obstacle(const bootstrap::Bootstrap& bootstrap, const Config& config,
+                                Backend backend) {
   if (config.disable_p2p) return "disabled by Config::disable_p2p / PEERPLAN_DISABLE_P2P";
-  if (config.p2p_level == P2PLevel::loc) return "PEERPLAN_P2P_LEVEL=LOC allows no peer access";
+  if (backend == Backend::host && config.p2p_level == P2PLevel::loc) {
+    return "PEERPLAN_P2P_LEVEL=LOC allows no peer access";
+  }
   if (bootstrap.size() < 2) return "the communicator has a single rank";
   if (bootstrap.num_nodes() > 1) {
     return "the job spans " + std::to_string(bootstrap.num_nodes()) +
@@ -102,10 +108,13 @@ void check_world_size(const bootstrap::Bootstrap& bootstrap, const Config& confi
 namespace {
 
 // Either every rank enables the fast path or none does.
+// `obstacle`: a rank-invariant reason found before (the P2P level), or empty.
 template <class MakePeer>
 void enable_p2p_if_agreed(bootstrap::Bootstrap& bootstrap, const Config& config,
-                          BackendSetup& setup, const char* what, MakePeer&& make_peer) {
-  setup.p2p_disabled_reason = static_p2p_obstacle(bootstrap, config);
+                          BackendSetup& setup, const char* what, MakePeer&& make_peer,
+                          const std::string& obstacle = {}) {
+  setup.p2p_disabled_reason = static_p2p_obstacle(bootstrap, config, setup.backend);
+  if (setup.p2p_disabled_reason.empty()) setup.p2p_disabled_reason = obstacle;
   if (!setup.p2p_disabled_reason.empty()) {
     if (bootstrap.rank() == 0) log::info("P2P disabled: " + setup.p2p_disabled_reason);
     return;
@@ -176,15 +185,20 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
                             [[maybe_unused]] const Config& config,
                             [[maybe_unused]] BackendSetup& setup) {
 #if PEERPLAN_HAVE_CUDA
-  std::string bus_id;
+  transport::cuda::GpuIdentity gpu;
   if (auto failures = bootstrap::run_together(bootstrap, [&] {
         const int device = transport::cuda::select_device(config.device, bootstrap.local_rank());
         transport::cuda::check_kernel_choices(config.kernels, device);
-        bus_id = transport::cuda::current_gpu_identity().pci_bus_id;
+        gpu = transport::cuda::current_gpu_identity();
       })) {
     throw InvalidArgument("create: cannot use the GPU as configured (" + failures->message + ")");
   }
-  const SharedGpus shared = find_shared_gpus(bootstrap, bus_id);
+  const SharedGpus shared = find_shared_gpus(bootstrap, gpu.pci_bus_id);
+  const auto level = gather_p2p_level_verdict(bootstrap, config, gpu.pci_bus_id, gpu.nvlinks);
+  if (bootstrap.rank() == 0) {
+    log::info(level.summary);
+    if (level.unknown_links) log::info(*level.unknown_links);
+  }
   setup.gpus_shared = shared.any();
   if (shared.any() && bootstrap.rank() == 0) {
     log::warn(shared.text() + ": for testing, not for speed (the GPU time-slices the ranks' "
@@ -201,7 +215,7 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up CUDA IPC / peer access", [&] {
     return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout,
                                                      config.transfer_mode, config.kernels);
-  });
+  }, level.obstacle.value_or(std::string()));
 #endif
 }
 

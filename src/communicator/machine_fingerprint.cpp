@@ -1,11 +1,10 @@
 #include "communicator/machine_fingerprint.hpp"
 
-#include <cstdlib>
 #include <optional>
 #include <span>
-#include <sstream>
 #include <vector>
 
+#include "communicator/rank_gpu.hpp"
 #include "peerplan/errors.hpp"
 #include "routing/fingerprint.hpp"
 #include "topology/nvlink_counts.hpp"
@@ -17,12 +16,6 @@
 namespace peerplan::communicator {
 namespace {
 
-struct RankGpu {
-  std::string bus_id;
-  std::string name;
-  topology::NvlinkEnds nvlinks;
-};
-
 RankGpu this_rank_gpu() {
   RankGpu gpu{"", "unknown", {}};
 #if PEERPLAN_HAVE_CUDA
@@ -33,32 +26,6 @@ RankGpu this_rank_gpu() {
     // The fingerprint then says "unknown"; the backend itself reports real failures.
   }
 #endif
-  return gpu;
-}
-
-// One line per field; a name cannot hold a line break (replaced on the way).
-std::string encode(const RankGpu& gpu) {
-  std::string name = gpu.name;
-  for (char& c : name)
-    if (c == '\n') c = ' ';
-  std::ostringstream out;
-  out << gpu.bus_id << '\n' << name << '\n' << gpu.nvlinks.switch_links << '\n';
-  for (const auto& peer : gpu.nvlinks.gpu_peers) out << peer.to_string() << ' ';
-  return out.str();
-}
-
-RankGpu decode(const bootstrap::Blob& blob) {
-  std::istringstream in(std::string(reinterpret_cast<const char*>(blob.data()), blob.size()));
-  RankGpu gpu;
-  std::string switch_links, peers;
-  std::getline(in, gpu.bus_id);
-  std::getline(in, gpu.name);
-  std::getline(in, switch_links);
-  std::getline(in, peers);
-  gpu.nvlinks.switch_links = std::atoi(switch_links.c_str());
-  std::istringstream words(peers);
-  for (std::string word; words >> word;)
-    if (const auto peer = topology::PciAddress::parse(word)) gpu.nvlinks.gpu_peers.push_back(*peer);
   return gpu;
 }
 
@@ -93,10 +60,10 @@ std::string machine_fingerprint(bootstrap::Bootstrap& bootstrap, const Config& c
   facts.world_size = bootstrap.size();
   facts.num_nodes = bootstrap.num_nodes();
   if (backend == Backend::cuda && facts.num_nodes == 1) {
-    const std::string mine = encode(this_rank_gpu());
+    const std::string mine = encode_rank_gpu(this_rank_gpu());
     std::vector<RankGpu> ranks;
     for (const auto& blob : bootstrap.allgather(std::as_bytes(std::span(mine.data(), mine.size()))))
-      ranks.push_back(decode(blob));
+      ranks.push_back(decode_rank_gpu(blob));
     for (const RankGpu& rank : ranks) facts.gpu_names.push_back(rank.name);
     for (std::size_t i = 0; i < ranks.size(); ++i)
       for (std::size_t j = i + 1; j < ranks.size(); ++j)

@@ -43,6 +43,7 @@ const char* to_string(P2PLevel level) noexcept {
     case P2PLevel::phb: return "PHB";
     case P2PLevel::node: return "NODE";
     case P2PLevel::sys: return "SYS";
+    case P2PLevel::automatic: return "auto";
   }
   return "unknown";
 }

@@ -35,6 +35,12 @@ void validate_config(const Config& config) {
     add(errors, "Config::fallback is " + std::to_string(static_cast<int>(config.fallback)) +
                     ": set Fallback::automatic, nccl or mpi (PEERPLAN_FALLBACK)");
   }
+  // Past SYS a level would allow every link without saying so.
+  if (config.p2p_level > P2PLevel::automatic) {
+    add(errors, "Config::p2p_level is " + std::to_string(static_cast<int>(config.p2p_level)) +
+                    ": set P2PLevel::automatic (the default) or loc, nvl, pix, pxb, phb, node, "
+                    "sys (PEERPLAN_P2P_LEVEL)");
+  }
   if (!errors.empty()) throw InvalidArgument("invalid configuration: " + errors);
 }
 

@@ -12,7 +12,7 @@
 // | PEERPLAN_FUSED_MAX_BYTES     | cutoffs.fused_max_bytes              | size, or auto; 0 disables the route     | auto           |
 // | PEERPLAN_TRANSFER_MODE       | transfer_mode                        | auto, pull, push                        | auto           |
 // | PEERPLAN_DISABLE_P2P         | disable_p2p                          | boolean                                 | 0              |
-// | PEERPLAN_P2P_LEVEL           | p2p_level                            | LOC, NVL, PIX, PXB, PHB, NODE, SYS      | SYS            |
+// | PEERPLAN_P2P_LEVEL           | p2p_level                            | auto, LOC/NVL/PIX/PXB/PHB/NODE/SYS      | auto (= NODE)  |
 // | PEERPLAN_TOPO_FILE           | topology_file                        | path of an hwloc XML file               | (live machine) |
 // | PEERPLAN_TUNING_FILE         | tuning_file                          | path of a tuning file (peerplan_tune)   | (none)         |
 // | PEERPLAN_WORLD_SIZE          | expected_world_size                  | integer >= 0 (0 = not checked)          | 0              |
@@ -27,6 +27,10 @@
 // above; `ll` is LL at every size (kLamportNever), `lamport` Lamport at
 // every size (kLamportAlways, the same as 0). The kernel knobs are read by
 // the CUDA backend only (config.hpp, KernelChoices).
+//
+// PEERPLAN_P2P_LEVEL=auto (P2PLevel::automatic) allows every link class up
+// to NODE: P2P within a NUMA node, never across the CPU interconnect (SYS)
+// unless asked for (README.md, "PEERPLAN_P2P_LEVEL", says why).
 //
 // Keywords are case-insensitive. A size is a byte count with an optional
 // K, M or G suffix (KiB multiples: 512K = 524288). A boolean is one of
@@ -63,8 +67,9 @@ constexpr std::array kBackends{Backend::automatic, Backend::cuda, Backend::host}
 constexpr std::array kLogLevels{LogLevel::none, LogLevel::warn, LogLevel::info, LogLevel::trace};
 constexpr std::array kTransferModes{TransferMode::automatic, TransferMode::pull,
                                     TransferMode::push};
-constexpr std::array kP2PLevels{P2PLevel::loc, P2PLevel::nvl,  P2PLevel::pix, P2PLevel::pxb,
-                                P2PLevel::phb, P2PLevel::node, P2PLevel::sys};
+constexpr std::array kP2PLevels{P2PLevel::automatic, P2PLevel::loc, P2PLevel::nvl,
+                                P2PLevel::pix,       P2PLevel::pxb, P2PLevel::phb,
+                                P2PLevel::node,      P2PLevel::sys};
 constexpr std::array kRowClusters{RowClusters::automatic, RowClusters::on, RowClusters::off};
 constexpr std::array kFallbacks{Fallback::automatic, Fallback::nccl, Fallback::mpi};
 
@@ -217,6 +222,8 @@ const std::vector<Variable>& variables() {
          const auto level = parse_enum(v, kP2PLevels);
          if (!level) return std::nullopt;
          c.p2p_level = *level;
+         if (*level == P2PLevel::automatic)
+           return std::string("P2P allowed up to link class NODE (the default, auto)");
          return std::string("P2P allowed up to link class ") + to_string(*level);
        }},
       // Existence is checked where the file is read, with hwloc's own error.

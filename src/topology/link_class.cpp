@@ -110,8 +110,24 @@ LinkClass classify(const GpuLocation& a, const GpuLocation& b, int nvlinks) {
   return pcie_class(a, b);
 }
 
+// NODE rather than NCCL's default (PXB, or SYS on AMD CPUs with at most two
+// GPUs): peerplan's kernels are for small, latency-bound messages, which
+// cross a host bridge well and which its fallback (NCCL, over host memory
+// when P2P is off) serves no better; the real peer copy of the CUDA backend
+// catches a root complex that does not forward P2P at all. Across the CPU
+// interconnect (SYS) P2P is unsupported or slow on many machines, and NCCL
+// leaves it off there too unless told otherwise. README.md has the details.
+P2PLevel effective_p2p_level(P2PLevel level) noexcept {
+  return level == P2PLevel::automatic ? P2PLevel::node : level;
+}
+
 bool p2p_allowed(LinkClass link, P2PLevel level) noexcept {
-  return distance_rank(link.kind) <= static_cast<int>(level);
+  return distance_rank(link.kind) <= static_cast<int>(effective_p2p_level(level));
+}
+
+P2PLevel level_needed_for(LinkClass link) noexcept {
+  const int rank = distance_rank(link.kind);
+  return rank > static_cast<int>(P2PLevel::sys) ? P2PLevel::sys : static_cast<P2PLevel>(rank);
 }
 
 std::string link_matrix(const std::vector<GpuLocation>& gpus, const NvlinkCounts& nvlinks) {

@@ -39,11 +39,18 @@ const char* to_string(LinkKind kind) noexcept;
 // nvlinks < 0.
 LinkClass classify(const GpuLocation& a, const GpuLocation& b, int nvlinks = 0);
 
+// The level P2PLevel::automatic stands for (NODE); any other level itself.
+P2PLevel effective_p2p_level(P2PLevel level) noexcept;
+
 // Whether P2P may be used over `link` at `level`: P2P is used when the link
 // is at most as far as the level (PIX at level PXB: yes; PHB at level PXB:
 // no). NVLink is allowed at every level except LOC, which allows no peer
-// link at all (only the same GPU).
+// link at all (only the same GPU). P2PLevel::automatic acts as
+// effective_p2p_level(automatic).
 bool p2p_allowed(LinkClass link, P2PLevel level) noexcept;
+
+// The closest level that allows `link` (NV# -> NVL, PIX -> PIX, X -> LOC).
+P2PLevel level_needed_for(LinkClass link) noexcept;
 
 // nvlinks[i][j]: NVLinks between gpus[i] and gpus[j]; empty = none known.
 using NvlinkCounts = std::vector<std::vector<int>>;

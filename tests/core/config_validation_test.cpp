@@ -51,6 +51,18 @@ TEST(ConfigValidation, OneShotMaxBlocksOutOfRange) {
   }
 }
 
+TEST(ConfigValidation, P2PLevelOutsideTheEnum) {
+  Config c;
+  for (auto level : {P2PLevel::loc, P2PLevel::node, P2PLevel::sys, P2PLevel::automatic}) {
+    c.p2p_level = level;
+    EXPECT_NO_THROW(validate_config(c)) << to_string(level);
+  }
+  c.p2p_level = static_cast<P2PLevel>(8);
+  const std::string message = rejection(c);
+  EXPECT_NE(message.find("Config::p2p_level is 8"), std::string::npos) << message;
+  EXPECT_NE(message.find("PEERPLAN_P2P_LEVEL"), std::string::npos) << message;
+}
+
 TEST(ConfigValidation, RowClustersOutsideTheEnum) {
   Config c;
   c.kernels.row_clusters = static_cast<RowClusters>(7);

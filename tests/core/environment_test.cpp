@@ -197,13 +197,23 @@ TEST(Environment, DisableP2P) {
 
 TEST(Environment, P2PLevel) {
   const std::pair<const char*, P2PLevel> levels[] = {
-      {"LOC", P2PLevel::loc}, {"nvl", P2PLevel::nvl}, {"PIX", P2PLevel::pix},
-      {"pxb", P2PLevel::pxb}, {"Phb", P2PLevel::phb}, {"NODE", P2PLevel::node},
-      {"sys", P2PLevel::sys}};
+      {"LOC", P2PLevel::loc}, {"nvl", P2PLevel::nvl},   {"PIX", P2PLevel::pix},
+      {"pxb", P2PLevel::pxb}, {"Phb", P2PLevel::phb},   {"NODE", P2PLevel::node},
+      {"sys", P2PLevel::sys}, {"AUTO", P2PLevel::automatic}};
   for (const auto& [text, level] : levels)
     EXPECT_EQ(with("PEERPLAN_P2P_LEVEL", text).p2p_level, level) << text;
-  expect_rejected("PEERPLAN_P2P_LEVEL", "NV1", "LOC|NVL|PIX|PXB|PHB|NODE|SYS");
+  expect_rejected("PEERPLAN_P2P_LEVEL", "NV1", "auto|LOC|NVL|PIX|PXB|PHB|NODE|SYS");
   expect_rejected("PEERPLAN_P2P_LEVEL", "3", "PHB");
+  expect_rejected("PEERPLAN_P2P_LEVEL", "X", "auto|LOC");  // nvidia-smi's "same GPU" is LOC here
+}
+
+TEST(Environment, P2PLevelDefaultsToAutoAndCanBeSetBackToIt) {
+  EXPECT_EQ(Config{}.p2p_level, P2PLevel::automatic);
+  EXPECT_STREQ(to_string(Config{}.p2p_level), "auto");
+  Config sys_in_code;
+  sys_in_code.p2p_level = P2PLevel::sys;
+  EXPECT_EQ(apply({{"PEERPLAN_P2P_LEVEL", "auto"}}, sys_in_code).p2p_level, P2PLevel::automatic);
+  EXPECT_EQ(apply({{"PEERPLAN_P2P_LEVEL", ""}}, sys_in_code).p2p_level, P2PLevel::sys);
 }
 
 TEST(Environment, TopoFile) {
@@ -426,7 +436,7 @@ TEST(Environment, EveryEnumNameParsesBackToItsValue) {
   for (auto mode : {TransferMode::automatic, TransferMode::pull, TransferMode::push})
     EXPECT_EQ(with("PEERPLAN_TRANSFER_MODE", to_string(mode)).transfer_mode, mode);
   for (auto level : {P2PLevel::loc, P2PLevel::nvl, P2PLevel::pix, P2PLevel::pxb, P2PLevel::phb,
-                     P2PLevel::node, P2PLevel::sys})
+                     P2PLevel::node, P2PLevel::sys, P2PLevel::automatic})
     EXPECT_EQ(with("PEERPLAN_P2P_LEVEL", to_string(level)).p2p_level, level);
   for (auto clusters : {RowClusters::automatic, RowClusters::on, RowClusters::off})
     EXPECT_EQ(with("PEERPLAN_ROW_CLUSTERS", to_string(clusters)).kernels.row_clusters, clusters);

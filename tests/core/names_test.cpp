@@ -38,7 +38,7 @@ TEST(Names, ConfigEnums) {
   expect_distinct_names({LogLevel::none, LogLevel::warn, LogLevel::info, LogLevel::trace});
   expect_distinct_names({TransferMode::automatic, TransferMode::pull, TransferMode::push});
   expect_distinct_names({P2PLevel::loc, P2PLevel::nvl, P2PLevel::pix, P2PLevel::pxb,
-                         P2PLevel::phb, P2PLevel::node, P2PLevel::sys});
+                         P2PLevel::phb, P2PLevel::node, P2PLevel::sys, P2PLevel::automatic});
   expect_distinct_names({RowClusters::automatic, RowClusters::on, RowClusters::off});
   // The names users know from NCCL_P2P_LEVEL and nvidia-smi topo -m.
   EXPECT_STREQ(to_string(P2PLevel::phb), "PHB");
