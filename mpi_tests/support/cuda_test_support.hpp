@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -54,6 +55,53 @@ inline bool gpus_for_every_rank() {
 inline bool gpus_shared(const Communicator& comm) {
   const std::string& fingerprint = comm.topology_fingerprint();
   return fingerprint.size() >= 7 && fingerprint.compare(fingerprint.size() - 7, 7, " shared") == 0;
+}
+
+// How many ranks of the test drive this rank's current GPU (1 when every
+// rank has its own). Collective over the test's ranks.
+inline int ranks_on_my_gpu() {
+  int device = 0;
+  char bus_id[32] = {};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
+    cudaGetLastError();
+    bus_id[0] = '\0';  // unknown: counts as a GPU of its own
+  }
+  std::vector<char> all(sizeof bus_id * static_cast<std::size_t>(size()));
+  MPI_Allgather(bus_id, sizeof bus_id, MPI_CHAR, all.data(), sizeof bus_id, MPI_CHAR, test_comm());
+  int same = 0;
+  for (int r = 0; r < size(); ++r) {
+    const char* theirs = &all[sizeof bus_id * static_cast<std::size_t>(r)];
+    if (r == rank() || (bus_id[0] != '\0' && std::strncmp(theirs, bus_id, sizeof bus_id) == 0)) ++same;
+  }
+  return same;
+}
+
+// The GPU communicator's create() would pick: PEERPLAN_DEVICE, else the
+// local rank (the world rank: the GPU tests run on one node) modulo the
+// GPU count.
+inline int device_of_this_rank() {
+  int count = 1;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+    cudaGetLastError();
+    count = 1;
+  }
+  if (const char* configured = std::getenv("PEERPLAN_DEVICE"); configured && *configured)
+    return std::atoi(configured);
+  return rank() % count;
+}
+
+// Creates this process's CUDA context once, then waits for every rank to
+// have done so. Eight processes creating contexts on one GPU at once can
+// take seconds, and create()'s exchanges are bounded by the communicator's
+// timeout (1.5 s in some tests): the tests time the calls, not the driver.
+inline void ensure_cuda_contexts() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  if (cudaSetDevice(device_of_this_rank()) == cudaSuccess) cudaFree(nullptr);
+  cudaGetLastError();
+  MPI_Barrier(test_comm());
 }
 
 #define PEERPLAN_SKIP_WITHOUT_GPUS()                                                   \
@@ -141,6 +189,7 @@ inline bool same_on_every_rank(const std::vector<std::uint8_t>& bytes) {
 }
 
 inline std::unique_ptr<Communicator> create_cuda(Config config = {}) {
+  ensure_cuda_contexts();
   config.backend = Backend::cuda;
   return Communicator::create(MPI_COMM_WORLD, std::move(config));
 }
