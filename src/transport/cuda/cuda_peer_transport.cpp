@@ -227,6 +227,10 @@ void CudaPeerTransport::probe_peer_access() {
     const std::uint32_t word = kProbePattern | static_cast<std::uint32_t>(local_rank_);
     check_cuda(cudaMemcpy(probe.base(local_rank_), &word, sizeof word, cudaMemcpyHostToDevice),
                "writing the probe word");
+    // A copy from pageable memory may return before its DMA has landed;
+    // the peers read right after the barrier (ranks sharing a GPU read
+    // zeros often enough to disable P2P).
+    check_cuda(cudaDeviceSynchronize(), "waiting for the probe word to land");
   } catch (const Error& e) {
     error = e.what();
   }
