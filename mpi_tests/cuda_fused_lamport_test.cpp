@@ -522,6 +522,8 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
   ShapeSets sets;
   auto ll = create_with("ll", "ll");
   auto mixed = create_with(kMixedThreshold, kMixedThreshold);
+  // Without P2P the calls would go to the fallback, which (MPI) refuses capture.
+  ASSERT_TRUE(ll->p2p_enabled() && mixed->p2p_enabled()) << mixed->p2p_disabled_reason();
   const auto declared = shape_declarations(sets.weights, eps);
   ll->declare(declared);
   mixed->declare(declared);
@@ -649,6 +651,7 @@ TEST(CudaFusedLamport, RankThatSkipsACallLeavesTheRowsUntouchedThenTimeoutThenDe
   config.timeout = std::chrono::milliseconds(1500);
   auto comm = create_with("lamport", "lamport", config);
   auto ll = create_with("ll", "ll");
+  ASSERT_TRUE(comm->p2p_enabled() && ll->p2p_enabled()) << comm->p2p_disabled_reason();
   const float eps = 1e-6f;
   const DataType bf16 = DataType::bf16;
   const std::int64_t rows = 16, hidden = 7168, n = 8192;

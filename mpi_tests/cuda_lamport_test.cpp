@@ -425,6 +425,8 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   auto ll = create_with_protocol("ll");
   // Lamport for the two small calls, LL for the large one, in one graph.
   auto mixed = create_with_protocol(kMixedThreshold);
+  // Without P2P the calls would go to the fallback, which (MPI) refuses capture.
+  ASSERT_TRUE(ll->p2p_enabled() && mixed->p2p_enabled()) << mixed->p2p_disabled_reason();
   const std::array<Shape, 3> shapes{{{DataType::bf16, 4096}, {DataType::f32, 1004}, {DataType::f16, 300000}}};
   std::vector<Declaration> declared;
   for (std::size_t s = 0; s < shapes.size(); ++s) {
@@ -538,6 +540,7 @@ TEST(CudaLamport, RankThatSkipsACallMakesTheOthersRaiseTimeoutThenDeclareRecover
   config.timeout = std::chrono::milliseconds(1500);
   auto comm = create_with_protocol("lamport", config);
   auto ll = create_with_protocol("ll");
+  ASSERT_TRUE(comm->p2p_enabled() && ll->p2p_enabled()) << comm->p2p_disabled_reason();
   const std::int64_t n = 8192, small = 12;
   const std::vector<Declaration> declared{
       Declaration::all_reduce("x", DataType::bf16, vector_of(n)),

@@ -37,6 +37,8 @@ TEST(CudaTimeout, RankThatStopsCallingMakesTheOthersRaiseTimeoutThenDeclareRecov
   Config config;
   config.timeout = std::chrono::milliseconds(1500);
   auto comm = create_cuda(config);
+  // A P2P kernel's bounded wait is what this checks (the fallback's has tests of its own).
+  ASSERT_TRUE(comm->p2p_enabled()) << comm->p2p_disabled_reason();
   const std::int64_t n = 8192;
   const std::vector<Declaration> declared{Declaration::all_reduce("x", DataType::bf16, TensorLayout({n}))};
   comm->declare(declared);

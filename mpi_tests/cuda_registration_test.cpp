@@ -154,6 +154,8 @@ TEST(CudaRegistration, GraphReplaysReadRegisteredInputsThatChangeBetweenReplays)
     CUDA_OK(cudaMemcpy(staged1.get<char>() + k * b1, in1_sets[k].data(), b1, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(staged2.get<char>() + k * b2, in2_sets[k].data(), b2, cudaMemcpyHostToDevice));
   }
+  // Copies from pageable memory may still run; the non-blocking stream below would not wait.
+  CUDA_OK(cudaDeviceSynchronize());
   auto load_set = [&](int k) {
     check_cuda(cudaMemcpyAsync(in1, staged1.get<char>() + k * b1, b1, cudaMemcpyDeviceToDevice, stream), "copy");
     check_cuda(cudaMemcpyAsync(in2, staged2.get<char>() + k * b2, b2, cudaMemcpyDeviceToDevice, stream), "copy");

@@ -74,16 +74,23 @@ std::vector<std::uint8_t> from_strided(const std::vector<std::uint8_t>& strided)
                            "outlive close() (CudaTeardownMpiFallback covers its teardown)")
 
 // Elements of `got` (logical order, `count` of them) that are not the sum
-// of every rank's random_tensor(kType, count, seed, rank).
+// of every rank's random_tensor(kType, count, seed, rank), as `route`
+// rounds it (a fallback rounds its partial sums too).
 std::int64_t wrong_sums(const std::vector<std::uint8_t>& got, std::int64_t count,
-                        std::uint64_t seed) {
+                        std::uint64_t seed, Route route) {
   std::vector<std::vector<std::uint8_t>> inputs;
   for (int r = 0; r < size(); ++r) inputs.push_back(random_tensor(kType, count, seed, r));
   std::int64_t wrong = 0;
   for (std::int64_t i = 0; i < count; ++i) {
-    double ref = 0;
-    for (int r = 0; r < size(); ++r) ref += value_at(kType, inputs[r], i);
-    if (!(std::fabs(value_at(kType, got, i) - ref) <= sum_tolerance(kType, ref))) ++wrong;
+    double ref = 0, magnitudes = 0;
+    for (int r = 0; r < size(); ++r) {
+      ref += value_at(kType, inputs[r], i);
+      magnitudes += std::fabs(value_at(kType, inputs[r], i));
+    }
+    const double tolerance = route == Route::fallback
+                                 ? fallback_sum_tolerance(kType, ref, magnitudes, size())
+                                 : sum_tolerance(kType, ref);
+    if (!(std::fabs(value_at(kType, got, i) - ref) <= tolerance)) ++wrong;
   }
   return wrong;
 }
@@ -97,7 +104,7 @@ class CapturedCalls {
   CapturedCalls(Communicator& comm, bool with_strided, Route expected)
       : in_(kCount * 2), out_(kCount * 2),
         strided_in_(kRows * kRowStride * 2), strided_out_(kRows * kRowStride * 2),
-        with_strided_(with_strided) {
+        with_strided_(with_strided), expected_(expected) {
     in_.upload(random_tensor(kType, kCount, kSeed, rank()));
     strided_in_.upload(to_strided(random_tensor(kType, kRows * kCols, kSeed + 1, rank())));
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -120,10 +127,10 @@ class CapturedCalls {
 
   // Wrong elements of the replay's results.
   std::int64_t wrong() const {
-    std::int64_t wrong = wrong_sums(out_.download(kCount * 2), kCount, kSeed);
+    std::int64_t wrong = wrong_sums(out_.download(kCount * 2), kCount, kSeed, expected_);
     if (with_strided_) {
       wrong += wrong_sums(from_strided(strided_out_.download(strided_out_.bytes)), kRows * kCols,
-                          kSeed + 1);
+                          kSeed + 1, Route::fallback);
     }
     return wrong;
   }
@@ -152,6 +159,7 @@ class CapturedCalls {
 
   DeviceBuffer in_, out_, strided_in_, strided_out_;
   bool with_strided_;
+  Route expected_;  // of the contiguous call
   cudaStream_t stream_ = nullptr;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
@@ -281,8 +289,10 @@ TEST(CudaTeardownMpiFallback, CloseAfterFallbackCallsWithAGraphOfAP2PCallAliveIs
     EXPECT_EQ(comm->all_reduce(strided_in.ptr, strided_out.ptr, kType, strided_layout(), nullptr).route,
               Route::fallback);
     check_cuda(cudaDeviceSynchronize(), "sync");
-    EXPECT_EQ(wrong_sums(out.download(kCount * 4), 2 * kCount, 61), 0) << "contiguous fallback call";
-    EXPECT_EQ(wrong_sums(from_strided(strided_out.download(strided_out.bytes)), kRows * kCols, 62), 0)
+    EXPECT_EQ(wrong_sums(out.download(kCount * 4), 2 * kCount, 61, Route::fallback), 0)
+        << "contiguous fallback call";
+    EXPECT_EQ(wrong_sums(from_strided(strided_out.download(strided_out.bytes)), kRows * kCols, 62,
+                         Route::fallback), 0)
         << "strided fallback call";
   }
   CapturedCalls graph(*comm, /*with_strided=*/false, Route::one_shot);
@@ -317,7 +327,7 @@ TEST(CudaTeardownMpiFallback, DestroyWithoutCloseAfterAFallbackCallReturnsInTime
   const auto took = Clock::now() - start;
   EXPECT_LT(took, kBound) << "the destructor took " << milliseconds_of(took) << " ms";
   CUDA_OK(cudaStreamSynchronize(stream));
-  EXPECT_EQ(wrong_sums(out.download(kCount * 2), kCount, 63), 0)
+  EXPECT_EQ(wrong_sums(out.download(kCount * 2), kCount, 63, Route::fallback), 0)
       << "the fallback call's result, queued before the destructor";
   CUDA_OK(cudaStreamDestroy(stream));
 }
@@ -336,7 +346,7 @@ TEST(CudaTeardown, RankThatSkipsCloseDoesNotHoldTheOthers) {
     EXPECT_EQ(comm->all_reduce(in.ptr, out.ptr, kType, TensorLayout({kCount}), nullptr).route,
               Route::fallback);
     check_cuda(cudaDeviceSynchronize(), "sync");
-    EXPECT_EQ(wrong_sums(out.download(kCount * 2), kCount, 99), 0);
+    EXPECT_EQ(wrong_sums(out.download(kCount * 2), kCount, 99, Route::fallback), 0);
   }
   const bool skips = rank() == size() - 1;
   testing::internal::CaptureStderr();

@@ -128,15 +128,22 @@ struct DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   template <class T = void> T* get() const { return static_cast<T*>(ptr); }
+  // Both return once the bytes are on the device: a copy from pageable
+  // memory or a memset may still run after cudaMemcpy/cudaMemset return,
+  // and work queued on a non-blocking stream does not wait for them.
   void upload(const std::vector<std::uint8_t>& host) {
     check_cuda(cudaMemcpy(ptr, host.data(), host.size(), cudaMemcpyHostToDevice), "upload");
+    check_cuda(cudaDeviceSynchronize(), "upload");
   }
   std::vector<std::uint8_t> download(std::size_t n) const {
     std::vector<std::uint8_t> host(n);
     check_cuda(cudaMemcpy(host.data(), ptr, n, cudaMemcpyDeviceToHost), "download");
     return host;
   }
-  void poison() { check_cuda(cudaMemset(ptr, 0xff, bytes), "poison"); }
+  void poison() {
+    check_cuda(cudaMemset(ptr, 0xff, bytes), "poison");
+    check_cuda(cudaDeviceSynchronize(), "poison");
+  }
 };
 
 inline std::uint64_t mix(std::uint64_t x) {
@@ -170,6 +177,22 @@ inline double value_at(DataType dtype, const std::vector<std::uint8_t>& bytes, s
 inline double sum_tolerance(DataType dtype, double reference) {
   const double rel = dtype == DataType::bf16 ? 1.0 / 128 : dtype == DataType::f16 ? 1.0 / 1024 : 1e-6;
   return rel * std::fabs(reference) + (dtype == DataType::f32 ? 1e-6 : 1e-3);
+}
+
+// What a fallback (NCCL, MPI) adds to sum_tolerance: it adds one rank's
+// value at a time and rounds each partial sum to the dtype, so n ranks
+// round n - 1 times; the last rounding is sum_tolerance's, each earlier one
+// is at most half a unit in the last place of a partial sum, which is no
+// larger than the sum of the magnitudes of the ranks' values. Nothing at
+// two ranks (one rounding of the exact sum, like the P2P kernels).
+inline double fallback_rounding_slack(DataType dtype, double magnitude_sum, int ranks) {
+  const double unit_roundoff = dtype == DataType::bf16 ? 0x1p-8 : dtype == DataType::f16 ? 0x1p-11 : 0x1p-24;
+  return ranks > 2 ? unit_roundoff * magnitude_sum * (ranks - 2) : 0.0;
+}
+
+// Tolerance of one element all-reduced by a fallback: see above.
+inline double fallback_sum_tolerance(DataType dtype, double reference, double magnitude_sum, int ranks) {
+  return sum_tolerance(dtype, reference) + fallback_rounding_slack(dtype, magnitude_sum, ranks);
 }
 
 // Fused op: r and out are rounded twice or three times.
