@@ -14,10 +14,13 @@
 // 200 back-to-back calls mixing fused Lamport, fused LL, Lamport one-shot
 // and LL one-shot calls of every dtype on one communicator (the region's
 // reset across ops and dtypes); CUDA-graph capture + 100 replays with new
-// inputs and eager calls in between; a rank that skips a call (the other
-// raises Timeout at its next call, its rows untouched by the failed call;
-// declare recovers); ranks that disagree on the protocol. Skipped (on
-// every rank) without GPUs.
+// inputs and eager calls in between (64 calls and 30 replays where ranks
+// share a GPU); a rank that skips a call (the others raise Timeout at their
+// next call, their rows untouched by the failed call; declare recovers);
+// ranks that disagree on the protocol. The fallback is NCCL, or MPI where
+// ranks share a GPU: both give the same bits at two ranks. Any world size
+// from 2 to 8, one GPU per rank or shared. Skipped (on every rank) without
+// GPUs.
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -284,7 +287,8 @@ TEST(CudaFusedLamport, EveryDtypeRowsAndHiddenMatchFloat64AndLLAndFallbackBitFor
                  (fc.sentinels ? " with sentinels" : ""));
     const FusedResult by_lamport = run_fused(*lamport, fc.dtype, fc.layout, *weights[c], eps, data[c]);
     const FusedResult by_ll = run_fused(*ll, fc.dtype, fc.layout, *weights[c], eps, data[c]);
-    // Another eps is another key: the same data through NCCL + add/RMSNorm.
+    // Another eps is another key: the same data through the fallback
+    // (NCCL or MPI) + add/RMSNorm.
     const float other_eps = eps * 1.0000001f + 1e-12f;
     const FusedResult by_fallback = run_fused(*lamport, fc.dtype, fc.layout, *weights[c], other_eps, data[c]);
     EXPECT_EQ(by_lamport.result.route, Route::fused_one_shot);
@@ -437,12 +441,13 @@ TEST(CudaFusedLamport, TwoHundredBackToBackCallsMixingFusedAndAllReduceOfBothPro
   const auto declared = shape_declarations(sets.weights, eps);
   for (Communicator* c : {ll.get(), lamport.get(), mixed.get()}) c->declare(declared);
 
-  constexpr int kCalls = 200;
+  // Ranks time-slicing one GPU make every call milliseconds long: fewer there.
+  const int call_count = gpus_shared(*ll) ? 64 : 200;
   // An irregular order: every kind of call after every other.
   auto shape_of = [](int k) { return static_cast<std::size_t>((k * 3 + k / 8) % 8); };
   // Per call: its input (all-reduce) or inout, its output or residual.
   std::vector<std::unique_ptr<DeviceBuffer>> first_buffers, second_buffers;
-  for (int k = 0; k < kCalls; ++k) {
+  for (int k = 0; k < call_count; ++k) {
     const Shape& shape = kShapes[shape_of(k)];
     first_buffers.push_back(std::make_unique<DeviceBuffer>(shape.bytes()));
     second_buffers.push_back(std::make_unique<DeviceBuffer>(shape.bytes()));
@@ -450,7 +455,7 @@ TEST(CudaFusedLamport, TwoHundredBackToBackCallsMixingFusedAndAllReduceOfBothPro
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto run_all = [&](Communicator& comm) {
-    for (int k = 0; k < kCalls; ++k) {
+    for (int k = 0; k < call_count; ++k) {
       const Shape& shape = kShapes[shape_of(k)];
       const FusedData& d = sets.data[shape_of(k)][k % ShapeSets::kSets];
       first_buffers[k]->upload(d.inputs[static_cast<std::size_t>(rank())]);
@@ -458,7 +463,7 @@ TEST(CudaFusedLamport, TwoHundredBackToBackCallsMixingFusedAndAllReduceOfBothPro
       else second_buffers[k]->poison();
     }
     check_cuda(cudaDeviceSynchronize(), "inputs");  // before the non-blocking stream reads them
-    for (int k = 0; k < kCalls; ++k) {
+    for (int k = 0; k < call_count; ++k) {
       const std::size_t s = shape_of(k);
       const Shape& shape = kShapes[s];
       const CallResult result =
@@ -469,10 +474,10 @@ TEST(CudaFusedLamport, TwoHundredBackToBackCallsMixingFusedAndAllReduceOfBothPro
                                         shape.layout(), stream);
       EXPECT_EQ(result.route, shape.fused ? Route::fused_one_shot : Route::one_shot) << "call " << k;
     }
-    check_cuda(cudaStreamSynchronize(stream), "200 calls");
+    check_cuda(cudaStreamSynchronize(stream), "the back-to-back calls");
     // Per call: (output, residual) of a fused call, (output, -) of an all-reduce.
     std::vector<std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>>> got;
-    for (int k = 0; k < kCalls; ++k) {
+    for (int k = 0; k < call_count; ++k) {
       const Shape& shape = kShapes[shape_of(k)];
       if (shape.fused) got.emplace_back(first_buffers[k]->download(shape.bytes()), second_buffers[k]->download(shape.bytes()));
       else got.emplace_back(second_buffers[k]->download(shape.bytes()), std::vector<std::uint8_t>{});
@@ -484,7 +489,7 @@ TEST(CudaFusedLamport, TwoHundredBackToBackCallsMixingFusedAndAllReduceOfBothPro
   const auto by_mixed = run_all(*mixed);
   std::int64_t wrong_calls = 0, differing = 0;
   std::string first;
-  for (int k = 0; k < kCalls; ++k) {
+  for (int k = 0; k < call_count; ++k) {
     const std::size_t s = shape_of(k);
     const Shape& shape = kShapes[s];
     std::string first_element;
@@ -517,6 +522,8 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
   ShapeSets sets;
   auto ll = create_with("ll", "ll");
   auto mixed = create_with(kMixedThreshold, kMixedThreshold);
+  // Without P2P the calls would go to the fallback, which (MPI) refuses capture.
+  ASSERT_TRUE(ll->p2p_enabled() && mixed->p2p_enabled()) << mixed->p2p_disabled_reason();
   const auto declared = shape_declarations(sets.weights, eps);
   ll->declare(declared);
   mixed->declare(declared);
@@ -605,8 +612,11 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
   calls(*mixed);
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  // Ranks time-slicing one GPU make every replay milliseconds long: fewer
+  // there, still with eager calls (and an odd count of them) in between.
+  const int replays = gpus_shared(*mixed) ? 30 : 100;
   int mismatches = 0;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < replays; ++i) {
     const int set = (i * 5 + 1) % ShapeSets::kSets;
     load_set(set);
     CUDA_OK(cudaGraphLaunch(exec, stream));
@@ -625,7 +635,9 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
       }
     }
   }
-  EXPECT_EQ(mismatches, 0) << "replays or eager calls whose bytes differ from the eager LL run";
+  EXPECT_EQ(mismatches, 0) << "of " << replays
+                           << " replays and their eager calls, those whose bytes differ from the "
+                              "eager LL run";
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
@@ -639,6 +651,7 @@ TEST(CudaFusedLamport, RankThatSkipsACallLeavesTheRowsUntouchedThenTimeoutThenDe
   config.timeout = std::chrono::milliseconds(1500);
   auto comm = create_with("lamport", "lamport", config);
   auto ll = create_with("ll", "ll");
+  ASSERT_TRUE(comm->p2p_enabled() && ll->p2p_enabled()) << comm->p2p_disabled_reason();
   const float eps = 1e-6f;
   const DataType bf16 = DataType::bf16;
   const std::int64_t rows = 16, hidden = 7168, n = 8192;

@@ -13,9 +13,10 @@
 // that end inside a pack; 200 back-to-back calls changing
 // dtype and size (the region's reset across dtypes) on both protocols and
 // on one communicator that mixes them by size, CUDA-graph capture + 100
-// replays with new inputs and eager calls in between, the timeout and its
-// recovery, and ranks that disagree on the protocol. Skipped (on every
-// rank) without GPUs.
+// replays with new inputs and eager calls in between (50 calls and 30
+// replays where ranks share a GPU), the timeout and its recovery, and ranks
+// that disagree on the protocol. Any world size from 2 to 8, one GPU per
+// rank or shared. Skipped (on every rank) without GPUs.
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -354,7 +355,8 @@ TEST(CudaLamport, TwoHundredBackToBackCallsChangingDtypeSizeAndProtocol) {
   for (Communicator* c : {ll.get(), lamport.get(), mixed.get()}) c->declare(declared);
 
   constexpr int kSets = 3;
-  constexpr int kCalls = 200;
+  // Ranks time-slicing one GPU make every call milliseconds long: fewer there.
+  const int call_count = gpus_shared(*ll) ? 50 : 200;
   // inputs[s][set]: every rank's host input; device copies of this rank's.
   std::vector<std::vector<std::vector<std::vector<std::uint8_t>>>> inputs(kShapes.size());
   std::vector<std::unique_ptr<DeviceBuffer>> device_inputs;
@@ -369,7 +371,7 @@ TEST(CudaLamport, TwoHundredBackToBackCallsChangingDtypeSizeAndProtocol) {
   // neighbours on the mixed communicator, every dtype after every other.
   auto shape_of = [](int k) { return static_cast<std::size_t>((k * 3 + k / 7) % 7); };
   std::vector<std::unique_ptr<DeviceBuffer>> outputs;
-  for (int k = 0; k < kCalls; ++k) {
+  for (int k = 0; k < call_count; ++k) {
     const Shape& shape = kShapes[shape_of(k)];
     outputs.push_back(std::make_unique<DeviceBuffer>(shape.count * element_size(shape.dtype)));
   }
@@ -378,14 +380,14 @@ TEST(CudaLamport, TwoHundredBackToBackCallsChangingDtypeSizeAndProtocol) {
   auto run_all = [&](Communicator& comm) {
     for (auto& out : outputs) out->poison();
     check_cuda(cudaDeviceSynchronize(), "poison");  // before the non-blocking stream writes
-    for (int k = 0; k < kCalls; ++k) {
+    for (int k = 0; k < call_count; ++k) {
       const std::size_t s = shape_of(k);
       const DeviceBuffer& in = *device_inputs[s * kSets + k % kSets];
       const auto result = comm.all_reduce(in.ptr, outputs[k]->ptr, kShapes[s].dtype,
                                           vector_of(kShapes[s].count), stream);
       EXPECT_EQ(result.route, Route::one_shot) << "call " << k;
     }
-    check_cuda(cudaStreamSynchronize(stream), "200 calls");
+    check_cuda(cudaStreamSynchronize(stream), "the back-to-back calls");
     std::vector<std::vector<std::uint8_t>> got;
     for (auto& out : outputs) got.push_back(out->download(out->bytes));
     return got;
@@ -395,7 +397,7 @@ TEST(CudaLamport, TwoHundredBackToBackCallsChangingDtypeSizeAndProtocol) {
   const auto by_mixed = run_all(*mixed);
   std::int64_t wrong_calls = 0, differing = 0;
   std::string first;
-  for (int k = 0; k < kCalls; ++k) {
+  for (int k = 0; k < call_count; ++k) {
     const std::size_t s = shape_of(k);
     const DataType dtype = kShapes[s].dtype;
     std::string first_element;
@@ -423,6 +425,8 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   auto ll = create_with_protocol("ll");
   // Lamport for the two small calls, LL for the large one, in one graph.
   auto mixed = create_with_protocol(kMixedThreshold);
+  // Without P2P the calls would go to the fallback, which (MPI) refuses capture.
+  ASSERT_TRUE(ll->p2p_enabled() && mixed->p2p_enabled()) << mixed->p2p_disabled_reason();
   const std::array<Shape, 3> shapes{{{DataType::bf16, 4096}, {DataType::f32, 1004}, {DataType::f16, 300000}}};
   std::vector<Declaration> declared;
   for (std::size_t s = 0; s < shapes.size(); ++s) {
@@ -503,8 +507,11 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   calls(*mixed);
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  // Ranks time-slicing one GPU make every replay milliseconds long: fewer
+  // there, still with eager calls (single and double) in between.
+  const int replays = gpus_shared(*mixed) ? 30 : 100;
   int mismatches = 0;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < replays; ++i) {
     const int set = (i * 5 + 3) % kSets;
     load_set(set);
     CUDA_OK(cudaGraphLaunch(exec, stream));
@@ -517,7 +524,9 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
       if (outputs() != expected[e]) ++mismatches;
     }
   }
-  EXPECT_EQ(mismatches, 0) << "replays or eager calls whose bytes differ from the eager LL run";
+  EXPECT_EQ(mismatches, 0) << "of " << replays
+                           << " replays and their eager calls, those whose bytes differ from the "
+                              "eager LL run";
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
@@ -531,6 +540,7 @@ TEST(CudaLamport, RankThatSkipsACallMakesTheOthersRaiseTimeoutThenDeclareRecover
   config.timeout = std::chrono::milliseconds(1500);
   auto comm = create_with_protocol("lamport", config);
   auto ll = create_with_protocol("ll");
+  ASSERT_TRUE(comm->p2p_enabled() && ll->p2p_enabled()) << comm->p2p_disabled_reason();
   const std::int64_t n = 8192, small = 12;
   const std::vector<Declaration> declared{
       Declaration::all_reduce("x", DataType::bf16, vector_of(n)),

@@ -27,21 +27,30 @@ const bool restricted_last_rank = [] {
   return true;
 }();
 
-bool layout_for_this_test() {
-  if (std::getenv("OMPI_COMM_WORLD_RANK") == nullptr) return false;
+// Why this test cannot run here ("" when it can): it needs Open MPI and a
+// GPU of its own for every rank (ranks sharing a GPU never lack peer access).
+std::string obstacle() {
+  if (std::getenv("OMPI_COMM_WORLD_RANK") == nullptr) {
+    return "needs Open MPI (OMPI_COMM_WORLD_RANK restricts the last rank before CUDA starts)";
+  }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    count = 0;
   }
   // The restricted rank sees its one GPU; every other rank all of them.
-  return restricted_last_rank ? count == 1 : count >= size();
+  if (restricted_last_rank ? count == 1 : count >= size()) return "";
+  if (restricted_last_rank) {
+    return "the last rank sees no GPU " + std::to_string(size() - 1) +
+           ": needs one GPU per rank (runs on GPU hosts, scripts/gpu-check.sh)";
+  }
+  return std::to_string(count) + " GPU(s) for " + std::to_string(size()) +
+         " ranks: needs one GPU per rank (runs on GPU hosts, scripts/gpu-check.sh)";
 }
 
 TEST(CudaP2PAgreement, OneRankWithoutPeerAccessDisablesP2POnEveryRank) {
-  PEERPLAN_MPI_SKIP_IF(!layout_for_this_test(),
-                       "needs Open MPI and one GPU per rank on one node (no GPU here): runs on "
-                       "GPU hosts (scripts/gpu-check.sh)");
+  const std::string why_not = obstacle();
+  PEERPLAN_MPI_SKIP_IF(!why_not.empty(), why_not);
   Config config;
   config.device = restricted_last_rank ? 0 : rank();
   auto comm = create_cuda(config);

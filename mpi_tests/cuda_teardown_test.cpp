@@ -2,7 +2,12 @@
 // destructor stay bounded by the timeout while a CUDA graph that captured a
 // fallback (NCCL) call or a P2P call still exists, a graph destroyed before
 // close() gives a clean close (no WARN), and a rank that skips close() does
-// not hold the others. Skipped (on every rank) without one GPU per rank.
+// not hold the others. The MPI fallback (ranks sharing a GPU, or
+// Config::fallback = mpi) cannot be captured: the tests of graphs of
+// fallback calls skip there, and its own tests check that close() and the
+// destructor after eager fallback calls are bounded and clean. Any world
+// size from 2 to 8, one GPU per rank or shared. Skipped (on every rank)
+// without GPUs.
 #include <chrono>
 #include <string>
 #include <thread>
@@ -44,17 +49,48 @@ std::int64_t milliseconds_of(Clock::duration d) {
   return std::chrono::duration_cast<milliseconds>(d).count();
 }
 
+// `logical` (kRows x kCols) laid out with kRowStride, padding zeros.
+std::vector<std::uint8_t> to_strided(const std::vector<std::uint8_t>& logical) {
+  std::vector<std::uint8_t> strided(kRows * kRowStride * 2, 0);
+  for (std::int64_t r = 0; r < kRows; ++r)
+    std::memcpy(&strided[r * kRowStride * 2], &logical[r * kCols * 2], kCols * 2);
+  return strided;
+}
+
+std::vector<std::uint8_t> from_strided(const std::vector<std::uint8_t>& strided) {
+  std::vector<std::uint8_t> logical(kRows * kCols * 2);
+  for (std::int64_t r = 0; r < kRows; ++r)
+    std::memcpy(&logical[r * kCols * 2], &strided[r * kRowStride * 2], kCols * 2);
+  return logical;
+}
+
+// The tests of graphs that captured fallback calls need the NCCL fallback:
+// the MPI fallback runs on the host and refuses capture (InvalidUsage).
+#define SKIP_UNLESS_THE_FALLBACK_IS_NCCL(comm)                                             \
+  PEERPLAN_MPI_SKIP_IF((comm).fallback() != Fallback::nccl,                                \
+                       std::string("the fallback is ") + to_string((comm).fallback()) +    \
+                           " (ranks share a GPU, or no NCCL in this build), which cannot " \
+                           "be captured in a CUDA graph: no graph of fallback calls can "  \
+                           "outlive close() (CudaTeardownMpiFallback covers its teardown)")
+
 // Elements of `got` (logical order, `count` of them) that are not the sum
-// of every rank's random_tensor(kType, count, seed, rank).
+// of every rank's random_tensor(kType, count, seed, rank), as `route`
+// rounds it (a fallback rounds its partial sums too).
 std::int64_t wrong_sums(const std::vector<std::uint8_t>& got, std::int64_t count,
-                        std::uint64_t seed) {
+                        std::uint64_t seed, Route route) {
   std::vector<std::vector<std::uint8_t>> inputs;
   for (int r = 0; r < size(); ++r) inputs.push_back(random_tensor(kType, count, seed, r));
   std::int64_t wrong = 0;
   for (std::int64_t i = 0; i < count; ++i) {
-    double ref = 0;
-    for (int r = 0; r < size(); ++r) ref += value_at(kType, inputs[r], i);
-    if (!(std::fabs(value_at(kType, got, i) - ref) <= sum_tolerance(kType, ref))) ++wrong;
+    double ref = 0, magnitudes = 0;
+    for (int r = 0; r < size(); ++r) {
+      ref += value_at(kType, inputs[r], i);
+      magnitudes += std::fabs(value_at(kType, inputs[r], i));
+    }
+    const double tolerance = route == Route::fallback
+                                 ? fallback_sum_tolerance(kType, ref, magnitudes, size())
+                                 : sum_tolerance(kType, ref);
+    if (!(std::fabs(value_at(kType, got, i) - ref) <= tolerance)) ++wrong;
   }
   return wrong;
 }
@@ -68,13 +104,9 @@ class CapturedCalls {
   CapturedCalls(Communicator& comm, bool with_strided, Route expected)
       : in_(kCount * 2), out_(kCount * 2),
         strided_in_(kRows * kRowStride * 2), strided_out_(kRows * kRowStride * 2),
-        with_strided_(with_strided) {
+        with_strided_(with_strided), expected_(expected) {
     in_.upload(random_tensor(kType, kCount, kSeed, rank()));
-    std::vector<std::uint8_t> strided(strided_in_.bytes, 0);
-    const auto logical = random_tensor(kType, kRows * kCols, kSeed + 1, rank());
-    for (std::int64_t r = 0; r < kRows; ++r)
-      std::memcpy(&strided[r * kRowStride * 2], &logical[r * kCols * 2], kCols * 2);
-    strided_in_.upload(strided);
+    strided_in_.upload(to_strided(random_tensor(kType, kRows * kCols, kSeed + 1, rank())));
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     // Eager first: NCCL connects the ranks at a first call, and a strided
     // fallback call sizes the scratch buffer (it cannot grow in a capture).
@@ -95,13 +127,10 @@ class CapturedCalls {
 
   // Wrong elements of the replay's results.
   std::int64_t wrong() const {
-    std::int64_t wrong = wrong_sums(out_.download(kCount * 2), kCount, kSeed);
+    std::int64_t wrong = wrong_sums(out_.download(kCount * 2), kCount, kSeed, expected_);
     if (with_strided_) {
-      const auto strided = strided_out_.download(strided_out_.bytes);
-      std::vector<std::uint8_t> logical(kRows * kCols * 2);
-      for (std::int64_t r = 0; r < kRows; ++r)
-        std::memcpy(&logical[r * kCols * 2], &strided[r * kRowStride * 2], kCols * 2);
-      wrong += wrong_sums(logical, kRows * kCols, kSeed + 1);
+      wrong += wrong_sums(from_strided(strided_out_.download(strided_out_.bytes)), kRows * kCols,
+                          kSeed + 1, Route::fallback);
     }
     return wrong;
   }
@@ -130,6 +159,7 @@ class CapturedCalls {
 
   DeviceBuffer in_, out_, strided_in_, strided_out_;
   bool with_strided_;
+  Route expected_;  // of the contiguous call
   cudaStream_t stream_ = nullptr;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
@@ -155,6 +185,7 @@ TEST(CudaTeardown, CloseReturnsInTimeWhileAGraphOfFallbackCallsExists) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const std::size_t parked = parked_nccl_communicators();
   auto comm = create_cuda(teardown_config());  // nothing declared: every call is a fallback
+  SKIP_UNLESS_THE_FALLBACK_IS_NCCL(*comm);
   CapturedCalls graph(*comm, /*with_strided=*/true, Route::fallback);
   EXPECT_EQ(graph.wrong(), 0) << "replay of the captured fallback calls";
 
@@ -180,6 +211,7 @@ TEST(CudaTeardown, DestroyWithoutCloseReturnsInTimeWhileAGraphOfAFallbackCallExi
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const std::size_t parked = parked_nccl_communicators();
   auto comm = create_cuda(teardown_config());
+  SKIP_UNLESS_THE_FALLBACK_IS_NCCL(*comm);
   CapturedCalls graph(*comm, /*with_strided=*/false, Route::fallback);
   EXPECT_EQ(graph.wrong(), 0);
   const auto start = Clock::now();
@@ -219,6 +251,7 @@ TEST(CudaTeardown, GraphDestroyedBeforeCloseGivesACleanClose) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const std::size_t parked = parked_nccl_communicators();
   auto comm = create_cuda(teardown_config());
+  SKIP_UNLESS_THE_FALLBACK_IS_NCCL(*comm);
   CapturedCalls graph(*comm, /*with_strided=*/true, Route::fallback);
   EXPECT_EQ(graph.wrong(), 0);
   graph.destroy();
@@ -231,6 +264,72 @@ TEST(CudaTeardown, GraphDestroyedBeforeCloseGivesACleanClose) {
   EXPECT_LT(took, kBound) << "close() took " << milliseconds_of(took) << " ms";
   EXPECT_EQ(log.find("WARN"), std::string::npos) << log;
   EXPECT_EQ(parked_nccl_communicators(), parked);
+}
+
+// The MPI fallback (ranks sharing a GPU, or asked for): eager fallback calls
+// (contiguous and strided, through its pinned and device staging buffers),
+// checked, then close() with a live graph of a P2P call returns in time and
+// without a WARN: the fallback has nothing captured and nothing queued.
+TEST(CudaTeardownMpiFallback, CloseAfterFallbackCallsWithAGraphOfAP2PCallAliveIsCleanAndInTime) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  Config config = teardown_config();
+  config.fallback = Fallback::mpi;
+  auto comm = create_cuda(config);
+  ASSERT_EQ(comm->fallback(), Fallback::mpi);
+  PEERPLAN_MPI_SKIP_IF(!comm->p2p_enabled(), "P2P is disabled: " + comm->p2p_disabled_reason());
+  comm->declare(std::vector<Declaration>{Declaration::all_reduce("x", kType, TensorLayout({kCount}))});
+  {
+    DeviceBuffer in(kCount * 4), out(kCount * 4), strided_in(kRows * kRowStride * 2),
+        strided_out(kRows * kRowStride * 2);
+    // Undeclared: bf16 x 2 kCount, and the strided rows.
+    in.upload(random_tensor(kType, 2 * kCount, 61, rank()));
+    strided_in.upload(to_strided(random_tensor(kType, kRows * kCols, 62, rank())));
+    EXPECT_EQ(comm->all_reduce(in.ptr, out.ptr, kType, TensorLayout({2 * kCount}), nullptr).route,
+              Route::fallback);
+    EXPECT_EQ(comm->all_reduce(strided_in.ptr, strided_out.ptr, kType, strided_layout(), nullptr).route,
+              Route::fallback);
+    check_cuda(cudaDeviceSynchronize(), "sync");
+    EXPECT_EQ(wrong_sums(out.download(kCount * 4), 2 * kCount, 61, Route::fallback), 0)
+        << "contiguous fallback call";
+    EXPECT_EQ(wrong_sums(from_strided(strided_out.download(strided_out.bytes)), kRows * kCols, 62,
+                         Route::fallback), 0)
+        << "strided fallback call";
+  }
+  CapturedCalls graph(*comm, /*with_strided=*/false, Route::one_shot);
+  EXPECT_EQ(graph.wrong(), 0) << "replay of the captured P2P call";
+
+  testing::internal::CaptureStderr();
+  const auto start = Clock::now();
+  comm->close();
+  const auto took = Clock::now() - start;
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_LT(took, kBound) << "close() took " << milliseconds_of(took) << " ms";
+  EXPECT_EQ(log.find("WARN"), std::string::npos) << log;
+  graph.destroy();  // never replayed after close(): its P2P buffers are gone
+}
+
+// The MPI fallback's destructor without close() (e.g. while an exception
+// unwinds), right after a fallback call on a stream of its own: bounded.
+TEST(CudaTeardownMpiFallback, DestroyWithoutCloseAfterAFallbackCallReturnsInTime) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  Config config = teardown_config();
+  config.fallback = Fallback::mpi;
+  auto comm = create_cuda(config);
+  ASSERT_EQ(comm->fallback(), Fallback::mpi);
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  DeviceBuffer in(kCount * 2), out(kCount * 2);
+  in.upload(random_tensor(kType, kCount, 63, rank()));
+  EXPECT_EQ(comm->all_reduce(in.ptr, out.ptr, kType, TensorLayout({kCount}), stream).route,
+            Route::fallback);
+  const auto start = Clock::now();
+  comm.reset();
+  const auto took = Clock::now() - start;
+  EXPECT_LT(took, kBound) << "the destructor took " << milliseconds_of(took) << " ms";
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(wrong_sums(out.download(kCount * 2), kCount, 63, Route::fallback), 0)
+      << "the fallback call's result, queued before the destructor";
+  CUDA_OK(cudaStreamDestroy(stream));
 }
 
 // (d) A rank that destroys its communicator without close(): the others'
@@ -247,7 +346,7 @@ TEST(CudaTeardown, RankThatSkipsCloseDoesNotHoldTheOthers) {
     EXPECT_EQ(comm->all_reduce(in.ptr, out.ptr, kType, TensorLayout({kCount}), nullptr).route,
               Route::fallback);
     check_cuda(cudaDeviceSynchronize(), "sync");
-    EXPECT_EQ(wrong_sums(out.download(kCount * 2), kCount, 99), 0);
+    EXPECT_EQ(wrong_sums(out.download(kCount * 2), kCount, 99, Route::fallback), 0);
   }
   const bool skips = rank() == size() - 1;
   testing::internal::CaptureStderr();

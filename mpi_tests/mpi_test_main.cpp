@@ -7,7 +7,9 @@
 //   - a test skipped on some ranks but run on others fails everywhere (a rank
 //     must never skip alone: its peers would wait for it in a collective);
 //   - ranks that ran different tests (different filters, shuffles) fail;
-//   - the exit code is the global verdict, identical on every rank.
+//   - the exit code is the global verdict, identical on every rank;
+//   - a program whose tests all skipped says so last ("[ ALL SKIPPED ]"), for
+//     ctest to report it as skipped.
 // Only rank 0's result printer prints, so the output reads like one process.
 // Every synchronisation here is bounded: a rank that hangs inside a test makes
 // the others abort the job after PEERPLAN_MPI_TEST_SYNC_TIMEOUT_S seconds
@@ -303,6 +305,16 @@ int main(int argc, char** argv) {
   // Tests' verdicts already agree; this also covers failures outside tests
   // (a suite's SetUpTestSuite, environments).
   const int global = max_over_ranks(local, "the end of the test program");
+  // The verdicts agree on every rank, so rank 0's counts are everyone's.
+  // ctest reports a program that printed this line as skipped
+  // (SKIP_REGULAR_EXPRESSION of the GPU tests): gtest's own "[  SKIPPED ]"
+  // lines appear as soon as one test skips, also beside tests that ran.
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  if (g_rank == 0 && global == 0 && unit.successful_test_count() == 0 &&
+      unit.skipped_test_count() > 0) {
+    std::printf("[ ALL SKIPPED ] every test of this program skipped on every rank\n");
+    std::fflush(stdout);
+  }
 
   MPI_Comm_free(&g_test_comm);
   MPI_Comm_free(&g_sync_comm);

@@ -1,14 +1,31 @@
 #!/usr/bin/env bash
 # Builds peerplan with the CUDA backend on a GPU host, runs the GPU test
-# suite (2 ranks, one GPU each), compute-sanitizer (memcheck, racecheck) on
-# small sizes, and the collective benchmark (bf16, eager and CUDA graph),
-# in one go. Logs go to $OUT (or ./gpu-check-out); a short summary is
-# printed last.
+# suite and the example program at each rank count of RANKS (default 2),
+# compute-sanitizer (memcheck, racecheck) on small sizes, and the collective
+# benchmark (bf16, eager and CUDA graph), in one go. Logs go to $OUT (or
+# ./gpu-check-out); a short summary is printed last, with a table of the GPU
+# tests and the example: test x rank count -> passed / FAILED / TIMEOUT /
+# skipped and seconds.
 #   scripts/gpu-check.sh [build-dir]        env: ARCH (default 90), JOBS, SKIP_SANITIZER=1, SKIP_TESTS=1, SKIP_BENCH=1,
 #                                            BENCH_MAX, REFERENCE=1 (torch NCCL + symmetric memory), REFERENCE_ARGS,
 #                                            FULL=1, FULL_ITERS (100), FULL_DEADLINE (540 s),
 #                                            GPU_TESTS="cuda_teardown_test ..." (build and run only these
-#                                            test binaries), SKIP_DEMO=1, FALLBACK_BENCH=1
+#                                            test binaries), SKIP_DEMO=1, FALLBACK_BENCH=1,
+#                                            RANKS="2 3 4 8" (rank counts of the GPU tests and the example)
+#
+# RANKS: the GPU tests (registered at these counts: PEERPLAN_GPU_TEST_RANKS)
+# and the example run once per count, 2 to 8. Ranks outnumbering the GPUs
+# share them (local rank modulo the GPU count): the P2P kernels then make
+# progress as the GPU time-slices the processes, the fallback is MPI, and
+# the tests run fewer calls. That checks correctness at any world size on a
+# host with one or two GPUs, never speed. Measured on one H200 (16 cores):
+# the GPU tests took 51 s at 2 ranks, 65 s at 3, 83 s at 4, 106 s at 5,
+# 142 s at 7 and 150 s at 8; with the build and the example, this run took
+# 7 minutes:
+#   RANKS="2 3 4 8" SKIP_SANITIZER=1 SKIP_BENCH=1 JOBS=16 bash scripts/gpu-check.sh
+# The benchmark steps (and TUNE, REFERENCE, FALLBACK_BENCH) run at 2 ranks
+# and only where there are 2 GPUs or more: peerplan refuses to benchmark
+# ranks that share a GPU.
 #
 # GPU_TESTS with SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_DEMO=1 is the quick loop for
 # one area, e.g. the teardown tests (issue 12):
@@ -35,15 +52,26 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-gpu}
 OUT=${OUT:-$PWD/gpu-check-out}
+RANKS=${RANKS:-2}
 ARCH=${ARCH:-90}
 JOBS=${JOBS:-$(nproc)}
 BENCH_MAX=${BENCH_MAX:-64M}
 FULL=${FULL:-}
 FULL_DEADLINE=${FULL_DEADLINE:-540}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # ctest writes its JUnit files there from the build directory
+for n in $RANKS; do
+  [[ $n =~ ^[2-8]$ ]] || { echo "RANKS=\"$RANKS\": each rank count must be 2 to 8" >&2; exit 2; }
+done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# The benchmark, the tuner, compute-sanitizer and the reference: 2 ranks.
 MPIRUN=(mpiexec -n 2 --oversubscribe --bind-to none)
+GPU_COUNT=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+# peerplan's benchmark and tuner refuse ranks that share a GPU (and torch's
+# NCCL reference cannot run them): those steps need a GPU per rank.
+BENCH_BLOCKER=""
+((GPU_COUNT < 2)) && BENCH_BLOCKER="skipped: $GPU_COUNT GPU(s), the benchmark needs one per rank (2)"
 declare -a SUMMARY
 step() {  # step <name> <log> <command...>
   local name=$1 log=$2; shift 2
@@ -69,15 +97,24 @@ tstep() {  # tstep <name> <log> <timeout s> <command...>: step under `timeout`; 
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv >"$OUT/gpus.txt" 2>&1
 nvidia-smi topo -m >>"$OUT/gpus.txt" 2>&1
 step configure build.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DPEERPLAN_BUILD_TESTS=ON -DPEERPLAN_BUILD_EXAMPLES=ON
+  -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DPEERPLAN_BUILD_TESTS=ON -DPEERPLAN_BUILD_EXAMPLES=ON \
+  -DPEERPLAN_GPU_TEST_RANKS="${RANKS// /;}"
 # Only what the steps asked for are built.
 TARGETS=()
+if [[ -n "$BENCH_BLOCKER" ]]; then
+  if [[ -n "$FULL" || -z "${SKIP_BENCH:-}" || -n "${FALLBACK_BENCH:-}" || -n "${TUNE:-}" || -n "${REFERENCE:-}" ]]; then
+    SUMMARY+=("$(printf '%-28s %s' benchmark "$BENCH_BLOCKER")")
+  fi
+  SKIP_BENCH=1 FULL="" FALLBACK_BENCH="" TUNE="" REFERENCE=""
+fi
 [[ -n "$FULL" || -z "${SKIP_BENCH:-}" || -n "${FALLBACK_BENCH:-}" ]] && TARGETS+=(peerplan_collective_bench)
 [[ -n "${TUNE:-}" ]] && TARGETS+=(peerplan_tune)
 [[ -z "${SKIP_DEMO:-}" ]] && TARGETS+=(peerplan_transformer_decode)
 # The GPU test binaries, for the GPU tests and for compute-sanitizer.
-TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test cuda_teardown_test cuda_lamport_test cuda_fused_lamport_test)
-TEST_REGEX='^cuda_'
+TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test
+              cuda_teardown_test cuda_lamport_test cuda_fused_lamport_test cuda_mpi_fallback_test
+              cuda_graph_replay_test)
+TEST_REGEX='^cuda_.*\.np'  # + the rank count
 if [[ -n "${GPU_TESTS:-}" ]]; then
   read -r -a TEST_BINARIES <<<"$GPU_TESTS"
   TEST_REGEX="^($(IFS='|'; echo "${TEST_BINARIES[*]}"))\\.np"
@@ -90,13 +127,32 @@ step build build-ninja.log ninja -C "$BUILD" -j"$JOBS" "${TARGETS[@]}" || { prin
 cat "$OUT/build-ninja.log" >>"$OUT/build.log" && rm -f "$OUT/build-ninja.log"
 
 if [[ -z "${SKIP_TESTS:-}" ]]; then
-  step gpu-tests gpu-tests.log ctest --test-dir "$BUILD" -R "$TEST_REGEX" --output-on-failure --timeout 400
+  rm -f "$OUT"/gpu-tests*.log "$OUT"/gpu-tests-np*.xml
+  for n in $RANKS; do
+    # Each test's timeout is its registration's (longer at more ranks); the
+    # JUnit file keeps every test's output for the table at the end.
+    step "gpu-tests-np$n" "gpu-tests-np$n.log" ctest --test-dir "$BUILD" -R "$TEST_REGEX$n\$" \
+      --output-on-failure --timeout 400 --output-junit "$OUT/gpu-tests-np$n.xml" \
+      --test-output-size-passed 4000000 --test-output-size-failed 4000000
+    cat "$OUT/gpu-tests-np$n.log" >>"$OUT/gpu-tests.log"
+  done
   TESTS_SUMMARY=$(grep -hE '^\[ *(OK|FAILED|SKIPPED) *\]|tests? (passed|failed)' "$OUT/gpu-tests.log" | sort | uniq -c)
 else
   TESTS_SUMMARY="GPU tests skipped (SKIP_TESTS=1)"
 fi
-# The README's main job on this host: the example on the cuda backend, one rank per GPU.
-[[ -z "${SKIP_DEMO:-}" ]] && tstep demo demo.log 120 "${MPIRUN[@]}" "$BUILD/examples/peerplan_transformer_decode"
+# The README's main job on this host: the example on the cuda backend, at
+# each rank count (sharing GPUs where the ranks outnumber them).
+if [[ -z "${SKIP_DEMO:-}" ]]; then
+  : >"$OUT/demo-results.tsv"
+  for n in $RANKS; do
+    t0=$SECONDS
+    tstep "demo-np$n" "demo-np$n.log" $((60 * n)) mpiexec -n "$n" --oversubscribe --bind-to none \
+      "$BUILD/examples/peerplan_transformer_decode"
+    rc=$?
+    verdict=$([[ $rc == 0 ]] && echo passed || { [[ $rc == 124 ]] && echo TIMEOUT || echo "FAILED(rc=$rc)"; })
+    printf 'transformer_decode\t%s\t%s\t%s\n' "$n" "$verdict" "$((SECONDS - t0))" >>"$OUT/demo-results.tsv"
+  done
+fi
 
 BENCH="$BUILD/benchmarks/peerplan_collective_bench"
 if [[ -n "$FULL" ]]; then
@@ -183,7 +239,7 @@ fi
 
 if [[ -z "${SKIP_SANITIZER:-}" ]] && command -v compute-sanitizer >/dev/null; then
   T="$BUILD/mpi_tests/cuda_collectives_test"
-  F='--gtest_filter=CudaAllReduce.StridedRowsOnEveryRoute:CudaAllReduce.DisabledP2PUsesNcclForEverything:CudaFused.RowClusters*'
+  F='--gtest_filter=CudaAllReduce.StridedRowsOnEveryRoute:CudaAllReduce.DisabledP2PUsesTheFallbackForEverything:CudaFused.RowClusters*'
   tstep memcheck sanitizer.log 120 "${MPIRUN[@]}" compute-sanitizer --tool memcheck --error-exitcode 9 "$T" "$F"
   tstep racecheck sanitizer-race.tmp 120 "${MPIRUN[@]}" compute-sanitizer --tool racecheck --error-exitcode 9 "$T" "$F"
   grep -m 30 -E '^========= +(Invalid|Program hit|Host Frame|Saved host|at |by thread)' "$OUT/sanitizer.log" 2>/dev/null | head -30
@@ -206,9 +262,16 @@ fi
 [[ -f "$OUT/tune.log" ]] && { echo "==== peerplan_tune ===="; tail -40 "$OUT/tune.log"; }
 echo "==== sanitizer ===="; grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT"/sanitizer.log 2>/dev/null | sort | uniq -c
 echo "==== test failures ===="; grep -E 'Failure|FAILED|error|Expected|Which is|Value of|actual|exception' "$OUT/gpu-tests.log" 2>/dev/null | head -40
-[[ -f "$OUT/demo.log" ]] && { echo "==== demo ===="; head -6 "$OUT/demo.log"; tail -1 "$OUT/demo.log"; }
+for f in "$OUT"/demo-np*.log; do [[ -f "$f" ]] && { echo "==== $(basename "$f" .log) ===="; head -6 "$f"; tail -1 "$f"; }; done
 for f in "$OUT"/bench-fallback-G*.log; do [[ -f "$f" ]] && { echo "==== $(basename "$f") ===="; grep -v '^# *$' "$f" | head -14; }; done
 echo "==== tests ===="; echo "$TESTS_SUMMARY"
+if [[ -z "${SKIP_TESTS:-}" || -z "${SKIP_DEMO:-}" ]]; then
+  echo "==== GPU tests and example by rank count ($GPU_COUNT GPU(s); more ranks than GPUs share them) ===="
+  junit=("$OUT"/gpu-tests-np*.xml)
+  [[ -e ${junit[0]} ]] || junit=()
+  python3 scripts/gpu_test_table.py --rows "$OUT/demo-results.tsv" ${junit[@]+"${junit[@]}"} \
+    | tee "$OUT/table.txt"
+fi
 echo "==== summary ===="; printf '%s\n' "${SUMMARY[@]}"
 # Everything in one archive: the device tool returns at most 8 files.
 printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"

@@ -64,13 +64,19 @@ inline void check_all_reduce(Communicator& comm, DataType dtype, const TensorLay
   std::int64_t wrong = 0;
   std::string first;
   std::vector<bool> touched(static_cast<std::size_t>(extent), false);
+  const bool by_fallback = expected_route == Route::fallback;
   for (std::int64_t i = 0; i < count; ++i) {
-    double ref = 0;
-    for (int r = 0; r < size(); ++r) ref += value_at(dtype, inputs[r], i);
+    double ref = 0, magnitudes = 0;
+    for (int r = 0; r < size(); ++r) {
+      ref += value_at(dtype, inputs[r], i);
+      magnitudes += std::fabs(value_at(dtype, inputs[r], i));
+    }
     const auto off = offset_of(i);
     touched[off] = true;
     const double v = load_as_float(dtype, &got[off * e]);
-    if (!(std::fabs(v - ref) <= sum_tolerance(dtype, ref))) {
+    const double tolerance = by_fallback ? fallback_sum_tolerance(dtype, ref, magnitudes, size())
+                                         : sum_tolerance(dtype, ref);
+    if (!(std::fabs(v - ref) <= tolerance)) {
       if (wrong++ == 0) first = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref);
     }
   }

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -56,6 +57,53 @@ inline bool gpus_shared(const Communicator& comm) {
   return fingerprint.size() >= 7 && fingerprint.compare(fingerprint.size() - 7, 7, " shared") == 0;
 }
 
+// How many ranks of the test drive this rank's current GPU (1 when every
+// rank has its own). Collective over the test's ranks.
+inline int ranks_on_my_gpu() {
+  int device = 0;
+  char bus_id[32] = {};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device) != cudaSuccess) {
+    cudaGetLastError();
+    bus_id[0] = '\0';  // unknown: counts as a GPU of its own
+  }
+  std::vector<char> all(sizeof bus_id * static_cast<std::size_t>(size()));
+  MPI_Allgather(bus_id, sizeof bus_id, MPI_CHAR, all.data(), sizeof bus_id, MPI_CHAR, test_comm());
+  int same = 0;
+  for (int r = 0; r < size(); ++r) {
+    const char* theirs = &all[sizeof bus_id * static_cast<std::size_t>(r)];
+    if (r == rank() || (bus_id[0] != '\0' && std::strncmp(theirs, bus_id, sizeof bus_id) == 0)) ++same;
+  }
+  return same;
+}
+
+// The GPU communicator's create() would pick: PEERPLAN_DEVICE, else the
+// local rank (the world rank: the GPU tests run on one node) modulo the
+// GPU count.
+inline int device_of_this_rank() {
+  int count = 1;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1) {
+    cudaGetLastError();
+    count = 1;
+  }
+  if (const char* configured = std::getenv("PEERPLAN_DEVICE"); configured && *configured)
+    return std::atoi(configured);
+  return rank() % count;
+}
+
+// Creates this process's CUDA context once, then waits for every rank to
+// have done so. Eight processes creating contexts on one GPU at once can
+// take seconds, and create()'s exchanges are bounded by the communicator's
+// timeout (1.5 s in some tests): the tests time the calls, not the driver.
+inline void ensure_cuda_contexts() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  if (cudaSetDevice(device_of_this_rank()) == cudaSuccess) cudaFree(nullptr);
+  cudaGetLastError();
+  MPI_Barrier(test_comm());
+}
+
 #define PEERPLAN_SKIP_WITHOUT_GPUS()                                                   \
   PEERPLAN_MPI_SKIP_IF(!::peerplan::cuda_test::gpus_for_every_rank(),                  \
                        "needs a visible GPU and every rank on one node (no GPU here): " \
@@ -80,15 +128,22 @@ struct DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   template <class T = void> T* get() const { return static_cast<T*>(ptr); }
+  // Both return once the bytes are on the device: a copy from pageable
+  // memory or a memset may still run after cudaMemcpy/cudaMemset return,
+  // and work queued on a non-blocking stream does not wait for them.
   void upload(const std::vector<std::uint8_t>& host) {
     check_cuda(cudaMemcpy(ptr, host.data(), host.size(), cudaMemcpyHostToDevice), "upload");
+    check_cuda(cudaDeviceSynchronize(), "upload");
   }
   std::vector<std::uint8_t> download(std::size_t n) const {
     std::vector<std::uint8_t> host(n);
     check_cuda(cudaMemcpy(host.data(), ptr, n, cudaMemcpyDeviceToHost), "download");
     return host;
   }
-  void poison() { check_cuda(cudaMemset(ptr, 0xff, bytes), "poison"); }
+  void poison() {
+    check_cuda(cudaMemset(ptr, 0xff, bytes), "poison");
+    check_cuda(cudaDeviceSynchronize(), "poison");
+  }
 };
 
 inline std::uint64_t mix(std::uint64_t x) {
@@ -124,6 +179,22 @@ inline double sum_tolerance(DataType dtype, double reference) {
   return rel * std::fabs(reference) + (dtype == DataType::f32 ? 1e-6 : 1e-3);
 }
 
+// What a fallback (NCCL, MPI) adds to sum_tolerance: it adds one rank's
+// value at a time and rounds each partial sum to the dtype, so n ranks
+// round n - 1 times; the last rounding is sum_tolerance's, each earlier one
+// is at most half a unit in the last place of a partial sum, which is no
+// larger than the sum of the magnitudes of the ranks' values. Nothing at
+// two ranks (one rounding of the exact sum, like the P2P kernels).
+inline double fallback_rounding_slack(DataType dtype, double magnitude_sum, int ranks) {
+  const double unit_roundoff = dtype == DataType::bf16 ? 0x1p-8 : dtype == DataType::f16 ? 0x1p-11 : 0x1p-24;
+  return ranks > 2 ? unit_roundoff * magnitude_sum * (ranks - 2) : 0.0;
+}
+
+// Tolerance of one element all-reduced by a fallback: see above.
+inline double fallback_sum_tolerance(DataType dtype, double reference, double magnitude_sum, int ranks) {
+  return sum_tolerance(dtype, reference) + fallback_rounding_slack(dtype, magnitude_sum, ranks);
+}
+
 // Fused op: r and out are rounded twice or three times.
 inline double fused_tolerance(DataType dtype, double reference) {
   const double rel = dtype == DataType::bf16 ? 3.0 / 128 : dtype == DataType::f16 ? 3.0 / 1024 : 1e-5;
@@ -141,6 +212,7 @@ inline bool same_on_every_rank(const std::vector<std::uint8_t>& bytes) {
 }
 
 inline std::unique_ptr<Communicator> create_cuda(Config config = {}) {
+  ensure_cuda_contexts();
   config.backend = Backend::cuda;
   return Communicator::create(MPI_COMM_WORLD, std::move(config));
 }
