@@ -110,26 +110,6 @@ TEST(CudaAllReduce, DisabledP2PUsesTheFallbackForEverything) {  // NCCL or MPI
 
 // ---------------------------------------------------------------- fused
 
-struct FusedRun {
-  std::vector<std::uint8_t> out, residual;
-  CallResult result;
-};
-
-FusedRun run_fused(Communicator& comm, DataType dtype, std::int64_t rows, std::int64_t hidden,
-                   const DeviceBuffer& weight, float eps, std::uint64_t seed) {
-  const std::size_t bytes = static_cast<std::size_t>(rows * hidden) * element_size(dtype);
-  DeviceBuffer inout(bytes), residual(bytes);
-  inout.upload(random_tensor(dtype, rows * hidden, seed, rank()));
-  residual.upload(random_tensor(dtype, rows * hidden, seed, -1));  // replicated, as in TP
-  FusedRun run;
-  run.result = comm.fused_add_rms_norm(inout.ptr, residual.ptr, weight.ptr, eps, dtype,
-                                       TensorLayout({rows, hidden}), nullptr);
-  check_cuda(cudaDeviceSynchronize(), "fused");
-  run.out = inout.download(bytes);
-  run.residual = residual.download(bytes);
-  return run;
-}
-
 TEST(CudaFused, RowsAndHiddenSizesP2PAndFallbackAgainstFloat64) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   Config config;

@@ -300,6 +300,30 @@ void replay_with_new_inputs(Communicator& comm, std::vector<Call>& calls, Route 
 
 constexpr DataType kDtypes[] = {DataType::f16, DataType::bf16, DataType::f32};
 
+// Captures `call_all` (every call of `calls` on `stream`) once, then
+// `replays` times: new inputs, a replay, its check; new inputs, the calls
+// made eagerly, their check.
+void capture_then_replay_and_call_eagerly(std::vector<Call>& calls, cudaStream_t stream,
+                                          int replays, const std::function<void()>& call_all) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  call_all();
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < replays; ++replay) {
+    const std::string what = "replay " + std::to_string(replay) + " of " + std::to_string(replays);
+    const Round round = upload_new_inputs(calls, stream);
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    check_round(calls, round, results_of(calls, stream), what);
+    const Round eager = upload_new_inputs(calls, stream);
+    call_all();
+    check_round(calls, eager, results_of(calls, stream), "eager calls after " + what);
+  }
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+}
+
 TEST(CudaGraphReplay, AllReduceRoutesReplayNewInputsMatchingFloat64OnEveryRank) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   for (Route route : {Route::one_shot, Route::two_shot}) {
@@ -375,23 +399,7 @@ TEST(CudaGraphReplay, FusedAndAllReduceInOneGraph) {
       }
     }
   };
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  call_all();
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int replay = 0; replay < replays; ++replay) {
-    const std::string what = "replay " + std::to_string(replay) + " of " + std::to_string(replays);
-    const Round round = upload_new_inputs(calls, stream);
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    check_round(calls, round, results_of(calls, stream), what);
-    const Round eager = upload_new_inputs(calls, stream);
-    call_all();
-    check_round(calls, eager, results_of(calls, stream), "eager calls after " + what);
-  }
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
+  capture_then_replay_and_call_eagerly(calls, stream, replays, call_all);
   CUDA_OK(cudaStreamDestroy(stream));
   comm->close();
 }
@@ -431,23 +439,7 @@ TEST(CudaGraphReplay, OddElementCountsThroughTheTransportOnBothRoutes) {
           peer.all_reduce(route, args);
         }
       };
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      call_all();
-      CUDA_OK(cudaStreamEndCapture(stream, &graph));
-      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-      for (int replay = 0; replay < replays; ++replay) {
-        const std::string what = "replay " + std::to_string(replay) + " of " + std::to_string(replays);
-        const Round round = upload_new_inputs(calls, stream);
-        CUDA_OK(cudaGraphLaunch(exec, stream));
-        check_round(calls, round, results_of(calls, stream), what);
-        const Round eager = upload_new_inputs(calls, stream);
-        call_all();
-        check_round(calls, eager, results_of(calls, stream), "eager calls after " + what);
-      }
-      CUDA_OK(cudaGraphExecDestroy(exec));
-      CUDA_OK(cudaGraphDestroy(graph));
+      capture_then_replay_and_call_eagerly(calls, stream, replays, call_all);
     }
   }
   CUDA_OK(cudaStreamDestroy(stream));

@@ -88,27 +88,6 @@ TEST(CudaMpiFallback, TheBufferGrowsAndCallsOnTwoStreamsStayOrdered) {
   comm->close();
 }
 
-struct FusedOutput {
-  std::vector<std::uint8_t> out, residual;
-  Route route = Route::fallback;
-};
-
-FusedOutput fused_call(Communicator& comm, DataType dtype, std::int64_t rows, std::int64_t hidden,
-                       const DeviceBuffer& weight, float eps, std::uint64_t seed) {
-  const std::size_t bytes = static_cast<std::size_t>(rows * hidden) * element_size(dtype);
-  DeviceBuffer inout(bytes), residual(bytes);
-  inout.upload(random_tensor(dtype, rows * hidden, seed, rank()));
-  residual.upload(random_tensor(dtype, rows * hidden, seed, -1));
-  FusedOutput o;
-  o.route = comm.fused_add_rms_norm(inout.ptr, residual.ptr, weight.ptr, eps, dtype,
-                                    TensorLayout({rows, hidden}), nullptr)
-                .route;
-  check_cuda(cudaDeviceSynchronize(), "fused");
-  o.out = inout.download(bytes);
-  o.residual = residual.download(bytes);
-  return o;
-}
-
 TEST(CudaMpiFallback, FusedMatchesFloat64AndTheP2PKernelBitForBit) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   Config config = mpi_fallback();
@@ -126,8 +105,8 @@ TEST(CudaMpiFallback, FusedMatchesFloat64AndTheP2PKernelBitForBit) {
       comm->declare(declared);
       const std::uint64_t seed = next_seed();
       // Another eps is another key: the same data through the MPI fallback.
-      const FusedOutput fallback = fused_call(*comm, dtype, rows, hidden, weight, eps * 1.0000001f + 1e-12f, seed);
-      EXPECT_EQ(fallback.route, Route::fallback);
+      const FusedRun fallback = run_fused(*comm, dtype, rows, hidden, weight, eps * 1.0000001f + 1e-12f, seed);
+      EXPECT_EQ(fallback.result.route, Route::fallback);
       const std::int64_t count = rows * hidden;
       std::vector<std::vector<std::uint8_t>> inputs;
       for (int r = 0; r < size(); ++r) inputs.push_back(random_tensor(dtype, count, seed, r));
@@ -157,8 +136,8 @@ TEST(CudaMpiFallback, FusedMatchesFloat64AndTheP2PKernelBitForBit) {
       EXPECT_TRUE(same_on_every_rank(fallback.out));
       EXPECT_TRUE(same_on_every_rank(fallback.residual));
       if (comm->p2p_enabled()) {
-        const FusedOutput p2p = fused_call(*comm, dtype, rows, hidden, weight, eps, seed);
-        EXPECT_NE(p2p.route, Route::fallback);
+        const FusedRun p2p = run_fused(*comm, dtype, rows, hidden, weight, eps, seed);
+        EXPECT_NE(p2p.result.route, Route::fallback);
         // The MPI fallback sums like the kernel (rank order, fp32, one
         // rounding: MPI's own sum at 2 ranks, a gather summed on the host
         // at 3+), then the same add + RMSNorm kernel: the same bits at

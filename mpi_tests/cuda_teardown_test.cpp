@@ -181,6 +181,17 @@ bool released_back_to(std::size_t parked) {
 // calls (contiguous and strided) must return in time on every rank, with a
 // WARN naming the cause; the NCCL communicator is left open (NCCL would wait
 // for the graph) and released once the graph is destroyed.
+// Closes `comm`, expecting it back within kBound; returns what it logged.
+std::string close_in_time(Communicator& comm) {
+  testing::internal::CaptureStderr();
+  const auto start = Clock::now();
+  comm.close();
+  const auto took = Clock::now() - start;
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_LT(took, kBound) << "close() took " << milliseconds_of(took) << " ms";
+  return log;
+}
+
 TEST(CudaTeardown, CloseReturnsInTimeWhileAGraphOfFallbackCallsExists) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const std::size_t parked = parked_nccl_communicators();
@@ -189,12 +200,7 @@ TEST(CudaTeardown, CloseReturnsInTimeWhileAGraphOfFallbackCallsExists) {
   CapturedCalls graph(*comm, /*with_strided=*/true, Route::fallback);
   EXPECT_EQ(graph.wrong(), 0) << "replay of the captured fallback calls";
 
-  testing::internal::CaptureStderr();
-  const auto start = Clock::now();
-  comm->close();
-  const auto took = Clock::now() - start;
-  const std::string log = testing::internal::GetCapturedStderr();
-  EXPECT_LT(took, kBound) << "close() took " << milliseconds_of(took) << " ms";
+  const std::string log = close_in_time(*comm);
   EXPECT_NE(log.find("CUDA graph(s) that captured a fallback (NCCL) call still exist"),
             std::string::npos) << log;
   EXPECT_NE(log.find("Destroy CUDA graphs before close()"), std::string::npos) << log;
@@ -234,12 +240,7 @@ TEST(CudaTeardown, CloseReturnsInTimeWhileAGraphOfAP2PCallExists) {
   CapturedCalls graph(*comm, /*with_strided=*/false, Route::one_shot);
   EXPECT_EQ(graph.wrong(), 0) << "replay of the captured P2P call";
 
-  testing::internal::CaptureStderr();
-  const auto start = Clock::now();
-  comm->close();
-  const auto took = Clock::now() - start;
-  const std::string log = testing::internal::GetCapturedStderr();
-  EXPECT_LT(took, kBound) << "close() took " << milliseconds_of(took) << " ms";
+  const std::string log = close_in_time(*comm);
   EXPECT_EQ(log.find("WARN"), std::string::npos) << log;
   EXPECT_EQ(parked_nccl_communicators(), parked);
   graph.destroy();  // never replayed after close(): its P2P buffers are gone
@@ -256,12 +257,7 @@ TEST(CudaTeardown, GraphDestroyedBeforeCloseGivesACleanClose) {
   EXPECT_EQ(graph.wrong(), 0);
   graph.destroy();
 
-  testing::internal::CaptureStderr();
-  const auto start = Clock::now();
-  comm->close();
-  const auto took = Clock::now() - start;
-  const std::string log = testing::internal::GetCapturedStderr();
-  EXPECT_LT(took, kBound) << "close() took " << milliseconds_of(took) << " ms";
+  const std::string log = close_in_time(*comm);
   EXPECT_EQ(log.find("WARN"), std::string::npos) << log;
   EXPECT_EQ(parked_nccl_communicators(), parked);
 }
@@ -298,12 +294,7 @@ TEST(CudaTeardownMpiFallback, CloseAfterFallbackCallsWithAGraphOfAP2PCallAliveIs
   CapturedCalls graph(*comm, /*with_strided=*/false, Route::one_shot);
   EXPECT_EQ(graph.wrong(), 0) << "replay of the captured P2P call";
 
-  testing::internal::CaptureStderr();
-  const auto start = Clock::now();
-  comm->close();
-  const auto took = Clock::now() - start;
-  const std::string log = testing::internal::GetCapturedStderr();
-  EXPECT_LT(took, kBound) << "close() took " << milliseconds_of(took) << " ms";
+  const std::string log = close_in_time(*comm);
   EXPECT_EQ(log.find("WARN"), std::string::npos) << log;
   graph.destroy();  // never replayed after close(): its P2P buffers are gone
 }

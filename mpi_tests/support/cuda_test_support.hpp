@@ -226,4 +226,26 @@ inline Config forcing(Route route, std::size_t max_bytes = 64u << 20) {
   return c;
 }
 
+// One fused call of rows x hidden: this rank's random input, a residual
+// replicated on every rank (as in tensor parallelism), default stream.
+struct FusedRun {
+  std::vector<std::uint8_t> out, residual;
+  CallResult result;
+};
+
+FusedRun run_fused(Communicator& comm, DataType dtype, std::int64_t rows, std::int64_t hidden,
+                   const DeviceBuffer& weight, float eps, std::uint64_t seed) {
+  const std::size_t bytes = static_cast<std::size_t>(rows * hidden) * element_size(dtype);
+  DeviceBuffer inout(bytes), residual(bytes);
+  inout.upload(random_tensor(dtype, rows * hidden, seed, rank()));
+  residual.upload(random_tensor(dtype, rows * hidden, seed, -1));  // replicated, as in TP
+  FusedRun run;
+  run.result = comm.fused_add_rms_norm(inout.ptr, residual.ptr, weight.ptr, eps, dtype,
+                                       TensorLayout({rows, hidden}), nullptr);
+  check_cuda(cudaDeviceSynchronize(), "fused");
+  run.out = inout.download(bytes);
+  run.residual = residual.download(bytes);
+  return run;
+}
+
 }  // namespace peerplan::cuda_test

@@ -13,17 +13,11 @@
 #include "peerplan/errors.hpp"
 #include "topology/link_class.hpp"
 #include "topology/topology.hpp"
+#include "fixture_support.hpp"
 
 namespace peerplan::topology {
 namespace {
 
-std::string fixture_path(const std::string& name) {
-  return std::string(PEERPLAN_TEST_FIXTURES) + "/topology/" + name;
-}
-
-constexpr std::array<P2PLevel, 7> kLevels = {P2PLevel::loc, P2PLevel::nvl,  P2PLevel::pix,
-                                             P2PLevel::pxb, P2PLevel::phb,  P2PLevel::node,
-                                             P2PLevel::sys};
 constexpr std::array<const char*, 7> kLevelNames = {"LOC", "NVL", "PIX", "PXB",
                                                     "PHB", "NODE", "SYS"};
 

@@ -15,17 +15,11 @@
 #include "peerplan/errors.hpp"
 #include "topology/p2p_policy.hpp"
 #include "topology/topology.hpp"
+#include "fixture_support.hpp"
 
 namespace peerplan::topology {
 namespace {
 
-std::string fixture_path(const std::string& name) {
-  return std::string(PEERPLAN_TEST_FIXTURES) + "/topology/" + name;
-}
-
-constexpr std::array<P2PLevel, 7> kLevels = {P2PLevel::loc, P2PLevel::nvl,  P2PLevel::pix,
-                                             P2PLevel::pxb, P2PLevel::phb,  P2PLevel::node,
-                                             P2PLevel::sys};
 
 // Ranks placed on a fixture's GPUs, and what the policy must say at each level.
 struct Assignment {

@@ -11,6 +11,7 @@
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/kernel_args.hpp"
 #include "transport/cuda/row_clusters.hpp"
+#include "transport/cuda/stream_capture.hpp"
 #include "transport/host/mpi_fallback.hpp"
 
 namespace peerplan::transport::cuda {
@@ -22,15 +23,6 @@ constexpr const char* kContext = "peerplan cuda backend, MPI fallback";
 
 host::MpiFallback& mpi(const std::unique_ptr<FallbackTransport>& host) {
   return static_cast<host::MpiFallback&>(*host);
-}
-
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return status != cudaStreamCaptureStatusNone;
 }
 
 void refuse_capture(cudaStream_t stream, const char* what) {

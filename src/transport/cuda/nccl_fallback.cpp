@@ -21,6 +21,7 @@
 #include "transport/cuda/row_clusters.hpp"
 #include "transport/cuda/kernel_args.hpp"
 #include "transport/cuda/parked_nccl.hpp"
+#include "transport/cuda/stream_capture.hpp"
 
 namespace peerplan::transport::cuda {
 namespace {
@@ -43,15 +44,6 @@ void keep_nvls_off() {
               " overridden to 0: peerplan's NCCL communicator never uses NVLink multicast");
   }
   ::setenv("NCCL_NVLS_ENABLE", "0", 1);
-}
-
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return status != cudaStreamCaptureStatusNone;
 }
 
 // NCCL's rendezvous also does NCCL's own set-up work on each rank (topology,
