@@ -6,32 +6,73 @@ find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 
-# CUDA is optional; NCCL is only needed (and only looked for) with CUDA.
+# peerplan_tristate(<option>): sets <option>_MODE to AUTO, ON or OFF from the
+# cache option (CMake's boolean spellings are accepted), or stops naming
+# the values allowed, so a typo never silently means AUTO.
+function(peerplan_tristate option)
+  string(TOUPPER "${${option}}" value)
+  if(value MATCHES "^(ON|YES|TRUE|Y|1)$")
+    set(value ON)
+  elseif(value MATCHES "^(OFF|NO|FALSE|N|0)$")
+    set(value OFF)
+  elseif(NOT value STREQUAL "AUTO")
+    message(FATAL_ERROR "${option} is '${${option}}': use AUTO, ON or OFF")
+  endif()
+  set(${option}_MODE ${value} PARENT_SCOPE)
+endfunction()
+peerplan_tristate(PEERPLAN_WITH_CUDA)
+peerplan_tristate(PEERPLAN_WITH_NCCL)
+
+# CUDA is optional (PEERPLAN_WITH_CUDA). NCCL is optional too
+# (PEERPLAN_WITH_NCCL) and looked for only with CUDA, as only the CUDA
+# backend uses it: a CUDA build without NCCL still has the CUDA backend,
+# whose fallback is then MPI only (sites with CUDA and a CUDA-aware MPI but
+# no NCCL).
 set(PEERPLAN_HAVE_CUDA OFF)
 set(PEERPLAN_HAVE_NCCL OFF)
-if(NOT PEERPLAN_WITH_CUDA STREQUAL "OFF")
+if(NOT PEERPLAN_WITH_CUDA_MODE STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
   include(CheckLanguage)
   check_language(CUDA)
   if(CUDAToolkit_FOUND AND CMAKE_CUDA_COMPILER)
-    # NCCL's own config package if one is installed, else cmake/FindNCCL.cmake.
-    find_package(NCCL CONFIG QUIET)
-    if(NOT NCCL_FOUND)
-      find_package(NCCL MODULE QUIET)
-    endif()
-    if(NCCL_FOUND)
-      set(PEERPLAN_HAVE_CUDA ON)
-      set(PEERPLAN_HAVE_NCCL ON)
-    endif()
-  endif()
-  if(PEERPLAN_WITH_CUDA STREQUAL "ON" AND NOT PEERPLAN_HAVE_CUDA)
+    set(PEERPLAN_HAVE_CUDA ON)
+  elseif(PEERPLAN_WITH_CUDA_MODE STREQUAL "ON")
     message(FATAL_ERROR
-      "PEERPLAN_WITH_CUDA=ON but the CUDA toolkit (nvcc) or NCCL was not found. "
-      "Install them from NVIDIA, point CUDAToolkit_ROOT / NCCL_ROOT at them, "
-      "or configure with -DPEERPLAN_WITH_CUDA=AUTO to build the host backend only.")
+      "PEERPLAN_WITH_CUDA=ON but the CUDA toolkit (nvcc) was not found. Install it from "
+      "NVIDIA and point CUDAToolkit_ROOT at it (or put nvcc on PATH), or configure with "
+      "-DPEERPLAN_WITH_CUDA=AUTO to build the host backend only.")
+  else()
+    message(STATUS "peerplan: CUDA toolkit not found; building the host backend only")
   endif()
-  if(NOT PEERPLAN_HAVE_CUDA)
-    message(STATUS "peerplan: CUDA toolkit or NCCL not found; building the host backend only")
+endif()
+
+if(PEERPLAN_WITH_NCCL_MODE STREQUAL "ON" AND NOT PEERPLAN_HAVE_CUDA)
+  if(PEERPLAN_WITH_CUDA_MODE STREQUAL "OFF")
+    set(_why "PEERPLAN_WITH_CUDA=OFF")
+  else()
+    set(_why "the CUDA toolkit (nvcc) was not found; hint: CUDAToolkit_ROOT")
+  endif()
+  message(FATAL_ERROR
+    "PEERPLAN_WITH_NCCL=ON but this build has no CUDA backend (${_why}), the only user "
+    "of NCCL. Build the CUDA backend, or configure with -DPEERPLAN_WITH_NCCL=AUTO or OFF.")
+endif()
+if(PEERPLAN_HAVE_CUDA AND NOT PEERPLAN_WITH_NCCL_MODE STREQUAL "OFF")
+  # NCCL's own config package if one is installed, else cmake/FindNCCL.cmake.
+  find_package(NCCL CONFIG QUIET)
+  if(NOT NCCL_FOUND)
+    find_package(NCCL MODULE QUIET)
+  endif()
+  if(NCCL_FOUND)
+    set(PEERPLAN_HAVE_NCCL ON)
+  elseif(PEERPLAN_WITH_NCCL_MODE STREQUAL "ON")
+    message(FATAL_ERROR
+      "PEERPLAN_WITH_NCCL=ON but NCCL (nccl.h and libnccl.so) was not found. Install NCCL "
+      "from NVIDIA (libnccl-dev from NVIDIA's CUDA repository, or the tarball) and set "
+      "NCCL_ROOT to the folder holding include/nccl.h and lib/libnccl.so, or configure with "
+      "-DPEERPLAN_WITH_NCCL=AUTO or OFF to build the CUDA backend with the MPI fallback only.")
+  else()
+    message(STATUS "peerplan: NCCL not found (set NCCL_ROOT to use it); the CUDA backend's "
+                   "fallback is MPI only")
   endif()
 endif()
 

@@ -1,6 +1,8 @@
 # Installs the library, its headers, a CMake package (find_package(peerplan)
-# -> peerplan::peerplan) and a pkg-config file.
+# -> peerplan::peerplan) and a pkg-config file, both of which say whether the
+# build has the CUDA backend and NCCL (PeerplanPackageDependencies.cmake).
 include(CMakePackageConfigHelpers)
+include(PeerplanPackageDependencies)
 
 install(TARGETS peerplan EXPORT peerplanTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

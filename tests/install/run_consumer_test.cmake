@@ -1,7 +1,11 @@
 # Installs the build tree into a fresh prefix, builds tests/install/consumer
 # against it twice (CMake package, then pkg-config) and runs both binaries.
-# Invoked by ctest: cmake -DBUILD_DIR=.. -DSOURCE_DIR=.. -DWORK_DIR=.. -P this
-foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
+# Both packages must report what the build has (EXPECT_CUDA, EXPECT_NCCL:
+# ON/OFF), and the installed library must need libnccl exactly when NCCL
+# was built.
+# Invoked by ctest: cmake -DBUILD_DIR=.. -DSOURCE_DIR=.. -DWORK_DIR=..
+#                         -DEXPECT_CUDA=.. -DEXPECT_NCCL=.. -P this
+foreach(var BUILD_DIR SOURCE_DIR WORK_DIR EXPECT_CUDA EXPECT_NCCL)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "${var} not set")
   endif()
@@ -15,13 +19,29 @@ function(run)
   endif()
 endfunction()
 
+# expect_pc_variable(<variable> <ON|OFF>): peerplan.pc's <variable> says
+# yes when the build has the thing, no when it has not.
+function(expect_pc_variable variable built)
+  execute_process(COMMAND pkg-config --variable=${variable} peerplan
+                  OUTPUT_VARIABLE value OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(built)
+    set(expected yes)
+  else()
+    set(expected no)
+  endif()
+  if(NOT value STREQUAL expected)
+    message(FATAL_ERROR "peerplan.pc says ${variable}=${value}; the build says ${expected}")
+  endif()
+endfunction()
+
 file(REMOVE_RECURSE ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
 # 1. CMake package: find_package(peerplan) -> peerplan::peerplan.
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${WORK_DIR}/cmake-build
-    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
+    -DEXPECT_CUDA=${EXPECT_CUDA} -DEXPECT_NCCL=${EXPECT_NCCL})
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/cmake-build)
 run(${WORK_DIR}/cmake-build/consumer)
 
@@ -34,7 +54,31 @@ execute_process(COMMAND pkg-config --cflags --libs peerplan
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pkg-config cannot resolve peerplan.pc in ${pc_dir}")
 endif()
+expect_pc_variable(cuda_backend ${EXPECT_CUDA})
+expect_pc_variable(nccl ${EXPECT_NCCL})
 separate_arguments(flags UNIX_COMMAND "${flags}")
 run(c++ ${SOURCE_DIR}/tests/install/consumer/consumer.cpp ${flags}
     -Wl,-rpath,${pc_dir}/.. -o ${WORK_DIR}/consumer-pkgconfig)
 run(${WORK_DIR}/consumer-pkgconfig)
+
+# 3. The installed library needs libnccl exactly when the build has NCCL: a
+# build without it must run where NCCL is not installed.
+find_program(READELF readelf)
+if(READELF)
+  file(GLOB libraries ${prefix}/lib*/libpeerplan.so ${prefix}/lib/*/libpeerplan.so)
+  if(libraries)  # a static library needs nothing at run time by itself
+    list(GET libraries 0 library)
+    execute_process(COMMAND ${READELF} -d ${library} OUTPUT_VARIABLE dynamic)
+    if(dynamic MATCHES "NEEDED[^\n]*libnccl")
+      set(needs_nccl ON)
+    else()
+      set(needs_nccl OFF)
+    endif()
+    if(NOT needs_nccl STREQUAL EXPECT_NCCL)
+      message(FATAL_ERROR "${library} needs libnccl: ${needs_nccl}; this build has NCCL: ${EXPECT_NCCL}")
+    endif()
+    message(STATUS "${library} needs libnccl: ${needs_nccl}, as expected")
+  endif()
+else()
+  message(STATUS "readelf not found: not checking which libraries libpeerplan.so needs")
+endif()

@@ -10,8 +10,13 @@
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/cuda_peer_transport.hpp"
 #include "transport/cuda/mpi_device_fallback.hpp"
-#include "transport/cuda/nccl_fallback.hpp"
 #include "transport/cuda/row_clusters.hpp"
+#ifndef PEERPLAN_HAVE_NCCL
+#error "PEERPLAN_HAVE_NCCL (1 or 0) comes from peerplan_internal (src/CMakeLists.txt)"
+#endif
+#if PEERPLAN_HAVE_NCCL
+#include "transport/cuda/nccl_fallback.hpp"
+#endif
 
 namespace peerplan::transport::cuda {
 
@@ -61,12 +66,21 @@ std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bo
                                              kernels);
 }
 
-bool nccl_built() noexcept { return true; }
+bool nccl_built() noexcept { return PEERPLAN_HAVE_NCCL != 0; }
 
-std::unique_ptr<FallbackTransport> make_nccl_fallback(bootstrap::Bootstrap& bootstrap,
-                                                      std::chrono::milliseconds timeout,
-                                                      RowClusters row_clusters) {
+std::unique_ptr<FallbackTransport> make_nccl_fallback(
+    [[maybe_unused]] bootstrap::Bootstrap& bootstrap,
+    [[maybe_unused]] std::chrono::milliseconds timeout,
+    [[maybe_unused]] RowClusters row_clusters) {
+#if PEERPLAN_HAVE_NCCL
   return std::make_unique<NcclFallback>(bootstrap, timeout, row_clusters);
+#else
+  throw Unsupported(
+      "peerplan cuda backend: the NCCL fallback was asked for, but this build of peerplan has "
+      "no NCCL (PEERPLAN_WITH_NCCL=OFF or NCCL not found at configure time); use the MPI "
+      "fallback: Config::fallback / PEERPLAN_FALLBACK=mpi (or rebuild peerplan with NCCL: "
+      "-DPEERPLAN_WITH_NCCL=ON, NCCL_ROOT=<NCCL's folder>)");
+#endif
 }
 
 std::unique_ptr<FallbackTransport> make_mpi_device_fallback(bootstrap::OwnedComm comm,

@@ -1,5 +1,5 @@
 // What the communicator needs to build the CUDA backend's transports,
-// without CUDA or NCCL headers (backend_selection.cpp is compiled in every
+// without CUDA or NCCL headers (and in builds without NCCL too) (backend_selection.cpp is compiled in every
 // build; it includes this only when PEERPLAN_HAVE_CUDA is set).
 #pragma once
 
@@ -41,12 +41,17 @@ std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bo
                                                         TransferMode mode,
                                                         const KernelChoices& kernels);
 
-// True when this build has NCCL (the NCCL fallback).
+// True when this build of peerplan has NCCL (configured with
+// PEERPLAN_WITH_NCCL=AUTO and NCCL found, or ON); false in a CUDA build
+// without it, whose only fallback is MPI. Says nothing about the machine:
+// a build with NCCL still needs libnccl.so.2 at run time.
 bool nccl_built() noexcept;
 
 // NCCL fallback: one NCCL communicator over every rank of `bootstrap`, its
 // unique id broadcast from rank 0. Collective. Forces NCCL_NVLS_ENABLE=0.
-// `row_clusters` picks the add + RMSNorm kernel's row shape.
+// `row_clusters` picks the add + RMSNorm kernel's row shape. Throws
+// Unsupported, before any collective work, when !nccl_built(): every rank
+// of a job runs the same build, so every rank throws alike.
 std::unique_ptr<FallbackTransport> make_nccl_fallback(bootstrap::Bootstrap& bootstrap,
                                                       std::chrono::milliseconds timeout,
                                                       RowClusters row_clusters);

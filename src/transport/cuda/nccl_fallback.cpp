@@ -18,6 +18,7 @@
 #include "peerplan/errors.hpp"
 #include "transport/cuda/bounded_wait.hpp"
 #include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/nccl_check.hpp"
 #include "transport/cuda/row_clusters.hpp"
 #include "transport/cuda/kernel_args.hpp"
 #include "transport/cuda/parked_nccl.hpp"

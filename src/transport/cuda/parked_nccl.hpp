@@ -1,6 +1,8 @@
 // NCCL communicators that close() (or a destructor) could not end because a
 // CUDA graph that captured one of their calls still existed; see
 // nccl_fallback.hpp. Needs no CUDA or NCCL header (for tests, diagnostics).
+// Defined by nccl_fallback.cpp, so in builds with NCCL only
+// (PEERPLAN_HAVE_NCCL).
 #pragma once
 
 #include <cstddef>
