@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite (unit tests,
-# MPI tests at 2, 3 and 4 ranks, the install/consumer test), then the same
-# unit and MPI tests again in a second build under AddressSanitizer + UBSan
-# (host backend; scripts/sanitizers/stage.sh says what runs there and why).
-# Exits non-zero on any failure. GPU tests skip visibly where no GPU is
-# visible.
+# MPI tests at 2, 3 and 4 ranks, the install/consumer test); where the CUDA
+# toolkit is found, the same tests again in a build of the CUDA backend
+# without NCCL (scripts/nccl-less/stage.sh); then the unit and MPI tests
+# again in a build under AddressSanitizer + UBSan (host backend;
+# scripts/sanitizers/stage.sh says what runs there and why). Exits non-zero
+# on any failure. GPU tests skip visibly where no GPU is visible.
 #
+#   PEERPLAN_SKIP_NCCL_LESS=1         skip the NCCL-less stage (local runs; CI runs it)
+#   PEERPLAN_NCCL_LESS_BUILD_DIR=dir  its build directory (default: build-nonccl/)
 #   PEERPLAN_SKIP_SANITIZERS=1        skip the sanitizer stage (local runs; CI runs it)
 #   PEERPLAN_SANITIZER_BUILD_DIR=dir  its build directory (default: build-asan/)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup-common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/nccl-less/stage.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/sanitizers/stage.sh"
 
 start=$SECONDS
@@ -20,6 +24,12 @@ log "running the test suite"
 status=0
 ctest --test-dir "$BUILD_DIR" --output-on-failure --parallel "$(nproc)" ${PEERPLAN_CTEST_ARGS:-} || status=$?
 log "test suite: $([ $status -eq 0 ] && echo passed || echo FAILED) ($((SECONDS - start)) s so far)"
+
+if [ "${PEERPLAN_SKIP_NCCL_LESS:-0}" = 1 ]; then
+  log "NCCL-less stage skipped (PEERPLAN_SKIP_NCCL_LESS=1)"
+else
+  run_nccl_less_stage || status=1
+fi
 
 if [ "${PEERPLAN_SKIP_SANITIZERS:-0}" = 1 ]; then
   log "sanitizer stage skipped (PEERPLAN_SKIP_SANITIZERS=1)"
