@@ -49,7 +49,13 @@ run(${WORK_DIR}/cmake-build/consumer)
 file(GLOB pc_file ${prefix}/lib*/pkgconfig/peerplan.pc ${prefix}/lib/*/pkgconfig/peerplan.pc)
 get_filename_component(pc_dir "${pc_file}" DIRECTORY)
 set(ENV{PKG_CONFIG_PATH} "${pc_dir}:$ENV{PKG_CONFIG_PATH}")
-execute_process(COMMAND pkg-config --cflags --libs peerplan
+# A static libpeerplan brings its private dependencies (Libs.private).
+file(GLOB shared_library ${prefix}/lib*/libpeerplan.so ${prefix}/lib/*/libpeerplan.so)
+set(static_flag)
+if(NOT shared_library)
+  set(static_flag --static)
+endif()
+execute_process(COMMAND pkg-config --cflags --libs ${static_flag} peerplan
                 RESULT_VARIABLE rc OUTPUT_VARIABLE flags OUTPUT_STRIP_TRAILING_WHITESPACE)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pkg-config cannot resolve peerplan.pc in ${pc_dir}")
@@ -65,9 +71,8 @@ run(${WORK_DIR}/consumer-pkgconfig)
 # build without it must run where NCCL is not installed.
 find_program(READELF readelf)
 if(READELF)
-  file(GLOB libraries ${prefix}/lib*/libpeerplan.so ${prefix}/lib/*/libpeerplan.so)
-  if(libraries)  # a static library needs nothing at run time by itself
-    list(GET libraries 0 library)
+  if(shared_library)  # a static library needs nothing at run time by itself
+    list(GET shared_library 0 library)
     execute_process(COMMAND ${READELF} -d ${library} OUTPUT_VARIABLE dynamic)
     if(dynamic MATCHES "NEEDED[^\n]*libnccl")
       set(needs_nccl ON)
