@@ -11,8 +11,8 @@
 #   - the install test: the package of a build without NCCL (no libnccl
 #     needed, peerplan_HAVE_NCCL OFF, pkg-config nccl=no).
 #
-# To keep it short on the 2-core CI machine (about 10 minutes there from a
-# clean build directory, 8 of them building): CUDA code is compiled for one
+# To keep it short on the 2-core CI machine (about 11 minutes there from a
+# clean build directory, 9 of them building): CUDA code is compiled for one
 # architecture (sm_90), not run (no GPU in CI); the benchmarks, examples and
 # tools are not built (the only CUDA benchmark compares against NCCL and
 # needs it; the others compile the same way with or without NCCL, and the
