@@ -35,7 +35,7 @@ Backend resolve_backend(Backend requested, bootstrap::Bootstrap& bootstrap) {
     if (requested == Backend::cuda) {
       throw Unsupported(
           "Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) but this build "
-          "of peerplan has no CUDA backend (configure with the CUDA toolkit and NCCL installed); "
+          "of peerplan has no CUDA backend (configure with the CUDA toolkit installed; NCCL is optional); "
           "use Backend::automatic or PEERPLAN_BACKEND=host");
     }
     return Backend::host;
