@@ -21,10 +21,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kContext = "peerplan cuda backend, MPI fallback";
 
-host::MpiFallback& mpi(const std::unique_ptr<FallbackTransport>& host) {
-  return static_cast<host::MpiFallback&>(*host);
-}
-
 void refuse_capture(cudaStream_t stream, const char* what) {
   if (!capturing(stream)) return;
   throw InvalidUsage(std::string(kContext) + ": " + what +
@@ -153,8 +149,8 @@ void MpiDeviceFallback::reduce_staged(const void* source, void* destination, std
   check_cuda(cudaMemcpyAsync(host, source, bytes, cudaMemcpyDeviceToHost, stream),
              "copying the message to pinned host memory");
   wait_for_stream(stream, fused ? "fused_add_rms_norm" : "all_reduce");
-  mpi(host_).all_reduce_contiguous(host, dtype,
-                                   static_cast<std::int64_t>(bytes / element_size(dtype)), fused);
+  host_->all_reduce_contiguous(host, dtype,
+                               static_cast<std::int64_t>(bytes / element_size(dtype)), fused);
   check_cuda(cudaMemcpyAsync(destination, host, bytes, cudaMemcpyHostToDevice, stream),
              "copying the reduced message back to the GPU");
 }

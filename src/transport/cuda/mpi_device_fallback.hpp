@@ -28,6 +28,10 @@
 #include "peerplan/config.hpp"
 #include "transport/transport.hpp"
 
+namespace peerplan::transport::host {
+class MpiFallback;
+}
+
 namespace peerplan::transport::cuda {
 
 class MpiDeviceFallback final : public FallbackTransport {
@@ -65,7 +69,7 @@ class MpiDeviceFallback final : public FallbackTransport {
   void wait_for_stream(cudaStream_t stream, const char* what);
   void release_buffers() noexcept;
 
-  std::unique_ptr<FallbackTransport> host_;
+  std::unique_ptr<host::MpiFallback> host_;
   std::chrono::milliseconds timeout_;
   int device_ = 0;
   bool rows_in_clusters_ = false;
