@@ -14,6 +14,10 @@ namespace peerplan::bootstrap::detail {
 // GPUs): the host name alone can repeat across machines (cloned images,
 // containers), the boot id alone is unreadable outside Linux. The one place
 // that decides what a node is.
+// PEERPLAN_HOST_ID, when set and not empty, is the key instead (like
+// NCCL_HOSTID): ranks of one machine given different ids count as different
+// nodes, so one machine can run "2 nodes x 2 ranks" for tests; peer
+// mappings (shared memory, CUDA IPC) are then never attempted between them.
 std::string node_key();
 
 struct NodePlacement {
