@@ -15,13 +15,21 @@ enum class Route : std::uint8_t {
   two_shot = 1,        // reduce-scatter then all-gather
   fused_one_shot = 2,  // one-shot reduction + residual add + RMSNorm
   fallback = 3,        // NCCL (cuda backend) or MPI (host backend)
+  // The job spans several nodes with the same number of ranks on each:
+  // reduce-scatter among each node's ranks, all-reduce of every shard
+  // between the nodes, all-gather among each node's ranks (README, "Several
+  // nodes"). Both operations take it on such a job.
+  hierarchical = 4,
 };
 
 enum class FallbackReason : std::uint8_t {
   none = 0,         // the call ran on a P2P route
   undeclared = 1,   // no declaration has the call's exact key
   over_cutoff = 2,  // declared, but larger than every admitted route's cutoff
-  p2p_disabled = 3, // declared, but P2P is off (config, topology, agreement, several nodes)
+  p2p_disabled = 3, // declared, but P2P is off (config, topology, agreement)
+  // declared, but the job spans several nodes that hold different numbers
+  // of ranks, or one rank each: no hierarchical route fits
+  node_layout = 4,
 };
 
 const char* to_string(Route route) noexcept;
@@ -52,6 +60,7 @@ struct Stats {
   std::uint64_t fallback_undeclared = 0;
   std::uint64_t fallback_over_cutoff = 0;
   std::uint64_t fallback_p2p_disabled = 0;
+  std::uint64_t fallback_node_layout = 0;
 };
 
 }  // namespace peerplan

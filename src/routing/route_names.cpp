@@ -10,6 +10,7 @@ const char* to_string(Route route) noexcept {
     case Route::two_shot: return "two_shot";
     case Route::fused_one_shot: return "fused_one_shot";
     case Route::fallback: return "fallback";
+    case Route::hierarchical: return "hierarchical";
   }
   return "unknown";
 }
@@ -20,6 +21,7 @@ const char* to_string(FallbackReason reason) noexcept {
     case FallbackReason::undeclared: return "undeclared";
     case FallbackReason::over_cutoff: return "over_cutoff";
     case FallbackReason::p2p_disabled: return "p2p_disabled";
+    case FallbackReason::node_layout: return "node_layout";
   }
   return "unknown";
 }

@@ -46,20 +46,26 @@ std::size_t message_bytes(const Declaration& declaration) noexcept {
 RouteDecision route_declaration(const Declaration& declaration,
                                 const RoutingContext& context) noexcept {
   const std::size_t bytes = message_bytes(declaration);
-  // Several nodes: P2P mappings do not cross nodes and there is no
-  // hierarchical route yet, so the whole job takes the fallback.
-  if (!context.p2p_enabled || context.num_nodes > 1 || context.world_size < 2)
+  const bool several_nodes = context.num_nodes > 1;
+  // P2P mappings never cross nodes: several nodes need the hierarchical
+  // route, which needs every node to hold the same number (>= 2) of ranks.
+  if (several_nodes && context.ranks_per_node < 2)
+    return fallback(FallbackReason::node_layout, bytes);
+  if (!context.p2p_enabled || context.world_size < 2)
     return fallback(FallbackReason::p2p_disabled, bytes);
+  const auto admitted = [&](Route single_node_route) {
+    return p2p(several_nodes ? Route::hierarchical : single_node_route, bytes);
+  };
 
   const RouteCutoffs cutoffs =
       resolve_cutoffs(context.cutoffs, context.world_size, context.backend);
   switch (declaration.operation) {
     case Operation::all_reduce:
-      if (admits(cutoffs.one_shot_max_bytes, bytes)) return p2p(Route::one_shot, bytes);
-      if (admits_two_shot(cutoffs, bytes)) return p2p(Route::two_shot, bytes);
+      if (admits(cutoffs.one_shot_max_bytes, bytes)) return admitted(Route::one_shot);
+      if (admits_two_shot(cutoffs, bytes)) return admitted(Route::two_shot);
       return fallback(FallbackReason::over_cutoff, bytes);
     case Operation::fused_add_rms_norm:
-      if (admits(cutoffs.fused_max_bytes, bytes)) return p2p(Route::fused_one_shot, bytes);
+      if (admits(cutoffs.fused_max_bytes, bytes)) return admitted(Route::fused_one_shot);
       return fallback(FallbackReason::over_cutoff, bytes);
   }
   // An operation value outside the enum has no P2P route (validation

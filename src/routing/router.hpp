@@ -31,6 +31,10 @@ struct RoutingContext {
   // defaults), which have none.
   RouteCutoffs cutoffs{};
   Backend backend = Backend::host;
+  // Ranks on each node when every node holds the same number, else 0
+  // (agreed at create; communicator/node_layout.hpp). Read only when
+  // num_nodes > 1.
+  int ranks_per_node = 1;
 };
 
 struct RouteDecision {
@@ -49,15 +53,21 @@ struct RouteDecision {
 std::size_t message_bytes(const Declaration& declaration) noexcept;
 
 // The rules, in order:
-//  1. P2P not enabled, more than one node, or fewer than 2 ranks
-//     -> fallback / p2p_disabled. (One rank has nobody to exchange with;
-//     the fallback handles it as a local copy, so no P2P route is set up.)
-//  2. all-reduce: bytes <= one-shot cutoff -> one_shot; else two-shot
+//  1. More than one node, and the nodes hold different numbers of ranks or
+//     one rank each -> fallback / node_layout (no hierarchical route fits:
+//     with one rank per node it would be the fallback's own all-reduce).
+//  2. P2P not enabled, or fewer than 2 ranks -> fallback / p2p_disabled.
+//     (One rank has nobody to exchange with; the fallback handles it as a
+//     local copy, so no P2P route is set up.)
+//  3. all-reduce: bytes <= one-shot cutoff -> one_shot; else two-shot
 //     minimum <= bytes <= two-shot cutoff -> two_shot; else fallback /
 //     over_cutoff (also below the two-shot minimum: the call is outside
 //     every route's window).
-//  3. fused add + RMSNorm: bytes <= fused cutoff -> fused_one_shot; else
+//  4. fused add + RMSNorm: bytes <= fused cutoff -> fused_one_shot; else
 //     fallback / over_cutoff.
+//  On several (even) nodes, rules 3 and 4 admit by the same windows, and
+//  every admitted plan takes `hierarchical` (its node-local phases are the
+//  two-shot's, between them the nodes exchange each rank's shard).
 // A cutoff of 0 disables its route (even for a 0-byte message); a two-shot
 // minimum of 0 is no lower bound, one above the maximum disables two-shot.
 RouteDecision route_declaration(const Declaration& declaration,

@@ -1,6 +1,6 @@
 // route_declaration: every rule at its boundaries (a message exactly at a
 // cutoff, and one element over), disabled routes, disabled P2P, several
-// nodes, a single rank, automatic cutoffs, and rank invariance.
+// nodes (even: hierarchical; uneven: node_layout), a single rank, automatic cutoffs, and rank invariance.
 #include "routing/router.hpp"
 
 #include <gtest/gtest.h>
@@ -147,13 +147,42 @@ TEST(Router, P2PDisabledSendsEverythingToTheFallback) {
   expect_route(fused_of(4), context, Route::fallback, FallbackReason::p2p_disabled);
 }
 
-TEST(Router, SeveralNodesSendEverythingToTheFallback) {
-  for (int nodes : {2, 3, 8}) {
-    RoutingContext context = node_of(8, kCutoffs);
+TEST(Router, SeveralEvenNodesTakeTheHierarchicalRouteWithinTheWindows) {
+  for (int nodes : {2, 3, 4}) {
+    SCOPED_TRACE(nodes);
+    RoutingContext context = node_of(2 * nodes, kCutoffs);
     context.num_nodes = nodes;
+    context.ranks_per_node = 2;
+    // What one node would route one-shot, two-shot or fused goes hierarchical ...
+    expect_route(all_reduce_of(2), context, Route::hierarchical, FallbackReason::none);
+    expect_route(all_reduce_of(kCutoffs.two_shot_max_bytes), context, Route::hierarchical,
+                 FallbackReason::none);
+    expect_route(fused_of(kCutoffs.fused_max_bytes), context, Route::hierarchical,
+                 FallbackReason::none);
+    // ... and what it would send to the fallback still goes there.
+    expect_route(all_reduce_of(kCutoffs.two_shot_max_bytes + 2), context, Route::fallback,
+                 FallbackReason::over_cutoff);
+    expect_route(fused_of(kCutoffs.fused_max_bytes + 4), context, Route::fallback,
+                 FallbackReason::over_cutoff);
+    // P2P off still wins over the node layout's route.
+    context.p2p_enabled = false;
     expect_route(all_reduce_of(2), context, Route::fallback, FallbackReason::p2p_disabled);
-    expect_route(fused_of(4), context, Route::fallback, FallbackReason::p2p_disabled);
   }
+}
+
+TEST(Router, UnevenNodesOrOneRankPerNodeFallBackForTheirLayout) {
+  for (int ranks_per_node : {0, 1}) {  // 0: the nodes hold different numbers of ranks
+    SCOPED_TRACE(ranks_per_node);
+    RoutingContext context = node_of(8, kCutoffs);
+    context.num_nodes = 2;
+    context.ranks_per_node = ranks_per_node;
+    expect_route(all_reduce_of(2), context, Route::fallback, FallbackReason::node_layout);
+    expect_route(fused_of(4), context, Route::fallback, FallbackReason::node_layout);
+  }
+  // On one node the per-node count is not looked at.
+  RoutingContext one_node = node_of(2, kCutoffs);
+  one_node.ranks_per_node = 0;
+  expect_route(all_reduce_of(2), one_node, Route::one_shot, FallbackReason::none);
 }
 
 TEST(Router, OneRankHasNobodyToExchangeWith) {
