@@ -156,10 +156,12 @@ int main(int argc, char** argv) {
       std::printf("%-16s %10s %14s\n", "route", "calls", "mean us/call");
       for (const auto& [route, ct] : times.by_route)
         std::printf("%-16s %10ld %14.2f\n", route.c_str(), ct.first, 1e6 * ct.second / ct.first);
-      std::printf("P2P calls %llu, fallback: undeclared %llu, over cutoff %llu, P2P disabled %llu\n",
+      std::printf("P2P calls %llu, fallback: undeclared %llu, over cutoff %llu, P2P disabled %llu, "
+                  "node layout %llu\n",
                   (unsigned long long)stats.p2p_calls, (unsigned long long)stats.fallback_undeclared,
                   (unsigned long long)stats.fallback_over_cutoff,
-                  (unsigned long long)stats.fallback_p2p_disabled);
+                  (unsigned long long)stats.fallback_p2p_disabled,
+                  (unsigned long long)stats.fallback_node_layout);
       std::printf("%-24s %-15s %8s %10s\n", "plan", "route", "hits", "fallbacks");
       for (const auto& p : stats.plans)
         std::printf("%-24s %-15s %8llu %10llu\n", p.name.c_str(), peerplan::to_string(p.route),

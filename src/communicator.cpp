@@ -54,6 +54,7 @@ class CommunicatorImpl final : public Communicator {
     fallback_ = std::move(setup.fallback);
     p2p_enabled_ = peer_ != nullptr;
     p2p_disabled_reason_ = setup.p2p_disabled_reason;
+    nodes_ = setup.nodes;
     fingerprint_ = communicator::machine_fingerprint(*boot_, config_, backend_);
     cutoffs_ = communicator::resolve_route_cutoffs(*boot_, config_, backend_, fingerprint_, tuning);
   }
@@ -96,7 +97,11 @@ class CommunicatorImpl final : public Communicator {
     }
     const transport::AllReduceArgs args{in, out, dtype, &layout, stream};
     CallResult result = decide(plan);
-    if (is_p2p(result.route)) {
+    if (result.route == Route::hierarchical) {
+      // Its step between nodes is an MPI exchange: a Timeout there leaves
+      // the ranks out of step, as in the fallback.
+      breaking_on_timeout("all_reduce", [&] { peer_->all_reduce(result.route, args); });
+    } else if (is_p2p(result.route)) {
       result.zero_copy = peer_->all_reduce(result.route, args);
     } else {
       breaking_on_timeout("all_reduce", [&] { fallback_->all_reduce(args); });
@@ -121,7 +126,9 @@ class CommunicatorImpl final : public Communicator {
     }
     const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
     const CallResult result = decide(plan);
-    if (is_p2p(result.route)) {
+    if (result.route == Route::hierarchical) {
+      breaking_on_timeout("fused_add_rms_norm", [&] { peer_->fused_add_rms_norm(args); });
+    } else if (is_p2p(result.route)) {
       peer_->fused_add_rms_norm(args);
     } else {
       breaking_on_timeout("fused_add_rms_norm", [&] { fallback_->fused_add_rms_norm(args); });
@@ -180,6 +187,7 @@ class CommunicatorImpl final : public Communicator {
     fallback_undeclared_ = 0;
     fallback_over_cutoff_ = 0;
     fallback_p2p_disabled_ = 0;
+    fallback_node_layout_ = 0;
   }
 
   void close() override {
@@ -240,6 +248,7 @@ class CommunicatorImpl final : public Communicator {
     s.fallback_undeclared = fallback_undeclared_.load(std::memory_order_relaxed);
     s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
     s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
+    s.fallback_node_layout = fallback_node_layout_.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -247,6 +256,7 @@ class CommunicatorImpl final : public Communicator {
     for (auto& p : s.plans) p.hits = p.fallbacks = 0;
     s.p2p_calls = s.zero_copy_calls = 0;
     s.fallback_undeclared = s.fallback_over_cutoff = s.fallback_p2p_disabled = 0;
+    s.fallback_node_layout = 0;
   }
 
   // declare() without the open check and timeout bookkeeping.
@@ -329,7 +339,7 @@ class CommunicatorImpl final : public Communicator {
 
   std::vector<routing::RouteDecision> route_all(std::span<const Declaration> declarations) const {
     const routing::RoutingContext context{boot_->size(), boot_->num_nodes(), p2p_enabled_,
-                                          cutoffs_, backend_};
+                                          cutoffs_, backend_, nodes_.ranks_per_node};
     return routing::route_declarations(declarations, context);
   }
 
@@ -356,6 +366,7 @@ class CommunicatorImpl final : public Communicator {
     switch (result.reason) {
       case FallbackReason::over_cutoff: fallback_over_cutoff_.fetch_add(1, std::memory_order_relaxed); break;
       case FallbackReason::p2p_disabled: fallback_p2p_disabled_.fetch_add(1, std::memory_order_relaxed); break;
+      case FallbackReason::node_layout: fallback_node_layout_.fetch_add(1, std::memory_order_relaxed); break;
       default: fallback_undeclared_.fetch_add(1, std::memory_order_relaxed); break;
     }
   }
@@ -402,6 +413,7 @@ class CommunicatorImpl final : public Communicator {
   std::unique_ptr<transport::FallbackTransport> fallback_;
   bool p2p_enabled_ = false;
   std::string p2p_disabled_reason_;
+  communicator::NodeLayout nodes_;
   std::string fingerprint_;
   RouteCutoffs cutoffs_;  // resolved at create: config > tuning file > defaults
   bool closed_ = false;
@@ -421,6 +433,7 @@ class CommunicatorImpl final : public Communicator {
   std::atomic<std::uint64_t> fallback_over_cutoff_{0};
   std::atomic<std::uint64_t> zero_copy_calls_{0};
   std::atomic<std::uint64_t> fallback_p2p_disabled_{0};
+  std::atomic<std::uint64_t> fallback_node_layout_{0};
 };
 
 }  // namespace

@@ -43,6 +43,9 @@ class OwnedComm {
   // nothing left to free). Idempotent. Only when nothing MPI may still run
   // uses it: pending operations on a freed communicator crash Open MPI.
   void reset() noexcept;
+  // Gives the handle up without freeing it: for a communicator that MPI
+  // operations abandoned by a timeout may still use (kept until exit).
+  MPI_Comm release() noexcept { return std::exchange(comm_, MPI_COMM_NULL); }
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;

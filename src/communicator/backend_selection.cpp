@@ -60,15 +60,20 @@ Backend resolve_backend(Backend requested, bootstrap::Bootstrap& bootstrap) {
 // On the cuda backend the level is checked pair by pair instead
 // (p2p_level_check.hpp): LOC still allows ranks that share a GPU.
 std::string static_p2p_obstacle(const bootstrap::Bootstrap& bootstrap, const Config& config,
-                                Backend backend) {
+                                Backend backend, const NodeLayout& nodes) {
   if (config.disable_p2p) return "disabled by Config::disable_p2p / PEERPLAN_DISABLE_P2P";
   if (backend == Backend::host && config.p2p_level == P2PLevel::loc) {
     return "PEERPLAN_P2P_LEVEL=LOC allows no peer access";
   }
   if (bootstrap.size() < 2) return "the communicator has a single rank";
-  if (bootstrap.num_nodes() > 1) {
-    return "the job spans " + std::to_string(bootstrap.num_nodes()) +
-           " nodes; peer-to-peer routes need every rank on one node";
+  if (nodes.unfit_for_hierarchical()) {
+    return "the job spans " + nodes.text + "; peer-to-peer routes stay within a node, and the "
+           "hierarchical route between nodes needs the same number of ranks, two or more, on "
+           "every node";
+  }
+  if (nodes.num_nodes > 1 && backend == Backend::cuda) {
+    return "the job spans " + nodes.text + ", and the cuda backend has no hierarchical route "
+           "yet (the host backend has; README, \"Several nodes\")";
   }
   return {};
 }
@@ -113,7 +118,7 @@ template <class MakePeer>
 void enable_p2p_if_agreed(bootstrap::Bootstrap& bootstrap, const Config& config,
                           BackendSetup& setup, const char* what, MakePeer&& make_peer,
                           const std::string& obstacle = {}) {
-  setup.p2p_disabled_reason = static_p2p_obstacle(bootstrap, config, setup.backend);
+  setup.p2p_disabled_reason = static_p2p_obstacle(bootstrap, config, setup.backend, setup.nodes);
   if (setup.p2p_disabled_reason.empty()) setup.p2p_disabled_reason = obstacle;
   if (!setup.p2p_disabled_reason.empty()) {
     if (bootstrap.rank() == 0) log::info("P2P disabled: " + setup.p2p_disabled_reason);
@@ -150,7 +155,15 @@ void create_host_transports(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, cons
   setup.fallback = transport::host::make_mpi_fallback(fallback_comm(comm, bootstrap, config),
                                                       config.timeout);
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up shared memory", [&] {
-    return transport::host::make_host_peer_transport(bootstrap, config.timeout);
+    // Several nodes: the hierarchical route's exchange between them gets a
+    // communicator of its own (every rank duplicates, so none waits alone).
+    bootstrap::OwnedComm across_nodes;
+    if (setup.nodes.num_nodes > 1) {
+      across_nodes = bootstrap::OwnedComm::duplicate(
+          comm, config.timeout, "create (the hierarchical route's communicator between nodes)");
+    }
+    return transport::host::make_host_peer_transport(bootstrap, config.timeout,
+                                                     std::move(across_nodes));
   });
 }
 
@@ -224,6 +237,7 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
 BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config) {
   BackendSetup setup;
   setup.backend = resolve_backend(config.backend, bootstrap);
+  setup.nodes = find_node_layout(bootstrap);
   describe_locality(bootstrap, config);
   if (setup.backend == Backend::cuda) {
     create_cuda_transports(comm, bootstrap, config, setup);
@@ -232,8 +246,7 @@ BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, cons
   }
   if (bootstrap.rank() == 0) {
     log::info(std::string("backend ") + to_string(setup.backend) + ", " +
-              std::to_string(bootstrap.size()) + " ranks on " +
-              std::to_string(bootstrap.num_nodes()) + " node(s), P2P " +
+              std::to_string(bootstrap.size()) + " ranks on " + setup.nodes.text + ", P2P " +
               (setup.peer ? "enabled" : "disabled") + ", fallback " +
               to_string(setup.fallback_kind));
   }

@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include "bootstrap/bootstrap.hpp"
+#include "communicator/node_layout.hpp"
 #include "peerplan/config.hpp"
 #include "transport/transport.hpp"
 
@@ -26,11 +27,14 @@ struct BackendSetup {
   Fallback fallback_kind = Fallback::mpi;          // nccl or mpi: what `fallback` is
   bool gpus_shared = false;                        // some ranks drive the same GPU
   std::string p2p_disabled_reason;                 // empty when peer is set
+  NodeLayout nodes;                                // how the ranks spread over nodes
 };
 
 // Collective. Resolves Backend::automatic, creates the fallback and, when
-// P2P is allowed (one node, >= 2 ranks, not disabled), the peer transport;
-// an agreement at the end makes every rank enable P2P or none.
+// P2P is allowed (>= 2 ranks, not disabled; one node, or on the host
+// backend several nodes holding the same number >= 2 of ranks each, for
+// the hierarchical route), the peer transport; an agreement at the end
+// makes every rank enable P2P or none.
 BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config);
 
 }  // namespace peerplan::communicator

@@ -8,8 +8,13 @@
 namespace peerplan::transport::host {
 
 std::unique_ptr<PeerTransport> make_host_peer_transport(bootstrap::Bootstrap& bootstrap,
-                                                        std::chrono::milliseconds timeout) {
-  return std::make_unique<HostPeerTransport>(bootstrap, timeout);
+                                                        std::chrono::milliseconds timeout,
+                                                        bootstrap::OwnedComm across_nodes) {
+  std::unique_ptr<NodeGroupSum> group;
+  if (across_nodes) {
+    group = std::make_unique<NodeGroupSum>(std::move(across_nodes), bootstrap, timeout);
+  }
+  return std::make_unique<HostPeerTransport>(bootstrap, timeout, std::move(group));
 }
 
 std::unique_ptr<FallbackTransport> make_mpi_fallback(bootstrap::OwnedComm comm,

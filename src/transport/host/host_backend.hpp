@@ -16,8 +16,13 @@ namespace peerplan::transport::host {
 // P2P over POSIX shared memory among the node-local ranks of `bootstrap`.
 // Collective over every rank of `bootstrap` (which must outlive the
 // result); reserves nothing until reserve(). See host_peer_transport.hpp.
+// `across_nodes`: a duplicate of the communicator for the hierarchical
+// route's exchange between nodes, when the job spans several nodes holding
+// the same number of ranks each (every call is then hierarchical); an empty
+// OwnedComm on one node.
 std::unique_ptr<PeerTransport> make_host_peer_transport(bootstrap::Bootstrap& bootstrap,
-                                                        std::chrono::milliseconds timeout);
+                                                        std::chrono::milliseconds timeout,
+                                                        bootstrap::OwnedComm across_nodes = {});
 
 // MPI fallback on `comm` (the communicator's own duplicate), which it owns
 // from now on: it frees it at close(), or keeps it until the process exits

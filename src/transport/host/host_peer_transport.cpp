@@ -65,11 +65,13 @@ struct HostPeerTransport::Call {
 };
 
 HostPeerTransport::HostPeerTransport(bootstrap::Bootstrap& bootstrap,
-                                     std::chrono::milliseconds timeout)
+                                     std::chrono::milliseconds timeout,
+                                     std::unique_ptr<NodeGroupSum> across_nodes)
     : bootstrap_(bootstrap),
       timeout_(timeout),
       local_rank_(bootstrap.local_rank()),
-      local_size_(bootstrap.local_size()) {
+      local_size_(bootstrap.local_size()),
+      across_nodes_(std::move(across_nodes)) {
   if (timeout.count() <= 0) {
     throw InvalidArgument("peerplan host backend: the timeout must be positive (got " +
                           std::to_string(timeout.count()) + " ms); set PEERPLAN_TIMEOUT_MS > 0");
@@ -132,7 +134,9 @@ void HostPeerTransport::reserve(std::size_t max_message_bytes, std::size_t) {
   const auto n = static_cast<std::size_t>(local_size_);
   input_bytes_ = align_up(max_message_bytes, 64);
   // A two-shot shard holds ceil(count / n) elements <= bytes / n + one element.
-  const std::size_t result_bytes = align_up((max_message_bytes + n - 1) / n + 4, 64);
+  // The hierarchical route keeps its shards in fp32: up to twice the bytes.
+  const std::size_t shard_bytes = (max_message_bytes + n - 1) / n + 4;
+  const std::size_t result_bytes = align_up(across_nodes_ ? 2 * shard_bytes : shard_bytes, 64);
   slot_bytes_ = align_up(input_bytes_ + result_bytes, 4096);
   ++generation_;
   segments_ = PeerSegments::establish(bootstrap_, own_name_prefix_ + "g" + std::to_string(generation_),
@@ -202,6 +206,7 @@ void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t t
       }
       broken_ = true;
       broken_reason_ = message;
+      if (across_nodes_) across_nodes_->abandon(message);
       throw Timeout(peer_timeout_message(kBackend, message));
     }
     backoff.pause();
@@ -223,18 +228,25 @@ void HostPeerTransport::finish_call(const Call& call) {
 
 bool HostPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
   require(args.layout != nullptr, "all_reduce", "layout is null");
-  require(route == Route::one_shot || route == Route::two_shot, "all_reduce",
-          "route must be one_shot or two_shot");
+  if (across_nodes_) {
+    require(route == Route::hierarchical, "all_reduce",
+            "the job spans several nodes: the route must be hierarchical");
+  } else {
+    require(route == Route::one_shot || route == Route::two_shot, "all_reduce",
+            "route must be one_shot or two_shot");
+  }
   const std::int64_t count = args.layout->numel();
   if (count == 0) return false;  // same on every rank: nothing to exchange
   require(args.in != nullptr && args.out != nullptr, "all_reduce", "in or out is null");
   const auto bytes = count * static_cast<std::int64_t>(element_size(args.dtype));
-  Call call = begin_call(route == Route::one_shot ? "all_reduce (one-shot)"
-                                                  : "all_reduce (two-shot)",
+  Call call = begin_call(route == Route::one_shot   ? "all_reduce (one-shot)"
+                         : route == Route::two_shot ? "all_reduce (two-shot)"
+                                                    : "all_reduce (hierarchical)",
                          bytes);
   stage_input(call, *args.layout, args.dtype, args.in);
   if (route == Route::one_shot) one_shot(call, args, count);
-  else two_shot(call, args, count);
+  else if (route == Route::two_shot) two_shot(call, args, count);
+  else hierarchical_all_reduce(call, args, count);
   finish_call(call);
   return false;
 }
@@ -254,25 +266,93 @@ void HostPeerTransport::one_shot(Call&, const AllReduceArgs& args, std::int64_t 
   }
 }
 
-void HostPeerTransport::two_shot(Call& call, const AllReduceArgs& args, std::int64_t count) {
+std::pair<std::int64_t, std::int64_t> HostPeerTransport::shard_range(
+    int owner, std::int64_t count) const noexcept {
   // Shards of ceil(count / n) elements; the last ones may be short or empty.
-  const std::int64_t n = local_size_;
-  const std::int64_t shard = (count + n - 1) / n;
-  auto shard_range = [&](std::int64_t owner) {
-    const std::int64_t lo = std::min(owner * shard, count);
-    return std::pair{lo, std::min(lo + shard, count)};
-  };
-  const auto [lo, hi] = shard_range(local_rank_);
+  const std::int64_t shard = (count + local_size_ - 1) / local_size_;
+  const std::int64_t lo = std::min(owner * shard, count);
+  return {lo, std::min(lo + shard, count)};
+}
+
+void HostPeerTransport::two_shot(Call& call, const AllReduceArgs& args, std::int64_t count) {
+  const auto [lo, hi] = shard_range(local_rank_, count);
   reduce_sources(args.dtype, sources_.data(), local_size_, lo, hi - lo,
                  result_region(local_rank_, call.epoch));
   store_signal(own_segment(), Signal::reduced, call.epoch);
   wait_for_peers(call, Signal::reduced, call.epoch);
   const std::size_t bytes = element_size(args.dtype);
   for (int owner = 0; owner < local_size_; ++owner) {
-    const auto [first, last] = shard_range(owner);
+    const auto [first, last] = shard_range(owner, count);
     unpack_range(*args.layout, bytes, result_region(owner, call.epoch), first, last - first,
                  args.out);
   }
+}
+
+void HostPeerTransport::sum_shard_across_nodes(Call& call, DataType dtype, std::int64_t count) {
+  const auto [lo, hi] = shard_range(local_rank_, count);
+  shard_sum_.resize(static_cast<std::size_t>(hi - lo));
+  // Not rounded: the other nodes' partial sums join it before the one rounding.
+  sum_sources_to_float(dtype, sources_.data(), local_size_, lo, hi - lo, shard_sum_.data());
+  try {
+    across_nodes_->sum(shard_sum_, call.what);
+  } catch (const Error&) {
+    // The node's ranks wait for this shard: let them fail now, not at their deadline.
+    store_signal(own_segment(), Signal::abandoned, call.epoch);
+    broken_ = true;
+    broken_reason_ = std::string(call.what) + " failed between nodes";
+    throw;
+  }
+  std::memcpy(result_region(local_rank_, call.epoch), shard_sum_.data(),
+              shard_sum_.size() * sizeof(float));
+  store_signal(own_segment(), Signal::reduced, call.epoch);
+  wait_for_peers(call, Signal::reduced, call.epoch);
+}
+
+void HostPeerTransport::hierarchical_all_reduce(Call& call, const AllReduceArgs& args,
+                                                std::int64_t count) {
+  sum_shard_across_nodes(call, args.dtype, count);
+  // Every rank rounds the same fp32 shards the same way.
+  const std::size_t bytes = element_size(args.dtype);
+  chunk_.resize(static_cast<std::size_t>(kStridedChunk) * bytes);
+  for (int owner = 0; owner < local_size_; ++owner) {
+    const auto [first, last] = shard_range(owner, count);
+    const auto* sums = reinterpret_cast<const float*>(result_region(owner, call.epoch));
+    for (std::int64_t begin = first; begin < last; begin += kStridedChunk) {
+      const std::int64_t len = std::min(kStridedChunk, last - begin);
+      for (std::int64_t i = 0; i < len; ++i)
+        store_from_float(args.dtype, sums[begin - first + i], chunk_.data() + i * bytes);
+      unpack_range(*args.layout, bytes, chunk_.data(), begin, len, args.out);
+    }
+  }
+}
+
+void HostPeerTransport::hierarchical_fused(Call& call, const FusedArgs& args,
+                                           std::int64_t count) {
+  sum_shard_across_nodes(call, args.dtype, count);
+  const TensorLayout& layout = *args.layout;
+  const std::size_t bytes = element_size(args.dtype);
+  const std::int64_t hidden = layout.last_dim();
+  const std::int64_t rows = count / hidden;
+  const std::int64_t step = layout.rank() == 0 ? 1 : layout.stride(layout.rank() - 1);
+  const std::int64_t shard = shard_range(0, count).second;  // every shard but the last ones
+  row_values_.resize(static_cast<std::size_t>(hidden));
+  visit_element(args.dtype, [&](auto traits) {
+    using E = decltype(traits);
+    for (std::int64_t row = 0; row < rows; ++row) {
+      // The row's reduced values, rounded to the dtype like the one-node
+      // fused op's, from the shards it spans.
+      for (std::int64_t i = 0; i < hidden; ++i) {
+        const std::int64_t element = row * hidden + i;
+        const int owner = static_cast<int>(element / shard);
+        const auto* sums = reinterpret_cast<const float*>(result_region(owner, call.epoch));
+        row_values_[static_cast<std::size_t>(i)] = round_to(args.dtype, sums[element - owner * shard]);
+      }
+      const std::int64_t offset = row_offset(layout, row) * static_cast<std::int64_t>(bytes);
+      add_rms_norm_row<E>(row_values_.data(), static_cast<std::byte*>(args.residual) + offset,
+                          args.weight, static_cast<std::byte*>(args.inout) + offset, step, hidden,
+                          args.eps);
+    }
+  });
 }
 
 void HostPeerTransport::fused_add_rms_norm(const FusedArgs& args) {
@@ -284,9 +364,15 @@ void HostPeerTransport::fused_add_rms_norm(const FusedArgs& args) {
           "fused_add_rms_norm", "inout, residual or weight is null");
   require(args.eps >= 0.0f, "fused_add_rms_norm", "eps must be >= 0");
   const std::size_t bytes = element_size(args.dtype);
-  Call call = begin_call("fused_add_rms_norm (fused one-shot)",
+  Call call = begin_call(across_nodes_ ? "fused_add_rms_norm (hierarchical)"
+                                       : "fused_add_rms_norm (fused one-shot)",
                          count * static_cast<std::int64_t>(bytes));
   stage_input(call, layout, args.dtype, args.inout);
+  if (across_nodes_) {
+    hierarchical_fused(call, args, count);
+    finish_call(call);
+    return;
+  }
 
   const std::int64_t hidden = layout.last_dim();
   const std::int64_t rows = count / hidden;

@@ -10,14 +10,29 @@
 // every peer marked `done` for call e. Every rank sums the slots in fp32 in
 // fixed rank order 0..n-1 and rounds once, so results are bit-identical on
 // every rank. Every wait is bounded by the timeout.
+//
+// On a job that spans several nodes (same number of ranks on each), every
+// call takes the hierarchical route instead: the node's ranks sum shard i
+// (two-shot's shards) in fp32 in local rank order, without rounding; the
+// ranks with local rank i, one per node, add those partial sums in node
+// order (NodeGroupSum); each rank rounds its shard once and the node's
+// ranks gather the shards. The fused op adds the residual and normalises
+// every row after the gather, as on one node. So a result is
+// round(sum over nodes in node order of (sum over the node's ranks in local
+// rank order)): bit-identical on every rank, and within fp32 reassociation
+// of the one-node sum (README, "Several nodes"). A Timeout between nodes
+// leaves the group out of step: the communicator is unusable from then on.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "transport/host/node_group_sum.hpp"
 #include "transport/host/peer_segments.hpp"
 #include "transport/host/signal_area.hpp"
 #include "transport/transport.hpp"
@@ -33,7 +48,11 @@ class HostPeerTransport final : public PeerTransport {
   // nothing in /dev/shm). Only node-local ranks exchange data: the
   // communicator uses this transport only when the job is on one node.
   // `bootstrap` must outlive this object. No staging memory is reserved yet.
-  HostPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout);
+  // `across_nodes`: the group of this rank's counterparts on the other
+  // nodes when the job spans several; then every call takes the
+  // hierarchical route (all_reduce wants Route::hierarchical).
+  HostPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+                    std::unique_ptr<NodeGroupSum> across_nodes = nullptr);
   ~HostPeerTransport() override;
 
   // Collective, same argument on every rank. Re-creates the segments when
@@ -47,7 +66,8 @@ class HostPeerTransport final : public PeerTransport {
                std::size_t max_one_shot_bytes = SIZE_MAX) override;
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
 
-  // Collective. Throws InvalidArgument (route not one_shot/two_shot,
+  // Collective. Throws InvalidArgument (route not one_shot/two_shot, or
+  // not hierarchical on several nodes,
   // message larger than capacity_bytes()), InvalidUsage (closed, nothing
   // reserved, broken by an earlier timeout), Timeout.
   bool all_reduce(Route route, const AllReduceArgs& args) override;
@@ -85,6 +105,13 @@ class HostPeerTransport final : public PeerTransport {
 
   void one_shot(Call& call, const AllReduceArgs& args, std::int64_t count);
   void two_shot(Call& call, const AllReduceArgs& args, std::int64_t count);
+  // Hierarchical: this rank's shard summed over its node and then over the
+  // nodes, left in its result region as fp32 for the node's ranks.
+  void sum_shard_across_nodes(Call& call, DataType dtype, std::int64_t count);
+  // Element range [first, last) of `owner`'s shard (ceil(count / ranks) each).
+  std::pair<std::int64_t, std::int64_t> shard_range(int owner, std::int64_t count) const noexcept;
+  void hierarchical_all_reduce(Call& call, const AllReduceArgs& args, std::int64_t count);
+  void hierarchical_fused(Call& call, const FusedArgs& args, std::int64_t count);
 
   bootstrap::Bootstrap& bootstrap_;
   std::chrono::milliseconds timeout_;
@@ -94,6 +121,8 @@ class HostPeerTransport final : public PeerTransport {
   std::string name_prefix_;      // the job's
   std::string own_name_prefix_;  // this rank's: name_prefix_ + creator
   std::uint64_t generation_ = 0;
+
+  std::unique_ptr<NodeGroupSum> across_nodes_;  // several nodes only
 
   PeerSegments segments_;
   std::size_t capacity_ = 0;       // largest message, bytes
@@ -105,6 +134,7 @@ class HostPeerTransport final : public PeerTransport {
   bool closed_ = false;
   std::vector<const void*> sources_;  // scratch: slot pointers of one call
   std::vector<float> row_values_;     // scratch: one row of the fused op
+  std::vector<float> shard_sum_;      // scratch: the hierarchical route's shard
   std::vector<std::byte> chunk_;      // scratch: reduced values for strided outputs
   std::vector<int> missing_scratch_, gave_up_scratch_;  // scratch: wait_for_peers
 };

@@ -45,6 +45,17 @@ void reduce_sources(DataType dtype, const void* const* sources, int n, std::int6
   });
 }
 
+void sum_sources_to_float(DataType dtype, const void* const* sources, int n, std::int64_t first,
+                          std::int64_t count, float* dst) {
+  visit_element(dtype, [&](auto traits) {
+    using E = decltype(traits);
+    reduce_chunks<E>(sources, n, first, count,
+                     [&](std::int64_t begin, std::int64_t len, const float* acc) {
+                       std::copy(acc, acc + len, dst + begin);
+                     });
+  });
+}
+
 void reduce_sources_to_float(DataType dtype, const void* const* sources, int n,
                              std::int64_t first, std::int64_t count, float* dst) {
   visit_element(dtype, [&](auto traits) {

@@ -15,6 +15,11 @@ namespace peerplan::transport::host {
 void reduce_sources(DataType dtype, const void* const* sources, int n, std::int64_t first,
                     std::int64_t count, void* dst);
 
+// The fp32 sums, not rounded: a partial sum that more terms will join (the
+// hierarchical route's node sum, before the other nodes' are added).
+void sum_sources_to_float(DataType dtype, const void* const* sources, int n, std::int64_t first,
+                          std::int64_t count, float* dst);
+
 // Same sums, rounded to `dtype` but handed back as floats (for the fused op).
 void reduce_sources_to_float(DataType dtype, const void* const* sources, int n,
                              std::int64_t first, std::int64_t count, float* dst);

@@ -1,0 +1,100 @@
+#include "transport/host/node_group_sum.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "peerplan/errors.hpp"
+
+namespace peerplan::transport::host {
+namespace {
+
+// Where a rank sits; 32-bit fields, no padding goes out in the blob.
+struct Seat {
+  std::int32_t node_id;
+  std::int32_t local_rank;
+};
+
+}  // namespace
+
+NodeGroupSum::NodeGroupSum(bootstrap::OwnedComm comm, bootstrap::Bootstrap& bootstrap,
+                           std::chrono::milliseconds timeout)
+    : comm_(std::move(comm)) {
+  const Seat mine{bootstrap.node_id(), bootstrap.local_rank()};
+  bootstrap::Blob blob(sizeof mine);
+  std::memcpy(blob.data(), &mine, sizeof mine);
+  const auto all = bootstrap.allgather(blob);
+  // The group: every rank with this rank's local rank. Ascending ranks is
+  // the order the exchange wants; node order is the order of the sum.
+  std::vector<int> members;
+  std::vector<int> node_of_member;
+  for (int rank = 0; rank < static_cast<int>(all.size()); ++rank) {
+    Seat seat{};
+    std::memcpy(&seat, all[rank].data(), std::min(sizeof seat, all[rank].size()));
+    if (seat.local_rank != mine.local_rank) continue;
+    members.push_back(rank);
+    node_of_member.push_back(seat.node_id);
+  }
+  const int nodes = bootstrap.num_nodes();
+  node_order_.assign(static_cast<std::size_t>(nodes), -1);
+  for (std::size_t position = 0; position < members.size(); ++position) {
+    const int node = node_of_member[position];
+    if (node < 0 || node >= nodes || node_order_[node] != -1) node_order_.clear();
+    if (node_order_.empty()) break;
+    node_order_[node] = static_cast<int>(position);
+  }
+  if (members.size() != static_cast<std::size_t>(nodes) || node_order_.empty() ||
+      std::count(node_order_.begin(), node_order_.end(), -1) != 0) {
+    throw InternalError("peerplan host backend: local rank " + std::to_string(mine.local_rank) +
+                        " is not held once by each of the " + std::to_string(nodes) +
+                        " nodes; the hierarchical route needs the same number of ranks on every "
+                        "node; please report this");
+  }
+  for (int position : node_order_) members_by_node_.push_back(members[position]);
+  exchange_ = std::make_unique<bootstrap::detail::TimedExchange>(
+      comm_.get(), timeout, std::move(members), bootstrap::detail::TimedExchange::Lane{0, 1});
+}
+
+NodeGroupSum::~NodeGroupSum() {
+  // Messages of an abandoned exchange may still be in flight on the
+  // communicator; freeing it would hand them to whatever reuses its context
+  // (bootstrap/mpi_bootstrap.cpp, release_communicator): keep it until exit.
+  if (!out_of_step_.empty()) comm_.release();
+}
+
+void NodeGroupSum::sum(std::span<float> values, const char* what) {
+  if (!out_of_step_.empty()) {
+    throw InvalidUsage(std::string("peerplan host backend: ") + what +
+                       ": the exchange between nodes is out of step since " + out_of_step_ +
+                       "; close() the communicator and create a new one");
+  }
+  std::vector<bootstrap::Blob> shards;
+  try {
+    shards = exchange_->allgather(std::as_bytes(values), what);
+  } catch (const Error& e) {
+    out_of_step_ = std::string(what) + " failed between nodes (" + e.what() + ")";
+    throw;
+  }
+  for (std::size_t node = 0; node < node_order_.size(); ++node) {
+    if (shards[node_order_[node]].size() != values.size_bytes()) {
+      out_of_step_ = std::string(what) + " met a different call on another node";
+      throw Mismatch(std::string("peerplan host backend: ") + what + ": rank " +
+                     std::to_string(members_by_node_[node]) + " sent " +
+                     std::to_string(shards[node_order_[node]].size()) +
+                     " bytes for its shard where this rank has " +
+                     std::to_string(values.size_bytes()) +
+                     "; every rank must make the same calls in the same order");
+    }
+  }
+  // values = node 0's + node 1's + ...: the same order, so the same bits,
+  // on every member.
+  std::memcpy(values.data(), shards[node_order_[0]].data(), values.size_bytes());
+  std::vector<float> addend(values.size());
+  for (std::size_t node = 1; node < node_order_.size(); ++node) {
+    std::memcpy(addend.data(), shards[node_order_[node]].data(), values.size_bytes());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] += addend[i];
+  }
+}
+
+}  // namespace peerplan::transport::host

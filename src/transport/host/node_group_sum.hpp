@@ -1,0 +1,68 @@
+// The hierarchical route's step between nodes on the host backend: the
+// ranks that hold the same local rank, one on each node, add up their fp32
+// shards in node order.
+//
+// Every member gathers every member's shard (point-to-point messages with a
+// per-call tag on a communicator of its own, every wait bounded by the
+// timeout: bootstrap/timed_exchange.hpp) and sums them in node order 0, 1,
+// ..., so every member computes the same bits. The gather moves
+// (nodes - 1) shards to each member where a ring would move about twice one
+// shard; the host backend is the reference and the test bed of the routes,
+// and a gather keeps the order of the sum fixed without a second pass.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/owned_comm.hpp"
+#include "bootstrap/timed_exchange.hpp"
+
+namespace peerplan::transport::host {
+
+class NodeGroupSum {
+ public:
+  // Collective over every rank of `bootstrap` (one allgather of where each
+  // rank sits). `comm`: a duplicate of the communicator `bootstrap` runs on
+  // (same ranks), which this object owns. Every node must hold the same
+  // number of ranks (the communicator checks that before building the
+  // route); throws InternalError otherwise.
+  NodeGroupSum(bootstrap::OwnedComm comm, bootstrap::Bootstrap& bootstrap,
+               std::chrono::milliseconds timeout);
+  ~NodeGroupSum();
+  NodeGroupSum(const NodeGroupSum&) = delete;
+  NodeGroupSum& operator=(const NodeGroupSum&) = delete;
+
+  // Collective among this rank's group (one rank per node). `values`
+  // becomes, element by element, the fp32 sum over the nodes in node order
+  // of every member's `values`. Throws Timeout naming the members that did
+  // not arrive (the group is out of step from then on: every later call
+  // throws InvalidUsage), Mismatch when members pass different lengths.
+  // `what` names the call in errors.
+  void sum(std::span<float> values, const char* what);
+
+  // The route failed elsewhere (a node peer did not arrive): members may
+  // have sent this rank messages it will never read, so the communicator
+  // must not be freed (see the destructor). Later calls throw InvalidUsage.
+  void abandon(const std::string& why) {
+    if (out_of_step_.empty()) out_of_step_ = why;
+  }
+
+  int num_nodes() const noexcept { return static_cast<int>(node_order_.size()); }
+  // The group's ranks (in the communicator), in node order.
+  const std::vector<int>& members_by_node() const noexcept { return members_by_node_; }
+
+ private:
+  bootstrap::OwnedComm comm_;
+  std::unique_ptr<bootstrap::detail::TimedExchange> exchange_;
+  std::vector<int> node_order_;  // node k's member is at position node_order_[k] of the exchange
+  std::vector<int> members_by_node_;
+  std::string out_of_step_;  // why, once an exchange failed
+};
+
+}  // namespace peerplan::transport::host
