@@ -1,7 +1,7 @@
 # Finds everything peerplan builds against. Nothing is downloaded: a missing
 # required dependency stops configuration with the package to install.
 
-find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(MPI REQUIRED COMPONENTS C CXX)
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)

@@ -30,4 +30,6 @@ install(FILES ${PROJECT_BINARY_DIR}/peerplanConfig.cmake
 file(RELATIVE_PATH PEERPLAN_PC_PREFIX_FROM_PCDIR
      "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/peerplan.pc.in ${PROJECT_BINARY_DIR}/peerplan.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/peerplan.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/peerplan-c.pc.in ${PROJECT_BINARY_DIR}/peerplan-c.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/peerplan.pc ${PROJECT_BINARY_DIR}/peerplan-c.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,5 +1,6 @@
 # Installs the build tree into a fresh prefix, builds tests/install/consumer
-# against it twice (CMake package, then pkg-config) and runs both binaries.
+# against it twice (CMake package, then pkg-config) and the C example with
+# mpicc and pkg-config, and runs the three binaries.
 # Both packages must report what the build has (EXPECT_CUDA, EXPECT_NCCL:
 # ON/OFF), and the installed library must need libnccl exactly when NCCL
 # was built.
@@ -66,6 +67,23 @@ separate_arguments(flags UNIX_COMMAND "${flags}")
 run(c++ ${SOURCE_DIR}/tests/install/consumer/consumer.cpp ${flags}
     -Wl,-rpath,${pc_dir}/.. -o ${WORK_DIR}/consumer-pkgconfig)
 run(${WORK_DIR}/consumer-pkgconfig)
+
+# 2b. The C interface: the C example compiled by the MPI C compiler against
+# the installed header and library with peerplan-c.pc, run as one rank.
+execute_process(COMMAND pkg-config --cflags --libs ${static_flag} peerplan-c
+                RESULT_VARIABLE rc OUTPUT_VARIABLE c_flags OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pkg-config cannot resolve peerplan-c.pc in ${pc_dir}")
+endif()
+separate_arguments(c_flags UNIX_COMMAND "${c_flags}")
+find_program(MPICC NAMES mpicc)
+if(MPICC)
+  run(${MPICC} -std=c99 -Wall -Werror ${SOURCE_DIR}/examples/c/all_reduce.c ${c_flags}
+      -Wl,-rpath,${pc_dir}/.. -o ${WORK_DIR}/c-consumer-pkgconfig)
+  run(${WORK_DIR}/c-consumer-pkgconfig)
+else()
+  message(FATAL_ERROR "mpicc not found: cannot check the installed C interface")
+endif()
 
 # 3. The installed library needs libnccl exactly when the build has NCCL: a
 # build without it must run where NCCL is not installed.

@@ -1,0 +1,209 @@
+/* The C interface of peerplan: for C and Fortran programs (through
+ * MPI_Fint communicator handles) and for Python (ctypes). It mirrors the
+ * C++ Communicator (peerplan/communicator.hpp); README "C interface" shows
+ * a whole program.
+ *
+ * Conventions:
+ *  - Every function that can fail returns a peerplan_result_t; on failure
+ *    peerplan_last_error() holds the message (per thread, until this
+ *    thread's next failing call). No C++ exception crosses this interface.
+ *  - Handles are opaque. Collective functions must be called by every rank
+ *    of the communicator, in the same order, as in C++.
+ *  - A layout is a shape and, optionally, element strides (NULL means
+ *    contiguous row-major); at most 8 dimensions.
+ *  - Streams are cudaStream_t passed as void* (NULL: the default stream);
+ *    the host backend ignores them.
+ *
+ * C99; the library itself is C++20. */
+#ifndef PEERPLAN_PEERPLAN_H
+#define PEERPLAN_PEERPLAN_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The numbers are the C++ peerplan::ErrorCode values. */
+typedef enum peerplan_result {
+  PEERPLAN_SUCCESS = 0,
+  PEERPLAN_ERROR_INVALID_ARGUMENT = 1, /* a value passed is wrong; the message says which */
+  PEERPLAN_ERROR_INVALID_USAGE = 2,    /* right values, wrong moment (e.g. after close) */
+  PEERPLAN_ERROR_UNDECLARED_PLAN = 3,  /* a strict lookup of a key nobody declared */
+  PEERPLAN_ERROR_MISMATCH = 4,         /* ranks disagree (declarations, configuration) */
+  PEERPLAN_ERROR_TIMEOUT = 5,          /* a bounded wait expired; another rank probably stopped */
+  PEERPLAN_ERROR_CUDA = 6,
+  PEERPLAN_ERROR_NCCL = 7,
+  PEERPLAN_ERROR_MPI = 8,
+  PEERPLAN_ERROR_SYSTEM = 9,           /* an OS call failed (shared memory, mmap) */
+  PEERPLAN_ERROR_UNSUPPORTED = 10,     /* valid, but this build or machine cannot serve it */
+  PEERPLAN_ERROR_INTERNAL = 11,        /* a bug in peerplan; please report it */
+  PEERPLAN_ERROR_OUT_OF_MEMORY = 12
+} peerplan_result_t;
+
+typedef enum peerplan_dtype {
+  PEERPLAN_F16 = 0,
+  PEERPLAN_BF16 = 1,
+  PEERPLAN_F32 = 2
+} peerplan_dtype_t;
+
+typedef enum peerplan_operation {
+  PEERPLAN_ALL_REDUCE = 0,
+  PEERPLAN_FUSED_ADD_RMS_NORM = 1
+} peerplan_operation_t;
+
+typedef enum peerplan_route {
+  PEERPLAN_ROUTE_ONE_SHOT = 0,
+  PEERPLAN_ROUTE_TWO_SHOT = 1,
+  PEERPLAN_ROUTE_FUSED_ONE_SHOT = 2,
+  PEERPLAN_ROUTE_FALLBACK = 3,
+  PEERPLAN_ROUTE_HIERARCHICAL = 4
+} peerplan_route_t;
+
+typedef enum peerplan_fallback_reason {
+  PEERPLAN_REASON_NONE = 0,
+  PEERPLAN_REASON_UNDECLARED = 1,
+  PEERPLAN_REASON_OVER_CUTOFF = 2,
+  PEERPLAN_REASON_P2P_DISABLED = 3,
+  PEERPLAN_REASON_NODE_LAYOUT = 4
+} peerplan_fallback_reason_t;
+
+typedef struct peerplan_config* peerplan_config_t;
+typedef struct peerplan_comm* peerplan_comm_t;
+
+/* A tensor layout. `strides` NULL: contiguous. */
+typedef struct peerplan_layout {
+  int32_t ndim;
+  const int64_t* shape;
+  const int64_t* strides;
+} peerplan_layout_t;
+
+/* One declaration. All-reduce: weight NULL, eps ignored. Fused op: the
+ * norm weight (its address is part of the key: the calls must pass the
+ * same pointer) and epsilon. */
+typedef struct peerplan_declaration {
+  const char* name;
+  peerplan_operation_t operation;
+  peerplan_dtype_t dtype;
+  peerplan_layout_t layout;
+  const void* weight;
+  float eps;
+} peerplan_declaration_t;
+
+typedef struct peerplan_call_result {
+  peerplan_route_t route;
+  peerplan_fallback_reason_t reason;
+  int zero_copy; /* 1: the peers read this rank's input in place */
+} peerplan_call_result_t;
+
+typedef struct peerplan_plan_info {
+  peerplan_route_t route;
+  peerplan_fallback_reason_t reason;
+  size_t index; /* position in the declared set */
+} peerplan_plan_info_t;
+
+typedef struct peerplan_stats {
+  uint64_t p2p_calls;
+  uint64_t zero_copy_calls;
+  uint64_t fallback_undeclared;
+  uint64_t fallback_over_cutoff;
+  uint64_t fallback_p2p_disabled;
+  uint64_t fallback_node_layout;
+  size_t plans; /* how many declared plans peerplan_plan_stats can read */
+} peerplan_stats_t;
+
+typedef struct peerplan_plan_stats {
+  const char* name; /* valid until the next declare, close or destroy */
+  peerplan_operation_t operation;
+  peerplan_route_t route;
+  peerplan_fallback_reason_t reason;
+  uint64_t hits;
+  uint64_t fallbacks;
+} peerplan_plan_stats_t;
+
+/* Library version ("0.1.0") and the text of a result code. */
+const char* peerplan_version(void);
+const char* peerplan_result_string(peerplan_result_t result);
+const char* peerplan_route_name(peerplan_route_t route);
+const char* peerplan_reason_name(peerplan_fallback_reason_t reason);
+/* The message of this thread's last failing call ("" if none). */
+const char* peerplan_last_error(void);
+
+/* Configuration: the names and values of the PEERPLAN_* environment
+ * variables (README, "Configuration"), e.g. ("PEERPLAN_TIMEOUT_MS", "5000").
+ * A value is checked when set (INVALID_ARGUMENT names what is accepted).
+ * The environment still overrides what is set here, as it overrides the
+ * C++ Config. */
+peerplan_result_t peerplan_config_create(peerplan_config_t* config);
+peerplan_result_t peerplan_config_set(peerplan_config_t config, const char* name,
+                                      const char* value);
+void peerplan_config_destroy(peerplan_config_t config);
+
+/* Collective over `comm` (which peerplan duplicates: the caller keeps it).
+ * `config` may be NULL (defaults). */
+peerplan_result_t peerplan_comm_create(MPI_Comm comm, peerplan_config_t config,
+                                       peerplan_comm_t* out);
+/* The same from a Fortran communicator handle (MPI_Comm_f2c). */
+peerplan_result_t peerplan_comm_create_f(MPI_Fint comm, peerplan_config_t config,
+                                         peerplan_comm_t* out);
+/* Collective; idempotent. Then only destroy, stats and queries work. */
+peerplan_result_t peerplan_comm_close(peerplan_comm_t comm);
+/* Local: frees the handle (without close, only this rank's resources). */
+void peerplan_comm_destroy(peerplan_comm_t comm);
+
+int peerplan_comm_rank(peerplan_comm_t comm);
+int peerplan_comm_size(peerplan_comm_t comm);
+/* "host" or "cuda". */
+const char* peerplan_comm_backend(peerplan_comm_t comm);
+int peerplan_comm_p2p_enabled(peerplan_comm_t comm);
+/* Why P2P is off ("" when it is on). Valid while the handle lives. */
+const char* peerplan_comm_p2p_disabled_reason(peerplan_comm_t comm);
+
+/* Collective: replaces the declared set (same list on every rank). */
+peerplan_result_t peerplan_declare(peerplan_comm_t comm, const peerplan_declaration_t* declarations,
+                                   size_t count);
+
+/* Probes (local, never fail): 1 when the key was declared, else 0. */
+int peerplan_has_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_t dtype,
+                                 peerplan_layout_t layout);
+int peerplan_has_plan_fused(peerplan_comm_t comm, peerplan_dtype_t dtype, peerplan_layout_t layout,
+                            const void* weight, float eps);
+/* Strict lookups: PEERPLAN_ERROR_UNDECLARED_PLAN naming the key. */
+peerplan_result_t peerplan_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_t dtype,
+                                           peerplan_layout_t layout, peerplan_plan_info_t* info);
+peerplan_result_t peerplan_plan_fused(peerplan_comm_t comm, peerplan_dtype_t dtype,
+                                      peerplan_layout_t layout, const void* weight, float eps,
+                                      peerplan_plan_info_t* info);
+
+/* Collective. out = sum over ranks of in (in == out allowed). `result`
+ * may be NULL. */
+peerplan_result_t peerplan_all_reduce(peerplan_comm_t comm, const void* in, void* out,
+                                      peerplan_dtype_t dtype, peerplan_layout_t layout,
+                                      void* stream, peerplan_call_result_t* result);
+/* Collective. residual = allreduce(inout) + residual;
+ * inout = rmsnorm(residual) * weight. */
+peerplan_result_t peerplan_fused_add_rms_norm(peerplan_comm_t comm, void* inout, void* residual,
+                                              const void* weight, float eps,
+                                              peerplan_dtype_t dtype, peerplan_layout_t layout,
+                                              void* stream, peerplan_call_result_t* result);
+
+/* Collective: device buffers the peers may read in place (CUDA backend;
+ * the host backend accepts and stages). `data[i]`, `bytes[i]`. */
+peerplan_result_t peerplan_register_buffers(peerplan_comm_t comm, void* const* data,
+                                            const size_t* bytes, size_t count);
+peerplan_result_t peerplan_deregister_buffers(peerplan_comm_t comm);
+
+/* Counters (local). peerplan_plan_stats reads plan `index` (declaration
+ * order) of the last peerplan_stats call on this handle. */
+peerplan_result_t peerplan_stats(peerplan_comm_t comm, peerplan_stats_t* stats);
+peerplan_result_t peerplan_plan_stats(peerplan_comm_t comm, size_t index,
+                                      peerplan_plan_stats_t* stats);
+peerplan_result_t peerplan_reset_stats(peerplan_comm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PEERPLAN_PEERPLAN_H */

@@ -1,0 +1,237 @@
+/* The C interface from a C99 program: configuration (valid, invalid and
+ * unknown settings), creation from a C and from a Fortran communicator
+ * handle, declare, probes and strict lookups, declared and undeclared
+ * all-reduces and fused calls checked against exact references, stats,
+ * errors as result codes with messages (NULL handles and pointers, calls
+ * after close). Every rank counts its failed checks; the job fails when any
+ * rank has one. */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peerplan/peerplan.h"
+
+static int g_failures = 0;
+static int g_checks = 0;
+static int g_rank = 0;
+
+#define CHECK(condition, ...)                                                     \
+  do {                                                                            \
+    ++g_checks;                                                                   \
+    if (!(condition)) {                                                           \
+      ++g_failures;                                                               \
+      fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", g_rank, __FILE__,     \
+              __LINE__, #condition);                                              \
+      fprintf(stderr, __VA_ARGS__);                                               \
+      fprintf(stderr, " (last error: %s)\n", peerplan_last_error());              \
+    }                                                                             \
+  } while (0)
+
+#define HIDDEN 64
+
+static void check_configuration(void) {
+  peerplan_config_t config = NULL;
+  CHECK(peerplan_config_create(&config) == PEERPLAN_SUCCESS, "config_create");
+  CHECK(peerplan_config_set(config, "PEERPLAN_TIMEOUT_MS", "20000") == PEERPLAN_SUCCESS,
+        "a valid setting");
+  CHECK(peerplan_config_set(config, "PEERPLAN_TIMEOUT_MS", "soon") ==
+            PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "an invalid value");
+  CHECK(strstr(peerplan_last_error(), "PEERPLAN_TIMEOUT_MS") != NULL,
+        "the message names the setting");
+  CHECK(peerplan_config_set(config, "PEERPLAN_NO_SUCH_THING", "1") ==
+            PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "an unknown setting");
+  CHECK(strstr(peerplan_last_error(), "PEERPLAN_BACKEND") != NULL,
+        "the message lists the settings");
+  CHECK(peerplan_config_set(NULL, "PEERPLAN_DEBUG", "WARN") == PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "a NULL config");
+  peerplan_config_destroy(config);
+}
+
+static void check_all_reduce(peerplan_comm_t comm, int size, int declared) {
+  /* Declared: [4, 64]; undeclared: [3, 5] (odd, never declarable). */
+  const int64_t shape_declared[2] = {4, HIDDEN};
+  const int64_t shape_undeclared[2] = {3, 5};
+  const int64_t* shape = declared ? shape_declared : shape_undeclared;
+  const peerplan_layout_t layout = {2, shape, NULL};
+  const int count = (int)(shape[0] * shape[1]);
+  float in[4 * HIDDEN], out[4 * HIDDEN];
+  for (int i = 0; i < count; ++i) {
+    in[i] = (float)(g_rank + 1) * (float)(i % 17);
+    out[i] = -1.0f;
+  }
+  peerplan_call_result_t result;
+  CHECK(peerplan_all_reduce(comm, in, out, PEERPLAN_F32, layout, NULL, &result) ==
+            PEERPLAN_SUCCESS,
+        "all_reduce");
+  int wrong = 0;
+  const float ranks_sum = (float)(size * (size + 1) / 2);
+  for (int i = 0; i < count; ++i) wrong += out[i] != ranks_sum * (float)(i % 17);
+  CHECK(wrong == 0, "%d of %d elements wrong", wrong, count);
+  if (declared) {
+    CHECK(peerplan_comm_p2p_enabled(comm) ? result.route != PEERPLAN_ROUTE_FALLBACK
+                                          : result.route == PEERPLAN_ROUTE_FALLBACK,
+          "route %s", peerplan_route_name(result.route));
+  } else {
+    CHECK(result.route == PEERPLAN_ROUTE_FALLBACK && result.reason == PEERPLAN_REASON_UNDECLARED,
+          "route %s reason %s", peerplan_route_name(result.route),
+          peerplan_reason_name(result.reason));
+  }
+}
+
+static void check_fused(peerplan_comm_t comm, int size, const float* weight) {
+  const int64_t shape[2] = {2, HIDDEN};
+  const peerplan_layout_t layout = {2, shape, NULL};
+  const float eps = 1e-6f;
+  float inout[2 * HIDDEN], residual[2 * HIDDEN];
+  for (int i = 0; i < 2 * HIDDEN; ++i) {
+    inout[i] = (float)(g_rank + 1) * (float)(i % 5 + 1);
+    residual[i] = (float)(i % 3);
+  }
+  peerplan_call_result_t result;
+  CHECK(peerplan_fused_add_rms_norm(comm, inout, residual, weight, eps, PEERPLAN_F32, layout, NULL,
+                                    &result) == PEERPLAN_SUCCESS,
+        "fused_add_rms_norm");
+  const double ranks_sum = size * (size + 1) / 2.0;
+  int wrong = 0;
+  for (int row = 0; row < 2; ++row) {
+    double r[HIDDEN], squares = 0.0;
+    for (int j = 0; j < HIDDEN; ++j) {
+      const int i = row * HIDDEN + j;
+      r[j] = ranks_sum * (i % 5 + 1) + (i % 3);
+      squares += r[j] * r[j];
+      wrong += residual[i] != (float)r[j]; /* integer sums: exact */
+    }
+    const double inv_rms = 1.0 / sqrt(squares / HIDDEN + eps);
+    for (int j = 0; j < HIDDEN; ++j) {
+      const double expected = r[j] * inv_rms * weight[j];
+      wrong += fabs(inout[row * HIDDEN + j] - expected) > 1e-5 * fabs(expected) + 1e-6;
+    }
+  }
+  CHECK(wrong == 0, "fused: %d wrong elements", wrong);
+  CHECK(peerplan_comm_p2p_enabled(comm) ? result.route != PEERPLAN_ROUTE_FALLBACK
+                                        : result.route == PEERPLAN_ROUTE_FALLBACK,
+        "fused route %s", peerplan_route_name(result.route));
+}
+
+static void check_communicator(peerplan_comm_t comm, int size) {
+  CHECK(peerplan_comm_rank(comm) == g_rank, "rank %d", peerplan_comm_rank(comm));
+  CHECK(peerplan_comm_size(comm) == size, "size %d", peerplan_comm_size(comm));
+  CHECK(strcmp(peerplan_comm_backend(comm), "host") == 0 ||
+            strcmp(peerplan_comm_backend(comm), "cuda") == 0,
+        "backend %s", peerplan_comm_backend(comm));
+
+  float weight[HIDDEN];
+  for (int j = 0; j < HIDDEN; ++j) weight[j] = 0.5f + (float)j / HIDDEN;
+  const int64_t ar_shape[2] = {4, HIDDEN};
+  const int64_t fused_shape[2] = {2, HIDDEN};
+  const peerplan_declaration_t declarations[2] = {
+      {"ar", PEERPLAN_ALL_REDUCE, PEERPLAN_F32, {2, ar_shape, NULL}, NULL, 0.0f},
+      {"norm", PEERPLAN_FUSED_ADD_RMS_NORM, PEERPLAN_F32, {2, fused_shape, NULL}, weight, 1e-6f}};
+  CHECK(peerplan_declare(comm, declarations, 2) == PEERPLAN_SUCCESS, "declare");
+
+  const peerplan_layout_t ar_layout = {2, ar_shape, NULL};
+  const int64_t other_shape[1] = {64};
+  const peerplan_layout_t other = {1, other_shape, NULL};
+  CHECK(peerplan_has_plan_all_reduce(comm, PEERPLAN_F32, ar_layout) == 1, "declared key");
+  CHECK(peerplan_has_plan_all_reduce(comm, PEERPLAN_BF16, ar_layout) == 0, "another dtype");
+  CHECK(peerplan_has_plan_fused(comm, PEERPLAN_F32, declarations[1].layout, weight, 1e-6f) == 1,
+        "declared fused key");
+  CHECK(peerplan_has_plan_fused(comm, PEERPLAN_F32, declarations[1].layout, weight, 1e-5f) == 0,
+        "another epsilon misses");
+  peerplan_plan_info_t info;
+  CHECK(peerplan_plan_fused(comm, PEERPLAN_F32, declarations[1].layout, weight, 1e-6f, &info) ==
+                PEERPLAN_SUCCESS &&
+            info.index == 1,
+        "plan_fused index %zu", info.index);
+  CHECK(peerplan_plan_all_reduce(comm, PEERPLAN_F32, other, &info) ==
+            PEERPLAN_ERROR_UNDECLARED_PLAN,
+        "strict lookup of an undeclared key");
+  CHECK(strlen(peerplan_last_error()) > 0, "the lookup failure has a message");
+
+  check_all_reduce(comm, size, 1);
+  check_all_reduce(comm, size, 0);
+  check_fused(comm, size, weight);
+
+  /* Errors are codes with messages, on this rank alone (caught before any
+   * exchange). */
+  float buffer[4 * HIDDEN];
+  CHECK(peerplan_all_reduce(comm, NULL, buffer, PEERPLAN_F32, ar_layout, NULL, NULL) ==
+            PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "NULL input");
+  CHECK(strlen(peerplan_last_error()) > 0, "the NULL input has a message");
+  CHECK(peerplan_all_reduce(comm, buffer, buffer, (peerplan_dtype_t)9, ar_layout, NULL, NULL) ==
+            PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "an unknown dtype");
+  const peerplan_layout_t too_deep = {9, ar_shape, NULL};
+  CHECK(peerplan_all_reduce(comm, buffer, buffer, PEERPLAN_F32, too_deep, NULL, NULL) ==
+            PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "nine dimensions");
+
+  peerplan_stats_t stats;
+  CHECK(peerplan_stats(comm, &stats) == PEERPLAN_SUCCESS, "stats");
+  CHECK(stats.plans == 2, "plans %zu", stats.plans);
+  CHECK(stats.fallback_undeclared == 1, "undeclared %llu",
+        (unsigned long long)stats.fallback_undeclared);
+  CHECK(stats.p2p_calls + stats.fallback_p2p_disabled + stats.fallback_over_cutoff == 2,
+        "declared calls counted once each");
+  peerplan_plan_stats_t plan;
+  CHECK(peerplan_plan_stats(comm, 1, &plan) == PEERPLAN_SUCCESS && strcmp(plan.name, "norm") == 0 &&
+            plan.operation == PEERPLAN_FUSED_ADD_RMS_NORM && plan.hits + plan.fallbacks == 1,
+        "plan stats of 'norm'");
+  CHECK(peerplan_plan_stats(comm, 2, &plan) == PEERPLAN_ERROR_INVALID_ARGUMENT, "index past the end");
+  CHECK(peerplan_reset_stats(comm) == PEERPLAN_SUCCESS && peerplan_stats(comm, &stats) == 0 &&
+            stats.fallback_undeclared == 0,
+        "reset_stats");
+
+  CHECK(peerplan_comm_close(comm) == PEERPLAN_SUCCESS, "close");
+  CHECK(peerplan_comm_close(comm) == PEERPLAN_SUCCESS, "close again (idempotent)");
+  CHECK(peerplan_all_reduce(comm, buffer, buffer, PEERPLAN_F32, ar_layout, NULL, NULL) ==
+            PEERPLAN_ERROR_INVALID_USAGE,
+        "a call after close");
+  CHECK(strstr(peerplan_last_error(), "closed") != NULL, "says it is closed");
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  CHECK(strlen(peerplan_version()) > 0, "version");
+  CHECK(strcmp(peerplan_result_string(PEERPLAN_ERROR_TIMEOUT), "timeout") == 0, "%s",
+        peerplan_result_string(PEERPLAN_ERROR_TIMEOUT));
+  check_configuration();
+
+  CHECK(peerplan_declare(NULL, NULL, 0) == PEERPLAN_ERROR_INVALID_ARGUMENT, "NULL handle");
+  CHECK(strstr(peerplan_last_error(), "NULL") != NULL, "says the handle is NULL");
+
+  peerplan_config_t config = NULL;
+  peerplan_config_create(&config);
+  peerplan_config_set(config, "PEERPLAN_TIMEOUT_MS", "20000");
+  peerplan_comm_t comm = NULL;
+  CHECK(peerplan_comm_create(MPI_COMM_WORLD, config, &comm) == PEERPLAN_SUCCESS, "create");
+  if (comm) check_communicator(comm, size);
+  peerplan_comm_destroy(comm);
+
+  /* The Fortran handle of the same communicator, as Fortran and Python
+   * (mpi4py's py2f) pass it. */
+  peerplan_comm_t from_fortran = NULL;
+  CHECK(peerplan_comm_create_f(MPI_Comm_c2f(MPI_COMM_WORLD), config, &from_fortran) ==
+            PEERPLAN_SUCCESS,
+        "create from a Fortran handle");
+  if (from_fortran) check_communicator(from_fortran, size);
+  peerplan_comm_destroy(from_fortran);
+  peerplan_config_destroy(config);
+
+  int failures = 0;
+  MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (g_rank == 0) {
+    printf("c_api_test: %d checks per rank, %d failed over %d ranks\n", g_checks, failures, size);
+  }
+  MPI_Finalize();
+  return failures == 0 ? 0 : 1;
+}

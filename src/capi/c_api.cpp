@@ -1,0 +1,307 @@
+// The C interface (include/peerplan/peerplan.h) over the C++ Communicator.
+// Each entry point checks its handle, converts the C structs and runs the
+// C++ call through guarded() (guarded_call.hpp), so no exception leaves.
+#include "peerplan/peerplan.h"
+
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "capi/c_config.hpp"
+#include "capi/guarded_call.hpp"
+#include "peerplan/communicator.hpp"
+#include "peerplan/errors.hpp"
+#include "peerplan/version.hpp"
+
+struct peerplan_comm {
+  std::unique_ptr<peerplan::Communicator> comm;
+  peerplan::Stats stats;  // what the last peerplan_stats read (plan names live here)
+};
+
+namespace peerplan::capi {
+namespace {
+
+TensorLayout to_layout(const peerplan_layout_t& layout) {
+  if (layout.ndim < 0 || layout.ndim > kMaxRank) {
+    throw InvalidArgument("layout.ndim is " + std::to_string(layout.ndim) + "; use 0 to " +
+                          std::to_string(kMaxRank));
+  }
+  if (layout.ndim > 0 && layout.shape == nullptr) {
+    throw InvalidArgument("layout.shape is NULL with ndim " + std::to_string(layout.ndim));
+  }
+  const std::span<const std::int64_t> shape(layout.shape, static_cast<std::size_t>(layout.ndim));
+  if (layout.strides == nullptr) return TensorLayout::contiguous(shape);
+  return TensorLayout::strided(shape,
+                               std::span(layout.strides, static_cast<std::size_t>(layout.ndim)));
+}
+
+DataType to_dtype(peerplan_dtype_t dtype) {
+  if (dtype != PEERPLAN_F16 && dtype != PEERPLAN_BF16 && dtype != PEERPLAN_F32) {
+    throw InvalidArgument("dtype " + std::to_string(static_cast<int>(dtype)) +
+                          " is not a peerplan_dtype_t; use PEERPLAN_F16, PEERPLAN_BF16 or "
+                          "PEERPLAN_F32");
+  }
+  return static_cast<DataType>(dtype);
+}
+
+Declaration to_declaration(const peerplan_declaration_t& d, std::size_t index) {
+  const std::string name =
+      d.name != nullptr ? d.name : "declarations[" + std::to_string(index) + "]";
+  switch (d.operation) {
+    case PEERPLAN_ALL_REDUCE: return Declaration::all_reduce(name, to_dtype(d.dtype), to_layout(d.layout));
+    case PEERPLAN_FUSED_ADD_RMS_NORM:
+      return Declaration::fused_add_rms_norm(name, to_dtype(d.dtype), to_layout(d.layout),
+                                             d.weight, d.eps);
+  }
+  throw InvalidArgument("declarations[" + std::to_string(index) + "] (\"" + name +
+                        "\"): operation " + std::to_string(static_cast<int>(d.operation)) +
+                        " is not a peerplan_operation_t; use PEERPLAN_ALL_REDUCE or "
+                        "PEERPLAN_FUSED_ADD_RMS_NORM");
+}
+
+void set_call_result(peerplan_call_result_t* out, const CallResult& result) noexcept {
+  if (out == nullptr) return;
+  out->route = static_cast<peerplan_route_t>(result.route);
+  out->reason = static_cast<peerplan_fallback_reason_t>(result.reason);
+  out->zero_copy = result.zero_copy ? 1 : 0;
+}
+
+void set_plan_info(peerplan_plan_info_t* out, const Communicator& comm, const PlanInfo& info) {
+  if (out == nullptr) return;
+  out->route = static_cast<peerplan_route_t>(info.route);
+  out->reason = static_cast<peerplan_fallback_reason_t>(info.route_reason);
+  // The declaration's position: plan names are unique within a declared set.
+  out->index = 0;
+  const Stats stats = comm.stats();
+  for (std::size_t i = 0; i < stats.plans.size(); ++i)
+    if (stats.plans[i].name == info.declaration->name) out->index = i;
+}
+
+// A null handle is the caller's mistake, said plainly rather than crashing.
+bool missing(const peerplan_comm* comm, const char* what, peerplan_result_t* result) {
+  if (comm != nullptr && comm->comm) return false;
+  *result = fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
+                 std::string(what) + ": the communicator handle is NULL; pass the handle "
+                                     "peerplan_comm_create returned");
+  return true;
+}
+
+peerplan_result_t create(MPI_Comm comm, peerplan_config_t config, peerplan_comm_t* out) {
+  if (out == nullptr) return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_comm_create: out is NULL");
+  *out = nullptr;
+  return guarded([&] {
+    auto handle = std::make_unique<peerplan_comm>();
+    handle->comm = Communicator::create(comm, config_from(config));
+    *out = handle.release();
+  });
+}
+
+}  // namespace
+}  // namespace peerplan::capi
+
+using namespace peerplan;
+using namespace peerplan::capi;
+
+extern "C" {
+
+const char* peerplan_version(void) { return kVersion; }
+
+const char* peerplan_result_string(peerplan_result_t result) {
+  if (result == PEERPLAN_ERROR_OUT_OF_MEMORY) return "out_of_memory";
+  return to_string(static_cast<ErrorCode>(result));
+}
+
+const char* peerplan_route_name(peerplan_route_t route) {
+  return to_string(static_cast<Route>(route));
+}
+
+const char* peerplan_reason_name(peerplan_fallback_reason_t reason) {
+  return to_string(static_cast<FallbackReason>(reason));
+}
+
+const char* peerplan_last_error(void) { return last_error().c_str(); }
+
+peerplan_result_t peerplan_comm_create(MPI_Comm comm, peerplan_config_t config,
+                                       peerplan_comm_t* out) {
+  return create(comm, config, out);
+}
+
+peerplan_result_t peerplan_comm_create_f(MPI_Fint comm, peerplan_config_t config,
+                                         peerplan_comm_t* out) {
+  return create(MPI_Comm_f2c(comm), config, out);
+}
+
+peerplan_result_t peerplan_comm_close(peerplan_comm_t comm) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_comm_close", &result)) return result;
+  return guarded([&] { comm->comm->close(); });
+}
+
+void peerplan_comm_destroy(peerplan_comm_t comm) { delete comm; }
+
+int peerplan_comm_rank(peerplan_comm_t comm) { return comm && comm->comm ? comm->comm->rank() : -1; }
+int peerplan_comm_size(peerplan_comm_t comm) { return comm && comm->comm ? comm->comm->size() : 0; }
+
+const char* peerplan_comm_backend(peerplan_comm_t comm) {
+  return comm && comm->comm ? to_string(comm->comm->backend()) : "";
+}
+
+int peerplan_comm_p2p_enabled(peerplan_comm_t comm) {
+  return comm && comm->comm && comm->comm->p2p_enabled() ? 1 : 0;
+}
+
+const char* peerplan_comm_p2p_disabled_reason(peerplan_comm_t comm) {
+  return comm && comm->comm ? comm->comm->p2p_disabled_reason().c_str() : "";
+}
+
+peerplan_result_t peerplan_declare(peerplan_comm_t comm, const peerplan_declaration_t* declarations,
+                                   size_t count) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_declare", &result)) return result;
+  if (declarations == nullptr && count > 0) {
+    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
+                "peerplan_declare: declarations is NULL with count " + std::to_string(count));
+  }
+  return guarded([&] {
+    std::vector<Declaration> set;
+    set.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) set.push_back(to_declaration(declarations[i], i));
+    comm->comm->declare(set);
+  });
+}
+
+int peerplan_has_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_t dtype,
+                                 peerplan_layout_t layout) {
+  if (comm == nullptr || !comm->comm) return 0;
+  try {
+    return comm->comm->has_plan_for(make_all_reduce_key(to_dtype(dtype), to_layout(layout))) ? 1 : 0;
+  } catch (...) {
+    return 0;  // a key that cannot even be built was never declared
+  }
+}
+
+int peerplan_has_plan_fused(peerplan_comm_t comm, peerplan_dtype_t dtype, peerplan_layout_t layout,
+                            const void* weight, float eps) {
+  if (comm == nullptr || !comm->comm) return 0;
+  try {
+    return comm->comm->has_plan_for(make_fused_key(to_dtype(dtype), to_layout(layout), weight, eps))
+               ? 1
+               : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+peerplan_result_t peerplan_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_t dtype,
+                                           peerplan_layout_t layout, peerplan_plan_info_t* info) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_plan_all_reduce", &result)) return result;
+  return guarded([&] {
+    const auto plan = comm->comm->plan_for(make_all_reduce_key(to_dtype(dtype), to_layout(layout)));
+    set_plan_info(info, *comm->comm, plan);
+  });
+}
+
+peerplan_result_t peerplan_plan_fused(peerplan_comm_t comm, peerplan_dtype_t dtype,
+                                      peerplan_layout_t layout, const void* weight, float eps,
+                                      peerplan_plan_info_t* info) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_plan_fused", &result)) return result;
+  return guarded([&] {
+    const auto plan =
+        comm->comm->plan_for(make_fused_key(to_dtype(dtype), to_layout(layout), weight, eps));
+    set_plan_info(info, *comm->comm, plan);
+  });
+}
+
+peerplan_result_t peerplan_all_reduce(peerplan_comm_t comm, const void* in, void* out,
+                                      peerplan_dtype_t dtype, peerplan_layout_t layout,
+                                      void* stream, peerplan_call_result_t* result) {
+  peerplan_result_t status;
+  if (missing(comm, "peerplan_all_reduce", &status)) return status;
+  return guarded([&] {
+    set_call_result(result, comm->comm->all_reduce(in, out, to_dtype(dtype), to_layout(layout), stream));
+  });
+}
+
+peerplan_result_t peerplan_fused_add_rms_norm(peerplan_comm_t comm, void* inout, void* residual,
+                                              const void* weight, float eps,
+                                              peerplan_dtype_t dtype, peerplan_layout_t layout,
+                                              void* stream, peerplan_call_result_t* result) {
+  peerplan_result_t status;
+  if (missing(comm, "peerplan_fused_add_rms_norm", &status)) return status;
+  return guarded([&] {
+    set_call_result(result, comm->comm->fused_add_rms_norm(inout, residual, weight, eps,
+                                                           to_dtype(dtype), to_layout(layout),
+                                                           stream));
+  });
+}
+
+peerplan_result_t peerplan_register_buffers(peerplan_comm_t comm, void* const* data,
+                                            const size_t* bytes, size_t count) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_register_buffers", &result)) return result;
+  if (count > 0 && (data == nullptr || bytes == nullptr)) {
+    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
+                "peerplan_register_buffers: data or bytes is NULL with count " +
+                    std::to_string(count));
+  }
+  return guarded([&] {
+    std::vector<BufferRegion> regions;
+    for (std::size_t i = 0; i < count; ++i) regions.push_back({data[i], bytes[i]});
+    comm->comm->register_buffers(regions);
+  });
+}
+
+peerplan_result_t peerplan_deregister_buffers(peerplan_comm_t comm) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_deregister_buffers", &result)) return result;
+  return guarded([&] { comm->comm->deregister_buffers(); });
+}
+
+peerplan_result_t peerplan_stats(peerplan_comm_t comm, peerplan_stats_t* stats) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_stats", &result)) return result;
+  if (stats == nullptr) return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_stats: stats is NULL");
+  return guarded([&] {
+    comm->stats = comm->comm->stats();
+    const Stats& s = comm->stats;
+    *stats = peerplan_stats_t{s.p2p_calls,           s.zero_copy_calls,
+                              s.fallback_undeclared, s.fallback_over_cutoff,
+                              s.fallback_p2p_disabled, s.fallback_node_layout,
+                              s.plans.size()};
+  });
+}
+
+peerplan_result_t peerplan_plan_stats(peerplan_comm_t comm, size_t index,
+                                      peerplan_plan_stats_t* stats) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_plan_stats", &result)) return result;
+  if (stats == nullptr) {
+    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_plan_stats: stats is NULL");
+  }
+  if (index >= comm->stats.plans.size()) {
+    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
+                "peerplan_plan_stats: index " + std::to_string(index) + " is not below " +
+                    std::to_string(comm->stats.plans.size()) +
+                    ", the plan count of the last peerplan_stats call");
+  }
+  const PlanStats& p = comm->stats.plans[index];
+  *stats = peerplan_plan_stats_t{p.name.c_str(),
+                                 static_cast<peerplan_operation_t>(p.operation),
+                                 static_cast<peerplan_route_t>(p.route),
+                                 static_cast<peerplan_fallback_reason_t>(p.route_reason),
+                                 p.hits,
+                                 p.fallbacks};
+  return PEERPLAN_SUCCESS;
+}
+
+peerplan_result_t peerplan_reset_stats(peerplan_comm_t comm) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_reset_stats", &result)) return result;
+  return guarded([&] { comm->comm->reset_stats(); });
+}
+
+}  // extern "C"

@@ -1,0 +1,73 @@
+#include "capi/c_config.hpp"
+
+#include <algorithm>
+#include <string_view>
+
+#include "capi/guarded_call.hpp"
+#include "core/environment.hpp"
+#include "peerplan/errors.hpp"
+
+namespace peerplan::capi {
+namespace {
+
+Config apply(const std::vector<std::pair<std::string, std::string>>& values) {
+  return apply_environment_from(Config{}, [&](const char* name) -> const char* {
+    for (auto it = values.rbegin(); it != values.rend(); ++it)
+      if (it->first == name) return it->second.c_str();
+    return nullptr;
+  });
+}
+
+bool known_name(std::string_view name) {
+  const auto names = environment_variable_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string known_names() {
+  std::string text;
+  for (auto name : environment_variable_names()) text += (text.empty() ? "" : ", ") + std::string(name);
+  return text;
+}
+
+}  // namespace
+
+Config config_from(const peerplan_config* config) {
+  return config == nullptr ? Config{} : apply(config->values);
+}
+
+}  // namespace peerplan::capi
+
+using namespace peerplan;
+using namespace peerplan::capi;
+
+extern "C" {
+
+peerplan_result_t peerplan_config_create(peerplan_config_t* config) {
+  if (config == nullptr) {
+    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_config_create: config is NULL");
+  }
+  *config = nullptr;
+  return guarded([&] { *config = new peerplan_config(); });
+}
+
+peerplan_result_t peerplan_config_set(peerplan_config_t config, const char* name,
+                                      const char* value) {
+  if (config == nullptr || name == nullptr || value == nullptr) {
+    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
+                "peerplan_config_set: the config, name or value is NULL");
+  }
+  return guarded([&] {
+    if (!known_name(name)) {
+      throw InvalidArgument(std::string("peerplan_config_set: \"") + name +
+                            "\" is not a setting; use one of " + known_names());
+    }
+    auto values = config->values;
+    values.emplace_back(name, value);
+    apply(values);  // throws, naming what is accepted, before anything is kept
+    config->values = std::move(values);
+  });
+}
+
+void peerplan_config_destroy(peerplan_config_t config) { delete config; }
+
+}  // extern "C"
