@@ -17,6 +17,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/nccl-less/stage.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/sanitizers/stage.sh"
 
 start=$SECONDS
+# The Python package's tests need NumPy and mpi4py (the library does not).
+PEERPLAN_PACKAGES+=(python3-numpy python3-mpi4py)
 install_missing_packages
 report_cuda
 configure_and_build

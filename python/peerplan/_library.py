@@ -1,0 +1,142 @@
+"""Finding and describing libpeerplan's C interface (include/peerplan/peerplan.h).
+
+The library is looked for, in order: the path in PEERPLAN_LIBRARY; a
+libpeerplan.so next to this package (a wheel may ship it there); the
+system's search path (ctypes.util.find_library: ldconfig, LD_LIBRARY_PATH).
+"""
+
+import ctypes
+import ctypes.util
+import os
+import pathlib
+
+c_int64_p = ctypes.POINTER(ctypes.c_int64)
+
+
+class Layout(ctypes.Structure):
+    _fields_ = [("ndim", ctypes.c_int32), ("shape", c_int64_p), ("strides", c_int64_p)]
+
+
+class Declaration(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("operation", ctypes.c_int),
+        ("dtype", ctypes.c_int),
+        ("layout", Layout),
+        ("weight", ctypes.c_void_p),
+        ("eps", ctypes.c_float),
+    ]
+
+
+class CallResult(ctypes.Structure):
+    _fields_ = [("route", ctypes.c_int), ("reason", ctypes.c_int), ("zero_copy", ctypes.c_int)]
+
+
+class PlanInfo(ctypes.Structure):
+    _fields_ = [("route", ctypes.c_int), ("reason", ctypes.c_int), ("index", ctypes.c_size_t)]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [
+        ("p2p_calls", ctypes.c_uint64),
+        ("zero_copy_calls", ctypes.c_uint64),
+        ("fallback_undeclared", ctypes.c_uint64),
+        ("fallback_over_cutoff", ctypes.c_uint64),
+        ("fallback_p2p_disabled", ctypes.c_uint64),
+        ("fallback_node_layout", ctypes.c_uint64),
+        ("plans", ctypes.c_size_t),
+    ]
+
+
+class PlanStats(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("operation", ctypes.c_int),
+        ("route", ctypes.c_int),
+        ("reason", ctypes.c_int),
+        ("hits", ctypes.c_uint64),
+        ("fallbacks", ctypes.c_uint64),
+    ]
+
+
+def _candidates():
+    explicit = os.environ.get("PEERPLAN_LIBRARY")
+    if explicit:
+        yield explicit
+        return  # asked for one library: never silently load another
+    here = pathlib.Path(__file__).resolve().parent
+    for name in ("libpeerplan.so", "libpeerplan.so.0"):
+        if (here / name).exists():
+            yield str(here / name)
+    found = ctypes.util.find_library("peerplan")
+    if found:
+        yield found
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    raise ImportError(
+        "peerplan: cannot load libpeerplan ("
+        + ("; ".join(errors) if errors else "not found")
+        + "); set PEERPLAN_LIBRARY to the path of libpeerplan.so, or add its "
+        "directory to LD_LIBRARY_PATH"
+    )
+
+
+def _declare(lib):
+    P = ctypes.c_void_p
+    sigs = {
+        "peerplan_version": (ctypes.c_char_p, []),
+        "peerplan_result_string": (ctypes.c_char_p, [ctypes.c_int]),
+        "peerplan_route_name": (ctypes.c_char_p, [ctypes.c_int]),
+        "peerplan_reason_name": (ctypes.c_char_p, [ctypes.c_int]),
+        "peerplan_last_error": (ctypes.c_char_p, []),
+        "peerplan_config_create": (ctypes.c_int, [ctypes.POINTER(P)]),
+        "peerplan_config_set": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_char_p]),
+        "peerplan_config_destroy": (None, [P]),
+        "peerplan_comm_create_f": (ctypes.c_int, [ctypes.c_int, P, ctypes.POINTER(P)]),
+        "peerplan_comm_close": (ctypes.c_int, [P]),
+        "peerplan_comm_destroy": (None, [P]),
+        "peerplan_comm_rank": (ctypes.c_int, [P]),
+        "peerplan_comm_size": (ctypes.c_int, [P]),
+        "peerplan_comm_backend": (ctypes.c_char_p, [P]),
+        "peerplan_comm_p2p_enabled": (ctypes.c_int, [P]),
+        "peerplan_comm_p2p_disabled_reason": (ctypes.c_char_p, [P]),
+        "peerplan_declare": (ctypes.c_int, [P, ctypes.POINTER(Declaration), ctypes.c_size_t]),
+        "peerplan_has_plan_all_reduce": (ctypes.c_int, [P, ctypes.c_int, Layout]),
+        "peerplan_has_plan_fused": (ctypes.c_int, [P, ctypes.c_int, Layout, P, ctypes.c_float]),
+        "peerplan_plan_all_reduce": (ctypes.c_int, [P, ctypes.c_int, Layout, ctypes.POINTER(PlanInfo)]),
+        "peerplan_plan_fused": (
+            ctypes.c_int,
+            [P, ctypes.c_int, Layout, P, ctypes.c_float, ctypes.POINTER(PlanInfo)],
+        ),
+        "peerplan_all_reduce": (
+            ctypes.c_int,
+            [P, P, P, ctypes.c_int, Layout, P, ctypes.POINTER(CallResult)],
+        ),
+        "peerplan_fused_add_rms_norm": (
+            ctypes.c_int,
+            [P, P, P, P, ctypes.c_float, ctypes.c_int, Layout, P, ctypes.POINTER(CallResult)],
+        ),
+        "peerplan_register_buffers": (
+            ctypes.c_int,
+            [P, ctypes.POINTER(P), ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t],
+        ),
+        "peerplan_deregister_buffers": (ctypes.c_int, [P]),
+        "peerplan_stats": (ctypes.c_int, [P, ctypes.POINTER(Stats)]),
+        "peerplan_plan_stats": (ctypes.c_int, [P, ctypes.c_size_t, ctypes.POINTER(PlanStats)]),
+        "peerplan_reset_stats": (ctypes.c_int, [P]),
+    }
+    for name, (restype, argtypes) in sigs.items():
+        function = getattr(lib, name)
+        function.restype = restype
+        function.argtypes = argtypes
+    return lib
+
+
+lib = _declare(_load())

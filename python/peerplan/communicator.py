@@ -1,0 +1,237 @@
+"""The communicator over the C interface: collective calls on every rank
+in the same order, as in C++ (README, "Using it")."""
+
+import ctypes
+
+from . import _tensors
+from ._library import CallResult, Declaration as _CDeclaration, PlanInfo, PlanStats, Stats, lib
+
+ROUTES = {0: "one_shot", 1: "two_shot", 2: "fused_one_shot", 3: "fallback", 4: "hierarchical"}
+REASONS = {0: "none", 1: "undeclared", 2: "over_cutoff", 3: "p2p_disabled", 4: "node_layout"}
+_ERRORS = {}
+
+
+class Error(RuntimeError):
+    """A failed peerplan call: `code` is the C result's name (e.g. "timeout")."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class UndeclaredPlan(Error):
+    pass
+
+
+class Timeout(Error):
+    pass
+
+
+def _check(result):
+    if result == 0:
+        return
+    code = lib.peerplan_result_string(result).decode()
+    message = lib.peerplan_last_error().decode()
+    kind = {"undeclared_plan": UndeclaredPlan, "timeout": Timeout}.get(code, Error)
+    if code == "invalid_argument":
+        raise ValueError(message)
+    raise kind(code, message)
+
+
+def _stream_handle(stream, tensor):
+    """A cudaStream_t as an int: the given stream (a torch.cuda.Stream, an
+    object with .cuda_stream or .ptr, or an int), else for PyTorch CUDA
+    tensors the current stream, else 0 (the default stream)."""
+    if stream is None:
+        if type(tensor).__module__.startswith("torch") and tensor.is_cuda:
+            import torch
+
+            return torch.cuda.current_stream(tensor.device).cuda_stream
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attribute in ("cuda_stream", "ptr", "handle"):
+        if hasattr(stream, attribute):
+            return int(getattr(stream, attribute))
+    raise TypeError(f"peerplan: cannot read a CUDA stream from {type(stream).__name__}")
+
+
+class Declaration:
+    """One plan to declare. all_reduce(name, dtype, shape) or
+    fused_add_rms_norm(name, dtype, shape, weight, eps); dtype is "f16",
+    "bf16" or "f32"; strides (elements) optional."""
+
+    _DTYPES = {"f16": 0, "float16": 0, "bf16": 1, "bfloat16": 1, "f32": 2, "float32": 2}
+
+    def __init__(self, name, operation, dtype, shape, strides=None, weight=None, eps=0.0):
+        if dtype not in self._DTYPES:
+            raise ValueError(f"peerplan: dtype {dtype!r}; use one of {sorted(self._DTYPES)}")
+        self.name = name
+        self.operation = operation
+        self.dtype = self._DTYPES[dtype]
+        self.shape = tuple(shape)
+        self.strides = tuple(strides) if strides is not None else None
+        self.weight = weight
+        self.eps = float(eps)
+
+    @classmethod
+    def all_reduce(cls, name, dtype, shape, strides=None):
+        return cls(name, 0, dtype, shape, strides)
+
+    @classmethod
+    def fused_add_rms_norm(cls, name, dtype, shape, weight, eps, strides=None):
+        return cls(name, 1, dtype, shape, strides, weight, eps)
+
+
+class Communicator:
+    """peerplan.Communicator(mpi4py_comm, **config): collective. Settings are
+    PEERPLAN_* names without the prefix, lower case: timeout_ms=5000,
+    backend="host", debug="INFO"."""
+
+    def __init__(self, comm=None, **config):
+        if comm is None:
+            from mpi4py import MPI
+
+            comm = MPI.COMM_WORLD
+        handle = comm.py2f() if hasattr(comm, "py2f") else int(comm)
+        cfg = ctypes.c_void_p()
+        _check(lib.peerplan_config_create(ctypes.byref(cfg)))
+        try:
+            for key, value in config.items():
+                if isinstance(value, bool):
+                    value = int(value)
+                _check(lib.peerplan_config_set(cfg, f"PEERPLAN_{key.upper()}".encode(),
+                                               str(value).encode()))
+            self._handle = ctypes.c_void_p()
+            _check(lib.peerplan_comm_create_f(handle, cfg, ctypes.byref(self._handle)))
+        finally:
+            lib.peerplan_config_destroy(cfg)
+        self._declared = []  # keeps the declarations' weights alive
+
+    # -- queries
+    @property
+    def rank(self):
+        return lib.peerplan_comm_rank(self._handle)
+
+    @property
+    def size(self):
+        return lib.peerplan_comm_size(self._handle)
+
+    @property
+    def backend(self):
+        return lib.peerplan_comm_backend(self._handle).decode()
+
+    @property
+    def p2p_enabled(self):
+        return bool(lib.peerplan_comm_p2p_enabled(self._handle))
+
+    @property
+    def p2p_disabled_reason(self):
+        return lib.peerplan_comm_p2p_disabled_reason(self._handle).decode()
+
+    # -- plans
+    def declare(self, declarations):
+        declarations = list(declarations)
+        array = (_CDeclaration * max(len(declarations), 1))()
+        keep = []
+        for i, d in enumerate(declarations):
+            shape = (ctypes.c_int64 * max(len(d.shape), 1))(*d.shape)
+            strides = (ctypes.c_int64 * max(len(d.shape), 1))(*d.strides) if d.strides else None
+            keep += [shape, strides]
+            array[i].name = d.name.encode()
+            array[i].operation = d.operation
+            array[i].dtype = d.dtype
+            array[i].layout.ndim = len(d.shape)
+            array[i].layout.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+            array[i].layout.strides = (ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
+                                       if strides is not None else None)
+            array[i].weight = _tensors.weight_pointer(d.weight) if d.weight is not None else None
+            array[i].eps = d.eps
+        _check(lib.peerplan_declare(self._handle, array, len(declarations)))
+        self._declared = declarations
+
+    def has_plan_for(self, tensor, weight=None, eps=None):
+        """Whether a call on `tensor` (with `weight` and `eps`: the fused op)
+        would find a declared plan. Never raises for a well-formed tensor."""
+        t = _tensors.describe(tensor)
+        if weight is None:
+            return bool(lib.peerplan_has_plan_all_reduce(self._handle, t.dtype, t.layout))
+        return bool(lib.peerplan_has_plan_fused(self._handle, t.dtype, t.layout,
+                                                _tensors.weight_pointer(weight), float(eps)))
+
+    def plan_for(self, tensor, weight=None, eps=None):
+        """(route, reason, index) of the declared plan; UndeclaredPlan if none."""
+        t = _tensors.describe(tensor)
+        info = PlanInfo()
+        if weight is None:
+            _check(lib.peerplan_plan_all_reduce(self._handle, t.dtype, t.layout, ctypes.byref(info)))
+        else:
+            _check(lib.peerplan_plan_fused(self._handle, t.dtype, t.layout,
+                                           _tensors.weight_pointer(weight), float(eps),
+                                           ctypes.byref(info)))
+        return ROUTES.get(info.route, "unknown"), REASONS.get(info.reason, "unknown"), info.index
+
+    # -- collectives
+    def all_reduce(self, inp, out=None, stream=None):
+        """out = sum over ranks of inp (in place when out is None or inp).
+        Returns (route, reason)."""
+        t = _tensors.describe(inp)
+        o = t if out is None or out is inp else _tensors.describe(out)
+        result = CallResult()
+        _check(lib.peerplan_all_reduce(self._handle, t.ptr, o.ptr, t.dtype, t.layout,
+                                       _stream_handle(stream, inp), ctypes.byref(result)))
+        return ROUTES.get(result.route, "unknown"), REASONS.get(result.reason, "unknown")
+
+    def fused_add_rms_norm(self, x, residual, weight, eps, stream=None):
+        """residual = allreduce(x) + residual; x = rmsnorm(residual) * weight.
+        Returns (route, reason)."""
+        t = _tensors.describe(x)
+        r = _tensors.describe(residual)
+        result = CallResult()
+        _check(lib.peerplan_fused_add_rms_norm(self._handle, t.ptr, r.ptr,
+                                               _tensors.weight_pointer(weight), float(eps),
+                                               t.dtype, t.layout, _stream_handle(stream, x),
+                                               ctypes.byref(result)))
+        return ROUTES.get(result.route, "unknown"), REASONS.get(result.reason, "unknown")
+
+    # -- counters and lifetime
+    def stats(self):
+        s = Stats()
+        _check(lib.peerplan_stats(self._handle, ctypes.byref(s)))
+        plans = []
+        for i in range(s.plans):
+            p = PlanStats()
+            _check(lib.peerplan_plan_stats(self._handle, i, ctypes.byref(p)))
+            plans.append({"name": p.name.decode(), "route": ROUTES.get(p.route, "unknown"),
+                          "reason": REASONS.get(p.reason, "unknown"), "hits": p.hits,
+                          "fallbacks": p.fallbacks})
+        return {
+            "p2p_calls": s.p2p_calls,
+            "zero_copy_calls": s.zero_copy_calls,
+            "fallback_undeclared": s.fallback_undeclared,
+            "fallback_over_cutoff": s.fallback_over_cutoff,
+            "fallback_p2p_disabled": s.fallback_p2p_disabled,
+            "fallback_node_layout": s.fallback_node_layout,
+            "plans": plans,
+        }
+
+    def reset_stats(self):
+        _check(lib.peerplan_reset_stats(self._handle))
+
+    def close(self):
+        """Collective, idempotent."""
+        if self._handle:
+            _check(lib.peerplan_comm_close(self._handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle:
+            lib.peerplan_comm_destroy(handle)  # local; close() is the collective part
+            self._handle = None
