@@ -13,6 +13,9 @@
  *    contiguous row-major); at most 8 dimensions.
  *  - Streams are cudaStream_t passed as void* (NULL: the default stream);
  *    the host backend ignores them.
+ *  - Enumerated arguments are plain ints (peerplan_dtype_t, ...), so that a
+ *    value outside the enum is an INVALID_ARGUMENT, not undefined behaviour
+ *    in the library.
  *
  * C99; the library itself is C++20. */
 #ifndef PEERPLAN_PEERPLAN_H
@@ -43,32 +46,36 @@ typedef enum peerplan_result {
   PEERPLAN_ERROR_OUT_OF_MEMORY = 12
 } peerplan_result_t;
 
-typedef enum peerplan_dtype {
+enum peerplan_dtype {
   PEERPLAN_F16 = 0,
   PEERPLAN_BF16 = 1,
   PEERPLAN_F32 = 2
-} peerplan_dtype_t;
+};
+typedef int peerplan_dtype_t; /* one of enum peerplan_dtype */
 
-typedef enum peerplan_operation {
+enum peerplan_operation {
   PEERPLAN_ALL_REDUCE = 0,
   PEERPLAN_FUSED_ADD_RMS_NORM = 1
-} peerplan_operation_t;
+};
+typedef int peerplan_operation_t; /* one of enum peerplan_operation */
 
-typedef enum peerplan_route {
+enum peerplan_route {
   PEERPLAN_ROUTE_ONE_SHOT = 0,
   PEERPLAN_ROUTE_TWO_SHOT = 1,
   PEERPLAN_ROUTE_FUSED_ONE_SHOT = 2,
   PEERPLAN_ROUTE_FALLBACK = 3,
   PEERPLAN_ROUTE_HIERARCHICAL = 4
-} peerplan_route_t;
+};
+typedef int peerplan_route_t; /* one of enum peerplan_route */
 
-typedef enum peerplan_fallback_reason {
+enum peerplan_fallback_reason {
   PEERPLAN_REASON_NONE = 0,
   PEERPLAN_REASON_UNDECLARED = 1,
   PEERPLAN_REASON_OVER_CUTOFF = 2,
   PEERPLAN_REASON_P2P_DISABLED = 3,
   PEERPLAN_REASON_NODE_LAYOUT = 4
-} peerplan_fallback_reason_t;
+};
+typedef int peerplan_fallback_reason_t; /* one of enum peerplan_fallback_reason */
 
 typedef struct peerplan_config* peerplan_config_t;
 typedef struct peerplan_comm* peerplan_comm_t;
@@ -130,6 +137,13 @@ const char* peerplan_route_name(peerplan_route_t route);
 const char* peerplan_reason_name(peerplan_fallback_reason_t reason);
 /* The message of this thread's last failing call ("" if none). */
 const char* peerplan_last_error(void);
+
+/* MPI for programs that have no MPI binding of their own (Python without
+ * mpi4py): the Fortran handle of MPI_COMM_WORLD, initialising MPI first
+ * when nobody has; peerplan_mpi_finalize finalises it only if
+ * peerplan_mpi_world initialised it (else it does nothing). */
+peerplan_result_t peerplan_mpi_world(MPI_Fint* world);
+void peerplan_mpi_finalize(void);
 
 /* Configuration: the names and values of the PEERPLAN_* environment
  * variables (README, "Configuration"), e.g. ("PEERPLAN_TIMEOUT_MS", "5000").

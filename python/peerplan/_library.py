@@ -77,6 +77,8 @@ def _load():
     errors = []
     for path in _candidates():
         try:
+            # RTLD_GLOBAL: MPI's plugins need libmpi's symbols when the
+            # library is what loads MPI (no mpi4py).
             return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError as e:
             errors.append(f"{path}: {e}")
@@ -96,6 +98,8 @@ def _declare(lib):
         "peerplan_route_name": (ctypes.c_char_p, [ctypes.c_int]),
         "peerplan_reason_name": (ctypes.c_char_p, [ctypes.c_int]),
         "peerplan_last_error": (ctypes.c_char_p, []),
+        "peerplan_mpi_world": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int)]),
+        "peerplan_mpi_finalize": (None, []),
         "peerplan_config_create": (ctypes.c_int, [ctypes.POINTER(P)]),
         "peerplan_config_set": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_char_p]),
         "peerplan_config_destroy": (None, [P]),

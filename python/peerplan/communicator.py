@@ -83,17 +83,34 @@ class Declaration:
         return cls(name, 1, dtype, shape, strides, weight, eps)
 
 
+def _world_handle():
+    """MPI_COMM_WORLD's Fortran handle: through mpi4py when it is there,
+    else from the library, which initialises MPI (and finalises it at exit)."""
+    try:
+        from mpi4py import MPI
+
+        return MPI.COMM_WORLD.py2f()
+    except ImportError:
+        import atexit
+
+        world = ctypes.c_int()
+        _check(lib.peerplan_mpi_world(ctypes.byref(world)))
+        atexit.register(lib.peerplan_mpi_finalize)
+        return world.value
+
+
 class Communicator:
-    """peerplan.Communicator(mpi4py_comm, **config): collective. Settings are
-    PEERPLAN_* names without the prefix, lower case: timeout_ms=5000,
-    backend="host", debug="INFO"."""
+    """peerplan.Communicator(comm=None, **config): collective. `comm`: an
+    mpi4py communicator, a Fortran handle (int), or None for MPI_COMM_WORLD
+    (without mpi4py the library initialises MPI). Settings are PEERPLAN_*
+    names without the prefix, lower case: timeout_ms=5000, backend="host",
+    debug="INFO"."""
 
     def __init__(self, comm=None, **config):
         if comm is None:
-            from mpi4py import MPI
-
-            comm = MPI.COMM_WORLD
-        handle = comm.py2f() if hasattr(comm, "py2f") else int(comm)
+            handle = _world_handle()
+        else:
+            handle = comm.py2f() if hasattr(comm, "py2f") else int(comm)
         cfg = ctypes.c_void_p()
         _check(lib.peerplan_config_create(ctypes.byref(cfg)))
         try:

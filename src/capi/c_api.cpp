@@ -98,6 +98,12 @@ peerplan_result_t create(MPI_Comm comm, peerplan_config_t config, peerplan_comm_
   });
 }
 
+// peerplan_mpi_world initialised MPI (so peerplan_mpi_finalize ends it).
+bool& mpi_initialised_here() {
+  static bool here = false;
+  return here;
+}
+
 }  // namespace
 }  // namespace peerplan::capi
 
@@ -122,6 +128,33 @@ const char* peerplan_reason_name(peerplan_fallback_reason_t reason) {
 }
 
 const char* peerplan_last_error(void) { return last_error().c_str(); }
+
+peerplan_result_t peerplan_mpi_world(MPI_Fint* world) {
+  if (world == nullptr) return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_mpi_world: world is NULL");
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    return fail(PEERPLAN_ERROR_INVALID_USAGE,
+                "peerplan_mpi_world: MPI is already finalised; it cannot be used again");
+  }
+  if (!initialized) {
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+      return fail(PEERPLAN_ERROR_MPI, "peerplan_mpi_world: MPI_Init_thread failed");
+    }
+    mpi_initialised_here() = true;
+  }
+  *world = MPI_Comm_c2f(MPI_COMM_WORLD);
+  return PEERPLAN_SUCCESS;
+}
+
+void peerplan_mpi_finalize(void) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (mpi_initialised_here() && !finalized) MPI_Finalize();
+  mpi_initialised_here() = false;
+}
 
 peerplan_result_t peerplan_comm_create(MPI_Comm comm, peerplan_config_t config,
                                        peerplan_comm_t* out) {

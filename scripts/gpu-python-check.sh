@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# On a GPU host: builds the library (CUDA backend, no tests), then runs
+#  1. python/examples/tp_mlp.py (PyTorch tensor-parallel MLP: eager, CUDA
+#     graph replays, the fallback; vs one GPU and, where each rank has its
+#     own GPU, torch.distributed NCCL) at RANKS (default "2");
+#  2. the C example (examples/c/all_reduce.c, host memory: host backend);
+#  3. the example program posing as 2 nodes x 2 ranks (PEERPLAN_HOST_ID) on
+#     the cuda backend: P2P must be off with the reason, results right.
+# Logs under $OUT (or ./gpu-python-out); a summary is printed last.
+#   scripts/gpu-python-check.sh [build-dir]     env: JOBS, ARCH (default 90), RANKS
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${1:-$ROOT/build-gpu-python}"
+OUT="${OUT:-$ROOT/gpu-python-out}"
+mkdir -p "$OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN=(mpirun --oversubscribe --bind-to none)
+summary=()
+step() {  # step NAME COMMAND...: runs, logs to $OUT/NAME.log, records pass/FAIL
+  local name=$1; shift
+  local start=$SECONDS
+  if "$@" >"$OUT/$name.log" 2>&1; then summary+=("$name: passed ($((SECONDS - start)) s)")
+  else summary+=("$name: FAILED ($((SECONDS - start)) s, see $name.log)"); fi
+}
+
+step build bash -c "cmake -S '$ROOT' -B '$BUILD' -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90} -DPEERPLAN_BUILD_TESTS=OFF -DPEERPLAN_BUILD_BENCHMARKS=OFF \
+  -DPEERPLAN_BUILD_TOOLS=OFF && cmake --build '$BUILD' -j ${JOBS:-16}"
+LIB="$BUILD/src/libpeerplan.so"
+python3 -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" \
+  >"$OUT/python-env.log" 2>&1
+python3 -c "import mpi4py; print('mpi4py', mpi4py.__version__)" >>"$OUT/python-env.log" 2>&1 ||
+  echo "no mpi4py: the package initialises MPI itself" >>"$OUT/python-env.log"
+for n in ${RANKS:-2}; do
+  step "tp_mlp.np$n" env PYTHONPATH="$ROOT/python" PEERPLAN_LIBRARY="$LIB" \
+    "${MPIRUN[@]}" -np "$n" python3 "$ROOT/python/examples/tp_mlp.py"
+done
+c_example() {
+  mpicc -std=c99 -Wall -Werror "$ROOT/examples/c/all_reduce.c" -I"$ROOT/include" -I"$BUILD/include" \
+    -L"$BUILD/src" -lpeerplan -Wl,-rpath,"$BUILD/src" -o "$OUT/c_all_reduce" || return 1
+  PEERPLAN_BACKEND=host "${MPIRUN[@]}" -np 2 "$OUT/c_all_reduce" >"$OUT/c_example.out" 2>&1
+  local rc=$?
+  cat "$OUT/c_example.out"
+  [ $rc -eq 0 ] && grep -q '#wrong 0' "$OUT/c_example.out"
+}
+step c_example c_example
+cat >"$OUT/posed-node.sh" <<'POSE'
+#!/bin/bash
+export PEERPLAN_HOST_ID=node$((OMPI_COMM_WORLD_RANK / 2))
+exec "$@"
+POSE
+chmod +x "$OUT/posed-node.sh"
+posed_2x2_cuda() {
+  PEERPLAN_DEBUG=INFO "${MPIRUN[@]}" -np 4 "$OUT/posed-node.sh" \
+    "$BUILD/examples/peerplan_transformer_decode" >"$OUT/posed.out" 2>&1
+  local rc=$?
+  cat "$OUT/posed.out"
+  [ $rc -eq 0 ] && grep -q 'cuda backend has no hierarchical route' "$OUT/posed.out" &&
+    grep -q '#wrong 0' "$OUT/posed.out"
+}
+step posed_2x2_cuda posed_2x2_cuda
+
+echo "== python-env"; cat "$OUT/python-env.log"
+for n in ${RANKS:-2}; do echo "== tp_mlp.np$n"; tail -n 14 "$OUT/tp_mlp.np$n.log"; done
+echo "== posed_2x2_cuda"; grep -E "P2P|#wrong|backend" "$OUT/posed_2x2_cuda.log" | head -8
+echo "== summary"; printf '%s\n' "${summary[@]}"
