@@ -81,13 +81,9 @@ if(PEERPLAN_HAVE_CUDA)
     # A100, L40S / RTX 4090, H100 / H200, RTX PRO 6000.
     set(CMAKE_CUDA_ARCHITECTURES 80 89 90 120)
   endif()
-  # The shared CUDA runtime, as the library links CUDA::cudart. CMake's
-  # default (Static) adds libcudart_static to every target with CUDA code;
-  # the one of CUDA 13 on the GPU host carries libstdc++ code, which then
-  # took the place of libstdc++.so in libpeerplan (no NEEDED entry) and was
-  # exported from it: a program that had loaded libstdc++.so before
-  # libpeerplan (Python after `import torch`) ran libpeerplan with two
-  # half-bound copies of the C++ runtime and crashed in its first ostream.
+  # The shared CUDA runtime, as the library links CUDA::cudart: CMake's
+  # default (Static) added libcudart_static as well to every target with
+  # CUDA code, a second copy of the runtime next to the shared one.
   if(NOT DEFINED CMAKE_CUDA_RUNTIME_LIBRARY)
     set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
   endif()
