@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -173,6 +174,29 @@ TEST(CommunicatorCreate, WorldSizeMismatchIsInvalidArgumentOnEveryRank) {
   auto comm = create_on_world(config);
   EXPECT_EQ(comm->size(), n);
   comm->close();
+}
+
+// The INFO line saying where a rank runs shows CPU and NUMA node *sets*
+// in braces: "cpus 0, NUMA nodes 0" read as counts of zero.
+TEST(CommunicatorCreate, LocalityLineShowsSetsNotCounts) {
+  Config config;
+  config.log_level = LogLevel::info;
+  config.topology_file = std::string(PEERPLAN_TEST_FIXTURES) + "/topology/8gpu-two-sockets.xml";
+  testing::internal::CaptureStderr();
+  create_on_world(config)->close();
+  std::string log = testing::internal::GetCapturedStderr();
+  const std::string from_file = "topology " + config.topology_file +
+                                ": the file's machine has cpus {0-63}, NUMA node(s) {0,1}, "
+                                "8 GPU(s) visible\n";
+  EXPECT_NE(log.find(from_file), std::string::npos) << log;
+
+  config.topology_file.clear();  // the live machine: this process's binding
+  testing::internal::CaptureStderr();
+  create_on_world(config)->close();
+  log = testing::internal::GetCapturedStderr();
+  const std::regex live(R"(topology live machine: this process is bound to cpus \{[0-9,-]+\}, )"
+                        R"(NUMA node\(s\) \{[0-9,]*\}, [0-9]+ GPU\(s\) visible\n)");
+  EXPECT_TRUE(std::regex_search(log, live)) << log;
 }
 
 TEST(CommunicatorCreate, DifferentConfigsAreMismatchOnEveryRank) {
