@@ -207,6 +207,11 @@ TEST(CommunicatorCreate, DifferentConfigsAreMismatchOnEveryRank) {
     const CreateOutcome o = try_create(config);
     expect_same_failure_everywhere(o, ErrorCode::mismatch, "cutoff differing on the last rank");
     EXPECT_TRUE(names_rank(o.message, last)) << o.message;
+    // The other ranks' value is kAutoCutoff, shown as the word users set.
+    EXPECT_NE(o.message.find("cutoffs.one_shot_max_bytes (PEERPLAN_ONE_SHOT_MAX_BYTES) is auto on "
+                             "rank 0 but 1234 on rank " + std::to_string(last)),
+              std::string::npos)
+        << o.message;
   }
   {
     Config config;
