@@ -14,7 +14,7 @@
 //  - NaNs stay NaN with their sign and leading payload bits, so every one of
 //    the 65536 patterns of either type survives a round trip through float
 //    unchanged.
-// C++20, std only.
+// The host backend computes with these same functions. C++20, std only.
 #pragma once
 
 #include <bit>
