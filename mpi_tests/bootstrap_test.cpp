@@ -254,6 +254,51 @@ TEST(FailTogether, EveryRankGetsTheSameFailuresNamingEachFailingRank) {
   EXPECT_EQ(static_cast<int>(same->ranks.size()), world_size());
 }
 
+// The exact text users read when every rank, or several, fail alike: each
+// distinct error once, after the ranks that gave it, runs of three or more
+// ranks as a range; errors in order of the first rank that gave each.
+TEST(FailTogether, IdenticalErrorsAreListedOnceWithTheirRanks) {
+  auto bootstrap = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
+  const int n = world_size();
+  const std::string all = n == 2 ? "ranks 0, 1" : "ranks 0-" + std::to_string(n - 1);
+
+  const auto everyone = run_together(*bootstrap, [] {
+    throw peerplan::InvalidArgument("declarations[2] (\"qkv\"): eps is negative");
+  });
+  ASSERT_TRUE(everyone.has_value());
+  EXPECT_EQ(everyone->message, all + ": declarations[2] (\"qkv\"): eps is negative");
+
+  // Rank 1 alone says "a", every other rank "b".
+  const auto mixed = gather_failures(
+      *bootstrap, std::optional<std::string>(world_rank() == 1 ? "a" : "b"));
+  ASSERT_TRUE(mixed.has_value());
+  const std::map<int, std::string> expected{
+      {2, "rank 0: b; rank 1: a"},
+      {3, "ranks 0, 2: b; rank 1: a"},
+      {4, "ranks 0, 2, 3: b; rank 1: a"},
+      {5, "ranks 0, 2-4: b; rank 1: a"}};
+  if (expected.count(n) != 0) {
+    EXPECT_EQ(mixed->message, expected.at(n));
+  }
+  EXPECT_EQ(static_cast<int>(mixed->ranks.size()), n);
+
+  // Only some ranks fail, alike: the others are not named.
+  const auto odd = gather_failures(
+      *bootstrap, world_rank() % 2 == 1 ? std::optional<std::string>("x") : std::nullopt);
+  ASSERT_TRUE(odd.has_value());
+  EXPECT_EQ(odd->message, n >= 4 ? "ranks 1, 3: x" : "rank 1: x");
+}
+
+TEST(FailTogether, DescribeRanksShowsRunsOfThreeOrMoreAsRanges) {
+  EXPECT_EQ(describe_ranks({3}), "rank 3");
+  EXPECT_EQ(describe_ranks({0, 1}), "ranks 0, 1");
+  EXPECT_EQ(describe_ranks({0, 2}), "ranks 0, 2");
+  EXPECT_EQ(describe_ranks({0, 1, 2}), "ranks 0-2");
+  EXPECT_EQ(describe_ranks({0, 1, 2, 3, 4, 5, 6, 7}), "ranks 0-7");
+  EXPECT_EQ(describe_ranks({0, 1, 3, 4, 5, 7}), "ranks 0, 1, 3-5, 7");
+  EXPECT_EQ(describe_ranks({1, 2, 3, 8, 9, 10, 11}), "ranks 1-3, 8-11");
+}
+
 TEST(FailTogether, RunTogetherTurnsALocalErrorIntoEveryRanksFailure) {
   auto bootstrap = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
   const int last = world_size() - 1;

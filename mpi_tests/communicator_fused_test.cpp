@@ -6,7 +6,10 @@
 // inputs; bit-identical on every rank; fallback == P2P bit for bit.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -207,6 +210,42 @@ TEST(FusedAddRmsNormLayout, RowsWithAnInnerStrideAreRejectedOnEveryRank) {
     EXPECT_NE(std::string(e.what()).find("layout.strides[1] is 4"), std::string::npos) << e.what();
   }
   EXPECT_EQ(residual, std::vector<float>(32, 0.0f)) << "nothing may be written";
+}
+
+// A fused call misses its plan when its weight pointer or eps differ from
+// the declaration's; the TRACE line of each call shows both, in the form
+// the INFO route table shows the declared ones, so a miss can be explained.
+TEST(FusedAddRmsNormTrace, EachCallsLineShowsItsWeightAddressAndEps) {
+  PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "P2P routes need every rank on one node");
+  Config config = fused_config();
+  config.log_level = LogLevel::trace;
+  auto comm = create_on_world(config);
+  const Buffer weight = make_weight(DataType::f32, 8, next_seed());
+  const Buffer copy = make_weight(DataType::f32, 8, next_seed());
+  const TensorLayout layout{1, 8};
+  comm->declare(std::vector<Declaration>{
+      Declaration::fused_add_rms_norm("norm", DataType::f32, layout, weight.data(), kEps)});
+  std::vector<float> inout(8, 1.0f), residual(8, 0.0f);
+  testing::internal::CaptureStderr();
+  for (const auto& [w, eps] : {std::pair{weight.data(), kEps}, std::pair{copy.data(), kEps},
+                               std::pair{weight.data(), 1e-5f}}) {
+    comm->fused_add_rms_norm(inout.data(), residual.data(), w, eps, DataType::f32, layout);
+  }
+  const std::string log = testing::internal::GetCapturedStderr();
+  comm->close();
+  const auto address = [](const void* p) {
+    char text[32];
+    std::snprintf(text, sizeof text, "0x%llx",
+                  static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
+    return std::string(text);
+  };
+  const std::string call = "TRACE: fused_add_rms_norm f32 [1, 8] strides [8, 1] weight ";
+  for (const std::string& line :
+       {call + address(weight.data()) + " eps 1e-06 -> fused_one_shot (plan 'norm')",
+        call + address(copy.data()) + " eps 1e-06 -> fallback reason undeclared",
+        call + address(weight.data()) + " eps 1e-05 -> fallback reason undeclared"}) {
+    EXPECT_NE(log.find(line + "\n"), std::string::npos) << "no line '" << line << "' in:\n" << log;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, FusedAddRmsNorm,

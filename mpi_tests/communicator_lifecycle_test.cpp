@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,29 @@ TEST(CommunicatorCreate, WorldSizeMismatchIsInvalidArgumentOnEveryRank) {
   comm->close();
 }
 
+// The INFO line saying where a rank runs shows CPU and NUMA node *sets*
+// in braces: "cpus 0, NUMA nodes 0" read as counts of zero.
+TEST(CommunicatorCreate, LocalityLineShowsSetsNotCounts) {
+  Config config;
+  config.log_level = LogLevel::info;
+  config.topology_file = std::string(PEERPLAN_TEST_FIXTURES) + "/topology/8gpu-two-sockets.xml";
+  testing::internal::CaptureStderr();
+  create_on_world(config)->close();
+  std::string log = testing::internal::GetCapturedStderr();
+  const std::string from_file = "topology " + config.topology_file +
+                                ": the file's machine has cpus {0-63}, NUMA node(s) {0,1}, "
+                                "8 GPU(s) visible\n";
+  EXPECT_NE(log.find(from_file), std::string::npos) << log;
+
+  config.topology_file.clear();  // the live machine: this process's binding
+  testing::internal::CaptureStderr();
+  create_on_world(config)->close();
+  log = testing::internal::GetCapturedStderr();
+  const std::regex live(R"(topology live machine: this process is bound to cpus \{[0-9,-]+\}, )"
+                        R"(NUMA node\(s\) \{[0-9,]*\}, [0-9]+ GPU\(s\) visible\n)");
+  EXPECT_TRUE(std::regex_search(log, live)) << log;
+}
+
 TEST(CommunicatorCreate, DifferentConfigsAreMismatchOnEveryRank) {
   const int last = test_size() - 1;
   {
@@ -183,6 +207,11 @@ TEST(CommunicatorCreate, DifferentConfigsAreMismatchOnEveryRank) {
     const CreateOutcome o = try_create(config);
     expect_same_failure_everywhere(o, ErrorCode::mismatch, "cutoff differing on the last rank");
     EXPECT_TRUE(names_rank(o.message, last)) << o.message;
+    // The other ranks' value is kAutoCutoff, shown as the word users set.
+    EXPECT_NE(o.message.find("cutoffs.one_shot_max_bytes (PEERPLAN_ONE_SHOT_MAX_BYTES) is auto on "
+                             "rank 0 but 1234 on rank " + std::to_string(last)),
+              std::string::npos)
+        << o.message;
   }
   {
     Config config;

@@ -3,6 +3,7 @@
 #include "peerplan/communicator.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <sstream>
 
 #include "bootstrap/fail_together.hpp"
@@ -21,6 +22,7 @@
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "plan/layout_rules.hpp"
+#include "plan/norm_text.hpp"
 #include "plan/plan_index.hpp"
 #include "plan/repeated_keys.hpp"
 #include "plan/validation.hpp"
@@ -134,7 +136,7 @@ class CommunicatorImpl final : public Communicator {
       breaking_on_timeout("fused_add_rms_norm", [&] { fallback_->fused_add_rms_norm(args); });
     }
     count(plan, result);
-    trace_call("fused_add_rms_norm", dtype, layout, entry, result);
+    trace_call("fused_add_rms_norm", dtype, layout, entry, result, weight, eps);
     return result;
   }
 
@@ -394,12 +396,17 @@ class CommunicatorImpl final : public Communicator {
     }
   }
 
+  // A fused call (eps given) also shows its weight address and eps: it
+  // misses its plan when either differs from the declaration's, and the
+  // INFO route table prints the declared ones in the same form.
   void trace_call(const char* what, DataType dtype, const TensorLayout& layout,
-                  const plan::IndexEntry* entry, const CallResult& result) const {
+                  const plan::IndexEntry* entry, const CallResult& result,
+                  const void* weight = nullptr, std::optional<float> eps = std::nullopt) const {
     if (!log::enabled(LogLevel::trace)) return;
     std::ostringstream out;
-    out << what << ' ' << to_string(dtype) << ' ' << layout.to_string() << " -> "
-        << to_string(result.route);
+    out << what << ' ' << to_string(dtype) << ' ' << layout.to_string();
+    if (eps) out << ' ' << plan::norm_text(make_fused_key(dtype, layout, weight, *eps));
+    out << " -> " << to_string(result.route);
     if (entry) out << " (plan '" << entry->declaration->name << "')";
     if (!is_p2p(result.route)) out << " reason " << to_string(result.reason);
     log::trace(out.str());

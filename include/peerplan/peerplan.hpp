@@ -6,6 +6,7 @@
 #include "peerplan/declaration.hpp"
 #include "peerplan/dtype.hpp"
 #include "peerplan/errors.hpp"
+#include "peerplan/half_conversion.hpp"
 #include "peerplan/layout.hpp"
 #include "peerplan/operation.hpp"
 #include "peerplan/plan_key.hpp"

@@ -85,14 +85,18 @@ Outcome run_step(const std::string& step, const std::function<void()>& body) {
   return outcome;
 }
 
-// Whether a message names `rank` in a list after "rank"/"ranks"/"rank(s)".
+// Whether a message names `rank` in a list after "rank"/"ranks"/"rank(s)",
+// where runs of ranks may be ranges ("ranks 0-3", bootstrap::describe_ranks).
 bool names_rank(const std::string& message, int rank) {
-  static const std::regex phrase(R"(\branks?(?:\(s\))?:?\s+(\d+(?:\s*(?:,|and)\s*\d+)*))");
-  static const std::regex number(R"(\d+)");
+  static const std::regex phrase(
+      R"(\branks?(?:\(s\))?:?\s+(\d+(?:-\d+)?(?:\s*(?:,|and)\s*\d+(?:-\d+)?)*))");
+  static const std::regex item(R"((\d+)(?:-(\d+))?)");
   for (std::sregex_iterator it(message.begin(), message.end(), phrase), end; it != end; ++it) {
     const std::string list = (*it)[1].str();
-    for (std::sregex_iterator n(list.begin(), list.end(), number); n != end; ++n) {
-      if (std::stoi(n->str()) == rank) return true;
+    for (std::sregex_iterator n(list.begin(), list.end(), item); n != end; ++n) {
+      const int first = std::stoi((*n)[1].str());
+      const int last = (*n)[2].matched ? std::stoi((*n)[2].str()) : first;
+      if (first <= rank && rank <= last) return true;
     }
   }
   return false;

@@ -335,15 +335,20 @@ inline std::unique_ptr<Communicator> create_on_world(Config config = {}) {
   return Communicator::create(MPI_COMM_WORLD, host_config(std::move(config)));
 }
 
-// Does `message` name rank `rank` in a phrase like "rank 3", "rank(s) 1, 3"
-// or "ranks 0, 3"? (A bare digit elsewhere, e.g. "call #3", does not count.)
+// Does `message` name rank `rank` in a phrase like "rank 3", "rank(s) 1, 3",
+// "ranks 0, 3" or "ranks 0-3"? (A bare digit elsewhere, e.g. "call #3",
+// does not count.)
 inline bool names_rank(const std::string& message, int rank) {
-  static const std::regex phrase(R"(\branks?(?:\(s\))?:?\s+(\d+(?:\s*(?:,|and)\s*\d+)*))");
+  static const std::regex phrase(
+      R"(\branks?(?:\(s\))?:?\s+(\d+(?:-\d+)?(?:\s*(?:,|and)\s*\d+(?:-\d+)?)*))");
   for (std::sregex_iterator it(message.begin(), message.end(), phrase), end; it != end; ++it) {
     const std::string list = (*it)[1].str();
-    static const std::regex number(R"(\d+)");
-    for (std::sregex_iterator n(list.begin(), list.end(), number); n != end; ++n)
-      if (std::stoi(n->str()) == rank) return true;
+    static const std::regex item(R"((\d+)(?:-(\d+))?)");
+    for (std::sregex_iterator n(list.begin(), list.end(), item); n != end; ++n) {
+      const int first = std::stoi((*n)[1].str());
+      const int last = (*n)[2].matched ? std::stoi((*n)[2].str()) : first;
+      if (first <= rank && rank <= last) return true;
+    }
   }
   return false;
 }

@@ -21,9 +21,21 @@ Blob encode(const std::optional<std::string>& error) {
 }  // namespace
 
 std::string describe_ranks(const std::vector<int>& ranks) {
+  // Runs of three or more consecutive ranks read as ranges ("ranks 0-7"):
+  // an error every rank of a large job hit would otherwise list them all.
+  // Two in a row stay a pair ("ranks 2, 3"), which is no longer as a range.
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    text += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t end = i + 1;  // one past the run starting at i
+    while (end < ranks.size() && ranks[end] == ranks[end - 1] + 1) ++end;
+    if (i > 0) text += ", ";
+    if (end - i >= 3) {
+      text += std::to_string(ranks[i]) + '-' + std::to_string(ranks[end - 1]);
+      i = end;
+    } else {
+      text += std::to_string(ranks[i]);
+      ++i;
+    }
   }
   return text;
 }

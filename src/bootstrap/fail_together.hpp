@@ -28,8 +28,10 @@ namespace peerplan::bootstrap {
 // The failures of one collective step, identical on every rank.
 struct Failures {
   std::vector<int> ranks;  // ranks (of the bootstrap) that failed, ascending
-  // Each distinct message once, with the ranks that reported it:
-  // "rank 2: <message>" or "ranks 0, 1, 3: <message>; rank 2: <other>".
+  // Each distinct message once, with the ranks that reported it, in order
+  // of the first rank that reported each: "ranks 0-3: <message>" when
+  // every rank of four failed alike, "ranks 0, 2: <message>; rank 1:
+  // <other>" otherwise.
   std::string message;
 };
 
@@ -58,7 +60,8 @@ std::optional<Failures> run_together(Bootstrap& bootstrap, Step&& step) {
   return gather_failures(bootstrap, local_error);
 }
 
-// "rank 3" / "ranks 0, 2": how messages name a set of ranks.
+// "rank 3" / "ranks 0, 2" / "ranks 0-3, 6": how messages name a set of
+// ranks (ascending); runs of three or more consecutive ranks are ranges.
 std::string describe_ranks(const std::vector<int>& ranks);
 
 // Distinct texts (error messages, config values), each with the ranks that

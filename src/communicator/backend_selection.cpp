@@ -87,10 +87,16 @@ void describe_locality(bootstrap::Bootstrap& bootstrap, const Config& config) {
   if (auto failures = bootstrap::run_together(bootstrap, [&] {
         const auto topology = topology::Topology::shared(config.topology_file);
         const auto binding = topology->process_binding();
+        // Sets in braces, so that "{0}" cannot be read as a count of zero.
+        // binding.cpus is already a list ("0-3,8"); an XML topology gives
+        // the file's whole machine, not where this process runs.
         std::ostringstream out;
-        out << "topology " << topology->source() << ": cpus " << binding.cpus << ", NUMA nodes";
-        for (int node : binding.numa_nodes) out << ' ' << node;
-        out << ", " << topology->gpus().size() << " GPU(s) visible";
+        out << "topology " << topology->source() << ": "
+            << (binding.live ? "this process is bound to" : "the file's machine has") << " cpus {"
+            << binding.cpus << "}, NUMA node(s) {";
+        for (std::size_t i = 0; i < binding.numa_nodes.size(); ++i)
+          out << (i > 0 ? "," : "") << binding.numa_nodes[i];
+        out << "}, " << topology->gpus().size() << " GPU(s) visible";
         where = out.str();
       })) {
     throw InvalidArgument("create: cannot load the topology (" + failures->message + ")");

@@ -79,14 +79,18 @@ void check_agreement(bootstrap::Bootstrap& bootstrap, const RouteCutoffs& resolv
     const std::string text = as_text(all[rank]);
     return text.substr(0, text.find(" ["));
   };
+  // Ranks of one node usually resolve alike: each distinct text is said
+  // once, with its ranks, not once per rank.
   std::vector<int> differing;
-  std::string details;
+  bootstrap::RanksByText others;
   for (int rank = 1; rank < static_cast<int>(all.size()); ++rank) {
     if (cutoffs_of(rank) == cutoffs_of(0)) continue;
     differing.push_back(rank);
-    details += "; rank " + std::to_string(rank) + ": " + as_text(all[rank]);
+    bootstrap::add_rank(others, as_text(all[rank]), rank);
   }
   if (differing.empty()) return;
+  std::string details;
+  for (const auto& [text, ranks] : others) details += "; " + bootstrap::describe_ranks(ranks) + ": " + text;
   throw Mismatch("create: " + bootstrap::describe_ranks(differing) +
                  " resolved other route cutoffs than rank 0 (rank 0: " + as_text(all[0]) +
                  details +

@@ -4,6 +4,11 @@
 // shares one stderr, and a level check on the dispatch path must cost no
 // more than a relaxed load.
 //
+// The prefix names the host and process too ("peerplan[node7:4711 rank 3]"),
+// like NCCL's host:pid: under mpirun every rank's stderr arrives in one
+// stream, and a rank number alone says neither which node a line came from
+// nor which process to attach a debugger to or look up in a core dump.
+//
 // write() formats the whole message, every line prefixed, into one buffer
 // and hands it to a single fwrite. stdio locks the stream for the duration
 // of one call (so threads never interleave inside a line), and stderr is
@@ -12,6 +17,8 @@
 // lines of different ranks then do not cut into each other (a write of up
 // to PIPE_BUF bytes to a pipe is atomic).
 #include "core/log.hpp"
+
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -25,11 +32,32 @@ namespace {
 std::atomic<LogLevel> g_level{LogLevel::warn};
 std::atomic<int> g_rank{-1};
 
+// The short host name (up to the first '.'), as NCCL prints it: cluster
+// node names are unique before the domain, and the full name only widens
+// every line. Looked up once: a process does not change hosts.
+const std::string& host_name() {
+  static const std::string name = [] {
+    char buffer[256] = {};
+    if (::gethostname(buffer, sizeof buffer - 1) != 0 || buffer[0] == '\0') return std::string("?");
+    std::string full(buffer);
+    return full.substr(0, full.find('.'));
+  }();
+  return name;
+}
+
+// "host:pid", computed on first use: neither changes while the process
+// lives. (A child of fork() would keep its parent's pid here; MPI programs
+// do not fork once MPI is up, and Open MPI warns when they do.)
+const std::string& host_and_pid() {
+  static const std::string text = host_name() + ':' + std::to_string(::getpid());
+  return text;
+}
+
 std::string make_prefix(LogLevel at) {
-  std::string prefix = "peerplan";
+  std::string prefix = "peerplan[" + host_and_pid();
   const int rank = g_rank.load(std::memory_order_relaxed);
-  if (rank >= 0) prefix += "[rank " + std::to_string(rank) + "]";
-  prefix += ' ';
+  if (rank >= 0) prefix += " rank " + std::to_string(rank);
+  prefix += "] ";
   prefix += to_string(at);
   prefix += ": ";
   return prefix;

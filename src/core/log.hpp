@@ -1,5 +1,7 @@
 // Logging, controlled by PEERPLAN_DEBUG (NONE, WARN, INFO, TRACE). Lines go
-// to stderr prefixed with the rank: "peerplan[rank 1] INFO: ...".
+// to stderr prefixed with the short host name, the process id and, once
+// known, the rank: "peerplan[node7:4711 rank 1] INFO: ..." (before a
+// communicator sets the rank: "peerplan[node7:4711] WARN: ...").
 #pragma once
 
 #include <string_view>

@@ -6,12 +6,11 @@
 #include "peerplan/plan_key.hpp"
 
 #include <bit>
-#include <charconv>
-#include <cstdio>
 #include <string>
 
 #include "plan/key_hash.hpp"
 #include "plan/list_format.hpp"
+#include "plan/norm_text.hpp"
 
 namespace peerplan {
 namespace {
@@ -91,16 +90,8 @@ std::string PlanKey::to_string() const {
   out += " strides ";
   plan::append_list(out, strides.data(), rank);
   if (operation != Operation::all_reduce) {
-    char buffer[48];
-    std::snprintf(buffer, sizeof buffer, " weight 0x%llx",
-                  static_cast<unsigned long long>(weight));
-    out += buffer;
-    // Shortest text that reads back as the same float: two keys whose eps
-    // differ in the last bit print differently.
-    const auto result = std::to_chars(buffer, buffer + sizeof buffer,
-                                      std::bit_cast<float>(eps_bits));
-    out += " eps ";
-    out.append(buffer, result.ptr);
+    out += ' ';
+    out += plan::norm_text(*this);
   }
   return out;
 }

@@ -1,16 +1,21 @@
 // format_route_table: the INFO-level table users read to see which of their
-// declarations run on which route, and why the others fall back.
+// declarations run on which route, and why the others fall back. A fused
+// declaration's row shows its weight address and eps too ("norm" column):
+// its calls hit only with that very pointer and eps, and the TRACE line of
+// each call prints them in the same form (plan/norm_text.hpp) to compare.
 #include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
 
+#include "peerplan/plan_key.hpp"
+#include "plan/norm_text.hpp"
 #include "routing/router.hpp"
 
 namespace peerplan::routing {
 namespace {
 
-constexpr std::size_t kColumns = 7;
+constexpr std::size_t kColumns = 8;
 using Row = std::array<std::string, kColumns>;
 
 void append_list(std::string& out, const TensorLayout& layout, bool strides) {
@@ -34,11 +39,18 @@ std::string shape_text(const TensorLayout& layout) {
   return text;
 }
 
+// "weight 0x7f.. eps 1e-06" for a fused declaration, "-" for an all-reduce.
+std::string norm_column(const Declaration& declaration) {
+  const std::string text = plan::norm_text(make_key(declaration));
+  return text.empty() ? std::string("-") : text;
+}
+
 Row make_row(const Declaration& declaration, const RouteDecision& decision) {
   return {declaration.name,
           to_string(declaration.operation),
           to_string(declaration.dtype),
           shape_text(declaration.layout),
+          norm_column(declaration),
           std::to_string(decision.message_bytes),
           to_string(decision.route),
           decision.reason == FallbackReason::none ? "-" : to_string(decision.reason)};
@@ -49,7 +61,7 @@ Row make_row(const Declaration& declaration, const RouteDecision& decision) {
 std::string format_route_table(std::span<const Declaration> declarations,
                                std::span<const RouteDecision> decisions) {
   std::vector<Row> rows;
-  rows.push_back({"name", "op", "dtype", "shape", "bytes", "route", "reason"});
+  rows.push_back({"name", "op", "dtype", "shape", "norm", "bytes", "route", "reason"});
   const std::size_t paired = std::min(declarations.size(), decisions.size());
   for (std::size_t i = 0; i < paired; ++i) rows.push_back(make_row(declarations[i], decisions[i]));
 

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -95,6 +97,82 @@ TEST(ConfigFields, DescribeConfigListsEveryField) {
   EXPECT_NE(line.find("kernels.row_clusters=auto"), std::string::npos) << line;
   EXPECT_NE(line.find("cutoffs.one_shot_max_bytes=auto"), std::string::npos) << line;
   EXPECT_NE(line.find("topology_file=\"\""), std::string::npos) << line;
+}
+
+// A create() mismatch quotes these values ("is auto on rank 0 but 65536 on
+// rank 2"): an agreed field left at its "the backend decides" value must read
+// "auto", never the sentinel behind it (kAutoCutoff is SIZE_MAX, which would
+// print as 18446744073709551615).
+TEST(ConfigFields, EveryAgreedFieldShowsItsAutoValueAsAuto) {
+  const std::set<std::string> automatic{
+      "backend",
+      "cutoffs.one_shot_max_bytes",
+      "cutoffs.two_shot_max_bytes",
+      "cutoffs.fused_max_bytes",
+      "cutoffs.two_shot_min_bytes",
+      "transfer_mode",
+      "p2p_level",
+      "kernels.one_shot_lamport_above_bytes",
+      "kernels.fused_lamport_above_bytes",
+      "kernels.fused_ll_max_bytes",
+      "fallback"};
+  // Config{} holds every auto value; the agreed fields without one are
+  // plain numbers or booleans (timeout, disable_p2p, expected_world_size).
+  for (const auto& f : config_fields(Config{})) {
+    if (!f.agreed) continue;
+    if (automatic.count(f.name) != 0) {
+      EXPECT_EQ(f.value, "auto") << f.name;
+    } else {
+      EXPECT_NE(f.value, "auto") << f.name << " has an auto value this test does not know of";
+    }
+  }
+  for (const auto& name : automatic) EXPECT_TRUE(field(config_fields(Config{}), name).agreed) << name;
+}
+
+TEST(ConfigFields, NoFieldShowsASentinelNumber) {
+  // Every sentinel peerplan uses, in every size field at once.
+  for (const std::size_t sentinel : {kAutoCutoff, kLamportNever, kLamportAlways}) {
+    Config c;
+    c.cutoffs = RouteCutoffs{sentinel, sentinel, sentinel, sentinel};
+    c.kernels.fused_ll_max_bytes = sentinel;
+    c.kernels.one_shot_lamport_above_bytes = sentinel;
+    c.kernels.fused_lamport_above_bytes = sentinel;
+    for (const auto& f : config_fields(c)) {
+      EXPECT_EQ(f.value.find(std::to_string(std::numeric_limits<std::size_t>::max())),
+                std::string::npos)
+          << f.name << "=" << f.value;
+    }
+  }
+}
+
+// What a mismatch message shows can be pasted into the variable it names on
+// every rank: each field, at its default and at a set value, reads back as
+// itself (the test above covers the kernel knobs the same way).
+TEST(ConfigFields, EveryFieldReadsBackThroughItsVariable) {
+  Config set;
+  set.backend = Backend::host;
+  set.device = 3;
+  set.timeout = std::chrono::milliseconds(1234);
+  set.cutoffs = RouteCutoffs{65536, 8u << 20, 0, 4096};
+  set.transfer_mode = TransferMode::pull;
+  set.disable_p2p = true;
+  set.p2p_level = P2PLevel::sys;
+  set.log_level = LogLevel::info;
+  set.topology_file = "/tmp/topo.xml";
+  set.tuning_file = "/tmp/peerplan.tune";
+  set.expected_world_size = 4;
+  set.kernels.one_shot_lamport_above_bytes = kLamportAlways;
+  set.kernels.fused_ll_max_bytes = 1u << 20;
+  set.fallback = Fallback::mpi;
+  for (const Config& config : {Config{}, set}) {
+    for (const auto& f : config_fields(config)) {
+      if (f.value.empty()) continue;  // an empty variable counts as unset
+      const Config back = apply_environment_from(Config{}, [&](const char* name) -> const char* {
+        return f.variable == std::string(name) ? f.value.c_str() : nullptr;
+      });
+      EXPECT_EQ(field(config_fields(back), f.name).value, f.value) << f.variable << "=" << f.value;
+    }
+  }
 }
 
 TEST(ConfigFields, ProtocolText) {

@@ -1,7 +1,9 @@
-// PEERPLAN_DEBUG filtering, the rank prefix, multi-line messages, and whole
-// lines under concurrent writers. stderr is captured with GoogleTest's
+// PEERPLAN_DEBUG filtering, the host:pid and rank prefix, multi-line
+// messages, and whole lines under concurrent writers. stderr is captured with GoogleTest's
 // CaptureStderr (it redirects file descriptor 2, which is what fwrite hits).
 #include "core/log.hpp"
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -13,6 +15,20 @@
 
 namespace peerplan {
 namespace {
+
+// "host:pid" as the prefix must show it, worked out here independently:
+// the host name up to its first '.', then this process's id.
+std::string host_pid() {
+  char host[256] = {};
+  EXPECT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const std::string full(host);
+  return full.substr(0, full.find('.')) + ':' + std::to_string(::getpid());
+}
+
+// The prefix of every line: "peerplan[host:pid] " or "peerplan[host:pid rank R] ".
+std::string prefix(int rank = -1) {
+  return "peerplan[" + host_pid() + (rank >= 0 ? " rank " + std::to_string(rank) : "") + "] ";
+}
 
 class Log : public testing::Test {
  protected:
@@ -46,16 +62,16 @@ TEST_F(Log, DefaultLevelIsWarnLikeConfig) {
 TEST_F(Log, NoneSilencesEverything) { EXPECT_EQ(emitted_at(LogLevel::none), ""); }
 
 TEST_F(Log, WarnShowsOnlyWarnings) {
-  EXPECT_EQ(emitted_at(LogLevel::warn), "peerplan WARN: w\n");
+  EXPECT_EQ(emitted_at(LogLevel::warn), prefix() + "WARN: w\n");
 }
 
 TEST_F(Log, InfoShowsWarningsAndInfo) {
-  EXPECT_EQ(emitted_at(LogLevel::info), "peerplan WARN: w\npeerplan INFO: i\n");
+  EXPECT_EQ(emitted_at(LogLevel::info), prefix() + "WARN: w\n" + prefix() + "INFO: i\n");
 }
 
 TEST_F(Log, TraceShowsEverything) {
   EXPECT_EQ(emitted_at(LogLevel::trace),
-            "peerplan WARN: w\npeerplan INFO: i\npeerplan TRACE: t\n");
+            prefix() + "WARN: w\n" + prefix() + "INFO: i\n" + prefix() + "TRACE: t\n");
 }
 
 TEST_F(Log, EnabledFollowsTheLevel) {
@@ -73,7 +89,7 @@ TEST_F(Log, DirectWriteIsFilteredToo) {
   log::write(LogLevel::trace, "hidden");
   log::write(LogLevel::none, "hidden");
   log::write(LogLevel::warn, "shown");
-  EXPECT_EQ(testing::internal::GetCapturedStderr(), "peerplan WARN: shown\n");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), prefix() + "WARN: shown\n");
 }
 
 TEST_F(Log, RankAppearsInThePrefixOnceSet) {
@@ -84,7 +100,21 @@ TEST_F(Log, RankAppearsInThePrefixOnceSet) {
   log::set_rank(-1);
   log::info("no rank");
   EXPECT_EQ(testing::internal::GetCapturedStderr(),
-            "peerplan[rank 3] INFO: declared 4 plans\npeerplan INFO: no rank\n");
+            prefix(3) + "INFO: declared 4 plans\n" + prefix() + "INFO: no rank\n");
+}
+
+TEST_F(Log, PrefixNamesTheShortHostAndThisProcess) {
+  log::set_level(LogLevel::warn);
+  log::set_rank(0);
+  testing::internal::CaptureStderr();
+  log::warn("x");
+  const std::string line = testing::internal::GetCapturedStderr();
+  // Spelled out, so that a prefix built from the same helper as above
+  // cannot hide a wrong shape: "peerplan[<host>:<pid> rank 0] WARN: x".
+  const std::regex shape(R"(peerplan\[([^ :.\]]+):([0-9]+) rank 0\] WARN: x\n)");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_match(line, match, shape)) << line;
+  EXPECT_EQ(std::stol(match[2].str()), static_cast<long>(::getpid()));
 }
 
 TEST_F(Log, EveryLineOfAMultiLineMessageIsPrefixed) {
@@ -94,9 +124,8 @@ TEST_F(Log, EveryLineOfAMultiLineMessageIsPrefixed) {
   log::info("name  route\nqkv   one_shot\n");  // the trailing newline adds no empty line
   log::info("");
   EXPECT_EQ(testing::internal::GetCapturedStderr(),
-            "peerplan[rank 0] INFO: name  route\n"
-            "peerplan[rank 0] INFO: qkv   one_shot\n"
-            "peerplan[rank 0] INFO: \n");
+            prefix(0) + "INFO: name  route\n" + prefix(0) + "INFO: qkv   one_shot\n" +
+                prefix(0) + "INFO: \n");
 }
 
 TEST_F(Log, ConcurrentWritersNeverSplitALine) {
@@ -116,7 +145,8 @@ TEST_F(Log, ConcurrentWritersNeverSplitALine) {
     }
   }
   const std::string captured = testing::internal::GetCapturedStderr();
-  const std::regex whole_line(R"(peerplan\[rank 1\] INFO: thread ([0-3]) ([a-d]{200}))");
+  const std::regex whole_line("peerplan\\[" + host_pid() +
+                              R"( rank 1\] INFO: thread ([0-3]) ([a-d]{200}))");
   std::istringstream lines(captured);
   std::string line;
   std::vector<int> per_thread(kThreads, 0);

@@ -1,12 +1,17 @@
 // format_route_table: every declaration appears with each of its columns,
-// columns line up, strides appear only for non-contiguous layouts, and a
-// count mismatch is reported.
+// columns line up, strides appear only for non-contiguous layouts, fused
+// declarations show their weight address and eps, and a count mismatch is
+// reported.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "peerplan/plan_key.hpp"
 #include "routing/router.hpp"
 
 namespace peerplan::routing {
@@ -53,17 +58,18 @@ TEST_F(RouteTable, HeaderThenOneRowPerDeclarationWithEveryColumn) {
   const auto lines = lines_of(format_route_table(declarations_, decisions_));
   ASSERT_EQ(lines.size(), declarations_.size() + 1);
   EXPECT_EQ(words_of(lines[0]),
-            (std::vector<std::string>{"name", "op", "dtype", "shape", "bytes", "route", "reason"}));
+            (std::vector<std::string>{"name", "op", "dtype", "shape", "norm", "bytes", "route",
+                                      "reason"}));
   for (std::size_t i = 0; i < declarations_.size(); ++i) {
     const Declaration& d = declarations_[i];
     const RouteDecision& r = decisions_[i];
     const auto words = words_of(lines[i + 1]);
-    ASSERT_GE(words.size(), 7u) << lines[i + 1];
+    ASSERT_GE(words.size(), 8u) << lines[i + 1];
     EXPECT_EQ(words.front(), d.name);
     EXPECT_EQ(words[1], to_string(d.operation));
     EXPECT_EQ(words[2], to_string(d.dtype));
-    // The shape is the next words, up to the byte count; the last three
-    // words are bytes, route, reason.
+    // The shape and the norm column are the next words, up to the byte
+    // count; the last three words are bytes, route, reason.
     EXPECT_EQ(words[words.size() - 3], std::to_string(message_bytes(d))) << lines[i + 1];
     EXPECT_EQ(words[words.size() - 2], to_string(r.route));
     EXPECT_EQ(words.back(),
@@ -107,6 +113,42 @@ TEST_F(RouteTable, StridesOnlyForNonContiguousLayouts) {
   const auto lines = lines_of(format_route_table(declarations_, decisions_));
   EXPECT_EQ(lines[1].find("strides"), std::string::npos) << lines[1];
   EXPECT_NE(lines[4].find("[4, 4096] strides [8192, 1]"), std::string::npos) << lines[4];
+}
+
+// A fused call misses when its weight pointer or eps differ from the
+// declaration's, so the table shows both, as PlanKey::to_string does.
+TEST_F(RouteTable, FusedRowsShowTheWeightAddressAndEps) {
+  const auto lines = lines_of(format_route_table(declarations_, decisions_));
+  char weight[32];
+  std::snprintf(weight, sizeof weight, "0x%llx",
+                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(&weight_)));
+  EXPECT_NE(lines[3].find(std::string("weight ") + weight + " eps 1e-06"), std::string::npos)
+      << lines[3];
+  const std::string key = make_key(declarations_[2]).to_string();
+  EXPECT_NE(key.find(std::string("weight ") + weight + " eps 1e-06"), std::string::npos) << key;
+  // The all-reduce rows have a "-" in that column, right after the shape.
+  const auto words = words_of(lines[1]);  // name op dtype [8, 4096] - bytes route reason
+  ASSERT_EQ(words.size(), 9u) << lines[1];
+  EXPECT_EQ(words[5], "-") << lines[1];
+  EXPECT_EQ(lines[1].find("weight"), std::string::npos) << lines[1];
+  // The column lines up like the others.
+  EXPECT_EQ(lines[3].find("weight"), lines[0].find("norm")) << lines[0] << "\n" << lines[3];
+}
+
+TEST_F(RouteTable, FusedRowsTellApartEpsThatDifferInTheLastBit) {
+  const float eps = 1e-6f;
+  const std::vector<Declaration> two{
+      Declaration::fused_add_rms_norm("a", DataType::bf16, {1, 4096}, &weight_, eps),
+      Declaration::fused_add_rms_norm("b", DataType::bf16, {1, 4096}, &weight_,
+                                      std::nextafter(eps, 1.0f))};
+  const RoutingContext context{2, 1, true, RouteCutoffs{64 * 1024, 1024 * 1024, 64 * 1024}};
+  const auto lines = lines_of(format_route_table(two, route_declarations(two, context)));
+  ASSERT_EQ(lines.size(), 3u);
+  const auto eps_of = [](const std::string& line) {
+    const auto at = line.find(" eps ");
+    return line.substr(at, line.find(' ', at + 5) - at);
+  };
+  EXPECT_NE(eps_of(lines[1]), eps_of(lines[2])) << lines[1] << "\n" << lines[2];
 }
 
 TEST_F(RouteTable, EmptySetIsJustTheHeader) {

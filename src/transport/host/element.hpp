@@ -1,94 +1,23 @@
 // Element conversions of the host backend: fp32 <-> bf16 and fp32 <-> f16
-// (IEEE binary16), both rounding to nearest, ties to even, written with
-// integer bit manipulation so that the result does not depend on compiler
-// support for _Float16 / __bf16 or on the FPU's rounding mode. NaNs stay
-// NaN with their sign and leading payload bits, so every one of the 65536
-// 16-bit patterns survives a round trip through float unchanged.
+// (IEEE binary16), rounding to nearest, ties to even. The conversions are
+// the public ones of peerplan/half_conversion.hpp (one implementation, so
+// what an application computes on the CPU with them matches the host
+// backend bit for bit); this header adds the per-dtype traits and
+// load/store helpers the reduction loops use.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 
 #include "peerplan/dtype.hpp"
+#include "peerplan/half_conversion.hpp"
 
 namespace peerplan::transport::host {
 
-constexpr float bf16_bits_to_float(std::uint16_t h) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
-}
-
-constexpr std::uint16_t float_to_bf16_bits(float f) noexcept {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) {
-    // NaN: keep the top payload bits; if they were all in the dropped half,
-    // set the quiet bit so that the value does not collapse to infinity.
-    std::uint16_t h = static_cast<std::uint16_t>(bits >> 16);
-    if ((h & 0x7f) == 0) h |= 0x40;
-    return h;
-  }
-  // Adding 0x7fff plus the lowest kept bit rounds to nearest, ties to even;
-  // a carry out of the mantissa correctly bumps the exponent (up to inf).
-  const std::uint32_t lsb = (bits >> 16) & 1u;
-  return static_cast<std::uint16_t>((bits + 0x7fffu + lsb) >> 16);
-}
-
-constexpr float f16_bits_to_float(std::uint16_t h) noexcept {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  const std::uint32_t exponent = (h >> 10) & 0x1fu;
-  std::uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0x1f) {  // inf or NaN: payload moves to the top of float's
-    return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  }
-  if (exponent == 0) {
-    if (mantissa == 0) return std::bit_cast<float>(sign);  // signed zero
-    // Subnormal half = mantissa * 2^-24: normalise it, float has the range.
-    int e = 1;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      --e;
-    }
-    mantissa &= 0x3ffu;
-    return std::bit_cast<float>(sign | (static_cast<std::uint32_t>(e + 112) << 23) |
-                                (mantissa << 13));
-  }
-  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
-constexpr std::uint16_t float_to_f16_bits(float f) noexcept {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
-  const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
-  const std::uint32_t magnitude = bits & 0x7fffffffu;
-
-  if (magnitude > 0x7f800000u) {  // NaN: keep the top payload bits, stay NaN
-    std::uint16_t payload = static_cast<std::uint16_t>((magnitude >> 13) & 0x3ffu);
-    if (payload == 0) payload = 0x200;
-    return static_cast<std::uint16_t>(sign | 0x7c00u | payload);
-  }
-  // 65520 is halfway between the largest half (65504) and 2^16; the tie goes
-  // to the even neighbour, 2^16, which is infinity. Covers inf itself too.
-  if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);
-
-  if (magnitude < 0x38800000u) {  // below 2^-14: a subnormal half or zero
-    // 2^-25 is half the smallest subnormal; it and anything smaller round to 0.
-    if (magnitude <= 0x33000000u) return sign;
-    const std::uint32_t exponent = magnitude >> 23;  // 102..112
-    const std::uint32_t mantissa = (magnitude & 0x7fffffu) | 0x800000u;
-    // value / 2^-24 = mantissa * 2^(exponent - 126): shift right by 126 - e.
-    const std::uint32_t shift = 126u - exponent;  // 14..24
-    std::uint32_t q = mantissa >> shift;
-    const std::uint32_t rest = mantissa & ((1u << shift) - 1u);
-    const std::uint32_t half = 1u << (shift - 1u);
-    if (rest > half || (rest == half && (q & 1u) != 0)) ++q;  // may become 0x400: fine
-    return static_cast<std::uint16_t>(sign | q);
-  }
-
-  // Normal: rebias the exponent (127 -> 15) and drop 13 mantissa bits.
-  std::uint32_t h = (magnitude >> 13) - (112u << 10);
-  const std::uint32_t rest = magnitude & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0)) ++h;  // carry ok
-  return static_cast<std::uint16_t>(sign | h);
-}
+using peerplan::bf16_bits_to_float;
+using peerplan::f16_bits_to_float;
+using peerplan::float_to_bf16_bits;
+using peerplan::float_to_f16_bits;
 
 // Compile-time element traits, so that inner loops are specialised per dtype
 // instead of switching on every element.

@@ -1,6 +1,11 @@
-// fp32 <-> bf16 / f16 conversions: exhaustive round trips, an independent
-// decoding of every f16 pattern, every rounding tie between adjacent
-// representable values, and hand-worked special cases.
+// The public fp32 <-> bf16 / f16 conversions (peerplan/half_conversion.hpp):
+// exhaustive round trips, an independent decoding of every bf16 and f16
+// pattern, every rounding tie between adjacent representable values,
+// hand-worked special cases, and use in constant expressions.
+//
+// The header under test comes first: it must compile on its own.
+#include "peerplan/half_conversion.hpp"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -9,21 +14,26 @@
 #include <limits>
 #include <vector>
 
-#include "transport/host/element.hpp"
-
-namespace peerplan::transport::host {
+namespace peerplan {
 namespace {
+
+// Usable in constant expressions, e.g. to build tables at compile time.
+static_assert(float_to_bf16_bits(1.0f) == 0x3f80);
+static_assert(bf16_bits_to_float(0xc000) == -2.0f);
+static_assert(float_to_f16_bits(1.0f) == 0x3c00);
+static_assert(f16_bits_to_float(0x0001) == 0x1p-24f);  // the smallest subnormal
+static_assert(f16_bits_to_float(float_to_f16_bits(65504.0f)) == 65504.0f);
 
 float from_bits(std::uint32_t b) { return std::bit_cast<float>(b); }
 
-TEST(ElementConversion, EveryBf16PatternRoundTripsThroughFloat) {
+TEST(HalfConversion, EveryBf16PatternRoundTripsThroughFloat) {
   for (std::uint32_t h = 0; h <= 0xffff; ++h) {
     const auto pattern = static_cast<std::uint16_t>(h);
     ASSERT_EQ(float_to_bf16_bits(bf16_bits_to_float(pattern)), pattern) << std::hex << h;
   }
 }
 
-TEST(ElementConversion, EveryF16PatternRoundTripsThroughFloat) {
+TEST(HalfConversion, EveryF16PatternRoundTripsThroughFloat) {
   for (std::uint32_t h = 0; h <= 0xffff; ++h) {
     const auto pattern = static_cast<std::uint16_t>(h);
     ASSERT_EQ(float_to_f16_bits(f16_bits_to_float(pattern)), pattern) << std::hex << h;
@@ -48,7 +58,7 @@ double f16_reference(std::uint16_t h) {
   return sign ? -magnitude : magnitude;
 }
 
-TEST(ElementConversion, F16DecodesToItsDefinedValue) {
+TEST(HalfConversion, F16DecodesToItsDefinedValue) {
   for (std::uint32_t h = 0; h <= 0xffff; ++h) {
     const auto pattern = static_cast<std::uint16_t>(h);
     const double expected = f16_reference(pattern);
@@ -62,7 +72,39 @@ TEST(ElementConversion, F16DecodesToItsDefinedValue) {
   }
 }
 
-TEST(ElementConversion, Bf16DecodesToTheUpperHalfOfAFloat) {
+// Decodes bfloat16 from its definition (8 exponent bits, bias 127, 7
+// mantissa bits), in double, independently of the bit shift under test.
+double bf16_reference(std::uint16_t h) {
+  const int sign = (h >> 15) & 1;
+  const int exponent = (h >> 7) & 0xff;
+  const int mantissa = h & 0x7f;
+  double magnitude;
+  if (exponent == 0xff) {
+    magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity()
+                              : std::numeric_limits<double>::quiet_NaN();
+  } else if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<double>(mantissa), -133);  // 2^-126 * m / 128
+  } else {
+    magnitude = std::ldexp(1.0 + mantissa / 128.0, exponent - 127);
+  }
+  return sign ? -magnitude : magnitude;
+}
+
+TEST(HalfConversion, Bf16DecodesToItsDefinedValue) {
+  for (std::uint32_t h = 0; h <= 0xffff; ++h) {
+    const auto pattern = static_cast<std::uint16_t>(h);
+    const double expected = bf16_reference(pattern);
+    const float got = bf16_bits_to_float(pattern);
+    if (std::isnan(expected)) {
+      ASSERT_TRUE(std::isnan(got)) << std::hex << h;
+    } else {
+      ASSERT_EQ(static_cast<double>(got), expected) << std::hex << h;
+      ASSERT_EQ(std::signbit(got), std::signbit(expected)) << std::hex << h;
+    }
+  }
+}
+
+TEST(HalfConversion, Bf16DecodesToTheUpperHalfOfAFloat) {
   EXPECT_EQ(bf16_bits_to_float(0x3f80), 1.0f);
   EXPECT_EQ(bf16_bits_to_float(0xc000), -2.0f);
   EXPECT_EQ(bf16_bits_to_float(0x0001), from_bits(0x00010000u));  // subnormal
@@ -91,16 +133,15 @@ void check_all_ties(Decode decode, Encode encode, std::uint16_t last_finite) {
   }
 }
 
-TEST(ElementConversion, F16RoundsEveryTieToEvenAndEverythingElseToNearest) {
+TEST(HalfConversion, F16RoundsEveryTieToEvenAndEverythingElseToNearest) {
   check_all_ties([](std::uint16_t h) { return f16_reference(h); }, float_to_f16_bits, 0x7bff);
 }
 
-TEST(ElementConversion, Bf16RoundsEveryTieToEvenAndEverythingElseToNearest) {
-  check_all_ties([](std::uint16_t h) { return static_cast<double>(bf16_bits_to_float(h)); },
-                 float_to_bf16_bits, 0x7f7f);
+TEST(HalfConversion, Bf16RoundsEveryTieToEvenAndEverythingElseToNearest) {
+  check_all_ties([](std::uint16_t h) { return bf16_reference(h); }, float_to_bf16_bits, 0x7f7f);
 }
 
-TEST(ElementConversion, F16HandWorkedValues) {
+TEST(HalfConversion, F16HandWorkedValues) {
   EXPECT_EQ(float_to_f16_bits(1.0f), 0x3c00);
   EXPECT_EQ(float_to_f16_bits(-2.0f), 0xc000);
   EXPECT_EQ(float_to_f16_bits(0.1f), 0x2e66);             // 0.0999755859375
@@ -125,7 +166,7 @@ TEST(ElementConversion, F16HandWorkedValues) {
   EXPECT_EQ(float_to_f16_bits(-1e-30f), 0x8000);
 }
 
-TEST(ElementConversion, Bf16HandWorkedValues) {
+TEST(HalfConversion, Bf16HandWorkedValues) {
   EXPECT_EQ(float_to_bf16_bits(1.0f), 0x3f80);
   EXPECT_EQ(float_to_bf16_bits(0.1f), 0x3dcd);  // 0x3dcccccd rounds up
   EXPECT_EQ(float_to_bf16_bits(-0.0f), 0x8000);
@@ -136,27 +177,17 @@ TEST(ElementConversion, Bf16HandWorkedValues) {
   EXPECT_EQ(float_to_bf16_bits(from_bits(0x00018000u)), 0x0002);  // subnormal tie -> even
 }
 
-TEST(ElementConversion, NanStaysNanWithSignEvenWhenPayloadIsOnlyInDroppedBits) {
+TEST(HalfConversion, NanStaysNanWithSignEvenWhenPayloadIsOnlyInDroppedBits) {
   const float low_payload = from_bits(0x7f800001u);  // would truncate to inf
   EXPECT_EQ(float_to_f16_bits(low_payload), 0x7e00);
   EXPECT_EQ(float_to_bf16_bits(low_payload), 0x7fc0);
   const float negative_nan = from_bits(0xffc00000u);
   EXPECT_EQ(float_to_f16_bits(negative_nan), 0xfe00);
   EXPECT_EQ(float_to_bf16_bits(negative_nan), 0xffc0);
-  EXPECT_TRUE(std::isnan(round_to(DataType::f16, std::numeric_limits<float>::quiet_NaN())));
-}
-
-TEST(ElementConversion, LoadAndStoreAnyDtypeAsFloat) {
-  std::byte buffer[4];
-  store_from_float(DataType::f32, 0.1f, buffer);
-  EXPECT_EQ(load_as_float(DataType::f32, buffer), 0.1f);
-  store_from_float(DataType::f16, 0.1f, buffer);
-  EXPECT_EQ(load_as_float(DataType::f16, buffer), static_cast<float>(f16_reference(0x2e66)));
-  store_from_float(DataType::bf16, 0.1f, buffer);
-  EXPECT_EQ(load_as_float(DataType::bf16, buffer), from_bits(0x3dcd0000u));
-  EXPECT_EQ(round_to(DataType::bf16, 1.0f + 0x1p-8f), 1.0f);
-  EXPECT_EQ(round_to(DataType::f32, 1.0f + 0x1p-8f), 1.0f + 0x1p-8f);
+  const float quiet = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(f16_bits_to_float(float_to_f16_bits(quiet))));
+  EXPECT_TRUE(std::isnan(bf16_bits_to_float(float_to_bf16_bits(quiet))));
 }
 
 }  // namespace
-}  // namespace peerplan::transport::host
+}  // namespace peerplan

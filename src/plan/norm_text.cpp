@@ -1,0 +1,22 @@
+#include "plan/norm_text.hpp"
+
+#include <bit>
+#include <charconv>
+#include <cstdio>
+
+namespace peerplan::plan {
+
+std::string norm_text(const PlanKey& key) {
+  if (key.operation == Operation::all_reduce) return {};
+  char buffer[48];
+  std::snprintf(buffer, sizeof buffer, "weight 0x%llx",
+                static_cast<unsigned long long>(key.weight));
+  std::string out = buffer;
+  const auto result =
+      std::to_chars(buffer, buffer + sizeof buffer, std::bit_cast<float>(key.eps_bits));
+  out += " eps ";
+  out.append(buffer, result.ptr);
+  return out;
+}
+
+}  // namespace peerplan::plan
