@@ -148,7 +148,9 @@ TEST_P(Hierarchical, AllReduceMatchesReferenceModelAndFallbackOnEveryRank) {
         expect_all_reduce_correct(reference, label + " (flat fallback)");
         // Integer sums are exact on both: the same values. Random inputs:
         // both are within the stated rounding of the float64 sum (above).
-        if (inputs == Inputs::integers) EXPECT_EQ(got.values, reference.values) << label;
+        if (inputs == Inputs::integers) {
+          EXPECT_EQ(got.values, reference.values) << label;
+        }
       }
     }
     const Stats stats = comm->stats();
