@@ -186,5 +186,58 @@ TEST(CommunicatorStats, ReadableAfterClose) {
   EXPECT_EQ(closed.p2p_calls, 0u);
 }
 
+// Config::undeclared_keys_tracked: the most frequent undeclared keys, in a
+// table of that fixed size (A x5, B x3, C x2, then D once: D takes C's slot
+// with C's count as overcount); declared calls and the index are untouched.
+TEST(CommunicatorStats, TracksTheMostFrequentUndeclaredKeysInAFixedTable) {
+  Config config;
+  config.undeclared_keys_tracked = 3;
+  auto comm = create_on_world(config);
+  const TensorLayout declared{2, 64};
+  comm->declare(std::vector<Declaration>{Declaration::all_reduce("declared", DataType::f32, declared)});
+  const TensorLayout a{5, 7}, b{3, 7}, c{2, 7}, d{1, 7};
+  const auto call = [&](const TensorLayout& layout, int times) {
+    for (int i = 0; i < times; ++i) {
+      expect_all_reduce_correct(
+          run_all_reduce(*comm, DataType::f32, layout, Inputs::integers, true, next_seed()),
+          layout.to_string());
+    }
+  };
+  call(declared, 2);
+  call(a, 5);
+  call(b, 3);
+  call(c, 2);
+  call(d, 1);
+  const Stats stats = comm->stats();
+  ASSERT_EQ(stats.undeclared.size(), 3u) << to_string(stats);
+  const auto key = [](const TensorLayout& layout) {
+    return make_all_reduce_key(DataType::f32, layout).to_string();
+  };
+  EXPECT_EQ(stats.undeclared[0].key, key(a));
+  EXPECT_EQ(stats.undeclared[0].calls, 5u);
+  EXPECT_EQ(stats.undeclared[0].overcount, 0u);
+  EXPECT_EQ(stats.undeclared[1].key, key(b));
+  EXPECT_EQ(stats.undeclared[1].calls, 3u);
+  EXPECT_EQ(stats.undeclared[2].key, key(d));
+  EXPECT_EQ(stats.undeclared[2].calls, 3u);
+  EXPECT_EQ(stats.undeclared[2].overcount, 2u);
+  EXPECT_EQ(stats.fallback_undeclared, 11u);
+  EXPECT_FALSE(comm->has_plan_for(make_all_reduce_key(DataType::f32, a)))
+      << "a miss inserts nothing into the index";
+  EXPECT_NE(to_string(stats).find(key(a)), std::string::npos) << to_string(stats);
+  comm->reset_stats();
+  EXPECT_TRUE(comm->stats().undeclared.empty());
+  comm->close();
+  EXPECT_TRUE(comm->stats().undeclared.empty()) << "closed stats keep the reset table";
+
+  auto untracked = create_on_world();  // the default: nothing tracked
+  expect_all_reduce_correct(
+      run_all_reduce(*untracked, DataType::f32, a, Inputs::integers, true, next_seed()),
+      "untracked");
+  EXPECT_EQ(untracked->stats().fallback_undeclared, 1u);
+  EXPECT_TRUE(untracked->stats().undeclared.empty());
+  untracked->close();
+}
+
 }  // namespace
 }  // namespace peerplan::comm_test

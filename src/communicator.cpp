@@ -16,6 +16,7 @@
 #include "communicator/declaration_agreement.hpp"
 #include "communicator/machine_fingerprint.hpp"
 #include "communicator/prepared_plan.hpp"
+#include "communicator/undeclared_keys.hpp"
 #include "core/config_fields.hpp"
 #include "core/environment.hpp"
 #include "core/fault_injection.hpp"
@@ -58,6 +59,10 @@ class CommunicatorImpl final : public Communicator {
     p2p_disabled_reason_ = setup.p2p_disabled_reason;
     nodes_ = setup.nodes;
     fingerprint_ = communicator::machine_fingerprint(*boot_, config_, backend_);
+    if (config_.undeclared_keys_tracked > 0) {
+      undeclared_keys_ = std::make_unique<communicator::UndeclaredKeys>(
+          static_cast<std::size_t>(config_.undeclared_keys_tracked));
+    }
     cutoffs_ = communicator::resolve_route_cutoffs(*boot_, config_, backend_, fingerprint_, tuning);
   }
 
@@ -90,7 +95,8 @@ class CommunicatorImpl final : public Communicator {
     const CallGuard guard(call_in_progress_, "all_reduce");
     ensure_open("all_reduce");
     communicator::check_dtype("all_reduce", dtype);
-    const auto* entry = index_.find(make_all_reduce_key(dtype, layout));
+    const PlanKey key = make_all_reduce_key(dtype, layout);
+    const auto* entry = index_.find(key);
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
     if (plan) {
       communicator::check_declared_all_reduce(in, out, *entry->declaration, *plan);
@@ -108,7 +114,7 @@ class CommunicatorImpl final : public Communicator {
     } else {
       breaking_on_timeout("all_reduce", [&] { fallback_->all_reduce(args); });
     }
-    count(plan, result);
+    count(plan, result, key);
     trace_call("all_reduce", dtype, layout, entry, result);
     return result;
   }
@@ -119,7 +125,8 @@ class CommunicatorImpl final : public Communicator {
     const CallGuard guard(call_in_progress_, "fused_add_rms_norm");
     ensure_open("fused_add_rms_norm");
     communicator::check_dtype("fused_add_rms_norm", dtype);
-    const auto* entry = index_.find(make_fused_key(dtype, layout, weight, eps));
+    const PlanKey key = make_fused_key(dtype, layout, weight, eps);
+    const auto* entry = index_.find(key);
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
     if (plan) {
       communicator::check_declared_fused(inout, residual, *entry->declaration, *plan);
@@ -135,7 +142,7 @@ class CommunicatorImpl final : public Communicator {
     } else {
       breaking_on_timeout("fused_add_rms_norm", [&] { fallback_->fused_add_rms_norm(args); });
     }
-    count(plan, result);
+    count(plan, result, key);
     trace_call("fused_add_rms_norm", dtype, layout, entry, result, weight, eps);
     return result;
   }
@@ -190,6 +197,7 @@ class CommunicatorImpl final : public Communicator {
     fallback_over_cutoff_ = 0;
     fallback_p2p_disabled_ = 0;
     fallback_node_layout_ = 0;
+    if (undeclared_keys_) undeclared_keys_->reset();
   }
 
   void close() override {
@@ -251,6 +259,7 @@ class CommunicatorImpl final : public Communicator {
     s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
     s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
     s.fallback_node_layout = fallback_node_layout_.load(std::memory_order_relaxed);
+    if (undeclared_keys_) s.undeclared = undeclared_keys_->snapshot();
     return s;
   }
 
@@ -259,6 +268,7 @@ class CommunicatorImpl final : public Communicator {
     s.p2p_calls = s.zero_copy_calls = 0;
     s.fallback_undeclared = s.fallback_over_cutoff = s.fallback_p2p_disabled = 0;
     s.fallback_node_layout = 0;
+    s.undeclared.clear();
   }
 
   // declare() without the open check and timeout bookkeeping.
@@ -357,7 +367,7 @@ class CommunicatorImpl final : public Communicator {
     return {plan->route, plan->reason};
   }
 
-  void count(PreparedPlan* plan, const CallResult& result) noexcept {
+  void count(PreparedPlan* plan, const CallResult& result, const PlanKey& key) {
     if (is_p2p(result.route)) {
       plan->hits.fetch_add(1, std::memory_order_relaxed);
       p2p_calls_.fetch_add(1, std::memory_order_relaxed);
@@ -365,6 +375,7 @@ class CommunicatorImpl final : public Communicator {
       return;
     }
     if (plan) plan->fallbacks.fetch_add(1, std::memory_order_relaxed);
+    if (!plan && undeclared_keys_) undeclared_keys_->record(key);
     switch (result.reason) {
       case FallbackReason::over_cutoff: fallback_over_cutoff_.fetch_add(1, std::memory_order_relaxed); break;
       case FallbackReason::p2p_disabled: fallback_p2p_disabled_.fetch_add(1, std::memory_order_relaxed); break;
@@ -421,6 +432,8 @@ class CommunicatorImpl final : public Communicator {
   bool p2p_enabled_ = false;
   std::string p2p_disabled_reason_;
   communicator::NodeLayout nodes_;
+  // Config::undeclared_keys_tracked > 0 only.
+  std::unique_ptr<communicator::UndeclaredKeys> undeclared_keys_;
   std::string fingerprint_;
   RouteCutoffs cutoffs_;  // resolved at create: config > tuning file > defaults
   bool closed_ = false;

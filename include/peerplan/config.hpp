@@ -160,7 +160,14 @@ struct Config {
   KernelChoices kernels{};
   // Where declined calls go (see Fallback). Must agree on every rank.
   Fallback fallback = Fallback::automatic;
+  // How many undeclared keys Stats::undeclared keeps (the most frequent,
+  // in a table of this fixed size, apart from the plan index: a miss still
+  // inserts nothing there). 0 (default): none, and undeclared calls cost
+  // nothing more; at most kMaxUndeclaredKeysTracked. A local choice.
+  int undeclared_keys_tracked = 0;
 };
+
+inline constexpr int kMaxUndeclaredKeysTracked = 1024;
 
 // Returns `config` with every PEERPLAN_* variable set in the environment
 // applied. Throws InvalidArgument naming the variable and its accepted
@@ -174,7 +181,7 @@ struct Config {
 // (1..1024|auto), PEERPLAN_ONE_SHOT_PROTOCOL and PEERPLAN_FUSED_PROTOCOL
 // (auto|ll|lamport|a size), PEERPLAN_FUSED_LL_MAX_BYTES (a size|auto),
 // PEERPLAN_ROW_CLUSTERS (auto|on|off or a boolean), PEERPLAN_FALLBACK
-// (auto|nccl|mpi). Names and keywords are
+// (auto|nccl|mpi), PEERPLAN_TRACK_UNDECLARED (0..1024). Names and keywords are
 // case-insensitive; sizes take K/M/G suffixes (KiB multiples, e.g. 512K) or
 // "auto"; booleans 0/1/true/false/yes/no/on/off. A variable set to the empty
 // string counts as unset. src/core/environment.cpp documents each one.

@@ -53,6 +53,18 @@ struct PlanStats {
   std::uint64_t fallbacks = 0;  // calls of this plan that went to the fallback
 };
 
+// One undeclared key among the most frequent (Config::undeclared_keys_tracked).
+// The table keeps a fixed number of keys: when a new key arrives with the
+// table full, it takes the place of the least counted one and inherits
+// that count as `overcount` ("space saving"), so a key's true number of
+// calls lies in [calls - overcount, calls], and every key called more
+// often than (undeclared calls) / (table size) is in the table.
+struct UndeclaredKeyStats {
+  std::string key;              // as PlanKey::to_string prints it
+  std::uint64_t calls = 0;
+  std::uint64_t overcount = 0;
+};
+
 struct Stats {
   std::vector<PlanStats> plans;  // in declaration order
   std::uint64_t p2p_calls = 0;
@@ -61,6 +73,13 @@ struct Stats {
   std::uint64_t fallback_over_cutoff = 0;
   std::uint64_t fallback_p2p_disabled = 0;
   std::uint64_t fallback_node_layout = 0;
+  // The most frequent undeclared keys, most calls first; empty unless
+  // Config::undeclared_keys_tracked > 0.
+  std::vector<UndeclaredKeyStats> undeclared;
 };
+
+// The counters as a few lines of text: totals, one row per plan (route,
+// hits, fallbacks), and the tracked undeclared keys. For logs and examples.
+std::string to_string(const Stats& stats);
 
 }  // namespace peerplan

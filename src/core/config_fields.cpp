@@ -51,6 +51,9 @@ std::vector<ConfigField> config_fields(const Config& c) {
       {"kernels.row_clusters", "PEERPLAN_ROW_CLUSTERS", to_string(k.row_clusters), false},
       // Every rank must take the same fallback: the calls are collectives.
       {"fallback", "PEERPLAN_FALLBACK", to_string(c.fallback), true},
+      // What this rank's Stats keep: no peer depends on it.
+      {"undeclared_keys_tracked", "PEERPLAN_TRACK_UNDECLARED",
+       std::to_string(c.undeclared_keys_tracked), false},
   };
 }
 

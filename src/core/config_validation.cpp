@@ -41,6 +41,12 @@ void validate_config(const Config& config) {
                     ": set P2PLevel::automatic (the default) or loc, nvl, pix, pxb, phb, node, "
                     "sys (PEERPLAN_P2P_LEVEL)");
   }
+  if (config.undeclared_keys_tracked < 0 ||
+      config.undeclared_keys_tracked > kMaxUndeclaredKeysTracked) {
+    add(errors, "Config::undeclared_keys_tracked is " +
+                    std::to_string(config.undeclared_keys_tracked) + ": set 0 (off) to " +
+                    std::to_string(kMaxUndeclaredKeysTracked) + " (PEERPLAN_TRACK_UNDECLARED)");
+  }
   if (!errors.empty()) throw InvalidArgument("invalid configuration: " + errors);
 }
 

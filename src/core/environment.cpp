@@ -22,6 +22,7 @@
 // | PEERPLAN_FUSED_LL_MAX_BYTES  | kernels.fused_ll_max_bytes           | size, or auto; 0 turns LL lines off     | auto (2 MiB)   |
 // | PEERPLAN_ROW_CLUSTERS        | kernels.row_clusters                 | auto, on, off, or a boolean             | auto           |
 // | PEERPLAN_FALLBACK            | fallback                             | auto, nccl, mpi                         | auto           |
+// | PEERPLAN_TRACK_UNDECLARED    | undeclared_keys_tracked              | integer 0 .. 1024 (0 = off)             | 0              |
 //
 // A protocol size N means LL lines up to N bytes, the Lamport protocol
 // above; `ll` is LL at every size (kLamportNever), `lamport` Lamport at
@@ -302,6 +303,15 @@ const std::vector<Variable>& variables() {
          if (!fallback) return std::nullopt;
          c.fallback = *fallback;
          return std::string("fallback ") + to_string(*fallback);
+       }},
+      {"PEERPLAN_TRACK_UNDECLARED", "an integer from 0 (off) to 1024",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto keys = parse_int_in(v, 0, kMaxUndeclaredKeysTracked);
+         if (!keys) return std::nullopt;
+         c.undeclared_keys_tracked = *keys;
+         return *keys == 0 ? std::string("undeclared keys not tracked")
+                           : "Stats keep the " + std::to_string(*keys) +
+                                 " most frequent undeclared keys";
        }},
   };
   return table;

@@ -88,5 +88,19 @@ TEST(ConfigValidation, EveryBadFieldAtOnce) {
   EXPECT_NE(message.find("row_clusters"), std::string::npos) << message;
 }
 
+TEST(ConfigValidation, UndeclaredKeysTrackedWithinItsRange) {
+  for (int keys : {0, 1, 16, kMaxUndeclaredKeysTracked}) {
+    Config c;
+    c.undeclared_keys_tracked = keys;
+    EXPECT_NO_THROW(validate_config(c)) << keys;
+  }
+  for (int keys : {-1, kMaxUndeclaredKeysTracked + 1}) {
+    Config c;
+    c.undeclared_keys_tracked = keys;
+    const std::string message = rejection(c);
+    EXPECT_NE(message.find("PEERPLAN_TRACK_UNDECLARED"), std::string::npos) << message;
+  }
+}
+
 }  // namespace
 }  // namespace peerplan::core

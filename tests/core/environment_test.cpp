@@ -64,7 +64,8 @@ TEST(Environment, ReadsExactlyTheDocumentedVariables) {
       "PEERPLAN_TUNING_FILE",     "PEERPLAN_WORLD_SIZE",
       "PEERPLAN_ONE_SHOT_MAX_BLOCKS", "PEERPLAN_ONE_SHOT_PROTOCOL",
       "PEERPLAN_FUSED_PROTOCOL",  "PEERPLAN_FUSED_LL_MAX_BYTES",
-      "PEERPLAN_ROW_CLUSTERS",    "PEERPLAN_FALLBACK"};
+      "PEERPLAN_ROW_CLUSTERS",    "PEERPLAN_FALLBACK",
+      "PEERPLAN_TRACK_UNDECLARED"};
   EXPECT_EQ(environment_variable_names(), documented);
 
   // And it looks each of them up (no more, no fewer).
@@ -249,6 +250,14 @@ TEST(Environment, WorldSize) {
   EXPECT_EQ(with("PEERPLAN_WORLD_SIZE", "4").expected_world_size, 4);
   for (const char* bad : {"-1", "four", "4.0"})
     expect_rejected("PEERPLAN_WORLD_SIZE", bad, "integer");
+}
+
+TEST(Environment, TrackUndeclared) {
+  EXPECT_EQ(with("PEERPLAN_TRACK_UNDECLARED", "0").undeclared_keys_tracked, 0);
+  EXPECT_EQ(with("PEERPLAN_TRACK_UNDECLARED", "16").undeclared_keys_tracked, 16);
+  EXPECT_EQ(with("PEERPLAN_TRACK_UNDECLARED", "1024").undeclared_keys_tracked, 1024);
+  for (const char* bad : {"-1", "1025", "many"})
+    expect_rejected("PEERPLAN_TRACK_UNDECLARED", bad, "1024");
 }
 
 // --- the CUDA backend's kernel knobs (KernelChoices) ---------------------
