@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "peerplan/peerplan.hpp"
@@ -47,11 +48,14 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Per-route wall time of the calls this rank made.
-struct RouteTimes {
-  std::map<std::string, std::pair<long, double>> by_route;  // route -> (calls, seconds)
-  void add(peerplan::CallResult r, double seconds) {
-    auto& [calls, total] = by_route[peerplan::to_string(r.route)];
+// Wall time of the calls this rank made, by phase (decode steps first,
+// then prefill), operation and the route each call took.
+enum class Phase { decode, prefill };
+struct CallTimes {
+  // (phase, op, route) -> (calls, seconds)
+  std::map<std::tuple<Phase, std::string, std::string>, std::pair<long, double>> rows;
+  void add(Phase phase, const char* op, peerplan::CallResult r, double seconds) {
+    auto& [calls, total] = rows[{phase, op, peerplan::to_string(r.route)}];
     ++calls;
     total += seconds;
   }
@@ -104,11 +108,11 @@ int main(int argc, char** argv) {
     }
     comm->declare(plans);
 
-    RouteTimes times;
+    CallTimes times;
     // Every rank contributes (rank + 1) * small integer: the exact sum is
     // known, so every element can be checked, not just a checksum.
     const float rank_sum = size * (size + 1) / 2.0f;
-    auto run_step = [&](int tokens) {
+    auto run_step = [&](int tokens, Phase phase) {
       const std::size_t n = static_cast<std::size_t>(tokens) * opt.hidden;
       const peerplan::TensorLayout layout{tokens, opt.hidden};
       TensorMemory x(backend, n), residual(backend, n);
@@ -119,7 +123,7 @@ int main(int argc, char** argv) {
         double t0 = now();
         auto r = comm->all_reduce(x.data(), x.data(), peerplan::DataType::f32, layout);
         x.synchronize();
-        times.add(r, now() - t0);
+        times.add(phase, "all_reduce", r, now() - t0);
         values = x.download();
         for (std::size_t i = 0; i < n; ++i) wrong += values[i] != rank_sum * (i % 5 + 1);
 
@@ -129,7 +133,7 @@ int main(int argc, char** argv) {
         r = comm->fused_add_rms_norm(x.data(), residual.data(), weight_memory[l]->data(), eps,
                                      peerplan::DataType::f32, layout);
         x.synchronize();
-        times.add(r, now() - t0);
+        times.add(phase, "fused_add_rms_norm", r, now() - t0);
         // residual = rank_sum everywhere, so x = rank_sum / sqrt(rank_sum^2 + eps) * weight.
         const double norm = rank_sum / std::sqrt(double(rank_sum) * rank_sum + eps);
         const std::vector<float> out = x.download(), res = residual.download();
@@ -142,8 +146,8 @@ int main(int argc, char** argv) {
 
     // 3. Decode: declared shapes, P2P routes. 4. Prefill: undeclared, fallback.
     for (int step = 0; step < opt.steps; ++step)
-      for (int tokens : opt.decode_tokens) run_step(tokens);
-    run_step(opt.prefill_tokens);
+      for (int tokens : opt.decode_tokens) run_step(tokens, Phase::decode);
+    run_step(opt.prefill_tokens, Phase::prefill);
 
     // 5. What ran where.
     const peerplan::Stats stats = comm->stats();
@@ -153,15 +157,34 @@ int main(int argc, char** argv) {
       std::printf("peerplan %s: %d ranks, backend %s, P2P %s%s\n", peerplan::kVersion, size,
                   peerplan::to_string(comm->backend()), comm->p2p_enabled() ? "enabled" : "disabled: ",
                   comm->p2p_disabled_reason().c_str());
-      std::printf("%-16s %10s %14s\n", "route", "calls", "mean us/call");
-      for (const auto& [route, ct] : times.by_route)
-        std::printf("%-16s %10ld %14.2f\n", route.c_str(), ct.first, 1e6 * ct.second / ct.first);
+      // Which calls were decode (declared shapes) and which prefill (the
+      // prompt, whose length was not declared: the fallback).
+      std::string decode_tokens;
+      bool prefill_declared = false;
+      for (int t : opt.decode_tokens) {
+        decode_tokens += (decode_tokens.empty() ? "" : ",") + std::to_string(t);
+        prefill_declared = prefill_declared || t == opt.prefill_tokens;
+      }
+      const std::string prefill_tokens = std::to_string(opt.prefill_tokens);
+      std::printf("rank 0's calls by phase (declared shapes take a P2P route, undeclared ones the "
+                  "fallback):\n");
+      std::printf("%-8s %-8s %-8s %-18s %-15s %7s %13s\n", "phase", "tokens", "declared", "op",
+                  "route", "calls", "mean us/call");
+      for (const auto& [key, ct] : times.rows) {
+        const auto& [phase, op, route] = key;
+        const bool decode = phase == Phase::decode;
+        std::printf("%-8s %-8s %-8s %-18s %-15s %7ld %13.2f\n", decode ? "decode" : "prefill",
+                    (decode ? decode_tokens : prefill_tokens).c_str(),
+                    decode || prefill_declared ? "yes" : "no", op.c_str(), route.c_str(), ct.first,
+                    1e6 * ct.second / ct.first);
+      }
       std::printf("P2P calls %llu, fallback: undeclared %llu, over cutoff %llu, P2P disabled %llu, "
                   "node layout %llu\n",
                   (unsigned long long)stats.p2p_calls, (unsigned long long)stats.fallback_undeclared,
                   (unsigned long long)stats.fallback_over_cutoff,
                   (unsigned long long)stats.fallback_p2p_disabled,
                   (unsigned long long)stats.fallback_node_layout);
+      std::printf("declared plans (decode shapes):\n");
       std::printf("%-24s %-15s %8s %10s\n", "plan", "route", "hits", "fallbacks");
       for (const auto& p : stats.plans)
         std::printf("%-24s %-15s %8llu %10llu\n", p.name.c_str(), peerplan::to_string(p.route),

@@ -1,6 +1,7 @@
 # Shared by scripts/demo.sh and scripts/test.sh (sourced, not run):
 # installs the Debian packages peerplan needs, detects CUDA/NCCL, and
-# configures + builds into build/. Idempotent: a second run installs nothing
+# configures + builds (into build/ unless told otherwise: demo.sh uses
+# build-demo/). Idempotent: a second run installs nothing
 # and rebuilds only what changed.
 
 PEERPLAN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,13 +64,19 @@ report_cuda() {
   export PEERPLAN_GPU_COUNT
 }
 
+# configure_and_build [CMAKE_ARG...]: configures $BUILD_DIR with these
+# arguments, then PEERPLAN_CMAKE_ARGS (which therefore win), and builds the
+# targets named in the array BUILD_TARGETS, or everything when it is empty.
 configure_and_build() {
-  local generator=()
+  local generator=() targets=()
   if [ ! -f "$BUILD_DIR/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
     generator=(-G Ninja)
   fi
-  cmake -S "$PEERPLAN_ROOT" -B "$BUILD_DIR" "${generator[@]}" ${PEERPLAN_CMAKE_ARGS:-}
-  cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+  if [ -n "${BUILD_TARGETS+x}" ] && [ ${#BUILD_TARGETS[@]} -gt 0 ]; then
+    targets=(--target "${BUILD_TARGETS[@]}")
+  fi
+  cmake -S "$PEERPLAN_ROOT" -B "$BUILD_DIR" "${generator[@]}" "$@" ${PEERPLAN_CMAKE_ARGS:-}
+  cmake --build "$BUILD_DIR" --parallel "$(nproc)" "${targets[@]}"
 }
 
 # Open MPI refuses to run as root unless told; our containers and CI run as root.
