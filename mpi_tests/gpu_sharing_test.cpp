@@ -3,6 +3,7 @@
 // rank must answer alike. Bus ids are made up: no GPU is needed.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,21 @@ TEST(GpuSharing, EveryRankFindsTheSameGroups) {
     EXPECT_EQ(shared.gpus.front(), "0000:17:00.0");
     EXPECT_NE(shared.text().find("share GPU 0000:17:00.0"), std::string::npos) << shared.text();
   }
+}
+
+// Ranks posing as different nodes (PEERPLAN_HOST_ID) on one machine still
+// share its GPUs: NCCL, which tells hosts apart by its own hash, refuses
+// them, so the CUDA backend must see the sharing to pick the MPI fallback.
+TEST(GpuSharing, PosedNodesOfOneMachineStillShareItsGpus) {
+  const int rank = world_rank();
+  ::setenv("PEERPLAN_HOST_ID", ("posed" + std::to_string(rank)).c_str(), 1);
+  auto boot = peerplan::bootstrap::make_mpi_bootstrap(MPI_COMM_WORLD, std::chrono::seconds(30));
+  ::unsetenv("PEERPLAN_HOST_ID");
+  EXPECT_EQ(boot->num_nodes(), world_size()) << "every rank poses as a node of its own";
+  const auto shared = find_shared_gpus(*boot, "0000:17:00.0");
+  std::vector<int> everyone;
+  for (int r = 0; r < world_size(); ++r) everyone.push_back(r);
+  EXPECT_EQ(shared.groups, std::vector<std::vector<int>>{everyone});
 }
 
 }  // namespace

@@ -77,6 +77,16 @@ inline int ranks_on_my_gpu() {
   return same;
 }
 
+// Whether any rank of the test shares its GPU. Collective; the same on
+// every rank, so every rank makes the same number of calls from it (a
+// rank's own ranks_on_my_gpu() differs at 3 ranks on 2 GPUs).
+inline bool any_rank_shares_a_gpu() {
+  int mine = ranks_on_my_gpu();
+  int most = 0;
+  MPI_Allreduce(&mine, &most, 1, MPI_INT, MPI_MAX, test_comm());
+  return most > 1;
+}
+
 // The GPU communicator's create() would pick: PEERPLAN_DEVICE, else the
 // local rank (the world rank: the GPU tests run on one node) modulo the
 // GPU count.

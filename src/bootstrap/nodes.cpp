@@ -29,13 +29,15 @@ std::string boot_id() {
 
 }  // namespace
 
+std::string machine_key() { return host_name() + "/" + boot_id(); }
+
 std::string node_key() {
   // Like NCCL_HOSTID: one machine can pose as several nodes (tests), or
   // machines whose names and boot ids look alike can be told apart.
   if (const char* id = std::getenv("PEERPLAN_HOST_ID"); id != nullptr && *id != '\0') {
     return std::string("host id ") + id;
   }
-  return host_name() + "/" + boot_id();
+  return machine_key();
 }
 
 NodePlacement place_on_nodes(std::span<const std::string> keys, int rank) {

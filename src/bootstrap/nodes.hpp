@@ -20,6 +20,12 @@ namespace peerplan::bootstrap::detail {
 // mappings (shared memory, CUDA IPC) are then never attempted between them.
 std::string node_key();
 
+// The machine itself (host name and boot id), whatever PEERPLAN_HOST_ID
+// says: for what belongs to the hardware, e.g. whether two ranks drive the
+// same GPU (NCCL refuses that even across posed nodes, since it tells hosts
+// apart by its own hash).
+std::string machine_key();
+
 struct NodePlacement {
   int node_id = 0;           // nodes numbered in the order of their lowest rank
   int num_nodes = 1;

@@ -3,6 +3,8 @@
 #include <map>
 #include <span>
 
+#include "bootstrap/nodes.hpp"
+
 namespace peerplan::communicator {
 
 std::string SharedGpus::text() const {
@@ -36,12 +38,15 @@ SharedGpus group_shared_gpus(const std::vector<std::string>& keys,
 }
 
 SharedGpus find_shared_gpus(bootstrap::Bootstrap& bootstrap, const std::string& pci_bus_id) {
+  // Keyed by the machine, not the node: ranks posing as different nodes
+  // (PEERPLAN_HOST_ID) on one machine still share its GPUs. The bus id
+  // follows the last '/', which a machine key may contain too.
   const std::string mine =
-      pci_bus_id.empty() ? std::string() : std::to_string(bootstrap.node_id()) + '/' + pci_bus_id;
+      pci_bus_id.empty() ? std::string() : bootstrap::detail::machine_key() + '/' + pci_bus_id;
   std::vector<std::string> keys, names;
   for (const auto& blob : bootstrap.allgather(std::as_bytes(std::span(mine.data(), mine.size())))) {
     keys.emplace_back(reinterpret_cast<const char*>(blob.data()), blob.size());
-    const auto slash = keys.back().find('/');
+    const auto slash = keys.back().rfind('/');
     names.push_back(slash == std::string::npos ? keys.back() : keys.back().substr(slash + 1));
   }
   return group_shared_gpus(keys, names);

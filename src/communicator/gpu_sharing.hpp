@@ -33,7 +33,8 @@ SharedGpus group_shared_gpus(const std::vector<std::string>& keys,
 
 // Collective over every rank of `bootstrap` (one allgather): the groups of
 // ranks whose GPU (`pci_bus_id`, empty when unknown) is the same on the
-// same node. The same result on every rank.
+// same machine (bootstrap::detail::machine_key: posed nodes of one machine
+// count as one). The same result on every rank.
 SharedGpus find_shared_gpus(bootstrap::Bootstrap& bootstrap, const std::string& pci_bus_id);
 
 }  // namespace peerplan::communicator
