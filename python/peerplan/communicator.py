@@ -8,7 +8,6 @@ from ._library import CallResult, Declaration as _CDeclaration, PlanInfo, PlanSt
 
 ROUTES = {0: "one_shot", 1: "two_shot", 2: "fused_one_shot", 3: "fallback", 4: "hierarchical"}
 REASONS = {0: "none", 1: "undeclared", 2: "over_cutoff", 3: "p2p_disabled", 4: "node_layout"}
-_ERRORS = {}
 
 
 class Error(RuntimeError):
