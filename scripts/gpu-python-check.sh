@@ -5,7 +5,14 @@
 #     own GPU, torch.distributed NCCL) at RANKS (default "2");
 #  2. the C example (examples/c/all_reduce.c, host memory: host backend);
 #  3. the example program posing as 2 nodes x 2 ranks (PEERPLAN_HOST_ID) on
-#     the cuda backend: P2P must be off with the reason, results right.
+#     the cuda backend: P2P must be off with the reason, results right;
+#  4. the call-overhead benchmarks at 2 ranks on the cuda backend: host time
+#     per eager call from C++ (benchmarks/call_overhead_bench.cpp, built here
+#     with the benchmarks on) and from Python (python/benchmarks/
+#     call_overhead.py, PyTorch CUDA tensors), compared by
+#     benchmarks/compare_call_overhead.py into call_overhead.md; the step
+#     fails when a case's Python - C++ difference is over 3 us. With one GPU
+#     the ranks share it (the JSON and the table say so).
 # Logs under $OUT (or ./gpu-python-out); a summary is printed last.
 #   scripts/gpu-python-check.sh [build-dir]     env: JOBS, ARCH (default 90), RANKS
 set -uo pipefail
@@ -60,7 +67,20 @@ posed_2x2_cuda() {
 }
 step posed_2x2_cuda posed_2x2_cuda
 
+step call_overhead_build bash -c "cmake -S '$ROOT' -B '$BUILD' -DPEERPLAN_BUILD_BENCHMARKS=ON && \
+  cmake --build '$BUILD' -j ${JOBS:-16} --target peerplan_call_overhead_bench"
+call_overhead() {
+  PEERPLAN_BACKEND=cuda "${MPIRUN[@]}" -np 2 "$BUILD/benchmarks/peerplan_call_overhead_bench" \
+    --json "$OUT/call_overhead_cpp.json" || return 1
+  PEERPLAN_BACKEND=cuda PYTHONPATH="$ROOT/python" PEERPLAN_LIBRARY="$LIB" "${MPIRUN[@]}" -np 2 \
+    python3 "$ROOT/python/benchmarks/call_overhead.py" --json "$OUT/call_overhead_python.json" || return 1
+  python3 "$ROOT/benchmarks/compare_call_overhead.py" "$OUT/call_overhead_cpp.json" \
+    "$OUT/call_overhead_python.json" --check --require --md "$OUT/call_overhead.md"
+}
+step call_overhead.np2 call_overhead
+
 echo "== python-env"; cat "$OUT/python-env.log"
 for n in ${RANKS:-2}; do echo "== tp_mlp.np$n"; tail -n 14 "$OUT/tp_mlp.np$n.log"; done
 echo "== posed_2x2_cuda"; grep -E "P2P|#wrong|backend" "$OUT/posed_2x2_cuda.log" | head -8
+echo "== call_overhead.np2"; tail -n 12 "$OUT/call_overhead.np2.log"
 echo "== summary"; printf '%s\n' "${summary[@]}"
