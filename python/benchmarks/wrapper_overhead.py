@@ -1,0 +1,88 @@
+"""What the Python wrapper itself costs per call, in one process (1 rank,
+host backend, NumPy): each call of the package next to the same C function
+called through ctypes with its arguments built once, timed with timeit; the
+difference is the wrapper's own cost (describing the tensors, the stream,
+the result). Complements call_overhead.py, whose times at several ranks
+include the exchange and its noise.
+
+    PEERPLAN_LIBRARY=build/src/libpeerplan.so PYTHONPATH=python \\
+        python3 python/benchmarks/wrapper_overhead.py [--number N] [--repeat R]
+
+Prints ns per call: the best of R repeats of N calls (the least disturbed),
+and the median of the R repeats.
+"""
+
+import argparse
+import ctypes
+import statistics
+import sys
+import timeit
+
+try:
+    import numpy as np
+except ImportError as e:  # pragma: no cover
+    print(f"wrapper_overhead: SKIPPED: {e}")
+    sys.exit(77)
+
+import peerplan
+from peerplan import _library, _tensors
+
+HIDDEN = 4096
+EPS = 1e-6
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--number", type=int, default=2000, help="calls per repeat")
+    parser.add_argument("--repeat", type=int, default=15, help="repeats")
+    args = parser.parse_args()
+
+    comm = peerplan.Communicator(backend="host")
+    handle = getattr(comm, "c_handle", None) or comm._handle  # c_handle: newer package
+    weight = np.ones(HIDDEN, np.float16)
+    shapes = {"allreduce_1x512": (1, 512), "allreduce_8x4096": (8, HIDDEN),
+              "fused_1x4096": (1, HIDDEN)}
+    comm.declare([peerplan.Declaration.all_reduce("allreduce_1x512", "f16", (1, 512)),
+                  peerplan.Declaration.all_reduce("allreduce_8x4096", "f16", (8, HIDDEN)),
+                  peerplan.Declaration.fused_add_rms_norm("fused_1x4096", "f16", (1, HIDDEN),
+                                                          weight, EPS)])
+    lib = _library.lib
+    result = _library.CallResult()
+    result_ref = ctypes.byref(result)
+    weight_ptr = _tensors.describe(weight).ptr
+    rows = []
+    for name, shape in shapes.items():
+        x, out, residual = np.zeros(shape, np.float16), np.zeros(shape, np.float16), np.zeros(shape, np.float16)
+        layout = _library.Layout(2, (ctypes.c_int64 * 2)(*shape), None)
+        xp, op, rp = (_tensors.describe(t).ptr for t in (x, out, residual))
+        env = dict(comm=comm, x=x, out=out, residual=residual, weight=weight, EPS=EPS, lib=lib,
+                   handle=handle, xp=xp, op=op, rp=rp, wp=weight_ptr, layout=layout,
+                   ref=result_ref, describe=_tensors.describe)
+        if name.startswith("allreduce"):
+            cases = [("python", "comm.all_reduce(x, out)"),
+                     ("python in place", "comm.all_reduce(x)"),
+                     ("ctypes", "f(handle, xp, op, 0, layout, None, ref)"),
+                     ("describe", "describe(x)")]
+            env["f"] = lib.peerplan_all_reduce
+        else:
+            cases = [("python", "comm.fused_add_rms_norm(x, residual, weight, EPS)"),
+                     ("ctypes", "f(handle, xp, rp, wp, EPS, 0, layout, None, ref)")]
+            env["f"] = lib.peerplan_fused_add_rms_norm
+        for api, stmt in cases:
+            times = [t / args.number * 1e9 for t in
+                     timeit.repeat(stmt, globals=env, number=args.number, repeat=args.repeat)]
+            rows.append((name, api, min(times), statistics.median(times)))
+    comm.close()
+    print(f"# peerplan wrapper overhead: 1 rank, host backend, f16 NumPy, "
+          f"{args.repeat} x {args.number} calls (Python {sys.version.split()[0]})")
+    print(f"{'case':<18} {'api':<16} {'best ns':>10} {'median ns':>10}")
+    for name, api, best, median in rows:
+        print(f"{name:<18} {api:<16} {best:>10.0f} {median:>10.0f}")
+    by = {(n, a): m for n, a, _, m in rows}
+    for name in shapes:
+        w = by[(name, "python")] - by[(name, "ctypes")]
+        print(f"wrapper (python - ctypes, medians) {name}: {w:.0f} ns")
+
+
+if __name__ == "__main__":
+    main()
