@@ -1,10 +1,21 @@
 """What peerplan needs to know of a tensor: its address, dtype, shape and
 element strides. PyTorch tensors are read directly (data_ptr(), shape,
 stride(), dtype): building __cuda_array_interface__ costs microseconds on
-every call. Anything else through __cuda_array_interface__ (CuPy, Numba) or
-the NumPy array interface."""
+every call. NumPy arrays through their attributes (dtype, shape, strides,
+flags) and the array interface's address. Anything else through
+__cuda_array_interface__ (CuPy, Numba) or the NumPy array interface.
+
+The hot path is read(tensor) -> (address, dtype, Layout). What follows from
+a tensor's dtype, shape and strides alone (the peerplan dtype, the ctypes
+Layout and its shape and stride arrays) is built once per distinct
+(dtype, shape, strides) and kept in a small cache (at most CACHE_LIMIT
+entries; a full cache is emptied, not searched); the address and the
+read-only flag are read on every call, never cached: an object's address
+can change (a resized array, a tensor given new storage), and another
+tensor of the same layout has another one."""
 
 import ctypes
+import sys
 
 from ._library import Layout
 
@@ -16,38 +27,138 @@ _TYPESTR = {"<f2": F16, "<f4": F32}
 _TORCH = {"torch.float16": F16, "torch.bfloat16": BF16, "torch.float32": F32}
 _ITEMSIZE = {F16: 2, BF16: 2, F32: 4}
 
+CACHE_LIMIT = 256
+# key -> (dtype, Layout, shape array, strides array); one dict per kind of
+# tensor, so that keys of different libraries are never compared. Entries
+# are never modified: a caller holding one is safe while another thread
+# empties the dict.
+_numpy_layouts = {}
+_torch_layouts = {}
+_interface_layouts = {}
+# type(tensor) -> its reader (below)
+_readers = {}
+
+
+def _remember(cache, key, entry):
+    if len(cache) >= CACHE_LIMIT:
+        cache.clear()
+    cache[key] = entry
+    return entry
+
+
+def _layout_entry(dtype, shape, strides):
+    """(dtype, Layout, shape array, strides array): the Layout points into the
+    arrays, which the entry keeps alive. `strides` None: contiguous."""
+    ndim = len(shape)
+    shape_array = (ctypes.c_int64 * max(ndim, 1))(*shape)
+    strides_array = (ctypes.c_int64 * max(ndim, 1))(*strides) if strides is not None else None
+    return dtype, Layout(ndim, shape_array, strides_array), shape_array, strides_array
+
 
 class TensorInfo:
-    __slots__ = ("ptr", "dtype", "layout", "keep")
+    """A tensor's address, peerplan dtype and Layout (describe())."""
 
-    def __init__(self, ptr, dtype, shape, strides):
+    __slots__ = ("ptr", "dtype", "layout")
+
+    def __init__(self, ptr, dtype, layout):
         self.ptr = ptr
         self.dtype = dtype
-        ndim = len(shape)
-        shape_array = (ctypes.c_int64 * max(ndim, 1))(*shape)
-        strides_array = (ctypes.c_int64 * max(ndim, 1))(*strides) if strides is not None else None
-        self.keep = (shape_array, strides_array)  # the layout points into these
-        self.layout = Layout(ndim, shape_array, strides_array)
+        self.layout = layout
 
 
-def _torch_info(tensor):
-    dtype = _TORCH.get(str(tensor.dtype))
+# -- PyTorch
+
+_torch_dtypes = None  # torch.dtype -> peerplan dtype, built at the first torch tensor
+
+
+def _torch_dtype_map():
+    global _torch_dtypes
+    torch = sys.modules.get("torch")  # a torch tensor exists: torch is imported
+    mapping = {}
+    for name, dtype in _TORCH.items():
+        value = getattr(torch, name.split(".", 1)[1], None) if torch is not None else None
+        if value is not None:
+            mapping[value] = dtype
+    _torch_dtypes = mapping
+    return mapping
+
+
+def _torch_entry(tensor):
+    dtypes = _torch_dtypes if _torch_dtypes is not None else _torch_dtype_map()
+    dtype = dtypes.get(tensor.dtype)
+    if dtype is None:
+        dtype = _TORCH.get(str(tensor.dtype))
     if dtype is None:
         raise TypeError(f"peerplan: unsupported tensor dtype {tensor.dtype}; use float16, "
                         "bfloat16 or float32")
-    return TensorInfo(tensor.data_ptr(), dtype, tuple(tensor.shape), tuple(tensor.stride()))
+    return _layout_entry(dtype, tuple(tensor.shape), tuple(tensor.stride()))
 
 
-def _interface_info(interface, name):
+def _read_torch(tensor):
+    key = (tensor.dtype, tensor.shape, tensor.stride())
+    entry = _torch_layouts.get(key)
+    if entry is None:
+        entry = _remember(_torch_layouts, key, _torch_entry(tensor))
+    return tensor.data_ptr(), entry[0], entry[1]
+
+
+# The raw cudaStream_t of the current stream of a CUDA tensor's device:
+# torch.cuda.current_stream(index).cuda_stream, the documented way (it builds
+# a torch.cuda.Stream object on every call). torch._C._cuda_getCurrentRawStream
+# (index) returns the same int without that object, and is what Inductor's
+# generated code calls, but it is private: not used here until a GPU host
+# has shown what it saves (neither was measurable on the CPU-only machine
+# this was written on).
+_current_stream = None
+
+
+def current_stream(tensor):
+    """The current PyTorch stream of `tensor`'s device (an int) when it is a
+    PyTorch CUDA tensor, else 0 (the default stream)."""
+    global _current_stream
+    cls = type(tensor)
+    if (_readers.get(cls) or _reader_for(cls)) is not _read_torch or not tensor.is_cuda:
+        return 0
+    if _current_stream is None:
+        _current_stream = sys.modules["torch"].cuda.current_stream
+    return _current_stream(tensor.get_device()).cuda_stream
+
+
+# -- NumPy arrays (exactly numpy.ndarray; subclasses go through the interface)
+
+
+def _read_numpy(array):
+    if not array.flags.writeable:
+        raise ValueError("peerplan: the array is read-only")
+    key = (array.dtype, array.shape, array.strides)
+    entry = _numpy_layouts.get(key)
+    if entry is None:
+        # What the array interface says of this (dtype, shape, strides): the
+        # same validation and the same layout as for any other array.
+        entry = _remember(_numpy_layouts, key,
+                          _interface_entry(array.__array_interface__, "__array_interface__"))
+    return array.__array_interface__["data"][0], entry[0], entry[1]
+
+
+# -- __cuda_array_interface__ and the NumPy array interface
+
+
+def _interface_dtype(interface, name):
     typestr = interface["typestr"]
     dtype = _TYPESTR.get(typestr)
-    descr = interface.get("descr")
-    if dtype is None and typestr == "<V2" and descr and "bfloat16" in str(descr):
-        dtype = BF16
+    if dtype is None and typestr == "<V2":
+        descr = interface.get("descr")
+        if descr and "bfloat16" in str(descr):
+            dtype = BF16
     if dtype is None:
         raise TypeError(f"peerplan: unsupported element type {typestr!r} in {name}; use "
                         "float16, bfloat16 or float32")
-    ptr = interface["data"][0]
+    return dtype
+
+
+def _interface_entry(interface, name, dtype=None):
+    if dtype is None:
+        dtype = _interface_dtype(interface, name)
     shape = tuple(interface["shape"])
     strides = interface.get("strides")
     if strides is not None:
@@ -55,27 +166,74 @@ def _interface_info(interface, name):
         if any(s % itemsize for s in strides):
             raise ValueError("peerplan: strides must be whole elements")
         strides = tuple(s // itemsize for s in strides)  # bytes -> elements
-    return TensorInfo(ptr, dtype, shape, strides)
+    return _layout_entry(dtype, shape, strides)
+
+
+def _read_interface(tensor):
+    interface = getattr(tensor, "__cuda_array_interface__", None)
+    name = "__cuda_array_interface__"
+    if interface is None:
+        interface = getattr(tensor, "__array_interface__", None)
+        if interface is None:
+            raise TypeError(f"peerplan: {type(tensor).__name__} is not a tensor peerplan can use "
+                            "(PyTorch, __cuda_array_interface__ or the NumPy array interface)")
+        if interface.get("readonly") or interface["data"][1]:
+            raise ValueError("peerplan: the array is read-only")
+        name = "__array_interface__"
+    dtype = _interface_dtype(interface, name)
+    shape = interface["shape"]
+    strides = interface.get("strides")
+    key = (dtype, shape if type(shape) is tuple else tuple(shape),
+           strides if strides is None or type(strides) is tuple else tuple(strides))
+    entry = _interface_layouts.get(key)
+    if entry is None:
+        entry = _remember(_interface_layouts, key, _interface_entry(interface, name, dtype))
+    return interface["data"][0], dtype, entry[1]
+
+
+# -- dispatch
+
+
+def _reader_for(cls):
+    """The reader of a tensor type, kept per type: PyTorch's (any type of a
+    torch module, nn.Parameter included), NumPy's (numpy.ndarray itself),
+    else the interfaces'."""
+    numpy = sys.modules.get("numpy")
+    module = getattr(cls, "__module__", None)
+    if isinstance(module, str) and module.startswith("torch"):
+        reader = _read_torch
+    elif numpy is not None and cls is getattr(numpy, "ndarray", None):
+        reader = _read_numpy
+    else:
+        reader = _read_interface
+    return _remember(_readers, cls, reader)
+
+
+def read(tensor):
+    """(address, peerplan dtype, Layout) of a PyTorch tensor, or of any
+    object with the CUDA or NumPy array interface. TypeError for a type or
+    dtype peerplan does not take, ValueError for a read-only array or
+    strides that are not whole elements."""
+    cls = type(tensor)
+    reader = _readers.get(cls)
+    if reader is None:
+        reader = _reader_for(cls)
+    return reader(tensor)
 
 
 def describe(tensor):
     """TensorInfo of a PyTorch tensor, or of any object with the CUDA or
     NumPy array interface."""
-    module = type(tensor).__module__
-    if module.startswith("torch"):
-        return _torch_info(tensor)
-    interface = getattr(tensor, "__cuda_array_interface__", None)
-    if interface is not None:
-        return _interface_info(interface, "__cuda_array_interface__")
-    interface = getattr(tensor, "__array_interface__", None)
-    if interface is not None:
-        if interface.get("readonly") or interface["data"][1]:
-            raise ValueError("peerplan: the array is read-only")
-        return _interface_info(interface, "__array_interface__")
-    raise TypeError(f"peerplan: {type(tensor).__name__} is not a tensor peerplan can use "
-                    "(PyTorch, __cuda_array_interface__ or the NumPy array interface)")
+    ptr, dtype, layout = read(tensor)
+    return TensorInfo(ptr, dtype, layout)
 
 
 def weight_pointer(weight):
     """The address of a norm weight (the plan key holds the address)."""
-    return describe(weight).ptr
+    return read(weight)[0]
+
+
+def clear_caches():
+    """Empties the layout caches (tests; never needed for correctness)."""
+    for cache in (_numpy_layouts, _torch_layouts, _interface_layouts, _readers):
+        cache.clear()

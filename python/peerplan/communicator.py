@@ -9,6 +9,20 @@ from ._library import CallResult, Declaration as _CDeclaration, PlanInfo, PlanSt
 ROUTES = {0: "one_shot", 1: "two_shot", 2: "fused_one_shot", 3: "fallback", 4: "hierarchical"}
 REASONS = {0: "none", 1: "undeclared", 2: "over_cutoff", 3: "p2p_disabled", 4: "node_layout"}
 
+# The hot paths' functions, bound once (argtypes and restype: _library).
+_read = _tensors.read
+_current_stream = _tensors.current_stream
+_c_all_reduce = lib.peerplan_all_reduce
+_c_fused = lib.peerplan_fused_add_rms_norm
+_c_has_plan_all_reduce = lib.peerplan_has_plan_all_reduce
+_c_has_plan_fused = lib.peerplan_has_plan_fused
+_c_plan_all_reduce = lib.peerplan_plan_all_reduce
+_c_plan_fused = lib.peerplan_plan_fused
+_c_comm_rank = lib.peerplan_comm_rank
+_c_comm_size = lib.peerplan_comm_size
+_route_name = ROUTES.get
+_reason_name = REASONS.get
+
 
 class Error(RuntimeError):
     """A failed peerplan call: `code` is the C result's name (e.g. "timeout")."""
@@ -42,11 +56,7 @@ def _stream_handle(stream, tensor):
     object with .cuda_stream or .ptr, or an int), else for PyTorch CUDA
     tensors the current stream, else 0 (the default stream)."""
     if stream is None:
-        if type(tensor).__module__.startswith("torch") and tensor.is_cuda:
-            import torch
-
-            return torch.cuda.current_stream(tensor.device).cuda_stream
-        return 0
+        return _current_stream(tensor)
     if isinstance(stream, int):
         return stream
     for attribute in ("cuda_stream", "ptr", "handle"):
@@ -127,11 +137,11 @@ class Communicator:
     # -- queries
     @property
     def rank(self):
-        return lib.peerplan_comm_rank(self._handle)
+        return _c_comm_rank(self._handle)
 
     @property
     def size(self):
-        return lib.peerplan_comm_size(self._handle)
+        return _c_comm_size(self._handle)
 
     @property
     def backend(self):
@@ -169,46 +179,48 @@ class Communicator:
     def has_plan_for(self, tensor, weight=None, eps=None):
         """Whether a call on `tensor` (with `weight` and `eps`: the fused op)
         would find a declared plan. Never raises for a well-formed tensor."""
-        t = _tensors.describe(tensor)
+        _, dtype, layout = _read(tensor)
         if weight is None:
-            return bool(lib.peerplan_has_plan_all_reduce(self._handle, t.dtype, t.layout))
-        return bool(lib.peerplan_has_plan_fused(self._handle, t.dtype, t.layout,
-                                                _tensors.weight_pointer(weight), float(eps)))
+            return bool(_c_has_plan_all_reduce(self._handle, dtype, layout))
+        return bool(_c_has_plan_fused(self._handle, dtype, layout, _read(weight)[0], float(eps)))
 
     def plan_for(self, tensor, weight=None, eps=None):
         """(route, reason, index) of the declared plan; UndeclaredPlan if none."""
-        t = _tensors.describe(tensor)
+        _, dtype, layout = _read(tensor)
         info = PlanInfo()
         if weight is None:
-            _check(lib.peerplan_plan_all_reduce(self._handle, t.dtype, t.layout, ctypes.byref(info)))
+            _check(_c_plan_all_reduce(self._handle, dtype, layout, info))
         else:
-            _check(lib.peerplan_plan_fused(self._handle, t.dtype, t.layout,
-                                           _tensors.weight_pointer(weight), float(eps),
-                                           ctypes.byref(info)))
+            _check(_c_plan_fused(self._handle, dtype, layout, _read(weight)[0], float(eps), info))
         return ROUTES.get(info.route, "unknown"), REASONS.get(info.reason, "unknown"), info.index
 
     # -- collectives
     def all_reduce(self, inp, out=None, stream=None):
         """out = sum over ranks of inp (in place when out is None or inp).
         Returns (route, reason)."""
-        t = _tensors.describe(inp)
-        o = t if out is None or out is inp else _tensors.describe(out)
-        result = CallResult()
-        _check(lib.peerplan_all_reduce(self._handle, t.ptr, o.ptr, t.dtype, t.layout,
-                                       _stream_handle(stream, inp), ctypes.byref(result)))
-        return ROUTES.get(result.route, "unknown"), REASONS.get(result.reason, "unknown")
+        ptr, dtype, layout = _read(inp)
+        out_ptr = ptr if out is None or out is inp else _read(out)[0]
+        result = CallResult()  # per call: another thread may call next (README, one at a time)
+        status = _c_all_reduce(self._handle, ptr, out_ptr, dtype, layout,
+                               _current_stream(inp) if stream is None else _stream_handle(stream, inp),
+                               result)
+        if status:
+            _check(status)
+        return _route_name(result.route, "unknown"), _reason_name(result.reason, "unknown")
 
     def fused_add_rms_norm(self, x, residual, weight, eps, stream=None):
         """residual = allreduce(x) + residual; x = rmsnorm(residual) * weight.
         Returns (route, reason)."""
-        t = _tensors.describe(x)
-        r = _tensors.describe(residual)
+        ptr, dtype, layout = _read(x)
+        residual_ptr = _read(residual)[0]
+        weight_ptr = _read(weight)[0]  # read every call: the plan key holds the address
         result = CallResult()
-        _check(lib.peerplan_fused_add_rms_norm(self._handle, t.ptr, r.ptr,
-                                               _tensors.weight_pointer(weight), float(eps),
-                                               t.dtype, t.layout, _stream_handle(stream, x),
-                                               ctypes.byref(result)))
-        return ROUTES.get(result.route, "unknown"), REASONS.get(result.reason, "unknown")
+        status = _c_fused(self._handle, ptr, residual_ptr, weight_ptr, float(eps), dtype, layout,
+                          _current_stream(x) if stream is None else _stream_handle(stream, x),
+                          result)
+        if status:
+            _check(status)
+        return _route_name(result.route, "unknown"), _reason_name(result.reason, "unknown")
 
     # -- counters and lifetime
     def stats(self):
