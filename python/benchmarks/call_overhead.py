@@ -242,7 +242,7 @@ def main():
     comm.declare(declarations)
 
     lib = _library.lib
-    handle = comm._handle  # the C handle: the package has no public accessor
+    handle = comm.c_handle  # the communicator's peerplan_comm_t (an int)
     weight_ptr = _tensors.weight_pointer(weight)
     c_dtype = C_DTYPE[dtype]
     note = ("cuda backend: host time until each call returns (launch), not GPU completion"

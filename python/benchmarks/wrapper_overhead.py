@@ -44,7 +44,7 @@ def main():
     args = parser.parse_args()
 
     comm = peerplan.Communicator(backend="host")
-    handle = getattr(comm, "c_handle", None) or comm._handle  # c_handle: newer package
+    handle = getattr(comm, "c_handle", None) or comm._handle  # _handle: before c_handle
     weight = np.ones(HIDDEN, np.float16)
     shapes = {"allreduce_1x512": (1, 512), "allreduce_8x4096": (8, HIDDEN),
               "fused_1x4096": (1, HIDDEN)}

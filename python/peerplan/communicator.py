@@ -136,6 +136,15 @@ class Communicator:
 
     # -- queries
     @property
+    def c_handle(self):
+        """The C interface's peerplan_comm_t of this communicator, as an int
+        (read-only): for calling libpeerplan directly, e.g. through ctypes.
+        The handle lives as long as this object (close() ends the
+        communicator's calls, not the handle)."""
+        handle = self._handle
+        return (handle.value or 0) if handle is not None else 0
+
+    @property
     def rank(self):
         return _c_comm_rank(self._handle)
 

@@ -48,6 +48,10 @@ ranks_sum = size * (size + 1) / 2  # each rank contributes (rank + 1) * base
 with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm:
     check(comm.rank == rank and comm.size == size, "rank and size")
     check(comm.backend == "host", f"backend {comm.backend}")
+    handle = comm.c_handle
+    check(type(handle) is int and handle != 0, f"c_handle {handle!r}")
+    check(peerplan._lib.peerplan_comm_rank(handle) == rank, "the C interface through c_handle")
+    expect_raises(AttributeError, lambda: setattr(comm, "c_handle", 1), "c_handle is read-only")
     weight = (0.5 + np.arange(64, dtype=np.float32) / 64).astype(np.float32)
     comm.declare([
         peerplan.Declaration.all_reduce("ar32", "f32", (4, 64)),
