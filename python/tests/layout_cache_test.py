@@ -209,6 +209,15 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
         check(not comm.has_plan_for(x2, pointing, eps), "the same object, now at w2")
         fused(pointing, w2, False)
 
+    # -- the NumPy address reader (the array struct's data field where it
+    # agrees with the array interface) against the interface itself
+    grid = np.arange(240, dtype=np.float32).reshape(12, 20)
+    arrays = [grid, grid[3:], grid[:, 7:], grid[2:9:3, 1::4], grid.T, grid[::-1], grid[5],
+              np.zeros(0, np.float16), np.frombuffer(bytearray(64), np.float32)[3:],
+              np.ones((4, 6), np.float16)[1:, ::2]]
+    agree = [_tensors.read(t)[0] == t.__array_interface__["data"][0] for t in arrays]
+    check(all(agree), f"NumPy addresses ({_tensors._numpy_pointer.__name__}): {agree}")
+
     check(("torch" in sys.modules) == torch_was_imported, "NumPy calls imported torch")
 
     # -- the PyTorch path
@@ -325,6 +334,6 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
 
 total = comm_world.allreduce(failures)
 if rank == 0:
-    print(f"python_layout_cache_test: {checks} checks per rank, {total} failed over {size} ranks",
-          flush=True)
+    print(f"python_layout_cache_test: {checks} checks per rank, {total} failed over {size} ranks "
+          f"(NumPy addresses: {_tensors._numpy_pointer.__name__})", flush=True)
 sys.exit(0 if total == 0 else 1)
