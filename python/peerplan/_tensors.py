@@ -112,16 +112,24 @@ def _read_torch(tensor):
 _current_stream = None
 
 
-def current_stream(tensor):
-    """The current PyTorch stream of `tensor`'s device (an int) when it is a
-    PyTorch CUDA tensor, else 0 (the default stream)."""
+def torch_stream(tensor):
+    """The current stream (an int) of a PyTorch tensor's device when it is a
+    CUDA tensor, else 0 (the default stream)."""
     global _current_stream
-    cls = type(tensor)
-    if (_readers.get(cls) or _reader_for(cls)) is not _read_torch or not tensor.is_cuda:
+    if not tensor.is_cuda:
         return 0
     if _current_stream is None:
         _current_stream = sys.modules["torch"].cuda.current_stream
     return _current_stream(tensor.get_device()).cuda_stream
+
+
+def current_stream(tensor):
+    """The current PyTorch stream of `tensor`'s device (an int) when it is a
+    PyTorch CUDA tensor, else 0 (the default stream)."""
+    cls = type(tensor)
+    if (_readers.get(cls) or _reader_for(cls)) is not _read_torch:
+        return 0
+    return torch_stream(tensor)
 
 
 # -- NumPy arrays (exactly numpy.ndarray; subclasses go through the interface)

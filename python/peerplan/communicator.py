@@ -10,7 +10,15 @@ ROUTES = {0: "one_shot", 1: "two_shot", 2: "fused_one_shot", 3: "fallback", 4: "
 REASONS = {0: "none", 1: "undeclared", 2: "over_cutoff", 3: "p2p_disabled", 4: "node_layout"}
 
 # The hot paths' functions, bound once (argtypes and restype: _library).
+# all_reduce and fused_add_rms_norm call a tensor type's reader themselves
+# (_readers.get(type(t)) or _reader_for(type(t)), as _tensors.read does),
+# one Python frame fewer per tensor, and know from it whether the first
+# tensor is PyTorch's (its current stream) without asking again.
 _read = _tensors.read
+_readers = _tensors._readers
+_reader_for = _tensors._reader_for
+_read_torch = _tensors._read_torch
+_torch_stream = _tensors.torch_stream
 _current_stream = _tensors.current_stream
 _c_all_reduce = lib.peerplan_all_reduce
 _c_fused = lib.peerplan_fused_add_rms_norm
@@ -207,12 +215,18 @@ class Communicator:
     def all_reduce(self, inp, out=None, stream=None):
         """out = sum over ranks of inp (in place when out is None or inp).
         Returns (route, reason)."""
-        ptr, dtype, layout = _read(inp)
-        out_ptr = ptr if out is None or out is inp else _read(out)[0]
+        reader = _readers.get(type(inp)) or _reader_for(type(inp))
+        ptr, dtype, layout = reader(inp)
+        if out is None or out is inp:
+            out_ptr = ptr
+        else:
+            out_ptr = (_readers.get(type(out)) or _reader_for(type(out)))(out)[0]
+        if stream is None:
+            stream = _torch_stream(inp) if reader is _read_torch else 0
+        else:
+            stream = _stream_handle(stream, inp)
         result = CallResult()  # per call: another thread may call next (README, one at a time)
-        status = _c_all_reduce(self._handle, ptr, out_ptr, dtype, layout,
-                               _current_stream(inp) if stream is None else _stream_handle(stream, inp),
-                               result)
+        status = _c_all_reduce(self._handle, ptr, out_ptr, dtype, layout, stream, result)
         if status:
             _check(status)
         return _route_name(result.route, "unknown"), _reason_name(result.reason, "unknown")
@@ -220,12 +234,18 @@ class Communicator:
     def fused_add_rms_norm(self, x, residual, weight, eps, stream=None):
         """residual = allreduce(x) + residual; x = rmsnorm(residual) * weight.
         Returns (route, reason)."""
-        ptr, dtype, layout = _read(x)
-        residual_ptr = _read(residual)[0]
-        weight_ptr = _read(weight)[0]  # read every call: the plan key holds the address
+        reader = _readers.get(type(x)) or _reader_for(type(x))
+        ptr, dtype, layout = reader(x)
+        residual_ptr = (_readers.get(type(residual)) or _reader_for(type(residual)))(residual)[0]
+        # The weight's address is read every call: the plan key holds it.
+        weight_ptr = (_readers.get(type(weight)) or _reader_for(type(weight)))(weight)[0]
+        eps = float(eps)
+        if stream is None:
+            stream = _torch_stream(x) if reader is _read_torch else 0
+        else:
+            stream = _stream_handle(stream, x)
         result = CallResult()
-        status = _c_fused(self._handle, ptr, residual_ptr, weight_ptr, float(eps), dtype, layout,
-                          _current_stream(x) if stream is None else _stream_handle(stream, x),
+        status = _c_fused(self._handle, ptr, residual_ptr, weight_ptr, eps, dtype, layout, stream,
                           result)
         if status:
             _check(status)

@@ -294,13 +294,14 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             comm.all_reduce(pt, stream=0)
             check(stream_calls == [1], "stream= given: no lookup")
             wt = Tensor(w1, fake.float32)
-            xs = Tensor((base((2, hidden), 5) + 1) * (rank + 1), fake.float32)
+            xs = Tensor((base((2, hidden), 5) + 1) * (rank + 1), fake.float32, cuda_device=0)
             residual = Tensor(base((2, hidden), 3), fake.float32)
             route, reason = comm.fused_add_rms_norm(xs, residual, wt, eps)
             summed = (base((2, hidden), 5) + 1) * ranks_sum + base((2, hidden), 3)
             check(np.allclose(xs.array, rms_reference(summed, w1, eps), rtol=1e-5, atol=1e-6),
                   "stand-in fused")
             check((route != "fallback") == declared_route_expected, f"stand-in fused {route}")
+            check(stream_calls == [1, 0], f"stand-in fused: x's device's stream ({stream_calls})")
             wt.array = w2  # the same tensor object, now at another address
             check(not comm.has_plan_for(xs, wt, eps), "stand-in weight moved: not declared")
             # Element strides: f32, f16 and f64 tensors of one shape have
