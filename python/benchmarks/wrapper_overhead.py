@@ -8,8 +8,8 @@ include the exchange and its noise.
     PEERPLAN_LIBRARY=build/src/libpeerplan.so PYTHONPATH=python \\
         python3 python/benchmarks/wrapper_overhead.py [--number N] [--repeat R]
 
-Prints ns per call: the best of R repeats of N calls (the least disturbed),
-and the median of the R repeats. The clock is this thread's CPU time
+Prints ns per call: the best of R repeats of N calls (the least disturbed:
+on a loaded machine the one to compare), and the median of the R repeats. The clock is this thread's CPU time
 (time.thread_time_ns) unless --wall: on a loaded machine the wall clock
 also counts the time other processes hold the core (at 1 rank on the host
 backend a call never waits for anything, so its CPU time is its time).
@@ -86,10 +86,12 @@ def main():
     print(f"{'case':<18} {'api':<16} {'best ns':>10} {'median ns':>10}")
     for name, api, best, median in rows:
         print(f"{name:<18} {api:<16} {best:>10.0f} {median:>10.0f}")
-    by = {(n, a): m for n, a, _, m in rows}
+    best = {(n, a): b for n, a, b, _ in rows}
+    median = {(n, a): m for n, a, _, m in rows}
     for name in shapes:
-        w = by[(name, "python")] - by[(name, "ctypes")]
-        print(f"wrapper (python - ctypes, medians) {name}: {w:.0f} ns")
+        print(f"wrapper (python - ctypes) {name}: {best[(name, 'python')] - best[(name, 'ctypes')]:.0f} "
+              f"ns of the best, {median[(name, 'python')] - median[(name, 'ctypes')]:.0f} ns of "
+              "the medians")
 
 
 if __name__ == "__main__":
