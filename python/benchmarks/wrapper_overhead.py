@@ -8,6 +8,11 @@ include the exchange and its noise.
     PEERPLAN_LIBRARY=build/src/libpeerplan.so PYTHONPATH=python \\
         python3 python/benchmarks/wrapper_overhead.py [--number N] [--repeat R]
 
+--noop LIB: the package's all-reduce and fused op call the no-op functions
+of LIB (python/benchmarks/noop_capi.c, which says how to build it) instead
+of the library's, and so do the ctypes rows: what is left is the wrapper
+and ctypes alone, without the collective and its noise.
+
 Prints ns per call: the best of R repeats of N calls (the least disturbed:
 on a loaded machine the one to compare), and the median of the R repeats. The clock is this thread's CPU time
 (time.thread_time_ns) unless --wall: on a loaded machine the wall clock
@@ -39,6 +44,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--number", type=int, default=2000, help="calls per repeat")
     parser.add_argument("--repeat", type=int, default=15, help="repeats")
+    parser.add_argument("--noop", metavar="LIB", help="no-op C functions (noop_capi.c) in place "
+                        "of the collectives")
     parser.add_argument("--wall", action="store_true", help="time.perf_counter instead of "
                         "this thread's CPU time")
     args = parser.parse_args()
@@ -53,6 +60,24 @@ def main():
                   peerplan.Declaration.fused_add_rms_norm("fused_1x4096", "f16", (1, HIDDEN),
                                                           weight, EPS)])
     lib = _library.lib
+    c_all_reduce, c_fused = lib.peerplan_all_reduce, lib.peerplan_fused_add_rms_norm
+    if args.noop:
+        noop = ctypes.CDLL(args.noop)
+        c_all_reduce, c_fused = noop.noop_all_reduce, noop.noop_fused_add_rms_norm
+        for stub, real in ((c_all_reduce, lib.peerplan_all_reduce),
+                           (c_fused, lib.peerplan_fused_add_rms_norm)):
+            stub.restype, stub.argtypes = real.restype, real.argtypes
+        module = sys.modules["peerplan.communicator"]
+        if hasattr(module, "_c_all_reduce"):  # the functions the package calls
+            module._c_all_reduce, module._c_fused = c_all_reduce, c_fused
+        else:  # a package that calls lib.peerplan_* (before these were bound once)
+            class Lib:
+                def __getattr__(self, name):
+                    return getattr(lib, name)
+
+            module.lib = Lib()
+            module.lib.peerplan_all_reduce = c_all_reduce
+            module.lib.peerplan_fused_add_rms_norm = c_fused
     result = _library.CallResult()
     result_ref = ctypes.byref(result)
     weight_ptr = _tensors.describe(weight).ptr
@@ -69,11 +94,11 @@ def main():
                      ("python in place", "comm.all_reduce(x)"),
                      ("ctypes", "f(handle, xp, op, 0, layout, None, ref)"),
                      ("describe", "describe(x)")]
-            env["f"] = lib.peerplan_all_reduce
+            env["f"] = c_all_reduce
         else:
             cases = [("python", "comm.fused_add_rms_norm(x, residual, weight, EPS)"),
                      ("ctypes", "f(handle, xp, rp, wp, EPS, 0, layout, None, ref)")]
-            env["f"] = lib.peerplan_fused_add_rms_norm
+            env["f"] = c_fused
         for api, stmt in cases:
             times = [t / args.number * 1e9 for t in
                      timeit.repeat(stmt, globals=env, number=args.number, repeat=args.repeat,
@@ -81,6 +106,7 @@ def main():
             rows.append((name, api, min(times), statistics.median(times)))
     comm.close()
     print(f"# peerplan wrapper overhead: 1 rank, host backend, f16 NumPy, "
+          f"{'no-op C functions, ' if args.noop else ''}"
           f"{args.repeat} x {args.number} calls, {'wall' if args.wall else 'thread CPU'} time "
           f"(Python {sys.version.split()[0]})")
     print(f"{'case':<18} {'api':<16} {'best ns':>10} {'median ns':>10}")
