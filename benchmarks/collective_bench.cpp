@@ -260,9 +260,14 @@ int main(int argc, char** argv) {
   for (const auto& r : rows) {
     const TensorLayout layout = fused ? TensorLayout({r.rows, hidden}) : TensorLayout({r.count});
     Route route = Route::fallback, plain_route = Route::fallback;
+    Protocol protocol_ran = Protocol::none;  // what the router chose for the plan
     std::function<void()> ours, theirs, plain;
     if (fused) {
-      ours = [&] { route = comm->fused_add_rms_norm(out, residual, weight, eps, dtype, layout, stream).route; };
+      ours = [&] {
+        const CallResult result = comm->fused_add_rms_norm(out, residual, weight, eps, dtype, layout, stream);
+        route = result.route;
+        protocol_ran = result.protocol;
+      };
       // NCCL + separate add + RMSNorm: the same op under another eps (an undeclared key).
       theirs = [&] { comm->fused_add_rms_norm(out, residual, weight, eps * 2, dtype, layout, stream); };
       // A plain all-reduce of the same bytes (declared with the same layout),
@@ -270,7 +275,11 @@ int main(int argc, char** argv) {
       // buffers keep their contents.
       plain = [&] { plain_route = comm->all_reduce(in, check_out, dtype, layout, stream).route; };
     } else {
-      ours = [&] { route = comm->all_reduce(in, out, dtype, layout, stream).route; };
+      ours = [&] {
+        const CallResult result = comm->all_reduce(in, out, dtype, layout, stream);
+        route = result.route;
+        protocol_ran = result.protocol;
+      };
       const ncclDataType_t t = dtype == DataType::bf16 ? ncclBfloat16 : dtype == DataType::f16 ? ncclFloat16 : ncclFloat32;
       // `t` and the count by value: the lambda outlives this block.
       const auto count = static_cast<std::size_t>(r.count);
@@ -383,7 +392,8 @@ int main(int argc, char** argv) {
       if (!graph) std::printf(" %9.0f %14.0f", t_ours.host_ns_per_call, t_nccl.host_ns_per_call);
       std::printf("\n");
       nlohmann::json row{{"bytes", r.bytes}, {"count", r.count}, {"type", dtype_text},
-                         {"route", to_string(route)}, {"time_us", us}, {"algbw_gbs", algbw},
+                         {"route", to_string(route)}, {"protocol", to_string(protocol_ran)},
+                         {"time_us", us}, {"algbw_gbs", algbw},
                          {"busbw_gbs", algbw * bus_factor}, {"wrong", wrong},
                          {"nccl_time_us", nccl_us}, {"ratio_nccl_over_peerplan", nccl_us / us}};
       for (std::size_t k = 0; k < protocols.size(); ++k) {

@@ -178,17 +178,9 @@ int main(int argc, char** argv) {
                     decode || prefill_declared ? "yes" : "no", op.c_str(), route.c_str(), ct.first,
                     1e6 * ct.second / ct.first);
       }
-      std::printf("P2P calls %llu, fallback: undeclared %llu, over cutoff %llu, P2P disabled %llu, "
-                  "node layout %llu\n",
-                  (unsigned long long)stats.p2p_calls, (unsigned long long)stats.fallback_undeclared,
-                  (unsigned long long)stats.fallback_over_cutoff,
-                  (unsigned long long)stats.fallback_p2p_disabled,
-                  (unsigned long long)stats.fallback_node_layout);
-      std::printf("declared plans (decode shapes):\n");
-      std::printf("%-24s %-15s %8s %10s\n", "plan", "route", "hits", "fallbacks");
-      for (const auto& p : stats.plans)
-        std::printf("%-24s %-15s %8llu %10llu\n", p.name.c_str(), peerplan::to_string(p.route),
-                    (unsigned long long)p.hits, (unsigned long long)p.fallbacks);
+      // Totals, then each declared plan (the decode shapes): route,
+      // protocol, hits and fallbacks.
+      std::printf("%s", peerplan::to_string(stats).c_str());
       std::printf("#wrong %ld\n", total_wrong);
     }
     // 6. Close: collective, idempotent.

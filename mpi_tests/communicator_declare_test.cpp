@@ -178,6 +178,14 @@ TEST_F(DeclareTest, ProbeAndStrictLookup) {
   const PlanInfo fused = comm_->plan_for(make_fused_key(DataType::bf16, layout, weight_.data(), kEps));
   EXPECT_EQ(fused.declaration->name, "post_norm");
   EXPECT_EQ(fused.route, comm_->p2p_enabled() ? Route::fused_one_shot : Route::fallback);
+  // index: the declaration's position, where stats() lists the plan.
+  const Stats stats = comm_->stats();
+  ASSERT_LT(info.index, stats.plans.size());
+  ASSERT_LT(fused.index, stats.plans.size());
+  EXPECT_EQ(stats.plans[info.index].name, "attn_out");
+  EXPECT_EQ(stats.plans[fused.index].name, "post_norm");
+  EXPECT_EQ(info.index, 0u);
+  EXPECT_EQ(fused.index, 2u);
 
   // Every field of the key matters.
   const Buffer equal_weight = make_weight(DataType::bf16, 512, 1234);

@@ -241,7 +241,7 @@ TEST(FusedAddRmsNormTrace, EachCallsLineShowsItsWeightAddressAndEps) {
   };
   const std::string call = "TRACE: fused_add_rms_norm f32 [1, 8] strides [8, 1] weight ";
   for (const std::string& line :
-       {call + address(weight.data()) + " eps 1e-06 -> fused_one_shot (plan 'norm')",
+       {call + address(weight.data()) + " eps 1e-06 -> fused_one_shot protocol staged (plan 'norm')",
         call + address(copy.data()) + " eps 1e-06 -> fallback reason undeclared",
         call + address(weight.data()) + " eps 1e-05 -> fallback reason undeclared"}) {
     EXPECT_NE(log.find(line + "\n"), std::string::npos) << "no line '" << line << "' in:\n" << log;

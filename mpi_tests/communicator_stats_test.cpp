@@ -1,6 +1,7 @@
 // stats() after a known sequence of calls: per-plan hits and fallbacks in
 // declaration order, P2P calls and fallbacks by reason (undeclared, over
-// cutoff, P2P disabled), and reset_stats().
+// cutoff, P2P disabled), reset_stats(), and the protocol and launch each
+// plan runs as every view names them.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -128,6 +129,73 @@ TEST(CommunicatorStats, CountAKnownSequenceOfCalls) {
   std::uint64_t digest = stats.p2p_calls * 31 + stats.fallback_undeclared;
   for (const auto& p : stats.plans) digest = digest * 1000003 + p.hits * 17 + p.fallbacks;
   EXPECT_TRUE(ranks_differing_from_rank0(digest).empty());
+  comm->close();
+}
+
+// The protocol a plan runs and the launch its transport prepared are decided
+// once, at declare, and every view names the same: the call's CallResult,
+// plan_for and stats(). P2P plans have a protocol and a launch text, the
+// fallback neither; on the host backend every route is staged.
+TEST(CommunicatorStats, EveryViewNamesTheSameProtocolAndLaunch) {
+  PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "P2P routes need every rank on one node");
+  Config config;
+  config.cutoffs = RouteCutoffs{4096, 32768, 16384};
+  auto comm = create_on_world(config);
+  ASSERT_TRUE(comm->p2p_enabled());
+  const TensorLayout one{2, 64}, two{2, 2048}, big{9, 1024}, norm{2, 1024};
+  const Buffer weight = make_weight(DataType::bf16, 1024, next_seed());
+  comm->declare(std::vector<Declaration>{
+      Declaration::all_reduce("one", DataType::f32, one),
+      Declaration::all_reduce("two", DataType::f32, two),
+      Declaration::all_reduce("big", DataType::f32, big),
+      Declaration::fused_add_rms_norm("norm", DataType::bf16, norm, weight.data(), kEps)});
+  std::vector<CallResult> results;
+  for (const TensorLayout* layout : {&one, &two, &big}) {
+    const AllReduceOutcome o =
+        run_all_reduce(*comm, DataType::f32, *layout, Inputs::integers, false, next_seed());
+    EXPECT_EQ(o.wrong + o.unwritten, 0) << o.first_problem;
+    results.push_back(o.result);
+  }
+  const FusedOutcome f =
+      run_fused(*comm, DataType::bf16, norm, weight, kEps, Inputs::integers, true, next_seed());
+  EXPECT_EQ(f.wrong_out + f.wrong_residual, 0) << f.first_problem;
+  results.push_back(f.result);
+
+  const Stats stats = comm->stats();
+  ASSERT_EQ(stats.plans.size(), 4u);
+  const PlanKey keys[] = {make_all_reduce_key(DataType::f32, one),
+                          make_all_reduce_key(DataType::f32, two),
+                          make_all_reduce_key(DataType::f32, big),
+                          make_fused_key(DataType::bf16, norm, weight.data(), kEps)};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const PlanStats& p = stats.plans[i];
+    const PlanInfo info = comm->plan_for(keys[i]);
+    EXPECT_EQ(results[i].route, p.route) << p.name;
+    EXPECT_EQ(results[i].protocol, p.protocol) << p.name;
+    EXPECT_EQ(info.protocol, p.protocol) << p.name;
+    EXPECT_EQ(info.launch, p.launch) << p.name;
+    if (p.route == Route::fallback) {
+      EXPECT_EQ(p.protocol, Protocol::none) << p.name;
+      EXPECT_EQ(p.launch, "") << p.name;
+    } else {
+      EXPECT_NE(p.protocol, Protocol::none) << p.name;
+      EXPECT_NE(p.launch.find(to_string(i < 3 ? DataType::f32 : DataType::bf16)),
+                std::string::npos)
+          << p.name << ": the launch names its dtype: " << p.launch;
+    }
+    if (comm->backend() == Backend::host && p.route != Route::fallback) {
+      EXPECT_EQ(p.protocol, Protocol::staged) << p.name;
+    }
+  }
+  EXPECT_EQ(stats.plans[0].route, Route::one_shot);
+  EXPECT_EQ(stats.plans[1].route, Route::two_shot);
+  EXPECT_EQ(stats.plans[2].route, Route::fallback);
+  EXPECT_EQ(stats.plans[3].route, Route::fused_one_shot);
+  // An undeclared call has no protocol either.
+  const AllReduceOutcome undeclared =
+      run_all_reduce(*comm, DataType::f32, TensorLayout{3, 64}, Inputs::integers, true, next_seed());
+  EXPECT_EQ(undeclared.result.route, Route::fallback);
+  EXPECT_EQ(undeclared.result.protocol, Protocol::none);
   comm->close();
 }
 

@@ -29,6 +29,7 @@
 #include "transport/host/mpi_fallback.hpp"
 #include "transport/host/rms_norm.hpp"
 #include "transport/host/strided_copy.hpp"
+#include "transport/one_time_plan.hpp"
 
 namespace {
 
@@ -174,14 +175,15 @@ class HostTransport : public ::testing::Test {
   void all_reduce(Way way, Buffer& in, Buffer& out, const TensorLayout& layout) {
     const AllReduceArgs args{in.data(), out.data(), in.dtype, &layout, nullptr};
     if (way == Way::fallback) fallback_->all_reduce(args);
-    else p2p_->all_reduce(way == Way::one_shot ? Route::one_shot : Route::two_shot, args);
+    else all_reduce_once(*p2p_, way == Way::one_shot ? Route::one_shot : Route::two_shot,
+                         Protocol::staged, args);
   }
   void fused(Way way, Buffer& inout, Buffer& residual, Buffer& weight, float eps,
              const TensorLayout& layout) {
     const FusedArgs args{inout.data(), residual.data(), weight.data(), eps,
                          inout.dtype,  &layout,         nullptr};
     if (way == Way::fallback) fallback_->fused_add_rms_norm(args);
-    else p2p_->fused_add_rms_norm(args);
+    else fused_add_rms_norm_once(*p2p_, Route::fused_one_shot, Protocol::staged, args);
   }
 
   int n() const { return world_size(); }
@@ -525,7 +527,8 @@ TEST_F(HostTransport, TwoTransportsOfOneJobNeverShareNames) {
   const TensorLayout layout{10};
   Buffer in(DataType::f32, 10), out(DataType::f32, 10);
   for (int i = 0; i < 10; ++i) in.set(i, 1.0f);
-  second.all_reduce(Route::one_shot, {in.data(), out.data(), DataType::f32, &layout, nullptr});
+  all_reduce_once(second, Route::one_shot, Protocol::staged,
+                  {in.data(), out.data(), DataType::f32, &layout, nullptr});
   EXPECT_EQ(out.get(9), static_cast<float>(n()));
 }
 

@@ -37,6 +37,11 @@ struct PlanInfo {
   const Declaration* declaration = nullptr;  // valid until the next declare/close
   Route route = Route::fallback;
   FallbackReason route_reason = FallbackReason::none;
+  Protocol protocol = Protocol::none;
+  // What a hit launches (PlanStats::launch); empty on the fallback.
+  std::string launch;
+  // The declaration's position in the declared set (Stats::plans[index]).
+  std::size_t index = 0;
 };
 
 class Communicator {

@@ -64,9 +64,20 @@ enum peerplan_route {
   PEERPLAN_ROUTE_TWO_SHOT = 1,
   PEERPLAN_ROUTE_FUSED_ONE_SHOT = 2,
   PEERPLAN_ROUTE_FALLBACK = 3,
-  PEERPLAN_ROUTE_HIERARCHICAL = 4
+  PEERPLAN_ROUTE_HIERARCHICAL = 4,
+  PEERPLAN_ROUTE_FUSED_TWO_SHOT = 5
 };
 typedef int peerplan_route_t; /* one of enum peerplan_route */
+
+/* How a P2P route moves the bytes (peerplan::Protocol). */
+enum peerplan_protocol {
+  PEERPLAN_PROTOCOL_NONE = 0,
+  PEERPLAN_PROTOCOL_STAGED = 1,
+  PEERPLAN_PROTOCOL_LL = 2,
+  PEERPLAN_PROTOCOL_LAMPORT = 3,
+  PEERPLAN_PROTOCOL_PULL = 4
+};
+typedef int peerplan_protocol_t; /* one of enum peerplan_protocol */
 
 enum peerplan_fallback_reason {
   PEERPLAN_REASON_NONE = 0,
@@ -103,12 +114,14 @@ typedef struct peerplan_call_result {
   peerplan_route_t route;
   peerplan_fallback_reason_t reason;
   int zero_copy; /* 1: the peers read this rank's input in place */
+  peerplan_protocol_t protocol;
 } peerplan_call_result_t;
 
 typedef struct peerplan_plan_info {
   peerplan_route_t route;
   peerplan_fallback_reason_t reason;
   size_t index; /* position in the declared set */
+  peerplan_protocol_t protocol;
 } peerplan_plan_info_t;
 
 typedef struct peerplan_stats {
@@ -128,6 +141,10 @@ typedef struct peerplan_plan_stats {
   peerplan_fallback_reason_t reason;
   uint64_t hits;
   uint64_t fallbacks;
+  peerplan_protocol_t protocol;
+  /* What a hit launches ("bf16 one-shot Lamport: 132 blocks x 512 threads,
+   * PDL"; "" on the fallback); valid as `name` is. */
+  const char* launch;
 } peerplan_plan_stats_t;
 
 /* Library version ("0.1.0") and the text of a result code. */
@@ -135,6 +152,7 @@ const char* peerplan_version(void);
 const char* peerplan_result_string(peerplan_result_t result);
 const char* peerplan_route_name(peerplan_route_t route);
 const char* peerplan_reason_name(peerplan_fallback_reason_t reason);
+const char* peerplan_protocol_name(peerplan_protocol_t protocol);
 /* The message of this thread's last failing call ("" if none). */
 const char* peerplan_last_error(void);
 

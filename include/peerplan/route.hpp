@@ -20,6 +20,26 @@ enum class Route : std::uint8_t {
   // between the nodes, all-gather among each node's ranks (README, "Several
   // nodes"). Both operations take it on such a job.
   hierarchical = 4,
+  // The fused op as a two-shot all-reduce in place, then residual add +
+  // RMSNorm row by row: fused messages too large for the fused one-shot
+  // protocols (dense layouts only).
+  fused_two_shot = 5,
+};
+
+// How a P2P route moves the bytes between ranks, chosen per plan at
+// declare (routing/protocol_choice.hpp) and named in CallResult, PlanInfo,
+// PlanStats and the INFO route table. The results are the same bits
+// whichever protocol runs; only speed and staging memory differ.
+enum class Protocol : std::uint8_t {
+  none = 0,     // the fallback: NCCL or MPI choose their own
+  staged = 1,   // copies into the peers' staging slots, then a flag barrier
+                // (the host backend's shared memory, the CUDA two-shot)
+  ll = 2,       // LL lines: each 16-byte store carries 8 data bytes and a
+                // flag, so a reader needs no barrier (twice the link bytes)
+  lamport = 3,  // the data is its own flag: plain stores into a region
+                // filled with a sentinel value that no result can take
+  pull = 4,     // every rank reads its peers' inputs (registered inputs in
+                // place, others from the owner's staging slot)
 };
 
 enum class FallbackReason : std::uint8_t {
@@ -34,6 +54,7 @@ enum class FallbackReason : std::uint8_t {
 
 const char* to_string(Route route) noexcept;
 const char* to_string(FallbackReason reason) noexcept;
+const char* to_string(Protocol protocol) noexcept;
 
 // What one call did.
 struct CallResult {
@@ -42,6 +63,8 @@ struct CallResult {
   // The peers read this rank's input in place from a registered buffer
   // (pull transfer mode), without a staging copy.
   bool zero_copy = false;
+  // How the P2P route moved the bytes (none on the fallback).
+  Protocol protocol = Protocol::none;
 };
 
 struct PlanStats {
@@ -51,6 +74,11 @@ struct PlanStats {
   FallbackReason route_reason = FallbackReason::none;  // why fallback, if it is
   std::uint64_t hits = 0;       // calls that ran on the P2P route
   std::uint64_t fallbacks = 0;  // calls of this plan that went to the fallback
+  // Last, so that brace initialisations of the fields above keep working:
+  Protocol protocol = Protocol::none;  // chosen at declare with the route
+  // What a hit launches, as the INFO route table prints it (e.g. "bf16
+  // one-shot Lamport: 132 blocks x 512 threads, PDL"); empty on the fallback.
+  std::string launch;
 };
 
 // One undeclared key among the most frequent (Config::undeclared_keys_tracked).

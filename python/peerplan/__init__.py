@@ -3,10 +3,10 @@ residual add + RMSNorm over libpeerplan's C interface (ctypes), for mpi4py
 programs with PyTorch, CuPy or NumPy tensors. See README, "Python"."""
 
 from ._library import lib as _lib
-from .communicator import (REASONS, ROUTES, Communicator, Declaration, Error, Timeout,
+from .communicator import (PROTOCOLS, REASONS, ROUTES, Communicator, Declaration, Error, Timeout,
                            UndeclaredPlan)
 
 __version__ = _lib.peerplan_version().decode()
 
-__all__ = ["Communicator", "Declaration", "Error", "Timeout", "UndeclaredPlan", "ROUTES",
+__all__ = ["Communicator", "Declaration", "Error", "Timeout", "UndeclaredPlan", "ROUTES", "PROTOCOLS",
            "REASONS", "__version__"]

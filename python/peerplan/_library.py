@@ -29,11 +29,13 @@ class Declaration(ctypes.Structure):
 
 
 class CallResult(ctypes.Structure):
-    _fields_ = [("route", ctypes.c_int), ("reason", ctypes.c_int), ("zero_copy", ctypes.c_int)]
+    _fields_ = [("route", ctypes.c_int), ("reason", ctypes.c_int), ("zero_copy", ctypes.c_int),
+                ("protocol", ctypes.c_int)]
 
 
 class PlanInfo(ctypes.Structure):
-    _fields_ = [("route", ctypes.c_int), ("reason", ctypes.c_int), ("index", ctypes.c_size_t)]
+    _fields_ = [("route", ctypes.c_int), ("reason", ctypes.c_int), ("index", ctypes.c_size_t),
+                ("protocol", ctypes.c_int)]
 
 
 class Stats(ctypes.Structure):
@@ -56,6 +58,8 @@ class PlanStats(ctypes.Structure):
         ("reason", ctypes.c_int),
         ("hits", ctypes.c_uint64),
         ("fallbacks", ctypes.c_uint64),
+        ("protocol", ctypes.c_int),
+        ("launch", ctypes.c_char_p),
     ]
 
 

@@ -6,7 +6,9 @@ import ctypes
 from . import _tensors
 from ._library import CallResult, Declaration as _CDeclaration, PlanInfo, PlanStats, Stats, lib
 
-ROUTES = {0: "one_shot", 1: "two_shot", 2: "fused_one_shot", 3: "fallback", 4: "hierarchical"}
+ROUTES = {0: "one_shot", 1: "two_shot", 2: "fused_one_shot", 3: "fallback", 4: "hierarchical",
+          5: "fused_two_shot"}
+PROTOCOLS = {0: "none", 1: "staged", 2: "ll", 3: "lamport", 4: "pull"}
 REASONS = {0: "none", 1: "undeclared", 2: "over_cutoff", 3: "p2p_disabled", 4: "node_layout"}
 
 # The hot paths' functions, bound once (argtypes and restype: _library).
@@ -261,7 +263,9 @@ class Communicator:
             _check(lib.peerplan_plan_stats(self._handle, i, ctypes.byref(p)))
             plans.append({"name": p.name.decode(), "route": ROUTES.get(p.route, "unknown"),
                           "reason": REASONS.get(p.reason, "unknown"), "hits": p.hits,
-                          "fallbacks": p.fallbacks})
+                          "fallbacks": p.fallbacks,
+                          "protocol": PROTOCOLS.get(p.protocol, "unknown"),
+                          "launch": p.launch.decode() if p.launch else ""})
         return {
             "p2p_calls": s.p2p_calls,
             "zero_copy_calls": s.zero_copy_calls,

@@ -116,6 +116,13 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
     check(stats["fallback_undeclared"] == 2, f"undeclared count {stats['fallback_undeclared']}")
     check([p["name"] for p in stats["plans"]] == ["ar32", "ar16", "norm"], "plan names")
     check(all(p["hits"] + p["fallbacks"] == 1 for p in stats["plans"]), "one call per plan")
+    # The host backend stages every P2P route; the launch text names the dtype.
+    for p in stats["plans"]:
+        if p["route"] == "fallback":
+            check(p["protocol"] == "none" and p["launch"] == "", f"fallback plan {p}")
+        else:
+            check(p["protocol"] == "staged", f"protocol of {p['name']}: {p['protocol']}")
+            check(p["launch"].startswith(("f32 ", "f16 ", "bf16 ")), f"launch of {p['name']}: {p['launch']}")
 
 expect_raises(peerplan.Error, lambda: comm.all_reduce(np.zeros(8, np.float32)), "after close")
 try:

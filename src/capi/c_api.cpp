@@ -66,17 +66,15 @@ void set_call_result(peerplan_call_result_t* out, const CallResult& result) noex
   out->route = static_cast<peerplan_route_t>(result.route);
   out->reason = static_cast<peerplan_fallback_reason_t>(result.reason);
   out->zero_copy = result.zero_copy ? 1 : 0;
+  out->protocol = static_cast<peerplan_protocol_t>(result.protocol);
 }
 
-void set_plan_info(peerplan_plan_info_t* out, const Communicator& comm, const PlanInfo& info) {
+void set_plan_info(peerplan_plan_info_t* out, const PlanInfo& info) {
   if (out == nullptr) return;
   out->route = static_cast<peerplan_route_t>(info.route);
   out->reason = static_cast<peerplan_fallback_reason_t>(info.route_reason);
-  // The declaration's position: plan names are unique within a declared set.
-  out->index = 0;
-  const Stats stats = comm.stats();
-  for (std::size_t i = 0; i < stats.plans.size(); ++i)
-    if (stats.plans[i].name == info.declaration->name) out->index = i;
+  out->protocol = static_cast<peerplan_protocol_t>(info.protocol);
+  out->index = info.index;
 }
 
 // A null handle is the caller's mistake, said plainly rather than crashing.
@@ -125,6 +123,10 @@ const char* peerplan_route_name(peerplan_route_t route) {
 
 const char* peerplan_reason_name(peerplan_fallback_reason_t reason) {
   return to_string(static_cast<FallbackReason>(reason));
+}
+
+const char* peerplan_protocol_name(peerplan_protocol_t protocol) {
+  return to_string(static_cast<Protocol>(protocol));
 }
 
 const char* peerplan_last_error(void) { return last_error().c_str(); }
@@ -233,7 +235,7 @@ peerplan_result_t peerplan_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_
   if (missing(comm, "peerplan_plan_all_reduce", &result)) return result;
   return guarded([&] {
     const auto plan = comm->comm->plan_for(make_all_reduce_key(to_dtype(dtype), to_layout(layout)));
-    set_plan_info(info, *comm->comm, plan);
+    set_plan_info(info, plan);
   });
 }
 
@@ -245,7 +247,7 @@ peerplan_result_t peerplan_plan_fused(peerplan_comm_t comm, peerplan_dtype_t dty
   return guarded([&] {
     const auto plan =
         comm->comm->plan_for(make_fused_key(to_dtype(dtype), to_layout(layout), weight, eps));
-    set_plan_info(info, *comm->comm, plan);
+    set_plan_info(info, plan);
   });
 }
 
@@ -327,7 +329,9 @@ peerplan_result_t peerplan_plan_stats(peerplan_comm_t comm, size_t index,
                                  static_cast<peerplan_route_t>(p.route),
                                  static_cast<peerplan_fallback_reason_t>(p.route_reason),
                                  p.hits,
-                                 p.fallbacks};
+                                 p.fallbacks,
+                                 static_cast<peerplan_protocol_t>(p.protocol),
+                                 p.launch.c_str()};
   return PEERPLAN_SUCCESS;
 }
 

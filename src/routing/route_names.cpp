@@ -11,6 +11,7 @@ const char* to_string(Route route) noexcept {
     case Route::fused_one_shot: return "fused_one_shot";
     case Route::fallback: return "fallback";
     case Route::hierarchical: return "hierarchical";
+    case Route::fused_two_shot: return "fused_two_shot";
   }
   return "unknown";
 }
@@ -22,6 +23,17 @@ const char* to_string(FallbackReason reason) noexcept {
     case FallbackReason::over_cutoff: return "over_cutoff";
     case FallbackReason::p2p_disabled: return "p2p_disabled";
     case FallbackReason::node_layout: return "node_layout";
+  }
+  return "unknown";
+}
+
+const char* to_string(Protocol protocol) noexcept {
+  switch (protocol) {
+    case Protocol::none: return "none";
+    case Protocol::staged: return "staged";
+    case Protocol::ll: return "ll";
+    case Protocol::lamport: return "lamport";
+    case Protocol::pull: return "pull";
   }
   return "unknown";
 }

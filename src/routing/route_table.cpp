@@ -15,7 +15,7 @@
 namespace peerplan::routing {
 namespace {
 
-constexpr std::size_t kColumns = 8;
+constexpr std::size_t kColumns = 9;
 using Row = std::array<std::string, kColumns>;
 
 void append_list(std::string& out, const TensorLayout& layout, bool strides) {
@@ -53,15 +53,17 @@ Row make_row(const Declaration& declaration, const RouteDecision& decision) {
           norm_column(declaration),
           std::to_string(decision.message_bytes),
           to_string(decision.route),
+          decision.route == Route::fallback ? "-" : to_string(decision.protocol),
           decision.reason == FallbackReason::none ? "-" : to_string(decision.reason)};
 }
 
 }  // namespace
 
 std::string format_route_table(std::span<const Declaration> declarations,
-                               std::span<const RouteDecision> decisions) {
+                               std::span<const RouteDecision> decisions,
+                               std::span<const std::string> launches) {
   std::vector<Row> rows;
-  rows.push_back({"name", "op", "dtype", "shape", "norm", "bytes", "route", "reason"});
+  rows.push_back({"name", "op", "dtype", "shape", "norm", "bytes", "route", "protocol", "reason"});
   const std::size_t paired = std::min(declarations.size(), decisions.size());
   for (std::size_t i = 0; i < paired; ++i) rows.push_back(make_row(declarations[i], decisions[i]));
 
@@ -70,13 +72,19 @@ std::string format_route_table(std::span<const Declaration> declarations,
     for (std::size_t c = 0; c < kColumns; ++c) width[c] = std::max(width[c], row[c].size());
 
   std::string table;
-  for (const Row& row : rows) {
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const Row& row = rows[r];
     for (std::size_t c = 0; c < kColumns; ++c) {
       table += row[c];
       // Pad all but the last column; no trailing blanks.
       if (c + 1 < kColumns) table.append(width[c] - row[c].size() + 2, ' ');
     }
     table += '\n';
+    // What the transport prepared for the plan, once per plan (the
+    // counterpart of NCCL's TUNING lines): the launch every hit makes.
+    const std::size_t plan = r - 1;
+    if (r > 0 && plan < launches.size() && !launches[plan].empty())
+      table += "  launch: " + launches[plan] + '\n';
   }
   if (declarations.size() != decisions.size()) {
     table += std::string("(") + std::to_string(declarations.size()) + " declarations but " +

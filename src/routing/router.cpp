@@ -23,8 +23,8 @@ bool admits_two_shot(const RouteCutoffs& cutoffs, std::size_t bytes) noexcept {
   return admits(cutoffs.two_shot_max_bytes, bytes) && bytes >= cutoffs.two_shot_min_bytes;
 }
 
-RouteDecision p2p(Route route, std::size_t bytes) noexcept {
-  return {route, FallbackReason::none, bytes};
+RouteDecision p2p(RouteAndProtocol chosen, std::size_t bytes) noexcept {
+  return {chosen.route, FallbackReason::none, bytes, chosen.protocol};
 }
 
 RouteDecision fallback(FallbackReason reason, std::size_t bytes) noexcept {
@@ -54,7 +54,9 @@ RouteDecision route_declaration(const Declaration& declaration,
   if (!context.p2p_enabled || context.world_size < 2)
     return fallback(FallbackReason::p2p_disabled, bytes);
   const auto admitted = [&](Route single_node_route) {
-    return p2p(several_nodes ? Route::hierarchical : single_node_route, bytes);
+    return p2p(choose_protocol(several_nodes ? Route::hierarchical : single_node_route,
+                               declaration, bytes, context.protocols),
+               bytes);
   };
 
   const RouteCutoffs cutoffs =

@@ -17,6 +17,7 @@
 #include "peerplan/config.hpp"
 #include "peerplan/declaration.hpp"
 #include "peerplan/route.hpp"
+#include "routing/protocol_choice.hpp"
 
 namespace peerplan::routing {
 
@@ -35,12 +36,16 @@ struct RoutingContext {
   // (agreed at create; communicator/node_layout.hpp). Read only when
   // num_nodes > 1.
   int ranks_per_node = 1;
+  // What the P2P transport can run (PeerTransport::protocol_windows; the
+  // same on every rank): each admitted plan's protocol is chosen from it.
+  ProtocolWindows protocols{};
 };
 
 struct RouteDecision {
   Route route = Route::fallback;
   FallbackReason reason = FallbackReason::p2p_disabled;  // none on a P2P route
   std::size_t message_bytes = 0;
+  Protocol protocol = Protocol::none;  // none on the fallback
 
   friend bool operator==(const RouteDecision&, const RouteDecision&) = default;
 };
@@ -65,6 +70,8 @@ std::size_t message_bytes(const Declaration& declaration) noexcept;
 //     every route's window).
 //  4. fused add + RMSNorm: bytes <= fused cutoff -> fused_one_shot; else
 //     fallback / over_cutoff.
+//  5. An admitted plan's protocol: choose_protocol (protocol_choice.hpp),
+//     which may turn a fused_one_shot into fused_two_shot.
 //  On several (even) nodes, rules 3 and 4 admit by the same windows, and
 //  every admitted plan takes `hierarchical` (its node-local phases are the
 //  two-shot's, between them the nodes exchange each rank's shard).
@@ -78,12 +85,15 @@ std::vector<RouteDecision> route_declarations(std::span<const Declaration> decla
                                               const RoutingContext& context);
 
 // The table logged at INFO after declare: a header and one row per
-// declaration with columns name, op, dtype, shape, bytes, route, reason
-// (reason "-" on a P2P route). Strides are shown only for a layout that is
+// declaration with columns name, op, dtype, shape, norm, bytes, route,
+// protocol, reason (reason "-" on a P2P route), and, when `launches` has an
+// entry for the row that is not empty, a second line "  launch: <text>"
+// under it (what the transport prepared for the plan). Strides are shown only for a layout that is
 // not contiguous. Each line ends with '\n'. Pairs declarations and decisions
 // by position; if the counts differ, the extra entries are reported on a
 // last line rather than silently dropped.
 std::string format_route_table(std::span<const Declaration> declarations,
-                               std::span<const RouteDecision> decisions);
+                               std::span<const RouteDecision> decisions,
+                               std::span<const std::string> launches = {});
 
 }  // namespace peerplan::routing

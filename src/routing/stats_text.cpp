@@ -32,10 +32,12 @@ std::string to_string(const Stats& stats) {
     std::size_t name_width = 4;
     for (const PlanStats& p : stats.plans) name_width = std::max(name_width, p.name.size());
     out += padded("plan", name_width) + "  " + padded("operation", 18) + "  " +
-           padded("route", 14) + "  " + padded("why fallback", 12) + "        hits   fallbacks\n";
+           padded("route", 14) + "  " + padded("protocol", 8) + "  " + padded("why fallback", 12) +
+           "        hits   fallbacks\n";
     for (const PlanStats& p : stats.plans) {
       out += padded(p.name, name_width) + "  " + padded(to_string(p.operation), 18) + "  " +
              padded(to_string(p.route), 14) + "  " +
+             padded(p.route == Route::fallback ? "-" : to_string(p.protocol), 8) + "  " +
              padded(p.route == Route::fallback ? to_string(p.route_reason) : "-", 12) + "  " +
              right(p.hits, 10) + "  " + right(p.fallbacks, 10) + "\n";
     }

@@ -9,11 +9,14 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "peerplan/buffer_region.hpp"
 #include "peerplan/dtype.hpp"
 #include "peerplan/layout.hpp"
+#include "peerplan/operation.hpp"
 #include "peerplan/route.hpp"
+#include "routing/protocol_choice.hpp"
 
 namespace peerplan::transport {
 
@@ -42,6 +45,30 @@ struct FusedArgs {
   StreamHandle stream = nullptr;
 };
 
+// What one declared plan runs on a P2P transport: everything about the
+// launch that does not depend on the call's pointers and stream (kernel,
+// grid, shard geometry, byte counts), decided once by
+// PeerTransport::prepare and handed back on every call that hits the plan.
+// Only the transport that prepared it may run it.
+class PlanLaunch {
+ public:
+  virtual ~PlanLaunch() = default;
+  // One line for the INFO route table and PlanStats::launch, e.g. "bf16
+  // one-shot Lamport: 132 blocks x 512 threads, PDL".
+  virtual std::string describe() const = 0;
+};
+
+// A plan as the router decided it: its route and protocol came from
+// routing::route_declaration with this transport's protocol_windows().
+struct LaunchRequest {
+  Operation operation = Operation::all_reduce;
+  Route route = Route::one_shot;
+  Protocol protocol = Protocol::staged;
+  DataType dtype = DataType::f32;
+  const TensorLayout* layout = nullptr;  // only read by prepare()
+  std::size_t message_bytes = 0;
+};
+
 class PeerTransport {
  public:
   virtual ~PeerTransport() = default;
@@ -51,19 +78,29 @@ class PeerTransport {
   // everything. It is also the recovery after a Timeout: a transport whose
   // wait timed out refuses calls (InvalidUsage) until reserve() re-creates
   // the buffers and resets the call epochs on every rank.
-  // `max_one_shot_bytes`: the largest plan routed one-shot or fused
-  // one-shot (a transport may keep memory for those routes only up to it;
-  // SIZE_MAX: not known).
-  virtual void reserve(std::size_t max_message_bytes,
-                       std::size_t max_one_shot_bytes = SIZE_MAX) = 0;
+  // `max_lamport_bytes`: the largest plan the router gave the Lamport
+  // protocol (0: none), which needs a region of its own.
+  virtual void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0) = 0;
   virtual std::size_t capacity_bytes() const noexcept = 0;
-  // Collective, in the same order on every rank. `route` is one_shot or
-  // two_shot. Every wait is bounded by the timeout: Timeout names the ranks
-  // that did not arrive. Results are bit-identical on every rank. Returns
-  // true when the peers read this rank's input in place (zero copy, from a
-  // registered buffer), false when it was staged.
-  virtual bool all_reduce(Route route, const AllReduceArgs& args) = 0;
-  virtual void fused_add_rms_norm(const FusedArgs& args) = 0;
+  // Which protocol this transport runs for which messages; the router
+  // chooses each plan's from it. The same on every rank (built from the
+  // agreed config only).
+  virtual routing::ProtocolWindows protocol_windows() const noexcept = 0;
+  // Local: the launch of one plan the router admitted, after reserve() (a
+  // Lamport plan needs its region). Throws InvalidArgument when this
+  // transport cannot run the request (a route or protocol it lacks, a
+  // message over capacity_bytes()): a mismatch between router and
+  // transport, never the user's doing. A prepared launch stays valid
+  // across reserve() calls that keep the capacity it was prepared under.
+  virtual std::unique_ptr<PlanLaunch> prepare(const LaunchRequest& request) = 0;
+  // Collective, in the same order on every rank: the plan `launch` was
+  // prepared for, called with its key's dtype and layout. Every wait is
+  // bounded by the timeout: Timeout names the ranks that did not arrive.
+  // Results are bit-identical on every rank. Returns true when the peers
+  // read this rank's input in place (zero copy, from a registered buffer),
+  // false when it was staged.
+  virtual bool all_reduce(const PlanLaunch& launch, const AllReduceArgs& args) = 0;
+  virtual void fused_add_rms_norm(const PlanLaunch& launch, const FusedArgs& args) = 0;
   // Collective. Registers this rank's buffers for zero-copy reads by the
   // peers (added to earlier registrations); throws on every rank when any
   // rank failed, registering nothing. A transport that cannot read peers'

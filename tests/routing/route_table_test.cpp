@@ -59,19 +59,21 @@ TEST_F(RouteTable, HeaderThenOneRowPerDeclarationWithEveryColumn) {
   ASSERT_EQ(lines.size(), declarations_.size() + 1);
   EXPECT_EQ(words_of(lines[0]),
             (std::vector<std::string>{"name", "op", "dtype", "shape", "norm", "bytes", "route",
-                                      "reason"}));
+                                      "protocol", "reason"}));
   for (std::size_t i = 0; i < declarations_.size(); ++i) {
     const Declaration& d = declarations_[i];
     const RouteDecision& r = decisions_[i];
     const auto words = words_of(lines[i + 1]);
-    ASSERT_GE(words.size(), 8u) << lines[i + 1];
+    ASSERT_GE(words.size(), 9u) << lines[i + 1];
     EXPECT_EQ(words.front(), d.name);
     EXPECT_EQ(words[1], to_string(d.operation));
     EXPECT_EQ(words[2], to_string(d.dtype));
     // The shape and the norm column are the next words, up to the byte
-    // count; the last three words are bytes, route, reason.
-    EXPECT_EQ(words[words.size() - 3], std::to_string(message_bytes(d))) << lines[i + 1];
-    EXPECT_EQ(words[words.size() - 2], to_string(r.route));
+    // count; the last four words are bytes, route, protocol, reason.
+    EXPECT_EQ(words[words.size() - 4], std::to_string(message_bytes(d))) << lines[i + 1];
+    EXPECT_EQ(words[words.size() - 3], to_string(r.route));
+    EXPECT_EQ(words[words.size() - 2],
+              r.route == Route::fallback ? std::string("-") : to_string(r.protocol));
     EXPECT_EQ(words.back(),
               r.reason == FallbackReason::none ? std::string("-") : to_string(r.reason));
     std::string shape = "[";
@@ -127,8 +129,8 @@ TEST_F(RouteTable, FusedRowsShowTheWeightAddressAndEps) {
   const std::string key = make_key(declarations_[2]).to_string();
   EXPECT_NE(key.find(std::string("weight ") + weight + " eps 1e-06"), std::string::npos) << key;
   // The all-reduce rows have a "-" in that column, right after the shape.
-  const auto words = words_of(lines[1]);  // name op dtype [8, 4096] - bytes route reason
-  ASSERT_EQ(words.size(), 9u) << lines[1];
+  const auto words = words_of(lines[1]);  // name op dtype [8, 4096] - bytes route protocol reason
+  ASSERT_EQ(words.size(), 10u) << lines[1];
   EXPECT_EQ(words[5], "-") << lines[1];
   EXPECT_EQ(lines[1].find("weight"), std::string::npos) << lines[1];
   // The column lines up like the others.
@@ -149,6 +151,32 @@ TEST_F(RouteTable, FusedRowsTellApartEpsThatDifferInTheLastBit) {
     return line.substr(at, line.find(' ', at + 5) - at);
   };
   EXPECT_NE(eps_of(lines[1]), eps_of(lines[2])) << lines[1] << "\n" << lines[2];
+}
+
+// The host backend's windows (the default ProtocolWindows) stage every
+// route: the column says so rather than leaving it to be guessed.
+TEST_F(RouteTable, ProtocolColumnNamesEachPlansProtocol) {
+  const auto lines = lines_of(format_route_table(declarations_, decisions_));
+  const std::size_t column = lines[0].find("protocol");
+  ASSERT_NE(column, std::string::npos);
+  EXPECT_EQ(lines[1].find("staged", column), column) << lines[1];
+  EXPECT_EQ(lines[2].find("-", column), column) << lines[2];  // the fallback has none
+  EXPECT_EQ(lines[3].find("staged", column), column) << lines[3];
+}
+
+// What the transport prepared for a plan is printed once, under its row;
+// an empty text (the fallback) prints nothing.
+TEST_F(RouteTable, LaunchLinesFollowTheirRows) {
+  const std::vector<std::string> launches{"bf16 one-shot LL: 8 blocks x 512 threads", "",
+                                          "f16 fused LL: 8 x 1024"};
+  const auto lines = lines_of(format_route_table(declarations_, decisions_, launches));
+  ASSERT_EQ(lines.size(), 1u + declarations_.size() + 2u);
+  EXPECT_EQ(words_of(lines[1]).front(), "attn_out");
+  EXPECT_EQ(lines[2], "  launch: bf16 one-shot LL: 8 blocks x 512 threads");
+  EXPECT_EQ(words_of(lines[3]).front(), "mlp_out_prefill_like");
+  EXPECT_EQ(words_of(lines[4]).front(), "post_attn_norm");
+  EXPECT_EQ(lines[5], "  launch: f16 fused LL: 8 x 1024");
+  EXPECT_EQ(words_of(lines[6]).front(), "padded_rows");  // fewer launches than rows: fine
 }
 
 TEST_F(RouteTable, EmptySetIsJustTheHeader) {

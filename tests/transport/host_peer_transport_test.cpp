@@ -22,11 +22,14 @@
 #include "transport/host/host_peer_transport.hpp"
 #include "transport/host/rms_norm.hpp"
 #include "transport/host/strided_copy.hpp"
+#include "transport/one_time_plan.hpp"
 
 namespace peerplan::transport::host {
 namespace {
 
 using testing::run_ranks;
+using transport::all_reduce_once;
+using transport::fused_add_rms_norm_once;
 using namespace std::chrono_literals;
 
 struct Buffer {
@@ -88,7 +91,7 @@ TEST(HostPeerTransport, AllReduceIsExactOnIntegerInputsForEveryRouteDtypeAndWorl
                 in.set(offsets[i], integer_input(rank, i, salt));
               }
               Buffer& target = in_place ? in : out;
-              transport.all_reduce(route, {in.data(), target.data(), dtype, &layout, nullptr});
+              all_reduce_once(transport, route, Protocol::staged, {in.data(), target.data(), dtype, &layout, nullptr});
               int wrong = 0;
               for (std::size_t i = 0; i < offsets.size(); ++i) {
                 float exact = 0;
@@ -129,7 +132,7 @@ TEST(HostPeerTransport, ResultsAreBitIdenticalAcrossRanksOnArbitraryInputs) {
         for (std::int64_t i = 0; i < count; ++i) {
           in.set(i, std::sin(static_cast<float>(i * 13 + rank * 101)) * 1000.0f / (i % 7 + 1));
         }
-        transport.all_reduce(route, {in.data(), out.data(), dtype, &layout, nullptr});
+        all_reduce_once(transport, route, Protocol::staged, {in.data(), out.data(), dtype, &layout, nullptr});
         std::lock_guard lock(mutex);
         results[which++ * n + rank] = out.bytes;
       }
@@ -167,8 +170,8 @@ TEST(HostPeerTransport, FusedEqualsStandaloneAddRmsNormOfTheExactSum) {
           }
           add_rms_norm(dtype, *layout, exact_sum.data(), expected_out.data(),
                        expected_residual.data(), weight.data(), 1e-5f);
-          transport.fused_add_rms_norm(
-              {inout.data(), residual.data(), weight.data(), 1e-5f, dtype, layout, nullptr});
+          fused_add_rms_norm_once(
+              transport, Route::fused_one_shot, Protocol::staged, {inout.data(), residual.data(), weight.data(), 1e-5f, dtype, layout, nullptr});
           for (std::size_t i = 0; i < offsets.size(); ++i) {
             ASSERT_EQ(inout.get(offsets[i]), expected_out.get(offsets[i])) << i;
             ASSERT_EQ(residual.get(offsets[i]), expected_residual.get(offsets[i])) << i;
@@ -191,7 +194,7 @@ TEST(HostPeerTransport, ThousandsOfBackToBackCallsThroughBothSlots) {
       const TensorLayout layout{count};
       Buffer in(DataType::f32, count), out(DataType::f32, count);
       for (std::int64_t i = 0; i < count; ++i) in.set(i, static_cast<float>(call + rank * i));
-      transport.all_reduce(call % 3 == 0 ? Route::two_shot : Route::one_shot,
+      all_reduce_once(transport, call % 3 == 0 ? Route::two_shot : Route::one_shot, Protocol::staged,
                            {in.data(), out.data(), DataType::f32, &layout, nullptr});
       for (std::int64_t i = 0; i < count; ++i) {
         const float exact = static_cast<float>(n * call + i * (n * (n - 1) / 2));
@@ -236,12 +239,12 @@ TEST(HostPeerTransport, MisuseIsReportedClearly) {
     const TensorLayout layout{64};
     Buffer in(DataType::f32, 64), out(DataType::f32, 64);
     const AllReduceArgs args{in.data(), out.data(), DataType::f32, &layout, nullptr};
-    EXPECT_THROW(transport.all_reduce(Route::one_shot, args), InvalidUsage);  // nothing reserved
+    EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args), InvalidUsage);  // nothing reserved
     transport.reserve(128);
-    EXPECT_THROW(transport.all_reduce(Route::one_shot, args), InvalidArgument);  // 256 > 128
-    EXPECT_THROW(transport.all_reduce(Route::fused_one_shot, args), InvalidArgument);
+    EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args), InvalidArgument);  // 256 > 128
+    EXPECT_THROW(all_reduce_once(transport, Route::fused_one_shot, Protocol::staged, args), InvalidArgument);
     transport.close();
-    EXPECT_THROW(transport.all_reduce(Route::one_shot, args), InvalidUsage);
+    EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args), InvalidUsage);
     EXPECT_THROW(transport.reserve(128), InvalidUsage);
   });
 }
@@ -258,11 +261,11 @@ TEST(HostPeerTransport, AStoppedRankMakesTheOthersTimeOutThenReserveResynchronis
     Buffer in(DataType::f32, 16), out(DataType::f32, 16);
     for (int i = 0; i < 16; ++i) in.set(i, 1.0f);
     const AllReduceArgs args{in.data(), out.data(), DataType::f32, &layout, nullptr};
-    transport.all_reduce(Route::one_shot, args);  // a healthy call first
+    all_reduce_once(transport, Route::one_shot, Protocol::staged, args);  // a healthy call first
     if (rank != 0) {
       const auto start = std::chrono::steady_clock::now();
       try {
-        transport.all_reduce(Route::one_shot, args);
+        all_reduce_once(transport, Route::one_shot, Protocol::staged, args);
         ADD_FAILURE() << "rank " << rank << " completed a call rank 0 never made";
       } catch (const Timeout& e) {
         const auto elapsed = std::chrono::steady_clock::now() - start;
@@ -280,18 +283,18 @@ TEST(HostPeerTransport, AStoppedRankMakesTheOthersTimeOutThenReserveResynchronis
         ++timeouts;
       }
       EXPECT_TRUE(transport.broken());
-      EXPECT_THROW(transport.all_reduce(Route::one_shot, args), InvalidUsage);
+      EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args), InvalidUsage);
     }
     bootstrap.barrier();  // rank 0 wakes up only after the others gave up
     if (rank == 0) {
       // Late: the peers abandoned this call, so it must fail, not compute.
-      EXPECT_THROW(transport.all_reduce(Route::one_shot, args), Timeout);
+      EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args), Timeout);
     }
     transport.reserve(1024);  // every rank: rebuilds because some are broken
     EXPECT_FALSE(transport.broken());
     EXPECT_EQ(transport.epoch(), 0u);
     for (int call = 0; call < 5; ++call) {
-      transport.all_reduce(call % 2 ? Route::two_shot : Route::one_shot, args);
+      all_reduce_once(transport, call % 2 ? Route::two_shot : Route::one_shot, Protocol::staged, args);
       for (int i = 0; i < 16; ++i) EXPECT_EQ(out.get(i), static_cast<float>(n));
     }
   });

@@ -56,6 +56,34 @@ void require(bool condition, const char* what, const char* message) {
   }
 }
 
+// The host backend runs every plan the same way: the only thing decided at
+// declare is the route (and the call re-derives the rest, which costs
+// nothing next to the copies through shared memory).
+class HostPlanLaunch final : public PlanLaunch {
+ public:
+  HostPlanLaunch(Operation op, Route r, DataType dtype) : operation(op), route(r), dtype_(dtype) {}
+  std::string describe() const override {
+    const char* algorithm = route == Route::one_shot   ? "one-shot"
+                            : route == Route::two_shot ? "two-shot"
+                            : route == Route::hierarchical
+                                ? "hierarchical (shards summed in the node, then across nodes by MPI)"
+                                : "fused one-shot";
+    return std::string(to_string(dtype_)) + " " + algorithm +
+           ", staged through shared memory, fp32 sums in rank order";
+  }
+  const Operation operation;
+  const Route route;
+
+ private:
+  DataType dtype_;
+};
+
+const HostPlanLaunch& host_launch(const PlanLaunch& launch, const char* what) {
+  const auto* mine = dynamic_cast<const HostPlanLaunch*>(&launch);
+  require(mine != nullptr, what, "the plan was prepared by another transport");
+  return *mine;
+}
+
 }  // namespace
 
 struct HostPeerTransport::Call {
@@ -226,7 +254,38 @@ void HostPeerTransport::finish_call(const Call& call) {
   store_signal(own_segment(), Signal::done, call.epoch);
 }
 
-bool HostPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
+std::unique_ptr<PlanLaunch> HostPeerTransport::prepare(const LaunchRequest& request) {
+  const char* what = "prepare";
+  require(request.protocol == Protocol::staged, what, "the host backend stages every route");
+  if (closed_ || capacity_ == 0 || request.message_bytes > capacity_) {
+    refuse_peer_call(kBackend, {closed_, false, {}, capacity_}, what, request.message_bytes);
+  }
+  if (across_nodes_) {
+    require(request.route == Route::hierarchical, what,
+            "the job spans several nodes: the route must be hierarchical");
+  } else if (request.operation == Operation::all_reduce) {
+    require(request.route == Route::one_shot || request.route == Route::two_shot, what,
+            "an all-reduce runs one_shot or two_shot");
+  } else {
+    require(request.route == Route::fused_one_shot, what, "the fused op runs fused_one_shot");
+  }
+  return std::make_unique<HostPlanLaunch>(request.operation, request.route, request.dtype);
+}
+
+bool HostPeerTransport::all_reduce(const PlanLaunch& launch, const AllReduceArgs& args) {
+  const HostPlanLaunch& plan = host_launch(launch, "all_reduce");
+  require(plan.operation == Operation::all_reduce, "all_reduce", "the plan is a fused op's");
+  return run_all_reduce(plan.route, args);
+}
+
+void HostPeerTransport::fused_add_rms_norm(const PlanLaunch& launch, const FusedArgs& args) {
+  const HostPlanLaunch& plan = host_launch(launch, "fused_add_rms_norm");
+  require(plan.operation == Operation::fused_add_rms_norm, "fused_add_rms_norm",
+          "the plan is an all-reduce's");
+  run_fused(args);
+}
+
+bool HostPeerTransport::run_all_reduce(Route route, const AllReduceArgs& args) {
   require(args.layout != nullptr, "all_reduce", "layout is null");
   if (across_nodes_) {
     require(route == Route::hierarchical, "all_reduce",
@@ -355,7 +414,7 @@ void HostPeerTransport::hierarchical_fused(Call& call, const FusedArgs& args,
   });
 }
 
-void HostPeerTransport::fused_add_rms_norm(const FusedArgs& args) {
+void HostPeerTransport::run_fused(const FusedArgs& args) {
   require(args.layout != nullptr, "fused_add_rms_norm", "layout is null");
   const TensorLayout& layout = *args.layout;
   const std::int64_t count = layout.numel();

@@ -62,16 +62,21 @@ class HostPeerTransport final : public PeerTransport {
   // Throws SystemError on every rank when any rank cannot create or map its
   // segment (capacity_bytes() is then 0), Mismatch when ranks pass
   // different sizes, Timeout from the bootstrap.
-  void reserve(std::size_t max_message_bytes,
-               std::size_t max_one_shot_bytes = SIZE_MAX) override;
+  void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0) override;
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
 
-  // Collective. Throws InvalidArgument (route not one_shot/two_shot, or
-  // not hierarchical on several nodes,
-  // message larger than capacity_bytes()), InvalidUsage (closed, nothing
-  // reserved, broken by an earlier timeout), Timeout.
-  bool all_reduce(Route route, const AllReduceArgs& args) override;
-  void fused_add_rms_norm(const FusedArgs& args) override;
+  // Every route stages through shared memory: one protocol.
+  routing::ProtocolWindows protocol_windows() const noexcept override { return {}; }
+  // Throws InvalidArgument unless the request is an all-reduce on
+  // one_shot/two_shot (one node) or hierarchical (several), or a fused op
+  // on fused_one_shot (one node) or hierarchical (several), protocol
+  // staged, within capacity_bytes().
+  std::unique_ptr<PlanLaunch> prepare(const LaunchRequest& request) override;
+  // Collective. Throws InvalidArgument (a launch of another transport),
+  // InvalidUsage (closed, nothing reserved, broken by an earlier timeout),
+  // Timeout.
+  bool all_reduce(const PlanLaunch& launch, const AllReduceArgs& args) override;
+  void fused_add_rms_norm(const PlanLaunch& launch, const FusedArgs& args) override;
 
   // Processes cannot map each other's private memory: the host backend
   // always stages. Registration is accepted (so code written for the cuda
@@ -94,6 +99,8 @@ class HostPeerTransport final : public PeerTransport {
 
  private:
   struct Call;  // per-call context (epoch, deadline, what to name in errors)
+  bool run_all_reduce(Route route, const AllReduceArgs& args);
+  void run_fused(const FusedArgs& args);
 
   Call begin_call(const char* what, std::int64_t message_bytes);
   void stage_input(Call& call, const TensorLayout& layout, DataType dtype, const void* input);

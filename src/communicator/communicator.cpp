@@ -10,13 +10,13 @@
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "communicator/backend_selection.hpp"
 #include "communicator/call_checks.hpp"
+#include "communicator/call_counters.hpp"
 #include "communicator/call_guard.hpp"
 #include "communicator/config_agreement.hpp"
 #include "communicator/cutoff_resolution.hpp"
 #include "communicator/declaration_agreement.hpp"
 #include "communicator/machine_fingerprint.hpp"
 #include "communicator/prepared_plan.hpp"
-#include "communicator/undeclared_keys.hpp"
 #include "core/config_fields.hpp"
 #include "core/environment.hpp"
 #include "core/fault_injection.hpp"
@@ -41,7 +41,9 @@ class CommunicatorImpl final : public Communicator {
  public:
   CommunicatorImpl(MPI_Comm comm, Config config, std::unique_ptr<bootstrap::Bootstrap> boot,
                    const std::vector<std::string>& applied_env)
-      : config_(std::move(config)), boot_(std::move(boot)) {
+      : config_(std::move(config)),
+        boot_(std::move(boot)),
+        counters_(static_cast<std::size_t>(config_.undeclared_keys_tracked)) {
     if (boot_->rank() == 0) {
       for (const auto& line : applied_env) log::info("environment: " + line);
       log::info("config: " + core::describe_config(config_));
@@ -59,10 +61,6 @@ class CommunicatorImpl final : public Communicator {
     p2p_disabled_reason_ = setup.p2p_disabled_reason;
     nodes_ = setup.nodes;
     fingerprint_ = communicator::machine_fingerprint(*boot_, config_, backend_);
-    if (config_.undeclared_keys_tracked > 0) {
-      undeclared_keys_ = std::make_unique<communicator::UndeclaredKeys>(
-          static_cast<std::size_t>(config_.undeclared_keys_tracked));
-    }
     cutoffs_ = communicator::resolve_route_cutoffs(*boot_, config_, backend_, fingerprint_, tuning);
   }
 
@@ -87,7 +85,9 @@ class CommunicatorImpl final : public Communicator {
     ensure_open("plan_for");
     const auto& entry = index_.at(key);
     const auto* plan = static_cast<const PreparedPlan*>(entry.payload);
-    return PlanInfo{entry.declaration, plan->route, plan->reason};
+    return PlanInfo{entry.declaration, plan->route, plan->reason, plan->protocol,
+                    plan->launch ? plan->launch->describe() : std::string(),
+                    static_cast<std::size_t>(entry.declaration - index_.declarations().data())};
   }
 
   CallResult all_reduce(const void* in, void* out, DataType dtype, const TensorLayout& layout,
@@ -108,13 +108,13 @@ class CommunicatorImpl final : public Communicator {
     if (result.route == Route::hierarchical) {
       // Its step between nodes is an MPI exchange: a Timeout there leaves
       // the ranks out of step, as in the fallback.
-      breaking_on_timeout("all_reduce", [&] { peer_->all_reduce(result.route, args); });
+      breaking_on_timeout("all_reduce", [&] { peer_->all_reduce(*plan->launch, args); });
     } else if (is_p2p(result.route)) {
-      result.zero_copy = peer_->all_reduce(result.route, args);
+      result.zero_copy = peer_->all_reduce(*plan->launch, args);
     } else {
       breaking_on_timeout("all_reduce", [&] { fallback_->all_reduce(args); });
     }
-    count(plan, result, key);
+    counters_.count(plan, result, key);
     trace_call("all_reduce", dtype, layout, entry, result);
     return result;
   }
@@ -136,13 +136,14 @@ class CommunicatorImpl final : public Communicator {
     const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
     const CallResult result = decide(plan);
     if (result.route == Route::hierarchical) {
-      breaking_on_timeout("fused_add_rms_norm", [&] { peer_->fused_add_rms_norm(args); });
+      breaking_on_timeout("fused_add_rms_norm",
+                          [&] { peer_->fused_add_rms_norm(*plan->launch, args); });
     } else if (is_p2p(result.route)) {
-      peer_->fused_add_rms_norm(args);
+      peer_->fused_add_rms_norm(*plan->launch, args);
     } else {
       breaking_on_timeout("fused_add_rms_norm", [&] { fallback_->fused_add_rms_norm(args); });
     }
-    count(plan, result, key);
+    counters_.count(plan, result, key);
     trace_call("fused_add_rms_norm", dtype, layout, entry, result, weight, eps);
     return result;
   }
@@ -184,20 +185,10 @@ class CommunicatorImpl final : public Communicator {
 
   void reset_stats() override {
     if (closed_) {
-      zero_counts(closed_stats_);
+      communicator::zero_counts(closed_stats_);
       return;
     }
-    for (auto* p : plans_) {
-      p->hits.store(0, std::memory_order_relaxed);
-      p->fallbacks.store(0, std::memory_order_relaxed);
-    }
-    p2p_calls_ = 0;
-    zero_copy_calls_ = 0;
-    fallback_undeclared_ = 0;
-    fallback_over_cutoff_ = 0;
-    fallback_p2p_disabled_ = 0;
-    fallback_node_layout_ = 0;
-    if (undeclared_keys_) undeclared_keys_->reset();
+    counters_.reset(plans_);
   }
 
   void close() override {
@@ -244,32 +235,7 @@ class CommunicatorImpl final : public Communicator {
   RouteCutoffs cutoffs() const noexcept override { return cutoffs_; }
 
  private:
-  Stats live_stats() const {
-    Stats s;
-    const auto declared = index_.declarations();
-    for (std::size_t i = 0; i < plans_.size() && i < declared.size(); ++i) {
-      const auto* p = plans_[i];
-      s.plans.push_back(PlanStats{declared[i].name, declared[i].operation, p->route, p->reason,
-                                  p->hits.load(std::memory_order_relaxed),
-                                  p->fallbacks.load(std::memory_order_relaxed)});
-    }
-    s.p2p_calls = p2p_calls_.load(std::memory_order_relaxed);
-    s.zero_copy_calls = zero_copy_calls_.load(std::memory_order_relaxed);
-    s.fallback_undeclared = fallback_undeclared_.load(std::memory_order_relaxed);
-    s.fallback_over_cutoff = fallback_over_cutoff_.load(std::memory_order_relaxed);
-    s.fallback_p2p_disabled = fallback_p2p_disabled_.load(std::memory_order_relaxed);
-    s.fallback_node_layout = fallback_node_layout_.load(std::memory_order_relaxed);
-    if (undeclared_keys_) s.undeclared = undeclared_keys_->snapshot();
-    return s;
-  }
-
-  static void zero_counts(Stats& s) noexcept {
-    for (auto& p : s.plans) p.hits = p.fallbacks = 0;
-    s.p2p_calls = s.zero_copy_calls = 0;
-    s.fallback_undeclared = s.fallback_over_cutoff = s.fallback_p2p_disabled = 0;
-    s.fallback_node_layout = 0;
-    s.undeclared.clear();
-  }
+  Stats live_stats() const { return counters_.snapshot(index_.declarations(), plans_); }
 
   // declare() without the open check and timeout bookkeeping.
   void declare_set(std::span<const Declaration> declarations) {
@@ -284,33 +250,40 @@ class CommunicatorImpl final : public Communicator {
 
     auto decisions = route_all(declarations);
     PEERPLAN_FAULT_POINT("declare.before_reserve", boot_->rank());
+    std::vector<std::unique_ptr<transport::PlanLaunch>> launches(decisions.size());
     if (p2p_enabled_) {
-      std::size_t max_bytes = 0, max_one_shot_bytes = 0;
+      std::size_t max_bytes = 0, max_lamport_bytes = 0;
       for (const auto& d : decisions) {
         if (is_p2p(d.route)) max_bytes = std::max(max_bytes, d.message_bytes);
-        // One-shot and fused plans: both may use the CUDA transport's Lamport region.
-        if (d.route == Route::one_shot || d.route == Route::fused_one_shot) {
-          max_one_shot_bytes = std::max(max_one_shot_bytes, d.message_bytes);
-        }
+        if (d.protocol == Protocol::lamport)
+          max_lamport_bytes = std::max(max_lamport_bytes, d.message_bytes);
       }
       // A Timeout in reserve() propagates (the communicator is then
-      // broken); any other failure disables P2P on every rank alike.
-      if (auto failures = bootstrap::run_together(
-              *boot_, [&] { peer_->reserve(max_bytes, max_one_shot_bytes); })) {
-        disable_p2p("preparing the staging buffers failed: " + failures->message);
+      // broken); any other failure, in reserve() or in preparing a plan's
+      // launch, disables P2P on every rank alike.
+      if (auto failures = bootstrap::run_together(*boot_, [&] {
+            peer_->reserve(max_bytes, max_lamport_bytes);
+            launches = prepare_launches(declarations, decisions);
+          })) {
+        disable_p2p("preparing the staging buffers and launches failed: " + failures->message);
         decisions = route_all(declarations);
+        launches.clear();
+        launches.resize(decisions.size());
       }
     }
 
     std::vector<std::unique_ptr<plan::PlanPayload>> payloads;
     std::vector<PreparedPlan*> plans;
+    std::vector<std::string> launch_texts(decisions.size());
     payloads.reserve(declarations.size());
     for (std::size_t i = 0; i < decisions.size(); ++i) {
       const auto& d = decisions[i];
       const Declaration& declared = declarations[i];
+      if (launches[i]) launch_texts[i] = launches[i]->describe();
       auto prepared = std::make_unique<PreparedPlan>(
-          d.route, d.reason, d.message_bytes, declared.input_alignment,
-          static_cast<std::uint64_t>(plan::span_bytes(declared.layout, declared.dtype)));
+          d.route, d.reason, d.protocol, d.message_bytes, declared.input_alignment,
+          static_cast<std::uint64_t>(plan::span_bytes(declared.layout, declared.dtype)),
+          std::move(launches[i]));
       plans.push_back(prepared.get());
       payloads.push_back(std::move(prepared));
     }
@@ -323,7 +296,7 @@ class CommunicatorImpl final : public Communicator {
 
     if (boot_->rank() == 0 && log::enabled(LogLevel::info)) {
       log::info("declared " + std::to_string(declarations.size()) + " plans:\n" +
-                routing::format_route_table(declarations, decisions));
+                routing::format_route_table(declarations, decisions, launch_texts));
     }
     if (boot_->rank() == 0) warn_about_repeated_keys(declarations);
   }
@@ -350,9 +323,27 @@ class CommunicatorImpl final : public Communicator {
   }
 
   std::vector<routing::RouteDecision> route_all(std::span<const Declaration> declarations) const {
-    const routing::RoutingContext context{boot_->size(), boot_->num_nodes(), p2p_enabled_,
-                                          cutoffs_, backend_, nodes_.ranks_per_node};
+    const routing::RoutingContext context{
+        boot_->size(), boot_->num_nodes(),          p2p_enabled_,
+        cutoffs_,      backend_,                    nodes_.ranks_per_node,
+        p2p_enabled_ ? peer_->protocol_windows() : routing::ProtocolWindows{}};
     return routing::route_declarations(declarations, context);
+  }
+
+  // The P2P transport's launch for every plan the router admitted (null
+  // for the fallback's), after reserve(). Local; a failure throws.
+  std::vector<std::unique_ptr<transport::PlanLaunch>> prepare_launches(
+      std::span<const Declaration> declarations,
+      std::span<const routing::RouteDecision> decisions) {
+    std::vector<std::unique_ptr<transport::PlanLaunch>> launches(decisions.size());
+    for (std::size_t i = 0; i < decisions.size(); ++i) {
+      const auto& d = decisions[i];
+      if (!is_p2p(d.route)) continue;
+      const Declaration& declared = declarations[i];
+      launches[i] = peer_->prepare({declared.operation, d.route, d.protocol, declared.dtype,
+                                    &declared.layout, d.message_bytes});
+    }
+    return launches;
   }
 
   void disable_p2p(const std::string& why) {
@@ -364,24 +355,7 @@ class CommunicatorImpl final : public Communicator {
 
   static CallResult decide(const PreparedPlan* plan) noexcept {
     if (plan == nullptr) return {Route::fallback, FallbackReason::undeclared};
-    return {plan->route, plan->reason};
-  }
-
-  void count(PreparedPlan* plan, const CallResult& result, const PlanKey& key) {
-    if (is_p2p(result.route)) {
-      plan->hits.fetch_add(1, std::memory_order_relaxed);
-      p2p_calls_.fetch_add(1, std::memory_order_relaxed);
-      if (result.zero_copy) zero_copy_calls_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    if (plan) plan->fallbacks.fetch_add(1, std::memory_order_relaxed);
-    if (!plan && undeclared_keys_) undeclared_keys_->record(key);
-    switch (result.reason) {
-      case FallbackReason::over_cutoff: fallback_over_cutoff_.fetch_add(1, std::memory_order_relaxed); break;
-      case FallbackReason::p2p_disabled: fallback_p2p_disabled_.fetch_add(1, std::memory_order_relaxed); break;
-      case FallbackReason::node_layout: fallback_node_layout_.fetch_add(1, std::memory_order_relaxed); break;
-      default: fallback_undeclared_.fetch_add(1, std::memory_order_relaxed); break;
-    }
+    return {plan->route, plan->reason, false, plan->protocol};
   }
 
   void ensure_open(const char* what) const {
@@ -418,6 +392,7 @@ class CommunicatorImpl final : public Communicator {
     out << what << ' ' << to_string(dtype) << ' ' << layout.to_string();
     if (eps) out << ' ' << plan::norm_text(make_fused_key(dtype, layout, weight, *eps));
     out << " -> " << to_string(result.route);
+    if (is_p2p(result.route)) out << " protocol " << to_string(result.protocol);
     if (entry) out << " (plan '" << entry->declaration->name << "')";
     if (!is_p2p(result.route)) out << " reason " << to_string(result.reason);
     log::trace(out.str());
@@ -432,8 +407,6 @@ class CommunicatorImpl final : public Communicator {
   bool p2p_enabled_ = false;
   std::string p2p_disabled_reason_;
   communicator::NodeLayout nodes_;
-  // Config::undeclared_keys_tracked > 0 only.
-  std::unique_ptr<communicator::UndeclaredKeys> undeclared_keys_;
   std::string fingerprint_;
   RouteCutoffs cutoffs_;  // resolved at create: config > tuning file > defaults
   bool closed_ = false;
@@ -448,12 +421,7 @@ class CommunicatorImpl final : public Communicator {
 
   plan::PlanIndex index_;
   std::vector<PreparedPlan*> plans_;  // declaration order; owned by index_
-  std::atomic<std::uint64_t> p2p_calls_{0};
-  std::atomic<std::uint64_t> fallback_undeclared_{0};
-  std::atomic<std::uint64_t> fallback_over_cutoff_{0};
-  std::atomic<std::uint64_t> zero_copy_calls_{0};
-  std::atomic<std::uint64_t> fallback_p2p_disabled_{0};
-  std::atomic<std::uint64_t> fallback_node_layout_{0};
+  communicator::CallCounters counters_;
 };
 
 }  // namespace

@@ -1,0 +1,50 @@
+#include "routing/protocol_choice.hpp"
+
+namespace peerplan::routing {
+namespace {
+
+constexpr std::size_t kPackBytes = 16;  // one vector store: LL and Lamport move whole packs
+// The Lamport kernels index the region's packs with 32-bit integers.
+constexpr std::size_t kLamportMaxPacks = 0x7fffffffu;
+
+RouteAndProtocol fused_protocol(const Declaration& declaration, std::size_t bytes,
+                                const ProtocolWindows& w) noexcept {
+  const TensorLayout& layout = declaration.layout;
+  const std::size_t row_bytes =
+      layout.rank() > 0 && layout.last_dim() > 0
+          ? static_cast<std::size_t>(layout.last_dim()) * element_size(declaration.dtype)
+          : 0;
+  const bool whole_packs = row_bytes != 0 && row_bytes % kPackBytes == 0;
+  if (whole_packs && w.fused_lamport_after_bytes != kNoLimit &&
+      bytes > w.fused_lamport_after_bytes && bytes <= w.fused_lamport_max_bytes &&
+      bytes / kPackBytes <= kLamportMaxPacks) {
+    return {Route::fused_one_shot, Protocol::lamport};
+  }
+  if (whole_packs && bytes <= w.fused_ll_max_bytes) return {Route::fused_one_shot, Protocol::ll};
+  if (w.fused_two_shot && layout.is_contiguous()) return {Route::fused_two_shot, Protocol::staged};
+  return {Route::fused_one_shot, Protocol::staged};
+}
+
+}  // namespace
+
+RouteAndProtocol choose_protocol(Route route, const Declaration& declaration, std::size_t bytes,
+                                 const ProtocolWindows& w) noexcept {
+  switch (route) {
+    case Route::one_shot:
+      if (w.pull) return {route, Protocol::pull};
+      if (!w.lines) return {route, Protocol::staged};
+      return {route, bytes > w.one_shot_ll_max_bytes ? Protocol::lamport : Protocol::ll};
+    case Route::two_shot:
+      return {route, w.pull ? Protocol::pull : Protocol::staged};
+    case Route::fused_one_shot:
+    case Route::fused_two_shot:
+      return fused_protocol(declaration, bytes, w);
+    case Route::hierarchical:
+      return {route, Protocol::staged};
+    case Route::fallback:
+      break;
+  }
+  return {Route::fallback, Protocol::none};
+}
+
+}  // namespace peerplan::routing

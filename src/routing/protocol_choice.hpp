@@ -1,0 +1,62 @@
+// Which protocol each P2P route runs a declared plan on, and, for the fused
+// op, whether its route is the one-shot or the two-shot one. Decided once
+// per plan at declare, in the router, from the windows the transport
+// reports (PeerTransport::protocol_windows) - never on a call's path, and
+// never inside a transport, so the route table, stats and CallResult name
+// exactly what runs.
+//
+// Every input is rank-invariant (agreed config, the declaration's key), so
+// every rank picks the same protocol: sender and receiver must run the same
+// one, or they wait for each other forever.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "peerplan/declaration.hpp"
+#include "peerplan/route.hpp"
+
+namespace peerplan::routing {
+
+inline constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
+
+// What a P2P transport can run, by message size. The defaults describe a
+// transport with one protocol for everything (the host backend: staged
+// copies through shared memory).
+struct ProtocolWindows {
+  // One-shot and two-shot all-reduces move data by pull (TransferMode::pull).
+  bool pull = false;
+  // Push one-shot all-reduce: LL lines up to this many bytes, the Lamport
+  // protocol above it (kNoLimit: LL at every size). Only read with `lines`.
+  std::size_t one_shot_ll_max_bytes = kNoLimit;
+  // The transport has the LL and Lamport protocols at all (CUDA push).
+  bool lines = false;
+  // Fused op: the Lamport kernel for messages of whole 16-byte rows in
+  // (fused_lamport_after_bytes, fused_lamport_max_bytes] (after = kNoLimit:
+  // never); LL lines for rows of whole packs up to fused_ll_max_bytes (0:
+  // never); past both, a dense message takes the two-shot all-reduce + row
+  // norm when `fused_two_shot`, everything else the staged fused kernel.
+  std::size_t fused_lamport_after_bytes = kNoLimit;
+  std::size_t fused_lamport_max_bytes = kNoLimit;
+  std::size_t fused_ll_max_bytes = 0;
+  bool fused_two_shot = false;
+
+  friend bool operator==(const ProtocolWindows&, const ProtocolWindows&) = default;
+};
+
+struct RouteAndProtocol {
+  Route route = Route::fallback;
+  Protocol protocol = Protocol::none;
+
+  friend bool operator==(const RouteAndProtocol&, const RouteAndProtocol&) = default;
+};
+
+// The protocol for a declaration the cutoffs admitted to `route` (one_shot,
+// two_shot, fused_one_shot or hierarchical), `bytes` its message size. A
+// fused declaration may come back as fused_two_shot. The fallback stays
+// (fallback, none).
+RouteAndProtocol choose_protocol(Route route, const Declaration& declaration, std::size_t bytes,
+                                 const ProtocolWindows& windows) noexcept;
+
+}  // namespace peerplan::routing

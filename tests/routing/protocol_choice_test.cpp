@@ -1,0 +1,173 @@
+// choose_protocol: each window at its boundaries (exactly at a limit and
+// one pack over), the fused op's order of preference (Lamport, LL lines,
+// two-shot + row norm for dense layouts, the staged kernel), pull mode,
+// the host backend's single protocol, and that the router applies it.
+#include "routing/protocol_choice.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "routing/router.hpp"
+
+namespace peerplan::routing {
+namespace {
+
+constexpr std::size_t kKiB = 1024;
+
+float g_weight[8192];
+
+// A bf16 all-reduce of `bytes` bytes (even).
+Declaration all_reduce_of(std::size_t bytes) {
+  return Declaration::all_reduce("ar", DataType::bf16,
+                                 TensorLayout{static_cast<std::int64_t>(bytes / 2)});
+}
+
+// A bf16 fused op of `rows` rows of `hidden` elements; `row_stride` > hidden
+// pads the rows (not dense).
+Declaration fused_of(std::int64_t rows, std::int64_t hidden, std::int64_t row_stride = 0) {
+  if (row_stride == 0) {
+    return Declaration::fused_add_rms_norm("f", DataType::bf16, TensorLayout{rows, hidden},
+                                           g_weight, 1e-6f);
+  }
+  const std::int64_t shape[] = {rows, hidden};
+  const std::int64_t strides[] = {row_stride, 1};
+  return Declaration::fused_add_rms_norm("f", DataType::bf16,
+                                         TensorLayout::strided(shape, strides), g_weight, 1e-6f);
+}
+
+// The CUDA push windows as the transport reports them by default.
+ProtocolWindows cuda_push() {
+  ProtocolWindows w;
+  w.lines = true;
+  w.one_shot_ll_max_bytes = 64 * kKiB;
+  w.fused_lamport_after_bytes = 64 * kKiB;
+  w.fused_lamport_max_bytes = 4096 * kKiB;
+  w.fused_ll_max_bytes = 2048 * kKiB;
+  w.fused_two_shot = true;
+  return w;
+}
+
+RouteAndProtocol choose(Route route, const Declaration& d, const ProtocolWindows& w) {
+  return choose_protocol(route, d, message_bytes(d), w);
+}
+
+TEST(ProtocolChoice, OneShotLinesUpToTheirLimitLamportAbove) {
+  const auto w = cuda_push();
+  EXPECT_EQ(choose(Route::one_shot, all_reduce_of(64 * kKiB), w),
+            (RouteAndProtocol{Route::one_shot, Protocol::ll}));
+  EXPECT_EQ(choose(Route::one_shot, all_reduce_of(64 * kKiB + 2), w),
+            (RouteAndProtocol{Route::one_shot, Protocol::lamport}));
+  ProtocolWindows never = w;
+  never.one_shot_ll_max_bytes = kNoLimit;
+  EXPECT_EQ(choose(Route::one_shot, all_reduce_of(64 * kKiB * 1024), never).protocol,
+            Protocol::ll);
+  ProtocolWindows always = w;
+  always.one_shot_ll_max_bytes = 0;
+  EXPECT_EQ(choose(Route::one_shot, all_reduce_of(2), always).protocol, Protocol::lamport);
+}
+
+TEST(ProtocolChoice, TwoShotStagesOrPulls) {
+  auto w = cuda_push();
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(8 * kKiB * kKiB), w),
+            (RouteAndProtocol{Route::two_shot, Protocol::staged}));
+  w.pull = true;
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(8 * kKiB * kKiB), w).protocol, Protocol::pull);
+  EXPECT_EQ(choose(Route::one_shot, all_reduce_of(2), w).protocol, Protocol::pull);
+  EXPECT_EQ(choose(Route::one_shot, all_reduce_of(1024 * kKiB), w).protocol, Protocol::pull);
+}
+
+TEST(ProtocolChoice, HostBackendStagesEveryRoute) {
+  const ProtocolWindows host;  // the defaults
+  for (Route route : {Route::one_shot, Route::two_shot, Route::hierarchical}) {
+    EXPECT_EQ(choose(route, all_reduce_of(1024), host), (RouteAndProtocol{route, Protocol::staged}))
+        << to_string(route);
+  }
+  // Every fused size, dense or not: the one-shot route, staged.
+  for (std::int64_t rows : {1, 64, 4096}) {
+    EXPECT_EQ(choose(Route::fused_one_shot, fused_of(rows, 4096), host),
+              (RouteAndProtocol{Route::fused_one_shot, Protocol::staged}))
+        << rows;
+  }
+  EXPECT_EQ(choose(Route::hierarchical, fused_of(4, 4096), host),
+            (RouteAndProtocol{Route::hierarchical, Protocol::staged}));
+}
+
+TEST(ProtocolChoice, FusedLamportWindowIsOpenBelowAndClosedAbove) {
+  const auto w = cuda_push();
+  // 8 rows x 4096 bf16 = 64 KiB: at the threshold, not above it -> LL lines.
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(8, 4096), w),
+            (RouteAndProtocol{Route::fused_one_shot, Protocol::ll}));
+  // One more row is above it.
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(9, 4096), w).protocol, Protocol::lamport);
+  // 512 rows = 4 MiB: the window's top, still Lamport; 513 rows past it and
+  // past the LL limit: dense, so two-shot + row norm.
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(512, 4096), w).protocol, Protocol::lamport);
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(513, 4096), w),
+            (RouteAndProtocol{Route::fused_two_shot, Protocol::staged}));
+}
+
+TEST(ProtocolChoice, FusedRowsThatAreNotWholePacksNeverTakeLinesOrLamport) {
+  const auto w = cuda_push();
+  // 100 bf16 = 200 bytes a row, not a multiple of 16.
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(1, 100), w),
+            (RouteAndProtocol{Route::fused_two_shot, Protocol::staged}));
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(1000, 100), w),
+            (RouteAndProtocol{Route::fused_two_shot, Protocol::staged}));
+  // Not dense either: the staged fused kernel.
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(4, 100, 128), w),
+            (RouteAndProtocol{Route::fused_one_shot, Protocol::staged}));
+}
+
+TEST(ProtocolChoice, PaddedFusedRowsKeepTheOneShotRoute) {
+  const auto w = cuda_push();
+  // Whole-pack rows, padded: Lamport and LL take strided rows.
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(4, 4096, 4352), w).protocol, Protocol::ll);
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(64, 4096, 4352), w).protocol, Protocol::lamport);
+  // Past both windows a padded message cannot run two-shot in place.
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(1024, 4096, 4352), w),
+            (RouteAndProtocol{Route::fused_one_shot, Protocol::staged}));
+}
+
+TEST(ProtocolChoice, FusedWindowsCanBeClosed) {
+  auto w = cuda_push();
+  w.fused_lamport_after_bytes = kNoLimit;  // PEERPLAN_FUSED_PROTOCOL=ll
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(64, 4096), w).protocol, Protocol::ll);
+  w.fused_ll_max_bytes = 0;  // LL off too
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(1, 4096), w),
+            (RouteAndProtocol{Route::fused_two_shot, Protocol::staged}));
+  w.fused_two_shot = false;
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(1, 4096), w),
+            (RouteAndProtocol{Route::fused_one_shot, Protocol::staged}));
+}
+
+TEST(ProtocolChoice, FallbackHasNoProtocol) {
+  EXPECT_EQ(choose(Route::fallback, all_reduce_of(2), cuda_push()),
+            (RouteAndProtocol{Route::fallback, Protocol::none}));
+}
+
+TEST(ProtocolChoice, TheRouterAppliesItToEveryAdmittedPlan) {
+  RoutingContext context{2, 1, true, RouteCutoffs{1024 * kKiB, 64 * 1024 * kKiB, 64 * 1024 * kKiB}};
+  context.protocols = cuda_push();
+  const auto small = route_declaration(all_reduce_of(1024), context);
+  EXPECT_EQ(small.route, Route::one_shot);
+  EXPECT_EQ(small.protocol, Protocol::ll);
+  const auto large_fused = route_declaration(fused_of(1024, 4096), context);  // 8 MiB
+  EXPECT_EQ(large_fused.route, Route::fused_two_shot);
+  EXPECT_EQ(large_fused.protocol, Protocol::staged);
+  EXPECT_EQ(large_fused.reason, FallbackReason::none);
+  // The cutoffs still decide admission: over the fused cutoff is the fallback.
+  const auto too_large = route_declaration(fused_of(16384, 4096), context);  // 128 MiB
+  EXPECT_EQ(too_large.route, Route::fallback);
+  EXPECT_EQ(too_large.protocol, Protocol::none);
+  // Several nodes: hierarchical, staged, whatever the single-node windows say.
+  context.num_nodes = 2;
+  context.world_size = 4;
+  context.ranks_per_node = 2;
+  const auto across = route_declaration(fused_of(1024, 4096), context);
+  EXPECT_EQ(across.route, Route::hierarchical);
+  EXPECT_EQ(across.protocol, Protocol::staged);
+}
+
+}  // namespace
+}  // namespace peerplan::routing
