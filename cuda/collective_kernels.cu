@@ -17,6 +17,7 @@
 #include "element_ops.cuh"
 #include "launch_shape.cuh"
 #include "rms_norm_row.cuh"
+#include "shard_geometry.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(kThreads)
   Signals* own = signals_of(p, p.rank);
 
   constexpr int V = Pack<T>::kCount;
-  const std::int64_t shard = ((count + p.size - 1) / p.size + V - 1) / V * V;
+  const std::int64_t shard = shard_elements<V>(count, p.size);
   const std::int64_t shard_packs = shard / V;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -528,7 +529,7 @@ cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* 
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
     constexpr int V = Pack<T>::kCount;
-    const std::int64_t shard = ((count + peers.size - 1) / peers.size + V - 1) / V * V;
+    const std::int64_t shard = shard_elements<V>(count, peers.size);
     launch_p2p(two_shot_kernel<T>, blocks_for(shard / V, kTwoShotMaxBlocks), kThreads,
                peers.overlap_launch, stream, peers, static_cast<const T*>(in),
                static_cast<T*>(out), layout, count);
@@ -575,7 +576,7 @@ cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, vo
       // (benchmarks/RESULTS.md, session 3).
       const std::int64_t count = rows * hidden;
       constexpr int V = Pack<T>::kCount;
-      const std::int64_t shard = ((count + peers.size - 1) / peers.size + V - 1) / V * V;
+      const std::int64_t shard = shard_elements<V>(count, peers.size);
       launch_p2p(two_shot_kernel<T>, blocks_for(shard / V, kTwoShotMaxBlocks), kThreads,
                  peers.overlap_launch, stream, peers, static_cast<const T*>(inout),
                  static_cast<T*>(inout), layout, count);

@@ -19,6 +19,7 @@
 #include "device_sync.cuh"
 #include "element_ops.cuh"
 #include "launch_shape.cuh"
+#include "shard_geometry.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
@@ -184,7 +185,7 @@ __global__ void __launch_bounds__(kThreads)
   Signals* own = signals_of(p, p.rank);
 
   constexpr int V = Pack<T>::kCount;
-  const std::int64_t shard = ((count + p.size - 1) / p.size + V - 1) / V * V;
+  const std::int64_t shard = shard_elements<V>(count, p.size);
   const std::int64_t shard_packs = shard / V;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -254,7 +255,7 @@ cudaError_t launch_pull_two_shot(const PeerSet& peers, ElementType type, const v
   return dispatch(type, [&](auto tag) {
     using T = decltype(tag);
     constexpr int V = Pack<T>::kCount;
-    const std::int64_t shard = ((count + peers.size - 1) / peers.size + V - 1) / V * V;
+    const std::int64_t shard = shard_elements<V>(count, peers.size);
     launch_p2p(pull_two_shot_kernel<T>, blocks_for(shard / V, kAllReduceMaxBlocks), kThreads,
                peers.overlap_launch, stream, peers, static_cast<const T*>(in),
                static_cast<T*>(out), layout, count, source);
