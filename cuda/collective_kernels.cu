@@ -15,7 +15,9 @@
 #include "collective_kernels.hpp"
 #include "device_sync.cuh"
 #include "element_ops.cuh"
+#include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "recipe_steps.cuh"
 #include "rms_norm_row.cuh"
 #include "shard_geometry.cuh"
 
@@ -467,26 +469,6 @@ namespace {
 // Rows of the row kernels in flight at once: blocks of kRowThreads, or
 // clusters of kRowSplits blocks of kSplitThreads.
 constexpr std::int64_t kMaxRowBlocks = 1024;
-
-// The standalone add + RMSNorm; `clusters` as PeerSet::cluster_rows.
-// `aborted`: null, or the P2P transport's "gave up" word (see Signals).
-template <class T>
-void launch_row_norm(const T* reduced, void* inout, void* residual, const void* weight, float eps,
-                     const KernelLayout& layout, std::int64_t rows, std::int64_t hidden,
-                     bool clusters, const std::uint32_t* aborted, cudaStream_t stream) {
-  const auto units = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxRowBlocks));
-  if (clusters) {
-    launch_p2p_clustered(add_rms_norm_kernel<T, true>, units * kRowSplits, kSplitThreads,
-                         kRowSplits, true, stream, reduced, static_cast<T*>(inout),
-                         static_cast<T*>(residual), static_cast<const T*>(weight), eps, layout,
-                         rows, hidden, aborted);
-    return;
-  }
-  add_rms_norm_kernel<T, false><<<units, kRowThreads, 0, stream>>>(
-      reduced, static_cast<T*>(inout), static_cast<T*>(residual), static_cast<const T*>(weight),
-      eps, layout, rows, hidden, aborted);
-}
-
 // Rows of the LL fused kernel in flight at once (clusters of kRowSplits blocks).
 constexpr std::int64_t kMaxFusedClusters = 128;
 std::size_t round_up(std::size_t bytes, std::size_t to) { return (bytes + to - 1) / to * to; }
@@ -510,90 +492,158 @@ std::size_t sub_slot_bytes_for(std::size_t max_message_bytes, int size) {
   return round_up(line_bytes > pull_bytes ? line_bytes : pull_bytes, 256);
 }
 
+namespace detail {
+
+KernelStep one_shot_ll_step(const PeerSet& shape, ElementType type, std::int64_t count) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    const std::int64_t lines = (count + 8 / sizeof(T) - 1) / (8 / sizeof(T));
+    step.kernel = reinterpret_cast<const void*>(one_shot_kernel<T>);
+    // No per-block flags: the grid size is this rank's choice.
+    step.blocks = blocks_for(lines, shape.one_shot_max_blocks);
+  });
+  step.threads = kThreads;
+  step.programmatic = shape.overlap_launch;
+  return step;
+}
+
+KernelStep two_shot_step(const PeerSet& shape, ElementType type, std::int64_t shard) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int V = Pack<T>::kCount;
+    step.kernel = reinterpret_cast<const void*>(two_shot_kernel<T>);
+    step.blocks = blocks_for(shard / V, kTwoShotMaxBlocks);
+  });
+  step.threads = kThreads;
+  step.programmatic = shape.overlap_launch;
+  return step;
+}
+
+KernelStep fused_ll_step(const PeerSet& shape, ElementType type, std::int64_t rows) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    if (shape.cluster_rows) {
+      const auto clusters =
+          static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxFusedClusters));
+      step.kernel = reinterpret_cast<const void*>(fused_ll_kernel<T, true>);
+      step.blocks = clusters * kRowSplits;
+      step.threads = kSplitThreads;
+      step.cluster = kRowSplits;
+    } else {
+      step.kernel = reinterpret_cast<const void*>(fused_ll_kernel<T, false>);
+      step.blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxBlocks));
+      step.threads = kRowThreads;
+    }
+  });
+  step.programmatic = shape.overlap_launch;
+  return step;
+}
+
+KernelStep fused_staged_step(const PeerSet& shape, ElementType type, std::int64_t rows) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    step.kernel = reinterpret_cast<const void*>(fused_kernel<T>);
+  });
+  step.blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxBlocks));
+  step.threads = kRowThreads;
+  step.programmatic = shape.overlap_launch;
+  return step;
+}
+
+// `clusters` as PeerSet::cluster_rows; the cluster kernel waits for the
+// previous kernel on the device (it is a programmatic dependent launch
+// whatever PeerSet::overlap_launch says), the block kernel is a plain launch.
+KernelStep row_norm_step(ElementType type, std::int64_t rows, bool clusters) {
+  KernelStep step;
+  const auto units = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxRowBlocks));
+  with_element_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    if (clusters) {
+      step.kernel = reinterpret_cast<const void*>(add_rms_norm_kernel<T, true>);
+    } else {
+      step.kernel = reinterpret_cast<const void*>(add_rms_norm_kernel<T, false>);
+    }
+  });
+  if (clusters) {
+    step.blocks = units * kRowSplits;
+    step.threads = kSplitThreads;
+    step.cluster = kRowSplits;
+    step.programmatic = true;
+  } else {
+    step.blocks = units;
+    step.threads = kRowThreads;
+  }
+  return step;
+}
+
+}  // namespace detail
+
 cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
                             const KernelLayout& layout, std::int64_t count,
                             cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
-    using T = decltype(tag);
-    const std::int64_t lines = (count + 8 / sizeof(T) - 1) / (8 / sizeof(T));
-    // No per-block flags: the grid size is this rank's choice.
-    launch_p2p(one_shot_kernel<T>, blocks_for(lines, peers.one_shot_max_blocks), kThreads,
-               peers.overlap_launch,
-               stream, peers, static_cast<const T*>(in), static_cast<T*>(out), layout, count);
-  });
+  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
+  LaunchRecipe recipe;
+  detail::plan_all_reduce(Algorithm::one_shot_ll, peers, type, layout, count, recipe);
+  CallPointers pointers;
+  pointers.in = in;
+  pointers.out = out;
+  return detail::legacy_status(launch(recipe, peers, pointers, stream));
 }
 
 cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
                             const KernelLayout& layout, std::int64_t count,
                             cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
-    using T = decltype(tag);
-    constexpr int V = Pack<T>::kCount;
-    const std::int64_t shard = shard_elements<V>(count, peers.size);
-    launch_p2p(two_shot_kernel<T>, blocks_for(shard / V, kTwoShotMaxBlocks), kThreads,
-               peers.overlap_launch, stream, peers, static_cast<const T*>(in),
-               static_cast<T*>(out), layout, count);
-  });
+  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
+  LaunchRecipe recipe;
+  detail::plan_all_reduce(Algorithm::two_shot, peers, type, layout, count, recipe);
+  CallPointers pointers;
+  pointers.in = in;
+  pointers.out = out;
+  return detail::legacy_status(launch(recipe, peers, pointers, stream));
 }
 
 cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, void* residual,
                          const void* weight, float eps, const KernelLayout& layout,
                          std::int64_t rows, std::int64_t hidden, cudaStream_t stream) {
+  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
   // Lamport: rows of whole packs (the region holds whole packs per row),
   // above the knob's threshold, within the region. Every input of the
   // choice is the same on every rank (the key fixes rows and hidden;
   // reserve() and the agreed knobs the rest), so sender and receiver run
   // the same protocol.
-  const std::uint64_t row_bytes =
-      static_cast<std::uint64_t>(hidden) * (type == ElementType::f32 ? 4u : 2u);
+  const std::uint64_t row_bytes = static_cast<std::uint64_t>(hidden) * detail::element_bytes(type);
   const std::uint64_t bytes = row_bytes * static_cast<std::uint64_t>(rows);
+  Algorithm algorithm;
   // (The kernel indexes the region's packs with 32-bit integers.)
   if (row_bytes % kPackBytes == 0 && bytes > peers.fused_lamport_after_bytes &&
       bytes <= peers.fused_lamport_max_bytes && bytes <= peers.lamport_max_bytes &&
       bytes / kPackBytes <= 0x7fffffffu) {
-    return launch_fused_lamport(peers, type, inout, residual, weight, eps, layout, rows, hidden,
-                                stream);
+    algorithm = Algorithm::fused_lamport;
+  } else if (row_bytes % kPackBytes == 0 && bytes <= peers.fused_ll_max_bytes) {
+    // LL lines: a cluster per row where the device has clusters, else a block per row.
+    algorithm = Algorithm::fused_ll;
+  } else if (layout.dense) {
+    // Larger messages: the two-shot all-reduce in place, then the
+    // fallback's own add + RMSNorm kernel - the same sums (fixed rank
+    // order, one rounding) and the same row function, so the same bits;
+    // measured faster than one kernel that reduces and normalises rows
+    // (benchmarks/RESULTS.md, session 3).
+    algorithm = Algorithm::fused_two_shot_row_norm;
+  } else {
+    algorithm = Algorithm::fused_staged;
   }
-  return dispatch(type, [&](auto tag) {
-    using T = decltype(tag);
-    const std::uint64_t row_bytes = static_cast<std::uint64_t>(hidden) * sizeof(T);
-    const bool lines = row_bytes % kPackBytes == 0 &&
-                       row_bytes * static_cast<std::uint64_t>(rows) <= peers.fused_ll_max_bytes;
-    if (lines && peers.cluster_rows) {
-      const auto clusters =
-          static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxFusedClusters));
-      launch_p2p_clustered(fused_ll_kernel<T, true>, clusters * kRowSplits, kSplitThreads,
-                           kRowSplits, peers.overlap_launch, stream, peers, static_cast<T*>(inout),
-                           static_cast<T*>(residual), static_cast<const T*>(weight), eps, layout,
-                           rows, hidden);
-      return;
-    }
-    if (!lines && layout.dense) {
-      // Larger messages: the two-shot all-reduce in place, then the
-      // fallback's own add + RMSNorm kernel - the same sums (fixed rank
-      // order, one rounding) and the same row function, so the same bits;
-      // measured faster than one kernel that reduces and normalises rows
-      // (benchmarks/RESULTS.md, session 3).
-      const std::int64_t count = rows * hidden;
-      constexpr int V = Pack<T>::kCount;
-      const std::int64_t shard = shard_elements<V>(count, peers.size);
-      launch_p2p(two_shot_kernel<T>, blocks_for(shard / V, kTwoShotMaxBlocks), kThreads,
-                 peers.overlap_launch, stream, peers, static_cast<const T*>(inout),
-                 static_cast<T*>(inout), layout, count);
-      launch_row_norm<T>(static_cast<const T*>(inout), inout, residual, weight, eps, layout, rows,
-                         hidden, peers.cluster_rows,
-                         reinterpret_cast<const std::uint32_t*>(
-                             static_cast<const char*>(peers.slabs[peers.rank]) +
-                             offsetof(Signals, aborted)),
-                         stream);
-      return;
-    }
-    const auto blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxBlocks));
-    launch_p2p(lines ? fused_ll_kernel<T, false> : fused_kernel<T>, blocks, kRowThreads,
-               peers.overlap_launch, stream,
-               peers, static_cast<T*>(inout), static_cast<T*>(residual),
-               static_cast<const T*>(weight), eps, layout, rows, hidden);
-  });
+  LaunchRecipe recipe;
+  detail::plan_fused(algorithm, peers, type, layout, rows, hidden, recipe);
+  CallPointers pointers;
+  pointers.inout = inout;
+  pointers.residual = residual;
+  pointers.weight = weight;
+  pointers.eps = eps;
+  return detail::legacy_status(launch(recipe, peers, pointers, stream));
 }
 
 bool rows_in_clusters_supported(int device) {
@@ -616,11 +666,15 @@ cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* ino
                                 void* residual, const void* weight, float eps,
                                 const KernelLayout& layout, std::int64_t rows,
                                 std::int64_t hidden, bool clusters, cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
-    using T = decltype(tag);
-    launch_row_norm<T>(static_cast<const T*>(reduced), inout, residual, weight, eps, layout, rows,
-                       hidden, clusters, nullptr, stream);
-  });
+  const KernelStep step = detail::row_norm_step(type, rows, clusters);
+  if (step.kernel == nullptr) return cudaGetLastError();
+  // (const T* reduced, T* inout, T* residual, const T* weight, eps,
+  // KernelLayout, rows, hidden, const uint32_t* aborted: none here)
+  const std::uint32_t* aborted = nullptr;
+  void* args[] = {&reduced, &inout, &residual, &weight, &eps, const_cast<KernelLayout*>(&layout),
+                  &rows, &hidden, &aborted};
+  detail::launch_step(step, args, stream);
+  return cudaGetLastError();
 }
 
 namespace {

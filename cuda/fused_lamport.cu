@@ -61,7 +61,9 @@
 #include "device_sync.cuh"
 #include "element_ops.cuh"
 #include "lamport.cuh"
+#include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "recipe_steps.cuh"
 #include "rms_norm_row.cuh"
 
 namespace peerplan::cuda_kernels {
@@ -282,24 +284,6 @@ std::int64_t resident_units() {
   return units;
 }
 
-template <class T, bool kCluster, int kPeers>
-void launch_rows(const PeerSet& peers, void* inout, void* residual, const void* weight, float eps,
-                 const KernelLayout& layout, std::int64_t rows, std::int64_t hidden,
-                 cudaStream_t stream) {
-  const auto units =
-      static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, resident_units<T, kCluster, kPeers>()));
-  if constexpr (kCluster) {
-    launch_p2p_clustered(kernel_of<T, true, kPeers>, units * kRowSplits, kSplitThreads, kRowSplits,
-                         peers.overlap_launch, stream, peers, static_cast<T*>(inout),
-                         static_cast<T*>(residual), static_cast<const T*>(weight), eps, layout,
-                         rows, hidden);
-  } else {
-    launch_p2p(kernel_of<T, false, kPeers>, units, kRowThreads, peers.overlap_launch, stream,
-               peers, static_cast<T*>(inout), static_cast<T*>(residual),
-               static_cast<const T*>(weight), eps, layout, rows, hidden);
-  }
-}
-
 // Which instantiation serves a call: a cluster per row where the device has
 // clusters (peers.cluster_rows); at two ranks the variant that looks at its
 // one peer's pack only.
@@ -316,19 +300,49 @@ void with_variant(const PeerSet& peers, F&& run) {
 
 }  // namespace
 
+namespace detail {
+
+// The grid is this rank's choice (no per-block flags): the peers need only
+// agree on the region's layout, which rows and hidden fix.
+KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, std::int64_t rows) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    with_variant<T>(shape, [&](auto cluster, auto peers_at_once) {
+      constexpr bool kCluster = decltype(cluster)::value;
+      constexpr int kPeers = decltype(peers_at_once)::value;
+      const auto units = static_cast<unsigned>(
+          std::clamp<std::int64_t>(rows, 1, resident_units<T, kCluster, kPeers>()));
+      step.kernel = reinterpret_cast<const void*>(kernel_of<T, kCluster, kPeers>);
+      if constexpr (kCluster) {
+        step.blocks = units * kRowSplits;
+        step.threads = kSplitThreads;
+        step.cluster = kRowSplits;
+      } else {
+        step.blocks = units;
+        step.threads = kRowThreads;
+      }
+    });
+  });
+  step.programmatic = shape.overlap_launch;
+  return step;
+}
+
+}  // namespace detail
+
 cudaError_t launch_fused_lamport(const PeerSet& peers, ElementType type, void* inout,
                                  void* residual, const void* weight, float eps,
                                  const KernelLayout& layout, std::int64_t rows,
                                  std::int64_t hidden, cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
-    using T = decltype(tag);
-    // The grid is this rank's choice (no per-block flags): the peers need
-    // only agree on the region's layout, which rows and hidden fix.
-    with_variant<T>(peers, [&](auto cluster, auto peers_at_once) {
-      launch_rows<T, decltype(cluster)::value, decltype(peers_at_once)::value>(
-          peers, inout, residual, weight, eps, layout, rows, hidden, stream);
-    });
-  });
+  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
+  LaunchRecipe recipe;
+  detail::plan_fused(Algorithm::fused_lamport, peers, type, layout, rows, hidden, recipe);
+  CallPointers pointers;
+  pointers.inout = inout;
+  pointers.residual = residual;
+  pointers.weight = weight;
+  pointers.eps = eps;
+  return detail::legacy_status(launch(recipe, peers, pointers, stream));
 }
 
 void warm_fused_lamport(const PeerSet& peers) {

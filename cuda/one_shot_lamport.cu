@@ -12,7 +12,9 @@
 #include "device_sync.cuh"
 #include "element_ops.cuh"
 #include "lamport.cuh"
+#include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "recipe_steps.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
@@ -141,18 +143,35 @@ std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes) {
   return round_up(round_up(max_message_bytes, kPackBytes), 256);
 }
 
+namespace detail {
+
+KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::int64_t count) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    const std::int64_t packs = (count + Pack<T>::kCount - 1) / Pack<T>::kCount;
+    step.kernel = reinterpret_cast<const void*>(one_shot_lamport_kernel<T>);
+    // No per-block flags: the grid size is this rank's choice (a pack per
+    // thread up to the one-shot's largest grid).
+    step.blocks = blocks_for(packs, shape.one_shot_max_blocks);
+  });
+  step.threads = kThreads;
+  step.programmatic = shape.overlap_launch;
+  return step;
+}
+
+}  // namespace detail
+
 cudaError_t launch_one_shot_lamport(const PeerSet& peers, ElementType type, const void* in,
                                     void* out, const KernelLayout& layout, std::int64_t count,
                                     cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
-    using T = decltype(tag);
-    const std::int64_t packs = (count + Pack<T>::kCount - 1) / Pack<T>::kCount;
-    // No per-block flags: the grid size is this rank's choice (a pack per
-    // thread up to the one-shot's largest grid).
-    launch_p2p(one_shot_lamport_kernel<T>, blocks_for(packs, peers.one_shot_max_blocks), kThreads,
-               peers.overlap_launch, stream, peers, static_cast<const T*>(in),
-               static_cast<T*>(out), layout, count);
-  });
+  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
+  LaunchRecipe recipe;
+  detail::plan_all_reduce(Algorithm::one_shot_lamport, peers, type, layout, count, recipe);
+  CallPointers pointers;
+  pointers.in = in;
+  pointers.out = out;
+  return detail::legacy_status(launch(recipe, peers, pointers, stream));
 }
 
 }  // namespace peerplan::cuda_kernels

@@ -18,7 +18,9 @@
 #include "collective_kernels.hpp"
 #include "device_sync.cuh"
 #include "element_ops.cuh"
+#include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "recipe_steps.cuh"
 #include "shard_geometry.cuh"
 
 namespace peerplan::cuda_kernels {
@@ -237,29 +239,60 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+namespace detail {
+
+KernelStep pull_one_shot_step(const PeerSet& shape, ElementType type, std::int64_t count) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int V = Pack<T>::kCount;
+    step.kernel = reinterpret_cast<const void*>(pull_one_shot_kernel<T>);
+    step.blocks = blocks_for((count + V - 1) / V, kAllReduceMaxBlocks);
+  });
+  step.threads = kThreads;
+  step.programmatic = shape.overlap_launch;
+  return step;
+}
+
+KernelStep pull_two_shot_step(const PeerSet& shape, ElementType type, std::int64_t shard) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int V = Pack<T>::kCount;
+    step.kernel = reinterpret_cast<const void*>(pull_two_shot_kernel<T>);
+    step.blocks = blocks_for(shard / V, kAllReduceMaxBlocks);
+  });
+  step.threads = kThreads;
+  step.programmatic = shape.overlap_launch;
+  return step;
+}
+
+}  // namespace detail
+
 cudaError_t launch_pull_one_shot(const PeerSet& peers, ElementType type, const void* in,
                                  void* out, const KernelLayout& layout, std::int64_t count,
                                  PullSource source, cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
-    using T = decltype(tag);
-    constexpr int V = Pack<T>::kCount;
-    launch_p2p(pull_one_shot_kernel<T>, blocks_for((count + V - 1) / V, kAllReduceMaxBlocks),
-               kThreads, peers.overlap_launch, stream, peers, static_cast<const T*>(in),
-               static_cast<T*>(out), layout, count, source);
-  });
+  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
+  LaunchRecipe recipe;
+  detail::plan_all_reduce(Algorithm::pull_one_shot, peers, type, layout, count, recipe);
+  CallPointers pointers;
+  pointers.in = in;
+  pointers.out = out;
+  pointers.source = source;
+  return detail::legacy_status(launch(recipe, peers, pointers, stream));
 }
 
 cudaError_t launch_pull_two_shot(const PeerSet& peers, ElementType type, const void* in,
                                  void* out, const KernelLayout& layout, std::int64_t count,
                                  PullSource source, cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
-    using T = decltype(tag);
-    constexpr int V = Pack<T>::kCount;
-    const std::int64_t shard = shard_elements<V>(count, peers.size);
-    launch_p2p(pull_two_shot_kernel<T>, blocks_for(shard / V, kAllReduceMaxBlocks), kThreads,
-               peers.overlap_launch, stream, peers, static_cast<const T*>(in),
-               static_cast<T*>(out), layout, count, source);
-  });
+  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
+  LaunchRecipe recipe;
+  detail::plan_all_reduce(Algorithm::pull_two_shot, peers, type, layout, count, recipe);
+  CallPointers pointers;
+  pointers.in = in;
+  pointers.out = out;
+  pointers.source = source;
+  return detail::legacy_status(launch(recipe, peers, pointers, stream));
 }
 
 }  // namespace peerplan::cuda_kernels
