@@ -7,7 +7,7 @@
 // kernel - one write per element across the link (the LL kernel sends
 // twice that), no flags and no barrier between the ranks.
 //
-// Row mapping: the LL fused kernel's (collective_kernels.cu). A row is cut
+// Row mapping: the LL fused kernel's (fused_ll.cu). A row is cut
 // into kRowSplits splits of kSplitThreads threads (rms_norm_row.cuh); a
 // cluster of kRowSplits blocks (one split each, sm_90+) or one block of
 // kRowThreads runs one row at a time, and the grid's clusters (blocks)
@@ -138,8 +138,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
   auto row_sum = RowWorkers<kCluster>::row(shared);
   const int units = RowWorkers<kCluster>::row_step();
   const int unit = RowWorkers<kCluster>::first_row();
-  // launch_fused_lamport: whole packs, and every pack index of the region
-  // (rows * row_packs) below 2^31.
+  // prepare_fused (and launch_fused's choice): whole packs, and every pack
+  // index of the region (rows * row_packs) below 2^31.
   const int row_packs = static_cast<int>(hidden / V);
   const int row_count = static_cast<int>(rows);
   const RowPart part = row_part(row_sum.split(), row_sum.thread(), row_packs);
@@ -236,8 +236,9 @@ template <class T, bool kCluster, int kPeers>
 constexpr auto kernel_of = fused_lamport_kernel<T, kCluster, kPeers>;
 
 // Clusters (kCluster) or blocks of the kernel that the current device holds
-// at once, from the occupancy calculator, computed once per device (first
-// at create: warm_fused_lamport(), never on a call's path); the grid is
+// at once, from the occupancy calculator, computed once per device and
+// variant (at declare: prepare_fused(); or at create: warm_fused_lamport();
+// never on a call's path, where the old launcher finds it cached); the grid is
 // never larger: a cluster that is not resident would start only when
 // another has finished its rows, long after its own rows' data arrived.
 // kMaxFusedClusters (kMaxFusedBlocks) when the calculator fails.
@@ -329,21 +330,6 @@ KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, std::int64
 }
 
 }  // namespace detail
-
-cudaError_t launch_fused_lamport(const PeerSet& peers, ElementType type, void* inout,
-                                 void* residual, const void* weight, float eps,
-                                 const KernelLayout& layout, std::int64_t rows,
-                                 std::int64_t hidden, cudaStream_t stream) {
-  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
-  LaunchRecipe recipe;
-  detail::plan_fused(Algorithm::fused_lamport, peers, type, layout, rows, hidden, recipe);
-  CallPointers pointers;
-  pointers.inout = inout;
-  pointers.residual = residual;
-  pointers.weight = weight;
-  pointers.eps = eps;
-  return detail::legacy_status(launch(recipe, peers, pointers, stream));
-}
 
 void warm_fused_lamport(const PeerSet& peers) {
   for (ElementType type : {ElementType::f16, ElementType::bf16, ElementType::f32}) {

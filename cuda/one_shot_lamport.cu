@@ -134,14 +134,7 @@ __global__ void __launch_bounds__(kThreads)
   finish_call(p, epoch, ticket);
 }
 
-std::size_t round_up(std::size_t bytes, std::size_t to) { return (bytes + to - 1) / to * to; }
-
 }  // namespace
-
-std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes) {
-  // Whole packs (a short last pack travels whole), 256-byte aligned sub-slots.
-  return round_up(round_up(max_message_bytes, kPackBytes), 256);
-}
 
 namespace detail {
 
@@ -161,17 +154,5 @@ KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::in
 }
 
 }  // namespace detail
-
-cudaError_t launch_one_shot_lamport(const PeerSet& peers, ElementType type, const void* in,
-                                    void* out, const KernelLayout& layout, std::int64_t count,
-                                    cudaStream_t stream) {
-  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
-  LaunchRecipe recipe;
-  detail::plan_all_reduce(Algorithm::one_shot_lamport, peers, type, layout, count, recipe);
-  CallPointers pointers;
-  pointers.in = in;
-  pointers.out = out;
-  return detail::legacy_status(launch(recipe, peers, pointers, stream));
-}
 
 }  // namespace peerplan::cuda_kernels

@@ -269,30 +269,4 @@ KernelStep pull_two_shot_step(const PeerSet& shape, ElementType type, std::int64
 
 }  // namespace detail
 
-cudaError_t launch_pull_one_shot(const PeerSet& peers, ElementType type, const void* in,
-                                 void* out, const KernelLayout& layout, std::int64_t count,
-                                 PullSource source, cudaStream_t stream) {
-  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
-  LaunchRecipe recipe;
-  detail::plan_all_reduce(Algorithm::pull_one_shot, peers, type, layout, count, recipe);
-  CallPointers pointers;
-  pointers.in = in;
-  pointers.out = out;
-  pointers.source = source;
-  return detail::legacy_status(launch(recipe, peers, pointers, stream));
-}
-
-cudaError_t launch_pull_two_shot(const PeerSet& peers, ElementType type, const void* in,
-                                 void* out, const KernelLayout& layout, std::int64_t count,
-                                 PullSource source, cudaStream_t stream) {
-  if (!with_element_type(type, [](auto) {})) return cudaGetLastError();
-  LaunchRecipe recipe;
-  detail::plan_all_reduce(Algorithm::pull_two_shot, peers, type, layout, count, recipe);
-  CallPointers pointers;
-  pointers.in = in;
-  pointers.out = out;
-  pointers.source = source;
-  return detail::legacy_status(launch(recipe, peers, pointers, stream));
-}
-
 }  // namespace peerplan::cuda_kernels
