@@ -11,8 +11,8 @@
 // capture). launch() is the call: it builds the kernels' argument list from
 // the recipe, the CURRENT PeerSet (the slabs change when the transport
 // re-creates them; a recipe stays valid as long as the fields prepare read
-// stay the same: size, rank, one_shot_max_blocks, cluster_rows,
-// overlap_launch, lamport_max_bytes) and the call's pointers, and enqueues
+// stay the same: size, one_shot_max_blocks, cluster_rows, overlap_launch,
+// lamport_max_bytes) and the call's pointers, and enqueues
 // the recipe's one or two kernels with cudaLaunchKernelExC.
 //
 // One file per algorithm holds its kernel and its launch shape (the
@@ -97,22 +97,27 @@ struct CallPointers {
 
 // Everything but the pointers and the stream, decided once per declared
 // plan. `shape` is the transport's PeerSet; only its rank-invariant and
-// launch-shape fields are read (size, rank, one_shot_max_blocks,
-// cluster_rows, overlap_launch, lamport_max_bytes): the slab pointers may
-// be unset. Returns cudaErrorInvalidValue, leaving `out` untouched and
-// without any CUDA call, when the algorithm cannot carry the message:
-// count (rows, hidden) <= 0; shape.size outside 1..kMaxRanks; a dtype
-// outside ElementType; an all-reduce algorithm given to prepare_fused or
-// the reverse; a one-shot with shape.one_shot_max_blocks outside
+// launch-shape fields are read (size, one_shot_max_blocks, cluster_rows,
+// overlap_launch, lamport_max_bytes; not rank, not the slabs, which may be
+// unset: launch() takes those from the current PeerSet).
+//
+// Returns cudaErrorInvalidValue, leaving `out` untouched and without any
+// CUDA call, when the algorithm cannot carry the message: count (rows,
+// hidden) <= 0; shape.size outside 1..kMaxRanks; a dtype outside
+// ElementType; an all-reduce algorithm given to prepare_fused or the
+// reverse; a one-shot with shape.one_shot_max_blocks outside
 // 1..kMaxOneShotBlocks; a one-shot Lamport message above
-// shape.lamport_max_bytes; fused_lamport / fused_ll rows that are not
-// whole 16-byte packs; a fused Lamport message above
-// shape.lamport_max_bytes or with more packs than the kernel's 32-bit pack
-// index holds; fused_two_shot_row_norm on a non-dense layout.
-// prepare_fused(fused_lamport) asks the occupancy calculator, once per
-// device and variant (cached), how many rows the device holds at once.
-// The protocol's fixed limits that depend on the slab (a message larger
-// than reserve() sized the slots for) are the caller's to check.
+// shape.lamport_max_bytes; fused_lamport / fused_ll rows that are not whole
+// 16-byte packs; a fused Lamport message above shape.lamport_max_bytes or
+// with more packs than the kernel's 32-bit pack index holds;
+// fused_two_shot_row_norm on a non-dense layout. The limits that depend on
+// the slab (a message larger than reserve() sized the slots for) are the
+// caller's to check.
+//
+// prepare_fused(fused_lamport) asks the occupancy calculator how many rows
+// the CURRENT device holds at once (once per device and variant, cached;
+// 128 clusters or blocks when the query fails, as before):
+// prepare on the device the recipe will run on.
 cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type,
                                const KernelLayout& layout, std::int64_t count,
                                LaunchRecipe& out);
@@ -131,9 +136,9 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
                    cudaStream_t stream);
 
 // One line for the INFO log, e.g. "bf16 one-shot Lamport, 1048576 elements
-// (2 MiB): 80 blocks x 512 threads, PDL" or "bf16 fused two-shot + row norm,
-// 64 x 4096 (512 KiB), shards of 65536: 128 blocks x 512 threads, PDL; then
-// 512 blocks x 128 threads in clusters of 8, PDL".
+// (2 MiB): 80 blocks x 512 threads, PDL" or, at 2 ranks, "bf16 fused
+// two-shot + row norm, 64 x 4096 (512 KiB), shards of 131072: 32 blocks x
+// 512 threads, PDL; then 512 blocks x 128 threads in clusters of 8, PDL".
 std::string describe(const LaunchRecipe& recipe);
 
 }  // namespace peerplan::cuda_kernels
