@@ -1,6 +1,17 @@
-// Host-callable launchers of the CUDA backend's kernels (DESIGN §5). Only
-// the CUDA transport (src/transport/cuda/, compiled with the toolkit)
-// includes this; nothing outside it sees CUDA types.
+// The CUDA backend's kernels as the host sees them (DESIGN §5): the types
+// every kernel takes (PeerSet, KernelLayout, PullSource, the error word),
+// the slab's sizes, and host launchers. Only the CUDA transport
+// (src/transport/cuda/, compiled with the toolkit) includes this; nothing
+// outside it sees CUDA types.
+//
+// A declared plan's P2P calls launch through LaunchRecipes
+// (launch_recipe.hpp: decided once at declare, launched per call). One file
+// per algorithm holds its kernel and its launch shape: one_shot_ll.cu,
+// one_shot_lamport.cu, two_shot.cu, pull_kernels.cu, fused_ll.cu,
+// fused_lamport.cu, fused_staged.cu, row_norm.cu (add + RMSNorm), pack.cu;
+// launch_recipe.cu assembles and launches them; shard_geometry.cuh has the
+// two-shot shards, slab_sizing.cu the sizes below, device_sync.cuh the flag
+// protocol, ll_lines.cuh the LL lines, lamport.cuh the Lamport region.
 //
 // Every rank owns one device slab [signal area | staging slot 0 | slot 1 |
 // Lamport region, when a Lamport kernel may run] mapped into its
@@ -128,17 +139,24 @@ struct PullSource {
   std::uint64_t offset = 0;
 };
 
-// All return the launch's cudaError_t (cudaSuccess when enqueued).
+// Per-call launchers (legacy_launchers.cu), kept for the transport until it
+// launches LaunchRecipes: each plans the recipe of its algorithm on the call's
+// path, without prepare_*()'s checks, and launches it - the same launches as
+// before recipes. All return the launch's cudaError_t (cudaSuccess when
+// enqueued).
+//
+// Push one-shot on LL lines (one_shot_ll.cu; Algorithm::one_shot_ll).
 cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
                             const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
 // The same all-reduce by the Lamport protocol: plain 16-byte packs into a
-// sentinel-filled region, no flags (cuda/one_shot_lamport.cu). Needs
+// sentinel-filled region, no flags (one_shot_lamport.cu; one_shot_lamport). Needs
 // count * element size <= peers.lamport_max_bytes.
 cudaError_t launch_one_shot_lamport(const PeerSet& peers, ElementType type, const void* in,
                                     void* out, const KernelLayout& layout, std::int64_t count,
                                     cudaStream_t stream);
-// Any count: shards of ceil(count / size) elements rounded up to a pack;
-// the last shards may be short or empty.
+// Push two-shot (two_shot.cu; two_shot). Any count: shards of ceil(count /
+// size) elements rounded up to a pack (shard_geometry.cuh); the last shards
+// may be short or empty.
 cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
                             const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
 // The same all-reduces by pull: every rank publishes where its input is
@@ -146,6 +164,7 @@ cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* 
 // input is registered lets the peers read it in place and waits, before
 // its kernel ends, until they have (the caller may overwrite it next).
 // `in` must not overlap `out` when `source` names a registered buffer.
+// (pull_kernels.cu; pull_one_shot, pull_two_shot.)
 cudaError_t launch_pull_one_shot(const PeerSet& peers, ElementType type, const void* in,
                                  void* out, const KernelLayout& layout, std::int64_t count,
                                  PullSource source, cudaStream_t stream);
@@ -154,14 +173,15 @@ cudaError_t launch_pull_two_shot(const PeerSet& peers, ElementType type, const v
                                  PullSource source, cudaStream_t stream);
 // residual = allreduce(inout) + residual; inout = rmsnorm(residual) * weight.
 // Picks the protocol from the message, the same on every rank: Lamport
-// (launch_fused_lamport) for rows of whole 16-byte packs above
+// (fused_lamport) for rows of whole 16-byte packs above
 // peers.fused_lamport_after_bytes that fit the Lamport region; else LL
-// lines up to peers.fused_ll_max_bytes (whole-pack rows); else two-shot +
-// add/RMSNorm (dense) or the staged kernel.
+// lines up to peers.fused_ll_max_bytes (whole-pack rows; fused_ll); else
+// two-shot + add/RMSNorm (dense; fused_two_shot_row_norm) or the staged
+// kernel (fused_staged).
 cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, void* residual,
                          const void* weight, float eps, const KernelLayout& layout,
                          std::int64_t rows, std::int64_t hidden, cudaStream_t stream);
-// The fused op on the Lamport protocol (cuda/fused_lamport.cu): rows of
+// The fused op on the Lamport protocol (fused_lamport.cu): rows of
 // whole 16-byte packs (hidden * element size a multiple of 16), rows *
 // hidden * element size <= peers.lamport_max_bytes. Writes a row's residual
 // and output only once all of the row's packs arrived.
@@ -172,25 +192,30 @@ cudaError_t launch_fused_lamport(const PeerSet& peers, ElementType type, void* i
 // Computes, on the current device, the launch shapes launch_fused_lamport
 // will use (occupancy queries), so that no call - nor a CUDA-graph capture
 // - makes them. Optional; call once per device after selecting it.
+// (prepare_fused(Algorithm::fused_lamport) makes the same queries itself.)
 void warm_fused_lamport(const PeerSet& peers);
-// The same add + RMSNorm from already reduced values: `reduced` holds
-// rows * hidden contiguous elements (it may be `inout` itself when inout is
-// dense). Rounds exactly like launch_fused.
+// For the fallbacks (not legacy: these stay).
+//
+// The same add + RMSNorm from already reduced values (row_norm.cu):
+// `reduced` holds rows * hidden contiguous elements (it may be `inout`
+// itself when inout is dense). Rounds exactly like launch_fused.
 cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout,
                                 void* residual, const void* weight, float eps,
                                 const KernelLayout& layout, std::int64_t rows,
                                 std::int64_t hidden, bool clusters, cudaStream_t stream);
-// Strided tensor <-> contiguous buffer (row-major logical order).
 // True when this device and this build can launch the fused kernel's row
 // clusters (compute capability 9.0+ and sm_90+ device code): the results
-// are the same bits either way, only the speed differs.
+// are the same bits either way, only the speed differs (fused_ll.cu).
 bool rows_in_clusters_supported(int device);
 
+// Strided tensor <-> contiguous buffer (row-major logical order; pack.cu).
 cudaError_t launch_pack(std::size_t element_bytes, const void* tensor, void* contiguous,
                         const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
 cudaError_t launch_unpack(std::size_t element_bytes, const void* contiguous, void* tensor,
                           const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
 
+// The slab's sizes (slab_sizing.cu).
+//
 // Bytes one source's sub-slot needs for messages up to `max_message_bytes`
 // on `size` ranks (two-shot pads every shard to whole packs; two-shot pull
 // keeps its reduced shard at result_offset_for() in the same sub-slot); a

@@ -7,7 +7,7 @@
 // kernel - one write per element across the link (the LL kernel sends
 // twice that), no flags and no barrier between the ranks.
 //
-// Row mapping: the LL fused kernel's (collective_kernels.cu). A row is cut
+// Row mapping: the LL fused kernel's (fused_ll.cu). A row is cut
 // into kRowSplits splits of kSplitThreads threads (rms_norm_row.cuh); a
 // cluster of kRowSplits blocks (one split each, sm_90+) or one block of
 // kRowThreads runs one row at a time, and the grid's clusters (blocks)
@@ -61,7 +61,9 @@
 #include "device_sync.cuh"
 #include "element_ops.cuh"
 #include "lamport.cuh"
+#include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "recipe_steps.cuh"
 #include "rms_norm_row.cuh"
 
 namespace peerplan::cuda_kernels {
@@ -136,8 +138,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
   auto row_sum = RowWorkers<kCluster>::row(shared);
   const int units = RowWorkers<kCluster>::row_step();
   const int unit = RowWorkers<kCluster>::first_row();
-  // launch_fused_lamport: whole packs, and every pack index of the region
-  // (rows * row_packs) below 2^31.
+  // prepare_fused (and launch_fused's choice): whole packs, and every pack
+  // index of the region (rows * row_packs) below 2^31.
   const int row_packs = static_cast<int>(hidden / V);
   const int row_count = static_cast<int>(rows);
   const RowPart part = row_part(row_sum.split(), row_sum.thread(), row_packs);
@@ -234,8 +236,9 @@ template <class T, bool kCluster, int kPeers>
 constexpr auto kernel_of = fused_lamport_kernel<T, kCluster, kPeers>;
 
 // Clusters (kCluster) or blocks of the kernel that the current device holds
-// at once, from the occupancy calculator, computed once per device (first
-// at create: warm_fused_lamport(), never on a call's path); the grid is
+// at once, from the occupancy calculator, computed once per device and
+// variant (at declare: prepare_fused(); or at create: warm_fused_lamport();
+// never on a call's path, where the old launcher finds it cached); the grid is
 // never larger: a cluster that is not resident would start only when
 // another has finished its rows, long after its own rows' data arrived.
 // kMaxFusedClusters (kMaxFusedBlocks) when the calculator fails.
@@ -282,24 +285,6 @@ std::int64_t resident_units() {
   return units;
 }
 
-template <class T, bool kCluster, int kPeers>
-void launch_rows(const PeerSet& peers, void* inout, void* residual, const void* weight, float eps,
-                 const KernelLayout& layout, std::int64_t rows, std::int64_t hidden,
-                 cudaStream_t stream) {
-  const auto units =
-      static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, resident_units<T, kCluster, kPeers>()));
-  if constexpr (kCluster) {
-    launch_p2p_clustered(kernel_of<T, true, kPeers>, units * kRowSplits, kSplitThreads, kRowSplits,
-                         peers.overlap_launch, stream, peers, static_cast<T*>(inout),
-                         static_cast<T*>(residual), static_cast<const T*>(weight), eps, layout,
-                         rows, hidden);
-  } else {
-    launch_p2p(kernel_of<T, false, kPeers>, units, kRowThreads, peers.overlap_launch, stream,
-               peers, static_cast<T*>(inout), static_cast<T*>(residual),
-               static_cast<const T*>(weight), eps, layout, rows, hidden);
-  }
-}
-
 // Which instantiation serves a call: a cluster per row where the device has
 // clusters (peers.cluster_rows); at two ranks the variant that looks at its
 // one peer's pack only.
@@ -316,20 +301,35 @@ void with_variant(const PeerSet& peers, F&& run) {
 
 }  // namespace
 
-cudaError_t launch_fused_lamport(const PeerSet& peers, ElementType type, void* inout,
-                                 void* residual, const void* weight, float eps,
-                                 const KernelLayout& layout, std::int64_t rows,
-                                 std::int64_t hidden, cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
+namespace detail {
+
+// The grid is this rank's choice (no per-block flags): the peers need only
+// agree on the region's layout, which rows and hidden fix.
+KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, std::int64_t rows) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
-    // The grid is this rank's choice (no per-block flags): the peers need
-    // only agree on the region's layout, which rows and hidden fix.
-    with_variant<T>(peers, [&](auto cluster, auto peers_at_once) {
-      launch_rows<T, decltype(cluster)::value, decltype(peers_at_once)::value>(
-          peers, inout, residual, weight, eps, layout, rows, hidden, stream);
+    with_variant<T>(shape, [&](auto cluster, auto peers_at_once) {
+      constexpr bool kCluster = decltype(cluster)::value;
+      constexpr int kPeers = decltype(peers_at_once)::value;
+      const auto units = static_cast<unsigned>(
+          std::clamp<std::int64_t>(rows, 1, resident_units<T, kCluster, kPeers>()));
+      step.kernel = reinterpret_cast<const void*>(kernel_of<T, kCluster, kPeers>);
+      if constexpr (kCluster) {
+        step.blocks = units * kRowSplits;
+        step.threads = kSplitThreads;
+        step.cluster = kRowSplits;
+      } else {
+        step.blocks = units;
+        step.threads = kRowThreads;
+      }
     });
   });
+  step.programmatic = shape.overlap_launch;
+  return step;
 }
+
+}  // namespace detail
 
 void warm_fused_lamport(const PeerSet& peers) {
   for (ElementType type : {ElementType::f16, ElementType::bf16, ElementType::f32}) {

@@ -1,7 +1,8 @@
-// Launch shapes shared by the push and the pull kernels, and the dtype
-// dispatch of their launchers. Every rank of a call computes the same grid
-// from the same (rank-invariant) element count: per-block flags rely on
-// block b of every rank handling the same part of the message.
+// Launch shapes shared by the kernels' *_step() functions (recipe_steps.cuh;
+// the launches themselves are detail::launch_step's, launch_recipe.cu) and
+// their dtype dispatch. Every rank of a call computes the same grid from
+// the same (rank-invariant) element count: per-block flags rely on block b
+// of every rank handling the same part of the message.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 
 #include "collective_kernels.hpp"
 
@@ -36,45 +36,16 @@ inline unsigned blocks_for(std::int64_t work_items, int max_blocks) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(wanted, 1, max_blocks));
 }
 
-// Launches a P2P kernel of `blocks` x `threads`. With `overlap`
-// (PeerSet::overlap_launch: Hopper and later), the launch is a
-// programmatic dependent launch: the kernel may be scheduled while the
-// previous kernel on the stream still runs, and waits for it on the device
-// (begin_call) instead of on the launch path, hiding the launch latency.
-// `cluster` > 1 groups consecutive blocks into thread-block clusters of
-// that size (sm_90+; `blocks` must be a multiple of it).
-template <class... Params, class... Args>
-inline cudaError_t launch_p2p_clustered(void (*kernel)(Params...), unsigned blocks, int threads,
-                                        unsigned cluster, bool overlap, cudaStream_t stream,
-                                        Args&&... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.stream = stream;
-  cudaLaunchAttribute attributes[2]{};
-  unsigned count = 0;
-  if (overlap) {
-    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[count].val.programmaticStreamSerializationAllowed = 1;
-    ++count;
+// Calls f with a value of the dtype's element type; false (f not called)
+// for a value outside ElementType. No CUDA call.
+template <class F>
+inline bool with_element_type(ElementType type, F&& f) {
+  switch (type) {
+    case ElementType::f16: f(__half{}); return true;
+    case ElementType::bf16: f(__nv_bfloat16{}); return true;
+    case ElementType::f32: f(float{}); return true;
   }
-  if (cluster > 1) {
-    attributes[count].id = cudaLaunchAttributeClusterDimension;
-    attributes[count].val.clusterDim.x = cluster;
-    attributes[count].val.clusterDim.y = 1;
-    attributes[count].val.clusterDim.z = 1;
-    ++count;
-  }
-  config.attrs = attributes;
-  config.numAttrs = count;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
-}
-
-template <class... Params, class... Args>
-inline cudaError_t launch_p2p(void (*kernel)(Params...), unsigned blocks, int threads,
-                              bool overlap, cudaStream_t stream, Args&&... args) {
-  return launch_p2p_clustered(kernel, blocks, threads, 1, overlap, stream,
-                              std::forward<Args>(args)...);
+  return false;
 }
 
 template <class F>

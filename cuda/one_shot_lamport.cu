@@ -12,7 +12,9 @@
 #include "device_sync.cuh"
 #include "element_ops.cuh"
 #include "lamport.cuh"
+#include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "recipe_steps.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
@@ -132,27 +134,25 @@ __global__ void __launch_bounds__(kThreads)
   finish_call(p, epoch, ticket);
 }
 
-std::size_t round_up(std::size_t bytes, std::size_t to) { return (bytes + to - 1) / to * to; }
-
 }  // namespace
 
-std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes) {
-  // Whole packs (a short last pack travels whole), 256-byte aligned sub-slots.
-  return round_up(round_up(max_message_bytes, kPackBytes), 256);
-}
+namespace detail {
 
-cudaError_t launch_one_shot_lamport(const PeerSet& peers, ElementType type, const void* in,
-                                    void* out, const KernelLayout& layout, std::int64_t count,
-                                    cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
+KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::int64_t count) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
     const std::int64_t packs = (count + Pack<T>::kCount - 1) / Pack<T>::kCount;
+    step.kernel = reinterpret_cast<const void*>(one_shot_lamport_kernel<T>);
     // No per-block flags: the grid size is this rank's choice (a pack per
     // thread up to the one-shot's largest grid).
-    launch_p2p(one_shot_lamport_kernel<T>, blocks_for(packs, peers.one_shot_max_blocks), kThreads,
-               peers.overlap_launch, stream, peers, static_cast<const T*>(in),
-               static_cast<T*>(out), layout, count);
+    step.blocks = blocks_for(packs, shape.one_shot_max_blocks);
   });
+  step.threads = kThreads;
+  step.programmatic = shape.overlap_launch;
+  return step;
 }
+
+}  // namespace detail
 
 }  // namespace peerplan::cuda_kernels

@@ -18,7 +18,10 @@
 #include "collective_kernels.hpp"
 #include "device_sync.cuh"
 #include "element_ops.cuh"
+#include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "recipe_steps.cuh"
+#include "shard_geometry.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
@@ -184,7 +187,7 @@ __global__ void __launch_bounds__(kThreads)
   Signals* own = signals_of(p, p.rank);
 
   constexpr int V = Pack<T>::kCount;
-  const std::int64_t shard = ((count + p.size - 1) / p.size + V - 1) / V * V;
+  const std::int64_t shard = shard_elements<V>(count, p.size);
   const std::int64_t shard_packs = shard / V;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -236,29 +239,34 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-cudaError_t launch_pull_one_shot(const PeerSet& peers, ElementType type, const void* in,
-                                 void* out, const KernelLayout& layout, std::int64_t count,
-                                 PullSource source, cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
+namespace detail {
+
+KernelStep pull_one_shot_step(const PeerSet& shape, ElementType type, std::int64_t count) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
     constexpr int V = Pack<T>::kCount;
-    launch_p2p(pull_one_shot_kernel<T>, blocks_for((count + V - 1) / V, kAllReduceMaxBlocks),
-               kThreads, peers.overlap_launch, stream, peers, static_cast<const T*>(in),
-               static_cast<T*>(out), layout, count, source);
+    step.kernel = reinterpret_cast<const void*>(pull_one_shot_kernel<T>);
+    step.blocks = blocks_for((count + V - 1) / V, kAllReduceMaxBlocks);
   });
+  step.threads = kThreads;
+  step.programmatic = shape.overlap_launch;
+  return step;
 }
 
-cudaError_t launch_pull_two_shot(const PeerSet& peers, ElementType type, const void* in,
-                                 void* out, const KernelLayout& layout, std::int64_t count,
-                                 PullSource source, cudaStream_t stream) {
-  return dispatch(type, [&](auto tag) {
+KernelStep pull_two_shot_step(const PeerSet& shape, ElementType type, std::int64_t shard) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
     constexpr int V = Pack<T>::kCount;
-    const std::int64_t shard = ((count + peers.size - 1) / peers.size + V - 1) / V * V;
-    launch_p2p(pull_two_shot_kernel<T>, blocks_for(shard / V, kAllReduceMaxBlocks), kThreads,
-               peers.overlap_launch, stream, peers, static_cast<const T*>(in),
-               static_cast<T*>(out), layout, count, source);
+    step.kernel = reinterpret_cast<const void*>(pull_two_shot_kernel<T>);
+    step.blocks = blocks_for(shard / V, kAllReduceMaxBlocks);
   });
+  step.threads = kThreads;
+  step.programmatic = shape.overlap_launch;
+  return step;
 }
+
+}  // namespace detail
 
 }  // namespace peerplan::cuda_kernels

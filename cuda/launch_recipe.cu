@@ -1,0 +1,335 @@
+// Launch recipes (launch_recipe.hpp): the checks of prepare_*(), the
+// assembly of an algorithm's steps (each algorithm's file computes its own
+// launch shape: recipe_steps.cuh), the call's argument lists and launches,
+// and the INFO line.
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "collective_kernels.hpp"
+#include "device_sync.cuh"
+#include "launch_recipe.hpp"
+#include "launch_shape.cuh"
+#include "recipe_steps.cuh"
+#include "shard_geometry.cuh"
+
+namespace peerplan::cuda_kernels {
+namespace {
+
+bool known(ElementType type) {
+  return type == ElementType::f16 || type == ElementType::bf16 || type == ElementType::f32;
+}
+
+bool fused(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::fused_lamport:
+    case Algorithm::fused_ll:
+    case Algorithm::fused_staged:
+    case Algorithm::fused_two_shot_row_norm: return true;
+    default: return false;
+  }
+}
+
+bool all_reduce(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::one_shot_ll:
+    case Algorithm::one_shot_lamport:
+    case Algorithm::two_shot:
+    case Algorithm::pull_one_shot:
+    case Algorithm::pull_two_shot: return true;
+    default: return false;
+  }
+}
+
+// Elements per shard of a two-shot message (shard_geometry.cuh).
+std::int64_t shard_of(ElementType type, std::int64_t count, int ranks) {
+  std::int64_t shard = 0;
+  with_element_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    shard = shard_elements<static_cast<int>(kPackBytes / sizeof(T))>(count, ranks);
+  });
+  return shard;
+}
+
+void start(LaunchRecipe& r, Algorithm algorithm, const PeerSet& shape, ElementType type,
+           const KernelLayout& layout, std::int64_t count) {
+  r = LaunchRecipe{};
+  r.algorithm = algorithm;
+  r.type = type;
+  r.layout = layout;
+  r.ranks = shape.size;
+  r.count = count;
+  r.message_bytes = static_cast<std::size_t>(count) * detail::element_bytes(type);
+  r.step_count = 1;
+}
+
+// The runtime's last error is cleared after a failed launch, so that it is
+// not reported again by an unrelated later check.
+cudaError_t failed(cudaError_t status) {
+  if (status != cudaSuccess) cudaGetLastError();
+  return status;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::size_t element_bytes(ElementType type) noexcept {
+  return type == ElementType::f32 ? 4u : 2u;
+}
+
+void plan_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type,
+                     const KernelLayout& layout, std::int64_t count, LaunchRecipe& r) {
+  start(r, algorithm, shape, type, layout, count);
+  switch (algorithm) {
+    case Algorithm::one_shot_ll: r.steps[0] = one_shot_ll_step(shape, type, count); break;
+    case Algorithm::one_shot_lamport: r.steps[0] = one_shot_lamport_step(shape, type, count); break;
+    case Algorithm::two_shot:
+      r.shard_elements = shard_of(type, count, shape.size);
+      r.steps[0] = two_shot_step(shape, type, r.shard_elements);
+      break;
+    case Algorithm::pull_one_shot: r.steps[0] = pull_one_shot_step(shape, type, count); break;
+    case Algorithm::pull_two_shot:
+      r.shard_elements = shard_of(type, count, shape.size);
+      r.steps[0] = pull_two_shot_step(shape, type, r.shard_elements);
+      break;
+    default: r.step_count = 0; break;
+  }
+}
+
+void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
+                const KernelLayout& layout, std::int64_t rows, std::int64_t hidden,
+                LaunchRecipe& r) {
+  start(r, algorithm, shape, type, layout, rows * hidden);
+  r.rows = rows;
+  r.hidden = hidden;
+  switch (algorithm) {
+    case Algorithm::fused_lamport: r.steps[0] = fused_lamport_step(shape, type, rows); break;
+    case Algorithm::fused_ll: r.steps[0] = fused_ll_step(shape, type, rows); break;
+    case Algorithm::fused_staged: r.steps[0] = fused_staged_step(shape, type, rows); break;
+    case Algorithm::fused_two_shot_row_norm:
+      // The two-shot all-reduce of the whole message in place, then the
+      // fallback's own add + RMSNorm kernel on the reduced rows: the same
+      // sums (fixed rank order, one rounding) and the same row function as
+      // the other fused kernels, so the same bits.
+      r.shard_elements = shard_of(type, r.count, shape.size);
+      r.steps[0] = two_shot_step(shape, type, r.shard_elements);
+      r.steps[1] = row_norm_step(type, rows, shape.cluster_rows);
+      r.step_count = 2;
+      break;
+    default: r.step_count = 0; break;
+  }
+}
+
+cudaError_t launch_step(const KernelStep& step, void** args, cudaStream_t stream) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(step.blocks);
+  config.blockDim = dim3(step.threads);
+  config.stream = stream;
+  cudaLaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (step.programmatic) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count].val.programmaticStreamSerializationAllowed = 1;
+    ++count;
+  }
+  if (step.cluster > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = step.cluster;
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count].val.clusterDim.z = 1;
+    ++count;
+  }
+  config.attrs = attributes;
+  config.numAttrs = count;
+  return cudaLaunchKernelExC(&config, step.kernel, args);
+}
+
+cudaError_t legacy_status(cudaError_t launched) {
+  // launch() cleared the last error after a failed launch; the old
+  // launchers returned cudaGetLastError() after theirs: the same status.
+  return launched != cudaSuccess ? launched : cudaGetLastError();
+}
+
+}  // namespace detail
+
+const char* to_string(Algorithm algorithm) noexcept {
+  switch (algorithm) {
+    case Algorithm::one_shot_ll: return "one-shot LL";
+    case Algorithm::one_shot_lamport: return "one-shot Lamport";
+    case Algorithm::two_shot: return "two-shot";
+    case Algorithm::pull_one_shot: return "pull one-shot";
+    case Algorithm::pull_two_shot: return "pull two-shot";
+    case Algorithm::fused_lamport: return "fused Lamport";
+    case Algorithm::fused_ll: return "fused LL";
+    case Algorithm::fused_staged: return "fused staged";
+    case Algorithm::fused_two_shot_row_norm: return "fused two-shot + row norm";
+  }
+  return "unknown";
+}
+
+cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type,
+                               const KernelLayout& layout, std::int64_t count,
+                               LaunchRecipe& out) {
+  if (!all_reduce(algorithm) || !known(type) || count <= 0 || shape.size < 1 ||
+      shape.size > kMaxRanks) {
+    return cudaErrorInvalidValue;
+  }
+  const bool one_shot =
+      algorithm == Algorithm::one_shot_ll || algorithm == Algorithm::one_shot_lamport;
+  if (one_shot &&
+      (shape.one_shot_max_blocks < 1 || shape.one_shot_max_blocks > kMaxOneShotBlocks)) {
+    return cudaErrorInvalidValue;
+  }
+  const std::uint64_t bytes = static_cast<std::uint64_t>(count) * detail::element_bytes(type);
+  if (algorithm == Algorithm::one_shot_lamport && bytes > shape.lamport_max_bytes) {
+    return cudaErrorInvalidValue;
+  }
+  detail::plan_all_reduce(algorithm, shape, type, layout, count, out);
+  return cudaSuccess;
+}
+
+cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
+                          const KernelLayout& layout, std::int64_t rows, std::int64_t hidden,
+                          LaunchRecipe& out) {
+  if (!fused(algorithm) || !known(type) || rows <= 0 || hidden <= 0 || shape.size < 1 ||
+      shape.size > kMaxRanks || rows > std::numeric_limits<std::int64_t>::max() / hidden) {
+    return cudaErrorInvalidValue;
+  }
+  const std::uint64_t row_bytes = static_cast<std::uint64_t>(hidden) * detail::element_bytes(type);
+  const std::uint64_t bytes = row_bytes * static_cast<std::uint64_t>(rows);
+  const bool whole_packs = row_bytes % kPackBytes == 0;
+  switch (algorithm) {
+    case Algorithm::fused_lamport:
+      // The region holds whole packs per row; the kernel indexes its packs
+      // (rows * packs per row) with 32-bit integers.
+      if (!whole_packs || bytes > shape.lamport_max_bytes || bytes / kPackBytes > 0x7fffffffu) {
+        return cudaErrorInvalidValue;
+      }
+      break;
+    case Algorithm::fused_ll:
+      if (!whole_packs) return cudaErrorInvalidValue;  // a pack of a row is two whole lines
+      break;
+    case Algorithm::fused_two_shot_row_norm:
+      if (!layout.dense) return cudaErrorInvalidValue;  // the two-shot reduces in place
+      break;
+    default: break;
+  }
+  detail::plan_fused(algorithm, shape, type, layout, rows, hidden, out);
+  return cudaSuccess;
+}
+
+cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallPointers& pointers,
+                   cudaStream_t stream) {
+  if (recipe.step_count < 1 || recipe.step_count > 2 || recipe.steps[0].kernel == nullptr ||
+      (recipe.step_count == 2 && recipe.steps[1].kernel == nullptr) ||
+      recipe.ranks != peers.size) {
+    return cudaErrorInvalidValue;
+  }
+  // The kernels' parameters, in order; a typed pointer parameter is passed
+  // as the untyped pointer of the same value.
+  void* const peer_set = const_cast<PeerSet*>(&peers);
+  void* const layout = const_cast<KernelLayout*>(&recipe.layout);
+  void* const count = const_cast<std::int64_t*>(&recipe.count);
+  void* const rows = const_cast<std::int64_t*>(&recipe.rows);
+  void* const hidden = const_cast<std::int64_t*>(&recipe.hidden);
+  switch (recipe.algorithm) {
+    case Algorithm::one_shot_ll:
+    case Algorithm::one_shot_lamport:
+    case Algorithm::two_shot: {
+      // (PeerSet, const T* in, T* out, KernelLayout, count)
+      const void* in = pointers.in;
+      void* out = pointers.out;
+      void* args[] = {peer_set, &in, &out, layout, count};
+      return failed(detail::launch_step(recipe.steps[0], args, stream));
+    }
+    case Algorithm::pull_one_shot:
+    case Algorithm::pull_two_shot: {
+      // (PeerSet, const T* in, T* out, KernelLayout, count, PullSource)
+      const void* in = pointers.in;
+      void* out = pointers.out;
+      PullSource source = pointers.source;
+      void* args[] = {peer_set, &in, &out, layout, count, &source};
+      return failed(detail::launch_step(recipe.steps[0], args, stream));
+    }
+    case Algorithm::fused_lamport:
+    case Algorithm::fused_ll:
+    case Algorithm::fused_staged: {
+      // (PeerSet, T* inout, T* residual, const T* weight, eps, KernelLayout, rows, hidden)
+      void* inout = pointers.inout;
+      void* residual = pointers.residual;
+      const void* weight = pointers.weight;
+      float eps = pointers.eps;
+      void* args[] = {peer_set, &inout, &residual, &weight, &eps, layout, rows, hidden};
+      return failed(detail::launch_step(recipe.steps[0], args, stream));
+    }
+    case Algorithm::fused_two_shot_row_norm: {
+      // The two-shot all-reduce in place: (PeerSet, const T* in, T* out, KernelLayout, count).
+      const void* in = pointers.inout;
+      void* out = pointers.inout;
+      void* reduce[] = {peer_set, &in, &out, layout, count};
+      const cudaError_t status = detail::launch_step(recipe.steps[0], reduce, stream);
+      if (status != cudaSuccess) return failed(status);
+      // Then (const T* reduced, T* inout, T* residual, const T* weight,
+      // eps, KernelLayout, rows, hidden, const uint32_t* aborted): after a
+      // two-shot that gave up, this rank's "aborted" word (Signals) tells
+      // the row kernel to write nothing.
+      void* residual = pointers.residual;
+      const void* weight = pointers.weight;
+      float eps = pointers.eps;
+      const auto* aborted = reinterpret_cast<const std::uint32_t*>(
+          static_cast<const char*>(peers.slabs[peers.rank]) + offsetof(Signals, aborted));
+      void* norm[] = {&in, &out, &residual, &weight, &eps, layout, rows, hidden, &aborted};
+      return failed(detail::launch_step(recipe.steps[1], norm, stream));
+    }
+  }
+  return cudaErrorInvalidValue;
+}
+
+namespace {
+
+const char* type_name(ElementType type) {
+  switch (type) {
+    case ElementType::f16: return "f16";
+    case ElementType::bf16: return "bf16";
+    case ElementType::f32: return "f32";
+  }
+  return "?";
+}
+
+std::string bytes_text(std::size_t bytes) {
+  constexpr std::size_t kKiB = 1024, kMiB = 1024 * 1024;
+  if (bytes >= kMiB && bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
+  if (bytes >= kKiB && bytes % kKiB == 0) return std::to_string(bytes / kKiB) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+std::string step_text(const KernelStep& step) {
+  std::string text = std::to_string(step.blocks) + (step.blocks == 1 ? " block x " : " blocks x ") +
+                     std::to_string(step.threads) + " threads";
+  if (step.cluster > 1) text += " in clusters of " + std::to_string(step.cluster);
+  if (step.programmatic) text += ", PDL";
+  return text;
+}
+
+}  // namespace
+
+std::string describe(const LaunchRecipe& recipe) {
+  std::string text = std::string(type_name(recipe.type)) + " " + to_string(recipe.algorithm) + ", ";
+  if (fused(recipe.algorithm)) {
+    text += std::to_string(recipe.rows) + " x " + std::to_string(recipe.hidden);
+  } else {
+    text += std::to_string(recipe.count) + (recipe.count == 1 ? " element" : " elements");
+  }
+  text += " (" + bytes_text(recipe.message_bytes) + ")";
+  if (recipe.shard_elements > 0) text += ", shards of " + std::to_string(recipe.shard_elements);
+  if (recipe.step_count < 1) return text + ": not prepared";
+  text += ": " + step_text(recipe.steps[0]);
+  if (recipe.step_count > 1) text += "; then " + step_text(recipe.steps[1]);
+  return text;
+}
+
+}  // namespace peerplan::cuda_kernels

@@ -1,0 +1,144 @@
+// Launch recipes: what a declared plan decides once, so that a call only
+// adds its pointers and its stream (DESIGN §5). Host-only API, included by
+// the C++ transport (compiled by the host compiler): no device code, no
+// CUDA syntax beyond the runtime API's types.
+//
+// prepare_all_reduce() / prepare_fused() run at declare time: they check
+// that the algorithm can carry the message, and fix the kernel
+// instantiation for the dtype, the grid, the block, the cluster, the launch
+// attributes and the shard geometry - everything but the pointers - making
+// any occupancy query there (never on a call's path, nor inside a CUDA-graph
+// capture). launch() is the call: it builds the kernels' argument list from
+// the recipe, the CURRENT PeerSet (the slabs change when the transport
+// re-creates them; a recipe stays valid as long as the fields prepare read
+// stay the same: size, one_shot_max_blocks, cluster_rows, overlap_launch,
+// lamport_max_bytes) and the call's pointers, and enqueues
+// the recipe's one or two kernels with cudaLaunchKernelExC.
+//
+// One file per algorithm holds its kernel and its launch shape (the
+// *_step() functions of recipe_steps.cuh):
+//   one_shot_ll              one_shot_ll.cu      push one-shot on LL lines
+//   one_shot_lamport         one_shot_lamport.cu push one-shot, Lamport region (lamport.cuh)
+//   two_shot                 two_shot.cu         push two-shot, staged + flag barrier
+//   pull_one_shot/_two_shot  pull_kernels.cu     the same all-reduces by pull
+//   fused_lamport            fused_lamport.cu    fused op, Lamport region
+//   fused_ll                 fused_ll.cu         fused op, LL lines (clusters or blocks)
+//   fused_staged             fused_staged.cu     fused op, staged packs + flag barrier
+//   fused_two_shot_row_norm  two_shot.cu, then row_norm.cu (the add + RMSNorm kernel)
+// launch_recipe.cu holds prepare, launch and describe; shard_geometry.cuh
+// the two-shot shards; slab_sizing.cu the slab's sizes.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "collective_kernels.hpp"
+
+namespace peerplan::cuda_kernels {
+
+enum class Algorithm : std::uint8_t {
+  one_shot_ll,       // push one-shot, LL lines
+  one_shot_lamport,  // push one-shot, Lamport region
+  two_shot,          // push two-shot, staged + flag barrier
+  pull_one_shot,     // pull one-shot (PullSource: registered in place, or staged)
+  pull_two_shot,     // pull two-shot
+  fused_lamport,     // fused op, Lamport region (rows of whole 16-byte packs, fits the region)
+  fused_ll,          // fused op, LL lines (rows of whole packs); a cluster per row when
+                     // PeerSet::cluster_rows, else a block per row
+  fused_staged,      // fused op, staged packs + flag barrier (any layout)
+  fused_two_shot_row_norm,  // dense fused op: the two-shot all-reduce in place, then the
+                            // add + RMSNorm row kernel
+};
+
+// "one-shot LL", "one-shot Lamport", "two-shot", "pull one-shot", "pull
+// two-shot", "fused Lamport", "fused LL", "fused staged", "fused two-shot +
+// row norm" ("unknown" for a value outside the enum).
+const char* to_string(Algorithm algorithm) noexcept;
+
+// One kernel launch, fully decided.
+struct KernelStep {
+  const void* kernel = nullptr;  // the __global__ function instantiated for the dtype
+  unsigned blocks = 0;           // grid (x)
+  unsigned threads = 0;          // block (x)
+  unsigned cluster = 1;          // blocks per thread-block cluster (1: none)
+  bool programmatic = false;     // programmatic dependent launch (PDL) attribute
+};
+
+struct LaunchRecipe {
+  Algorithm algorithm{};
+  ElementType type{};
+  KernelLayout layout{};
+  std::int32_t ranks = 0;             // PeerSet::size at prepare; launch() checks it
+  std::int64_t count = 0;             // elements
+  std::int64_t rows = 0, hidden = 0;  // fused only (count == rows * hidden)
+  std::int64_t shard_elements = 0;    // two-shot variants: elements per shard (whole packs)
+  std::size_t message_bytes = 0;
+  KernelStep steps[2]{};
+  int step_count = 0;
+};
+
+// What a call adds to its recipe.
+struct CallPointers {
+  // All-reduce: in -> out (in == out allowed, except that a pull `source`
+  // naming a registered buffer needs them apart).
+  const void* in = nullptr;
+  void* out = nullptr;
+  // Fused op: residual = allreduce(inout) + residual; inout = rmsnorm(residual) * weight.
+  void* inout = nullptr;
+  void* residual = nullptr;
+  const void* weight = nullptr;
+  float eps = 0.0f;
+  // Pull variants: where this rank's input is.
+  PullSource source{};
+};
+
+// Everything but the pointers and the stream, decided once per declared
+// plan. `shape` is the transport's PeerSet; only its rank-invariant and
+// launch-shape fields are read (size, one_shot_max_blocks, cluster_rows,
+// overlap_launch, lamport_max_bytes; not rank, not the slabs, which may be
+// unset: launch() takes those from the current PeerSet).
+//
+// Returns cudaErrorInvalidValue, leaving `out` untouched and without any
+// CUDA call, when the algorithm cannot carry the message: count (rows,
+// hidden) <= 0; shape.size outside 1..kMaxRanks; a dtype outside
+// ElementType; an all-reduce algorithm given to prepare_fused or the
+// reverse; a one-shot with shape.one_shot_max_blocks outside
+// 1..kMaxOneShotBlocks; a one-shot Lamport message above
+// shape.lamport_max_bytes; fused_lamport / fused_ll rows that are not whole
+// 16-byte packs; a fused Lamport message above shape.lamport_max_bytes or
+// with more packs than the kernel's 32-bit pack index holds;
+// fused_two_shot_row_norm on a non-dense layout. The limits that depend on
+// the slab (a message larger than reserve() sized the slots for) are the
+// caller's to check.
+//
+// prepare_fused(fused_lamport) asks the occupancy calculator how many rows
+// the CURRENT device holds at once (once per device and variant, cached;
+// 128 clusters or blocks when the query fails, as before):
+// prepare on the device the recipe will run on.
+cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type,
+                               const KernelLayout& layout, std::int64_t count,
+                               LaunchRecipe& out);
+cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
+                          const KernelLayout& layout, std::int64_t rows, std::int64_t hidden,
+                          LaunchRecipe& out);
+
+// The call: the recipe's kernels with their arguments from `peers` (the
+// current PeerSet) and `pointers`, enqueued on `stream` with the recipe's
+// grid, block, cluster and attributes. No occupancy query, no dtype switch.
+// Returns the first failing launch's status (the runtime's last-error
+// state is cleared then; a second step is not launched after a failed
+// first one), cudaErrorInvalidValue for a recipe that was never prepared or
+// whose PeerSet::size differs from `peers.size`, else cudaSuccess.
+cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallPointers& pointers,
+                   cudaStream_t stream);
+
+// One line for the INFO log, e.g. "bf16 one-shot Lamport, 1048576 elements
+// (2 MiB): 80 blocks x 512 threads, PDL" or, at 2 ranks, "bf16 fused
+// two-shot + row norm, 64 x 4096 (512 KiB), shards of 131072: 32 blocks x
+// 512 threads, PDL; then 512 blocks x 128 threads in clusters of 8, PDL".
+std::string describe(const LaunchRecipe& recipe);
+
+}  // namespace peerplan::cuda_kernels

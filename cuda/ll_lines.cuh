@@ -1,0 +1,76 @@
+// LL lines, the push one-shot's (one_shot_ll.cu) and the LL fused op's
+// (fused_ll.cu) way to move data without a flag barrier: a 16-byte line
+// carries 8 data bytes and the call's epoch twice, written by one store, so
+// the data's arrival is seen in the line itself.
+#pragma once
+
+#include <cstdint>
+
+#include "collective_kernels.hpp"
+#include "device_sync.cuh"
+
+namespace peerplan::cuda_kernels {
+
+// One-shot uses NCCL's "LL" idea: every 16-byte line carries 8 bytes of
+// data and the call's epoch twice, written with one 16-byte store, so a
+// reader knows the data has arrived when it sees the flags: no separate
+// flag write, hence no fence that would wait for the data writes to be
+// acknowledged across the link. Line i of source r lies in sub-slot r.
+__device__ __forceinline__ void store_line(uint4* line, uint2 data, std::uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(data.x),
+               "r"(flag), "r"(data.y), "r"(flag)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 load_line(const uint4* line) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(line)
+               : "memory");
+  return v;
+}
+
+// Waits (bounded) until `line` carries `epoch`; false when the call failed
+// (timeout, or a peer or another block of this rank gave up).
+__device__ __forceinline__ bool wait_line(const PeerSet& p, const uint4* line, int source,
+                                          std::uint32_t epoch, uint2& data) {
+  uint4 v = load_line(line);
+  std::uint64_t start = 0;
+  for (std::uint32_t spins = 0; v.y != epoch || v.w != epoch; v = load_line(line)) {
+    if ((++spins & 255u) != 0u) continue;
+    const Signals* own = signals_of(p, p.rank);
+    if (*static_cast<const volatile std::uint32_t*>(&own->abandoned[source]) != 0u) {
+      give_up(p, ErrorCode::peer_gave_up, Phase::arrive, epoch, source);
+      return false;
+    }
+    if (*static_cast<const volatile std::uint32_t*>(&own->aborted) != 0u) return false;
+    const std::uint64_t now = global_ns();
+    if (start == 0) start = now;
+    if (now - start > p.timeout_ns) {
+      give_up(p, ErrorCode::timeout, Phase::arrive, epoch, source);
+      return false;
+    }
+  }
+  data = make_uint2(v.x, v.z);
+  return true;
+}
+
+// `seen` is a first look at `line`, loaded early with others so that their
+// latencies overlap; only a line that had not arrived then is waited for.
+__device__ __forceinline__ bool take_line(const PeerSet& p, const uint4* line, uint4 seen,
+                                          int source, std::uint32_t epoch, uint2& data) {
+  if (seen.y == epoch && seen.w == epoch) {
+    data = make_uint2(seen.x, seen.z);
+    return true;
+  }
+  return wait_line(p, line, source, epoch, data);
+}
+
+template <class T>
+union Half8 {  // the 8 data bytes of a line
+  uint2 raw;
+  T v[8 / sizeof(T)];
+};
+
+}  // namespace peerplan::cuda_kernels

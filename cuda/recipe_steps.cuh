@@ -1,0 +1,68 @@
+// Internal to cuda/: the launch shape of each algorithm, defined next to its
+// kernel (so every kernel stays in its own file's anonymous namespace: no
+// device symbol crosses files, no relocatable device code), and the pieces
+// launch_recipe.cu assembles into LaunchRecipes. Host functions only.
+//
+// A *_step() function fixes the instantiation for the dtype and the grid
+// exactly as the launcher of its kernel always did; its kernel is null for
+// a dtype outside ElementType. It checks nothing: prepare_*() (validation
+// first) and the old launchers of collective_kernels.hpp (no validation,
+// as before) call plan_*().
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collective_kernels.hpp"
+#include "launch_recipe.hpp"
+
+namespace peerplan::cuda_kernels::detail {
+
+// Push one-shot on LL lines: a line per thread up to shape.one_shot_max_blocks.
+KernelStep one_shot_ll_step(const PeerSet& shape, ElementType type, std::int64_t count);
+// Push one-shot, Lamport region: a pack per thread up to shape.one_shot_max_blocks.
+KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::int64_t count);
+// Push two-shot: a thread per pack of a shard (`shard` elements,
+// shard_elements()), at most kTwoShotMaxBlocks blocks.
+KernelStep two_shot_step(const PeerSet& shape, ElementType type, std::int64_t shard);
+// Pull one-shot / two-shot: a thread per pack (of the message / of a shard),
+// at most kAllReduceMaxBlocks blocks.
+KernelStep pull_one_shot_step(const PeerSet& shape, ElementType type, std::int64_t count);
+KernelStep pull_two_shot_step(const PeerSet& shape, ElementType type, std::int64_t shard);
+// Fused op, Lamport: the variant for shape.cluster_rows and shape.size, as
+// many rows at once as the device holds (occupancy query, cached per
+// device and variant).
+KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, std::int64_t rows);
+// Fused op, LL lines: a cluster per row (shape.cluster_rows) or a block per row.
+KernelStep fused_ll_step(const PeerSet& shape, ElementType type, std::int64_t rows);
+// Fused op, staged packs: a block per row, at most kMaxBlocks.
+KernelStep fused_staged_step(const PeerSet& shape, ElementType type, std::int64_t rows);
+// The add + RMSNorm row kernel: a cluster per row (`clusters`, then a
+// programmatic dependent launch) or a block per row, at most kMaxRowBlocks.
+KernelStep row_norm_step(ElementType type, std::int64_t rows, bool clusters);
+
+// Bytes of an element of the dtype (as the old launchers counted: f32 4, else 2).
+std::size_t element_bytes(ElementType type) noexcept;
+
+// The recipe for the message, without any check (launch_recipe.cu).
+void plan_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type,
+                     const KernelLayout& layout, std::int64_t count, LaunchRecipe& out);
+void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
+                const KernelLayout& layout, std::int64_t rows, std::int64_t hidden,
+                LaunchRecipe& out);
+
+// Enqueues one step with `args` (pointers to the kernel's arguments, in
+// order): cudaLaunchKernelExC with the step's grid and block, a cluster
+// dimension when step.cluster > 1 and the programmatic stream
+// serialization attribute when step.programmatic (the kernel may then be
+// scheduled while the previous kernel of the stream still runs and waits
+// for it on the device: wait_for_previous_kernel in device_sync.cuh).
+cudaError_t launch_step(const KernelStep& step, void** args, cudaStream_t stream);
+
+// What the old launchers returned after their launches: the runtime's last
+// error (cudaSuccess when nothing failed), given launch()'s status.
+cudaError_t legacy_status(cudaError_t launched);
+
+}  // namespace peerplan::cuda_kernels::detail

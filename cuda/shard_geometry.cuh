@@ -1,0 +1,60 @@
+// The two-shot shard geometry, in one place for the host and the device:
+// the push two-shot kernel (two_shot.cu), the pull two-shot kernel
+// (pull_kernels.cu), their launch shapes (the grid has a thread per pack of
+// a shard), the fused op's two-shot + row norm path (launch_recipe.cu) and
+// the slab sizing's bound (slab_sizing.cu) all take their numbers from here.
+//
+// A message of `count` elements on `ranks` ranks is cut into shards of
+// ceil(count / ranks) elements rounded up to whole packs (a pack is 16
+// bytes: 8 f16/bf16 or 4 f32 elements), so that every shard starts on a
+// pack boundary and the kernels move whole 16-byte packs. Shard s covers
+// [s * shard, min((s + 1) * shard, count)): the last shards may be short or
+// empty when the padding adds up (e.g. 9 elements, 4 ranks, packs of 8:
+// shards of 8, so ranks 0 and 1 hold 8 and 1 elements, ranks 2 and 3 none).
+//
+// Plain C++ as well (no CUDA-only syntax outside the macro), so host code
+// compiled by the host compiler may include it.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define PEERPLAN_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define PEERPLAN_HOST_DEVICE inline
+#endif
+
+namespace peerplan::cuda_kernels {
+
+// Elements per shard: ceil(count / ranks), rounded up to a multiple of
+// kPackElements. ranks >= 1, count >= 0.
+template <int kPackElements>
+PEERPLAN_HOST_DEVICE constexpr std::int64_t shard_elements(std::int64_t count, int ranks) {
+  static_assert(kPackElements >= 1);
+  return ((count + ranks - 1) / ranks + kPackElements - 1) / kPackElements * kPackElements;
+}
+
+// Rank `rank`'s elements [begin, end) of a message of `count` elements cut
+// into shards of `shard` elements (shard_elements): clipped to the
+// message, so an empty shard is begin == end == count.
+struct ShardRange {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+};
+
+PEERPLAN_HOST_DEVICE constexpr ShardRange shard_range(std::int64_t count, std::int64_t shard,
+                                                      int rank) {
+  const std::int64_t begin = rank * shard < count ? rank * shard : count;
+  const std::int64_t end = begin + shard < count ? begin + shard : count;
+  return ShardRange{begin, end};
+}
+
+// Examples the kernels rely on (computed at compile time).
+static_assert(shard_elements<8>(9, 4) == 8 && shard_range(9, 8, 0).end == 8 &&
+              shard_range(9, 8, 1).begin == 8 && shard_range(9, 8, 1).end == 9 &&
+              shard_range(9, 8, 2).begin == 9 && shard_range(9, 8, 3).end == 9);
+static_assert(shard_elements<8>(4096, 2) == 2048 && shard_elements<8>(4097, 2) == 2056 &&
+              shard_elements<4>(1, 8) == 4 && shard_elements<4>(100, 3) == 36 &&
+              shard_elements<8>(1000, 3) == 336 && shard_elements<4>(1000, 3) == 336);
+
+}  // namespace peerplan::cuda_kernels
