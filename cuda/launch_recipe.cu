@@ -300,13 +300,6 @@ const char* type_name(ElementType type) {
   return "?";
 }
 
-std::string bytes_text(std::size_t bytes) {
-  constexpr std::size_t kKiB = 1024, kMiB = 1024 * 1024;
-  if (bytes >= kMiB && bytes % kMiB == 0) return std::to_string(bytes / kMiB) + " MiB";
-  if (bytes >= kKiB && bytes % kKiB == 0) return std::to_string(bytes / kKiB) + " KiB";
-  return std::to_string(bytes) + " bytes";
-}
-
 std::string step_text(const KernelStep& step) {
   std::string text = std::to_string(step.blocks) + (step.blocks == 1 ? " block x " : " blocks x ") +
                      std::to_string(step.threads) + " threads";
@@ -318,13 +311,7 @@ std::string step_text(const KernelStep& step) {
 }  // namespace
 
 std::string describe(const LaunchRecipe& recipe) {
-  std::string text = std::string(type_name(recipe.type)) + " " + to_string(recipe.algorithm) + ", ";
-  if (fused(recipe.algorithm)) {
-    text += std::to_string(recipe.rows) + " x " + std::to_string(recipe.hidden);
-  } else {
-    text += std::to_string(recipe.count) + (recipe.count == 1 ? " element" : " elements");
-  }
-  text += " (" + bytes_text(recipe.message_bytes) + ")";
+  std::string text = std::string(type_name(recipe.type)) + " " + to_string(recipe.algorithm);
   if (recipe.shard_elements > 0) text += ", shards of " + std::to_string(recipe.shard_elements);
   if (recipe.step_count < 1) return text + ": not prepared";
   text += ": " + step_text(recipe.steps[0]);

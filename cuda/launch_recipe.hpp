@@ -135,10 +135,11 @@ cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType
 cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallPointers& pointers,
                    cudaStream_t stream);
 
-// One line for the INFO log, e.g. "bf16 one-shot Lamport, 1048576 elements
-// (2 MiB): 80 blocks x 512 threads, PDL" or, at 2 ranks, "bf16 fused
-// two-shot + row norm, 64 x 4096 (512 KiB), shards of 131072: 32 blocks x
-// 512 threads, PDL; then 512 blocks x 128 threads in clusters of 8, PDL".
+// One line for the INFO log (the message itself is the plan's, printed
+// next to it), e.g. "bf16 one-shot Lamport: 80 blocks x 512 threads, PDL"
+// or, for 64 rows of 4096 at 2 ranks, "bf16 fused two-shot + row norm,
+// shards of 131072: 32 blocks x 512 threads, PDL; then 512 blocks x 128
+// threads in clusters of 8, PDL".
 std::string describe(const LaunchRecipe& recipe);
 
 }  // namespace peerplan::cuda_kernels

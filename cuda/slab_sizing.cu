@@ -9,7 +9,9 @@
 namespace peerplan::cuda_kernels {
 namespace {
 
-constexpr std::size_t round_up(std::size_t bytes, std::size_t to) { return (bytes + to - 1) / to * to; }
+constexpr std::size_t round_up(std::size_t bytes, std::size_t to) {
+  return (bytes + to - 1) / to * to;
+}
 
 // A staged message, padded: two-shot pads each of `size` shards by less
 // than one pack; the fused op rounds the message up to a pack.
