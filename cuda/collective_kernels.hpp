@@ -139,66 +139,11 @@ struct PullSource {
   std::uint64_t offset = 0;
 };
 
-// Per-call launchers (legacy_launchers.cu), kept for the transport until it
-// launches LaunchRecipes: each plans the recipe of its algorithm on the call's
-// path, without prepare_*()'s checks, and launches it - the same launches as
-// before recipes. All return the launch's cudaError_t (cudaSuccess when
-// enqueued).
-//
-// Push one-shot on LL lines (one_shot_ll.cu; Algorithm::one_shot_ll).
-cudaError_t launch_one_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
-                            const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
-// The same all-reduce by the Lamport protocol: plain 16-byte packs into a
-// sentinel-filled region, no flags (one_shot_lamport.cu; one_shot_lamport). Needs
-// count * element size <= peers.lamport_max_bytes.
-cudaError_t launch_one_shot_lamport(const PeerSet& peers, ElementType type, const void* in,
-                                    void* out, const KernelLayout& layout, std::int64_t count,
-                                    cudaStream_t stream);
-// Push two-shot (two_shot.cu; two_shot). Any count: shards of ceil(count /
-// size) elements rounded up to a pack (shard_geometry.cuh); the last shards
-// may be short or empty.
-cudaError_t launch_two_shot(const PeerSet& peers, ElementType type, const void* in, void* out,
-                            const KernelLayout& layout, std::int64_t count, cudaStream_t stream);
-// The same all-reduces by pull: every rank publishes where its input is
-// (PullSource), then reads its peers' inputs over the link. A rank whose
-// input is registered lets the peers read it in place and waits, before
-// its kernel ends, until they have (the caller may overwrite it next).
-// `in` must not overlap `out` when `source` names a registered buffer.
-// (pull_kernels.cu; pull_one_shot, pull_two_shot.)
-cudaError_t launch_pull_one_shot(const PeerSet& peers, ElementType type, const void* in,
-                                 void* out, const KernelLayout& layout, std::int64_t count,
-                                 PullSource source, cudaStream_t stream);
-cudaError_t launch_pull_two_shot(const PeerSet& peers, ElementType type, const void* in,
-                                 void* out, const KernelLayout& layout, std::int64_t count,
-                                 PullSource source, cudaStream_t stream);
-// residual = allreduce(inout) + residual; inout = rmsnorm(residual) * weight.
-// Picks the protocol from the message, the same on every rank: Lamport
-// (fused_lamport) for rows of whole 16-byte packs above
-// peers.fused_lamport_after_bytes that fit the Lamport region; else LL
-// lines up to peers.fused_ll_max_bytes (whole-pack rows; fused_ll); else
-// two-shot + add/RMSNorm (dense; fused_two_shot_row_norm) or the staged
-// kernel (fused_staged).
-cudaError_t launch_fused(const PeerSet& peers, ElementType type, void* inout, void* residual,
-                         const void* weight, float eps, const KernelLayout& layout,
-                         std::int64_t rows, std::int64_t hidden, cudaStream_t stream);
-// The fused op on the Lamport protocol (fused_lamport.cu): rows of
-// whole 16-byte packs (hidden * element size a multiple of 16), rows *
-// hidden * element size <= peers.lamport_max_bytes. Writes a row's residual
-// and output only once all of the row's packs arrived.
-cudaError_t launch_fused_lamport(const PeerSet& peers, ElementType type, void* inout,
-                                 void* residual, const void* weight, float eps,
-                                 const KernelLayout& layout, std::int64_t rows,
-                                 std::int64_t hidden, cudaStream_t stream);
-// Computes, on the current device, the launch shapes launch_fused_lamport
-// will use (occupancy queries), so that no call - nor a CUDA-graph capture
-// - makes them. Optional; call once per device after selecting it.
-// (prepare_fused(Algorithm::fused_lamport) makes the same queries itself.)
-void warm_fused_lamport(const PeerSet& peers);
-// For the fallbacks (not legacy: these stay).
+// For the fallbacks.
 //
 // The same add + RMSNorm from already reduced values (row_norm.cu):
 // `reduced` holds rows * hidden contiguous elements (it may be `inout`
-// itself when inout is dense). Rounds exactly like launch_fused.
+// itself when inout is dense). Rounds exactly like the fused kernels.
 cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout,
                                 void* residual, const void* weight, float eps,
                                 const KernelLayout& layout, std::int64_t rows,

@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
   auto row_sum = RowWorkers<kCluster>::row(shared);
   const int units = RowWorkers<kCluster>::row_step();
   const int unit = RowWorkers<kCluster>::first_row();
-  // prepare_fused (and launch_fused's choice): whole packs, and every pack
+  // prepare_fused: whole packs, and every pack
   // index of the region (rows * row_packs) below 2^31.
   const int row_packs = static_cast<int>(hidden / V);
   const int row_count = static_cast<int>(rows);
@@ -237,8 +237,8 @@ constexpr auto kernel_of = fused_lamport_kernel<T, kCluster, kPeers>;
 
 // Clusters (kCluster) or blocks of the kernel that the current device holds
 // at once, from the occupancy calculator, computed once per device and
-// variant (at declare: prepare_fused(); or at create: warm_fused_lamport();
-// never on a call's path, where the old launcher finds it cached); the grid is
+// variant (at declare, in prepare_fused(); never on a call's path nor in a
+// graph capture); the grid is
 // never larger: a cluster that is not resident would start only when
 // another has finished its rows, long after its own rows' data arrived.
 // kMaxFusedClusters (kMaxFusedBlocks) when the calculator fails.
@@ -330,16 +330,5 @@ KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, std::int64
 }
 
 }  // namespace detail
-
-void warm_fused_lamport(const PeerSet& peers) {
-  for (ElementType type : {ElementType::f16, ElementType::bf16, ElementType::f32}) {
-    dispatch(type, [&](auto tag) {
-      using T = decltype(tag);
-      with_variant<T>(peers, [](auto cluster, auto peers_at_once) {
-        resident_units<T, decltype(cluster)::value, decltype(peers_at_once)::value>();
-      });
-    });
-  }
-}
 
 }  // namespace peerplan::cuda_kernels

@@ -31,7 +31,7 @@ constexpr std::int64_t kMaxFusedClusters = 128;
 // The fused op for small messages: rows travel as LL lines, as in the
 // one-shot all-reduce, so there is no flag barrier (and no release fence):
 // each pack of the row function waits for exactly the lines it sums. Rows
-// are whole numbers of 16-byte packs (launch_fused checks), so pack j of a
+// are whole numbers of 16-byte packs (prepare_fused checks), so pack j of a
 // row is its lines 2j and 2j + 1. kCluster: a row per cluster of
 // kRowSplits blocks (sm_90+), else a row per block; same bits either way.
 template <class T, bool kCluster>

@@ -148,12 +148,6 @@ cudaError_t launch_step(const KernelStep& step, void** args, cudaStream_t stream
   return cudaLaunchKernelExC(&config, step.kernel, args);
 }
 
-cudaError_t legacy_status(cudaError_t launched) {
-  // launch() cleared the last error after a failed launch; the old
-  // launchers returned cudaGetLastError() after theirs: the same status.
-  return launched != cudaSuccess ? launched : cudaGetLastError();
-}
-
 }  // namespace detail
 
 const char* to_string(Algorithm algorithm) noexcept {

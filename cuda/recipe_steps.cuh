@@ -5,9 +5,8 @@
 //
 // A *_step() function fixes the instantiation for the dtype and the grid
 // exactly as the launcher of its kernel always did; its kernel is null for
-// a dtype outside ElementType. It checks nothing: prepare_*() (validation
-// first) and the old launchers of collective_kernels.hpp (no validation,
-// as before) call plan_*().
+// a dtype outside ElementType. It checks nothing: prepare_*() validates
+// first, then calls plan_*().
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -43,7 +42,7 @@ KernelStep fused_staged_step(const PeerSet& shape, ElementType type, std::int64_
 // programmatic dependent launch) or a block per row, at most kMaxRowBlocks.
 KernelStep row_norm_step(ElementType type, std::int64_t rows, bool clusters);
 
-// Bytes of an element of the dtype (as the old launchers counted: f32 4, else 2).
+// Bytes of an element of the dtype (f32 4, else 2).
 std::size_t element_bytes(ElementType type) noexcept;
 
 // The recipe for the message, without any check (launch_recipe.cu).
@@ -61,8 +60,5 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
 // for it on the device: wait_for_previous_kernel in device_sync.cuh).
 cudaError_t launch_step(const KernelStep& step, void** args, cudaStream_t stream);
 
-// What the old launchers returned after their launches: the runtime's last
-// error (cudaSuccess when nothing failed), given launch()'s status.
-cudaError_t legacy_status(cudaError_t launched);
 
 }  // namespace peerplan::cuda_kernels::detail
