@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "peerplan/export.h"
 #include "peerplan/operation.hpp"
 
 namespace peerplan {
@@ -32,8 +33,8 @@ enum class FallbackReason : std::uint8_t {
   node_layout = 4,
 };
 
-const char* to_string(Route route) noexcept;
-const char* to_string(FallbackReason reason) noexcept;
+PEERPLAN_API const char* to_string(Route route) noexcept;
+PEERPLAN_API const char* to_string(FallbackReason reason) noexcept;
 
 // What one call did.
 struct CallResult {
@@ -80,6 +81,6 @@ struct Stats {
 
 // The counters as a few lines of text: totals, one row per plan (route,
 // hits, fallbacks), and the tracked undeclared keys. For logs and examples.
-std::string to_string(const Stats& stats);
+PEERPLAN_API std::string to_string(const Stats& stats);
 
 }  // namespace peerplan
