@@ -26,10 +26,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "oracles/plan_scan.hpp"
 #include "peerplan/declaration.hpp"
 #include "peerplan/plan_key.hpp"
 #include "plan/plan_index.hpp"
-#include "plan/plan_scan.hpp"
 #include "plan/validation.hpp"
 
 namespace {

@@ -22,6 +22,7 @@
 #include "peerplan/config.hpp"
 #include "peerplan/declaration.hpp"
 #include "peerplan/dtype.hpp"
+#include "peerplan/export.h"
 #include "peerplan/layout.hpp"
 #include "peerplan/plan_key.hpp"
 #include "peerplan/route.hpp"
@@ -44,7 +45,7 @@ struct PlanInfo {
   std::size_t index = 0;
 };
 
-class Communicator {
+class PEERPLAN_API Communicator {
  public:
   // Collective over `comm` (which peerplan duplicates; the caller keeps
   // ownership of `comm`). Applies PEERPLAN_* environment overrides to

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "peerplan/export.h"
+
 namespace peerplan {
 
 enum class Backend : std::uint8_t {
@@ -185,13 +187,13 @@ inline constexpr int kMaxUndeclaredKeysTracked = 1024;
 // case-insensitive; sizes take K/M/G suffixes (KiB multiples, e.g. 512K) or
 // "auto"; booleans 0/1/true/false/yes/no/on/off. A variable set to the empty
 // string counts as unset. src/core/environment.cpp documents each one.
-Config apply_environment(Config config);
+PEERPLAN_API Config apply_environment(Config config);
 
-const char* to_string(Backend backend) noexcept;
-const char* to_string(LogLevel level) noexcept;
-const char* to_string(TransferMode mode) noexcept;
-const char* to_string(P2PLevel level) noexcept;
-const char* to_string(RowClusters clusters) noexcept;
-const char* to_string(Fallback fallback) noexcept;
+PEERPLAN_API const char* to_string(Backend backend) noexcept;
+PEERPLAN_API const char* to_string(LogLevel level) noexcept;
+PEERPLAN_API const char* to_string(TransferMode mode) noexcept;
+PEERPLAN_API const char* to_string(P2PLevel level) noexcept;
+PEERPLAN_API const char* to_string(RowClusters clusters) noexcept;
+PEERPLAN_API const char* to_string(Fallback fallback) noexcept;
 
 }  // namespace peerplan

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "peerplan/dtype.hpp"
+#include "peerplan/export.h"
 #include "peerplan/layout.hpp"
 #include "peerplan/operation.hpp"
 
@@ -23,7 +24,7 @@ struct NormWeight {
   std::int64_t length = 0;  // must equal the layout's last dimension (hidden)
 };
 
-struct Declaration {
+struct PEERPLAN_API Declaration {
   std::string name;  // unique within one declared set; used in messages
   Operation operation = Operation::all_reduce;
   DataType dtype = DataType::bf16;

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "peerplan/export.h"
+
 namespace peerplan {
 
 enum class DataType : std::uint8_t { f16 = 0, bf16 = 1, f32 = 2 };
@@ -14,9 +16,9 @@ inline constexpr std::size_t element_size(DataType dtype) noexcept {
   return dtype == DataType::f32 ? 4 : 2;
 }
 
-const char* to_string(DataType dtype) noexcept;
+PEERPLAN_API const char* to_string(DataType dtype) noexcept;
 
 // Parses "f16"/"fp16"/"half", "bf16"/"bfloat16", "f32"/"fp32"/"float".
-std::optional<DataType> parse_data_type(std::string_view text) noexcept;
+PEERPLAN_API std::optional<DataType> parse_data_type(std::string_view text) noexcept;
 
 }  // namespace peerplan

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "peerplan/export.h"
+
 namespace peerplan {
 
 enum class ErrorCode : int {
@@ -23,9 +25,11 @@ enum class ErrorCode : int {
   internal = 11,         // a bug in peerplan; please report it
 };
 
-const char* to_string(ErrorCode code) noexcept;
+PEERPLAN_API const char* to_string(ErrorCode code) noexcept;
 
-class Error : public std::runtime_error {
+// PEERPLAN_API: an application catches these by type, so their type
+// information must be the library's (export.h).
+class PEERPLAN_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message)
       : std::runtime_error(message), code_(code) {}
@@ -36,7 +40,7 @@ class Error : public std::runtime_error {
 };
 
 #define PEERPLAN_DEFINE_ERROR(Name, Code)                                  \
-  class Name : public Error {                                              \
+  class PEERPLAN_API Name : public Error {                                 \
    public:                                                                 \
     explicit Name(const std::string& message) : Error(Code, message) {}    \
   };

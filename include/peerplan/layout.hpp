@@ -8,11 +8,13 @@
 #include <span>
 #include <string>
 
+#include "peerplan/export.h"
+
 namespace peerplan {
 
 inline constexpr int kMaxRank = 8;
 
-class TensorLayout {
+class PEERPLAN_API TensorLayout {
  public:
   TensorLayout() = default;
   // Contiguous row-major layout of the given shape.

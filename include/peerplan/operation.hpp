@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "peerplan/export.h"
+
 namespace peerplan {
 
 enum class Operation : std::uint8_t {
@@ -12,6 +14,6 @@ enum class Operation : std::uint8_t {
   fused_add_rms_norm = 1,
 };
 
-const char* to_string(Operation op) noexcept;
+PEERPLAN_API const char* to_string(Operation op) noexcept;
 
 }  // namespace peerplan

@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "peerplan/export.h" /* PEERPLAN_API */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -148,91 +150,95 @@ typedef struct peerplan_plan_stats {
 } peerplan_plan_stats_t;
 
 /* Library version ("0.1.0") and the text of a result code. */
-const char* peerplan_version(void);
-const char* peerplan_result_string(peerplan_result_t result);
-const char* peerplan_route_name(peerplan_route_t route);
-const char* peerplan_reason_name(peerplan_fallback_reason_t reason);
-const char* peerplan_protocol_name(peerplan_protocol_t protocol);
+PEERPLAN_API const char* peerplan_version(void);
+PEERPLAN_API const char* peerplan_result_string(peerplan_result_t result);
+PEERPLAN_API const char* peerplan_route_name(peerplan_route_t route);
+PEERPLAN_API const char* peerplan_reason_name(peerplan_fallback_reason_t reason);
+PEERPLAN_API const char* peerplan_protocol_name(peerplan_protocol_t protocol);
 /* The message of this thread's last failing call ("" if none). */
-const char* peerplan_last_error(void);
+PEERPLAN_API const char* peerplan_last_error(void);
 
 /* MPI for programs that have no MPI binding of their own (Python without
  * mpi4py): the Fortran handle of MPI_COMM_WORLD, initialising MPI first
  * when nobody has; peerplan_mpi_finalize finalises it only if
  * peerplan_mpi_world initialised it (else it does nothing). */
-peerplan_result_t peerplan_mpi_world(MPI_Fint* world);
-void peerplan_mpi_finalize(void);
+PEERPLAN_API peerplan_result_t peerplan_mpi_world(MPI_Fint* world);
+PEERPLAN_API void peerplan_mpi_finalize(void);
 
 /* Configuration: the names and values of the PEERPLAN_* environment
  * variables (README, "Configuration"), e.g. ("PEERPLAN_TIMEOUT_MS", "5000").
  * A value is checked when set (INVALID_ARGUMENT names what is accepted).
  * The environment still overrides what is set here, as it overrides the
  * C++ Config. */
-peerplan_result_t peerplan_config_create(peerplan_config_t* config);
-peerplan_result_t peerplan_config_set(peerplan_config_t config, const char* name,
-                                      const char* value);
-void peerplan_config_destroy(peerplan_config_t config);
+PEERPLAN_API peerplan_result_t peerplan_config_create(peerplan_config_t* config);
+PEERPLAN_API peerplan_result_t peerplan_config_set(peerplan_config_t config, const char* name,
+                                                   const char* value);
+PEERPLAN_API void peerplan_config_destroy(peerplan_config_t config);
 
 /* Collective over `comm` (which peerplan duplicates: the caller keeps it).
  * `config` may be NULL (defaults). */
-peerplan_result_t peerplan_comm_create(MPI_Comm comm, peerplan_config_t config,
-                                       peerplan_comm_t* out);
+PEERPLAN_API peerplan_result_t peerplan_comm_create(MPI_Comm comm, peerplan_config_t config,
+                                                    peerplan_comm_t* out);
 /* The same from a Fortran communicator handle (MPI_Comm_f2c). */
-peerplan_result_t peerplan_comm_create_f(MPI_Fint comm, peerplan_config_t config,
-                                         peerplan_comm_t* out);
+PEERPLAN_API peerplan_result_t peerplan_comm_create_f(MPI_Fint comm, peerplan_config_t config,
+                                                      peerplan_comm_t* out);
 /* Collective; idempotent. Then only destroy, stats and queries work. */
-peerplan_result_t peerplan_comm_close(peerplan_comm_t comm);
+PEERPLAN_API peerplan_result_t peerplan_comm_close(peerplan_comm_t comm);
 /* Local: frees the handle (without close, only this rank's resources). */
-void peerplan_comm_destroy(peerplan_comm_t comm);
+PEERPLAN_API void peerplan_comm_destroy(peerplan_comm_t comm);
 
-int peerplan_comm_rank(peerplan_comm_t comm);
-int peerplan_comm_size(peerplan_comm_t comm);
+PEERPLAN_API int peerplan_comm_rank(peerplan_comm_t comm);
+PEERPLAN_API int peerplan_comm_size(peerplan_comm_t comm);
 /* "host" or "cuda". */
-const char* peerplan_comm_backend(peerplan_comm_t comm);
-int peerplan_comm_p2p_enabled(peerplan_comm_t comm);
+PEERPLAN_API const char* peerplan_comm_backend(peerplan_comm_t comm);
+PEERPLAN_API int peerplan_comm_p2p_enabled(peerplan_comm_t comm);
 /* Why P2P is off ("" when it is on). Valid while the handle lives. */
-const char* peerplan_comm_p2p_disabled_reason(peerplan_comm_t comm);
+PEERPLAN_API const char* peerplan_comm_p2p_disabled_reason(peerplan_comm_t comm);
 
 /* Collective: replaces the declared set (same list on every rank). */
-peerplan_result_t peerplan_declare(peerplan_comm_t comm, const peerplan_declaration_t* declarations,
-                                   size_t count);
+PEERPLAN_API peerplan_result_t peerplan_declare(peerplan_comm_t comm,
+                                                const peerplan_declaration_t* declarations,
+                                                size_t count);
 
 /* Probes (local, never fail): 1 when the key was declared, else 0. */
-int peerplan_has_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_t dtype,
-                                 peerplan_layout_t layout);
-int peerplan_has_plan_fused(peerplan_comm_t comm, peerplan_dtype_t dtype, peerplan_layout_t layout,
-                            const void* weight, float eps);
+PEERPLAN_API int peerplan_has_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_t dtype,
+                                              peerplan_layout_t layout);
+PEERPLAN_API int peerplan_has_plan_fused(peerplan_comm_t comm, peerplan_dtype_t dtype,
+                                         peerplan_layout_t layout, const void* weight, float eps);
 /* Strict lookups: PEERPLAN_ERROR_UNDECLARED_PLAN naming the key. */
-peerplan_result_t peerplan_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_t dtype,
-                                           peerplan_layout_t layout, peerplan_plan_info_t* info);
-peerplan_result_t peerplan_plan_fused(peerplan_comm_t comm, peerplan_dtype_t dtype,
-                                      peerplan_layout_t layout, const void* weight, float eps,
-                                      peerplan_plan_info_t* info);
+PEERPLAN_API peerplan_result_t peerplan_plan_all_reduce(peerplan_comm_t comm,
+                                                        peerplan_dtype_t dtype,
+                                                        peerplan_layout_t layout,
+                                                        peerplan_plan_info_t* info);
+PEERPLAN_API peerplan_result_t peerplan_plan_fused(peerplan_comm_t comm, peerplan_dtype_t dtype,
+                                                   peerplan_layout_t layout, const void* weight,
+                                                   float eps, peerplan_plan_info_t* info);
 
 /* Collective. out = sum over ranks of in (in == out allowed). `result`
  * may be NULL. */
-peerplan_result_t peerplan_all_reduce(peerplan_comm_t comm, const void* in, void* out,
-                                      peerplan_dtype_t dtype, peerplan_layout_t layout,
-                                      void* stream, peerplan_call_result_t* result);
+PEERPLAN_API peerplan_result_t peerplan_all_reduce(peerplan_comm_t comm, const void* in, void* out,
+                                                   peerplan_dtype_t dtype, peerplan_layout_t layout,
+                                                   void* stream, peerplan_call_result_t* result);
 /* Collective. residual = allreduce(inout) + residual;
  * inout = rmsnorm(residual) * weight. */
-peerplan_result_t peerplan_fused_add_rms_norm(peerplan_comm_t comm, void* inout, void* residual,
-                                              const void* weight, float eps,
-                                              peerplan_dtype_t dtype, peerplan_layout_t layout,
-                                              void* stream, peerplan_call_result_t* result);
+PEERPLAN_API peerplan_result_t peerplan_fused_add_rms_norm(peerplan_comm_t comm, void* inout,
+                                                           void* residual, const void* weight,
+                                                           float eps, peerplan_dtype_t dtype,
+                                                           peerplan_layout_t layout, void* stream,
+                                                           peerplan_call_result_t* result);
 
 /* Collective: device buffers the peers may read in place (CUDA backend;
  * the host backend accepts and stages). `data[i]`, `bytes[i]`. */
-peerplan_result_t peerplan_register_buffers(peerplan_comm_t comm, void* const* data,
-                                            const size_t* bytes, size_t count);
-peerplan_result_t peerplan_deregister_buffers(peerplan_comm_t comm);
+PEERPLAN_API peerplan_result_t peerplan_register_buffers(peerplan_comm_t comm, void* const* data,
+                                                         const size_t* bytes, size_t count);
+PEERPLAN_API peerplan_result_t peerplan_deregister_buffers(peerplan_comm_t comm);
 
 /* Counters (local). peerplan_plan_stats reads plan `index` (declaration
  * order) of the last peerplan_stats call on this handle. */
-peerplan_result_t peerplan_stats(peerplan_comm_t comm, peerplan_stats_t* stats);
-peerplan_result_t peerplan_plan_stats(peerplan_comm_t comm, size_t index,
-                                      peerplan_plan_stats_t* stats);
-peerplan_result_t peerplan_reset_stats(peerplan_comm_t comm);
+PEERPLAN_API peerplan_result_t peerplan_stats(peerplan_comm_t comm, peerplan_stats_t* stats);
+PEERPLAN_API peerplan_result_t peerplan_plan_stats(peerplan_comm_t comm, size_t index,
+                                                   peerplan_plan_stats_t* stats);
+PEERPLAN_API peerplan_result_t peerplan_reset_stats(peerplan_comm_t comm);
 
 #ifdef __cplusplus
 }

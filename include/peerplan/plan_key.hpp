@@ -11,12 +11,13 @@
 
 #include "peerplan/declaration.hpp"
 #include "peerplan/dtype.hpp"
+#include "peerplan/export.h"
 #include "peerplan/layout.hpp"
 #include "peerplan/operation.hpp"
 
 namespace peerplan {
 
-struct PlanKey {
+struct PEERPLAN_API PlanKey {
   Operation operation = Operation::all_reduce;
   DataType dtype = DataType::bf16;
   std::uint8_t rank = 0;
@@ -32,13 +33,13 @@ struct PlanKey {
   std::string to_string() const;
 };
 
-PlanKey make_all_reduce_key(DataType dtype, const TensorLayout& layout) noexcept;
-PlanKey make_fused_key(DataType dtype, const TensorLayout& layout, const void* weight,
-                       float eps) noexcept;
+PEERPLAN_API PlanKey make_all_reduce_key(DataType dtype, const TensorLayout& layout) noexcept;
+PEERPLAN_API PlanKey make_fused_key(DataType dtype, const TensorLayout& layout,
+                                    const void* weight, float eps) noexcept;
 // The key a declaration stands for (its first weight, if any).
-PlanKey make_key(const Declaration& declaration) noexcept;
+PEERPLAN_API PlanKey make_key(const Declaration& declaration) noexcept;
 
-std::size_t hash_value(const PlanKey& key) noexcept;
+PEERPLAN_API std::size_t hash_value(const PlanKey& key) noexcept;
 
 struct PlanKeyHash {
   std::size_t operator()(const PlanKey& key) const noexcept { return hash_value(key); }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "peerplan/export.h"
 #include "peerplan/operation.hpp"
 
 namespace peerplan {
@@ -52,9 +53,9 @@ enum class FallbackReason : std::uint8_t {
   node_layout = 4,
 };
 
-const char* to_string(Route route) noexcept;
-const char* to_string(FallbackReason reason) noexcept;
-const char* to_string(Protocol protocol) noexcept;
+PEERPLAN_API const char* to_string(Route route) noexcept;
+PEERPLAN_API const char* to_string(FallbackReason reason) noexcept;
+PEERPLAN_API const char* to_string(Protocol protocol) noexcept;
 
 // What one call did.
 struct CallResult {
@@ -108,6 +109,6 @@ struct Stats {
 
 // The counters as a few lines of text: totals, one row per plan (route,
 // hits, fallbacks), and the tracked undeclared keys. For logs and examples.
-std::string to_string(const Stats& stats);
+PEERPLAN_API std::string to_string(const Stats& stats);
 
 }  // namespace peerplan

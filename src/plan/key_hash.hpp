@@ -81,7 +81,8 @@ inline std::uint64_t hash_key(const PlanKey& key) noexcept {
   return fold_multiply(h ^ kHashSecret[10], std::rotl(h, 29) ^ kHashSecret[11]);
 }
 
-// Same result as the defaulted operator== (which the linear scan uses), but
+// Same result as the defaulted operator== (which the tests' linear scan
+// uses, tests/support/oracles/plan_scan.cpp), but
 // branch-free: differences are or-ed together and tested once.
 inline bool keys_equal(const PlanKey& a, const PlanKey& b) noexcept {
   std::uint64_t diff = (key_head_word(a) ^ key_head_word(b)) |

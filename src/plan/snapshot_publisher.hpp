@@ -1,6 +1,7 @@
 // Publication of immutable snapshots to lock-free readers, shared by the
-// hash index and the linear scan so that both honour the same atomicity and
-// reclamation contract.
+// hash index and the linear scan (the tests' and the lookup benchmark's
+// reference, tests/support/oracles/plan_scan.hpp) so that both honour the
+// same atomicity and reclamation contract.
 //
 // A writer builds the next snapshot completely, off to the side, then makes
 // it current with ONE atomic pointer store (release). A reader does one

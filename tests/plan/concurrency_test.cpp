@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
+#include "oracles/plan_scan.hpp"
 #include "peerplan/declaration.hpp"
 #include "peerplan/plan_key.hpp"
 #include "plan/plan_index.hpp"
-#include "plan/plan_scan.hpp"
 
 namespace peerplan::plan {
 namespace {

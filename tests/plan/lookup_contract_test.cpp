@@ -15,11 +15,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "oracles/plan_scan.hpp"
 #include "peerplan/declaration.hpp"
 #include "peerplan/errors.hpp"
 #include "peerplan/plan_key.hpp"
 #include "plan/plan_index.hpp"
-#include "plan/plan_scan.hpp"
 #include "plan_test_support.hpp"
 
 namespace peerplan::plan {

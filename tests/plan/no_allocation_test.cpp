@@ -15,9 +15,9 @@
 #include <malloc.h>
 #endif
 
+#include "oracles/plan_scan.hpp"
 #include "peerplan/plan_key.hpp"
 #include "plan/plan_index.hpp"
-#include "plan/plan_scan.hpp"
 #include "plan_test_support.hpp"
 
 namespace {

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "oracles/plan_scan.hpp"
 #include "peerplan/declaration.hpp"
 #include "peerplan/plan_key.hpp"
 #include "plan/plan_index.hpp"
-#include "plan/plan_scan.hpp"
 
 namespace peerplan::plan {
 namespace {

@@ -1,10 +1,13 @@
 // A linear scan over the declared keys with exactly the contract and API of
-// PlanIndex (see plan_index.hpp for the contract, threads and reclamation):
-// the canonical key of every declaration is computed once at rebuild, and a
-// lookup compares them in declaration order with PlanKey's operator==, so the
-// first match is the first declared. It is the naive reference: the lookup
-// benchmark's baseline and the oracle of the randomized index test. Do not
-// use it for dispatch; its cost grows with the number of declarations.
+// PlanIndex (see src/plan/plan_index.hpp for the contract, threads and
+// reclamation): the canonical key of every declaration is computed once at
+// rebuild, and a lookup compares them in declaration order with PlanKey's
+// operator==, so the first match is the first declared. It is the naive
+// reference: the lookup benchmark's baseline and the oracle of the
+// randomized index test. Not part of the library: built only for the tests
+// and the benchmarks (peerplan_test_oracles, tests/support/CMakeLists.txt),
+// over the plan layer's objects. Never use it for dispatch; its cost grows
+// with the number of declarations.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-#include "plan/plan_scan.hpp"
+#include "oracles/plan_scan.hpp"
 
 #include <utility>
 
