@@ -136,7 +136,7 @@ TEST(CudaFused, RowsAndHiddenSizesP2PAndFallbackAgainstFloat64) {
         SCOPED_TRACE(std::string(to_string(dtype)) + " rows " + std::to_string(rows) + " hidden " + std::to_string(hidden));
         const std::uint64_t seed = next_seed();
         const FusedRun p2p = run_fused(*comm, dtype, rows, hidden, weight, eps, seed);
-        EXPECT_EQ(p2p.result.route, Route::fused_one_shot);
+        EXPECT_EQ(p2p.result.route, default_fused_route(dtype, TensorLayout({rows, hidden})));
         // A different eps is another key: the same data through NCCL + add/RMSNorm.
         const FusedRun nccl = run_fused(*comm, dtype, rows, hidden, weight, eps * 1.0000001f + 1e-12f, seed);
         EXPECT_EQ(nccl.result.route, Route::fallback);
@@ -229,7 +229,9 @@ TEST(CudaFused, RowClustersAndOneBlockPerRowGiveTheSameBits) {
     comm->declare(declared);
     for (std::size_t i = 0; i < cases.size(); ++i) {
       runs.push_back(run_fused(*comm, cases[i].dtype, cases[i].rows, hidden, *weights[i], eps, 900 + i));
-      EXPECT_EQ(runs.back().result.route, Route::fused_one_shot) << "case " << i;
+      EXPECT_EQ(runs.back().result.route,
+                default_fused_route(cases[i].dtype, TensorLayout({cases[i].rows, hidden})))
+          << "case " << i;
       runs.push_back(run_fused(*comm, cases[i].dtype, cases[i].rows, hidden, *weights[i], eps * 2, 900 + i));
       EXPECT_EQ(runs.back().result.route, Route::fallback) << "case " << i;
     }
@@ -337,7 +339,7 @@ TEST(CudaGraph, CaptureAndReplayDeclaredAndUndeclaredWithEagerInterleaved) {
   EXPECT_EQ(results[0].route, Route::one_shot);
   EXPECT_EQ(results[1].route, Route::two_shot);
   EXPECT_EQ(results[2].route, Route::fallback);
-  EXPECT_EQ(results[3].route, Route::fused_one_shot);
+  EXPECT_EQ(results[3].route, default_fused_route(bf16, TensorLayout({rows, hidden})));
   {
     // Spot check of set 0 against float64: the all-reduce parts.
     std::int64_t wrong = 0;

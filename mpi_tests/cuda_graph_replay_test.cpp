@@ -153,7 +153,7 @@ Round upload_new_inputs(std::span<Call> calls, cudaStream_t stream) {
 
 // The routes the calls must take.
 Route expected_route(const Call& c, Route all_reduce_route) {
-  return c.fused ? Route::fused_one_shot : all_reduce_route;
+  return c.fused ? default_fused_route(c.dtype, c.layout()) : all_reduce_route;
 }
 
 // Every call once on `stream` through `comm` (captured or eager).

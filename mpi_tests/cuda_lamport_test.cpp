@@ -30,6 +30,7 @@
 #include "support/cuda_all_reduce_check.hpp"
 #include "support/cuda_test_support.hpp"
 #include "transport/cuda/cuda_peer_transport.hpp"
+#include "transport/one_time_plan.hpp"
 
 namespace peerplan::cuda_test {
 namespace {
@@ -117,7 +118,12 @@ AllReduceCall through(Communicator& comm, DataType dtype, const TensorLayout& la
 AllReduceCall through(transport::PeerTransport& peer, DataType dtype, const TensorLayout& layout) {
   return [&peer, dtype, &layout](const void* in, void* out) {
     const transport::AllReduceArgs args{in, out, dtype, &layout, nullptr};
-    peer.all_reduce(Route::one_shot, args);
+    // The protocol the router would give a plan of this size.
+    const std::size_t bytes = static_cast<std::size_t>(layout.numel()) * element_size(dtype);
+    const Protocol protocol = bytes > peer.protocol_windows().one_shot_ll_max_bytes
+                                  ? Protocol::lamport
+                                  : Protocol::ll;
+    transport::all_reduce_once(peer, Route::one_shot, protocol, args);
   };
 }
 
@@ -297,7 +303,8 @@ TEST(CudaLamport, AnyElementCountAndRowThroughTheTransport) {
     kernels.one_shot_lamport_above_bytes = lamport_above_bytes;
     auto peer = std::make_unique<transport::cuda::CudaPeerTransport>(
         *boot, std::chrono::milliseconds(10000), false, kernels);
-    peer->reserve((std::size_t{3} << 20) + 64);
+    const std::size_t capacity = (std::size_t{3} << 20) + 64;
+    peer->reserve(capacity, lamport_above_bytes == kLamportNever ? 0 : capacity);
     return peer;
   };
   auto ll = make(kLamportNever);

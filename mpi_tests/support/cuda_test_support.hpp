@@ -227,12 +227,30 @@ inline std::unique_ptr<Communicator> create_cuda(Config config = {}) {
   return Communicator::create(MPI_COMM_WORLD, std::move(config));
 }
 
+// The fused op's route under the CUDA backend's default kernel choices
+// (an independent statement of README's "Routes, protocols and what a call
+// launches", not the router's code): Lamport above 64 KiB up to 4 MiB and LL
+// lines up to 2 MiB, both for rows of whole 16-byte packs, run
+// fused_one_shot; past them a dense message runs fused_two_shot, a strided
+// one the staged fused_one_shot.
+inline Route default_fused_route(DataType dtype, const TensorLayout& layout) {
+  const std::size_t row_bytes = static_cast<std::size_t>(layout.last_dim()) * element_size(dtype);
+  const std::size_t bytes = static_cast<std::size_t>(layout.numel()) * element_size(dtype);
+  const bool whole_packs = row_bytes % 16 == 0;
+  if (whole_packs && bytes <= (4u << 20)) return Route::fused_one_shot;
+  return layout.is_contiguous() ? Route::fused_two_shot : Route::fused_one_shot;
+}
+
+inline bool is_fused_p2p(Route route) {
+  return route == Route::fused_one_shot || route == Route::fused_two_shot;
+}
+
 // Cutoffs that force one route for every declared plan that fits.
 inline Config forcing(Route route, std::size_t max_bytes = 64u << 20) {
   Config c;
   c.cutoffs.one_shot_max_bytes = route == Route::one_shot ? max_bytes : 0;
   c.cutoffs.two_shot_max_bytes = route == Route::two_shot ? max_bytes : 0;
-  c.cutoffs.fused_max_bytes = route == Route::fused_one_shot ? max_bytes : 0;
+  c.cutoffs.fused_max_bytes = is_fused_p2p(route) ? max_bytes : 0;
   return c;
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "core/log.hpp"
@@ -167,13 +168,6 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     if (bootstrap.rank() == 0) {
       log::info(std::string(kBackend) + ": " + describe_choices(peers_, lines_limit_, pull));
     }
-    // The Lamport fused kernel's launch shapes, from occupancy queries made
-    // here rather than on a call's path (or inside a graph capture).
-    if (peers_.fused_lamport_after_bytes != kLinesEverySize) {
-      cuda_kernels::PeerSet shape = peers_;
-      shape.size = local_size_;
-      cuda_kernels::warm_fused_lamport(shape);
-    }
   } catch (const Error& e) {
     error = e.what();
   }
@@ -287,24 +281,16 @@ void CudaPeerTransport::close() {
   capacity_ = 0;
 }
 
-void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_one_shot_bytes) {
+void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes) {
   if (closed_) {
     throw InvalidUsage("peerplan cuda backend: reserve() after close(); create a new communicator.");
   }
   if (error_host_ != nullptr && *static_cast<volatile std::uint32_t*>(&error_host_->code) != 0) {
     broken_ = true;
   }
-  // The Lamport region holds the one-shot messages above the LL limit and
-  // the fused messages above the fused Lamport threshold. The communicator
-  // passes one number, the largest one-shot or fused one-shot plan, so the
-  // region is sized for it when either protocol may carry a message that
-  // large: larger than needed when that plan's op does not use the region
-  // (e.g. PEERPLAN_FUSED_PROTOCOL=ll and a fused plan larger than every
-  // one-shot plan).
-  const std::size_t one_shot_bytes = std::min(max_message_bytes, max_one_shot_bytes);
-  const std::uint64_t lamport_above =
-      std::min<std::uint64_t>(lines_limit_, peers_.fused_lamport_after_bytes);
-  const std::size_t lamport_bytes = one_shot_bytes > lamport_above ? one_shot_bytes : 0;
+  // The Lamport region holds exactly the plans the router gave the Lamport
+  // protocol (one-shot and fused alike): the largest of them.
+  const std::size_t lamport_bytes = std::min(max_message_bytes, max_lamport_bytes);
   const bool needs_rebuild =
       broken_ || max_message_bytes != capacity_ || lamport_bytes != lamport_capacity_;
   // Every rank rebuilds, or none: a rank that timed out resets every rank's epochs.
@@ -400,41 +386,117 @@ cuda_kernels::PullSource CudaPeerTransport::pull_source(const AllReduceArgs& arg
   return registry_.find(args.in, bytes);
 }
 
-bool CudaPeerTransport::all_reduce(Route route, const AllReduceArgs& args) {
-  if (args.layout == nullptr) throw InvalidArgument("peerplan cuda backend: all_reduce: layout is null");
-  if (route != Route::one_shot && route != Route::two_shot) {
-    throw InvalidArgument("peerplan cuda backend: all_reduce: route must be one_shot or two_shot");
+routing::ProtocolWindows CudaPeerTransport::protocol_windows() const noexcept {
+  routing::ProtocolWindows w;
+  w.pull = pull_;
+  w.lines = !pull_;
+  w.one_shot_ll_max_bytes = lines_limit_;
+  // The fused op always pushes, in either transfer mode.
+  w.fused_lamport_after_bytes = peers_.fused_lamport_after_bytes;
+  w.fused_lamport_max_bytes = peers_.fused_lamport_max_bytes;
+  w.fused_ll_max_bytes = peers_.fused_ll_max_bytes;
+  w.fused_two_shot = true;
+  return w;
+}
+
+namespace {
+
+using cuda_kernels::Algorithm;
+
+// The kernel recipe of one plan, and what its calls name in errors.
+class CudaPlanLaunch final : public PlanLaunch {
+ public:
+  CudaPlanLaunch(const cuda_kernels::LaunchRecipe& r, std::string call_name)
+      : recipe(r), what(std::move(call_name)) {}
+  std::string describe() const override { return cuda_kernels::describe(recipe); }
+  const cuda_kernels::LaunchRecipe recipe;
+  const std::string what;  // "all_reduce (one-shot LL)"
+};
+
+// The kernels that run (route, protocol); nullopt: this transport has none.
+std::optional<Algorithm> algorithm_for(Route route, Protocol protocol) {
+  switch (route) {
+    case Route::one_shot:
+      if (protocol == Protocol::ll) return Algorithm::one_shot_ll;
+      if (protocol == Protocol::lamport) return Algorithm::one_shot_lamport;
+      if (protocol == Protocol::pull) return Algorithm::pull_one_shot;
+      break;
+    case Route::two_shot:
+      if (protocol == Protocol::staged) return Algorithm::two_shot;
+      if (protocol == Protocol::pull) return Algorithm::pull_two_shot;
+      break;
+    case Route::fused_one_shot:
+      if (protocol == Protocol::lamport) return Algorithm::fused_lamport;
+      if (protocol == Protocol::ll) return Algorithm::fused_ll;
+      if (protocol == Protocol::staged) return Algorithm::fused_staged;
+      break;
+    case Route::fused_two_shot:
+      if (protocol == Protocol::staged) return Algorithm::fused_two_shot_row_norm;
+      break;
+    case Route::fallback:
+    case Route::hierarchical:
+      break;
   }
-  const std::int64_t count = args.layout->numel();
-  if (count == 0) return false;
-  const char* what = route == Route::one_shot ? "all_reduce (one-shot)" : "all_reduce (two-shot)";
-  const std::size_t bytes = static_cast<std::size_t>(count) * element_size(args.dtype);
-  begin_call(what, bytes);
-  const auto layout = kernel_layout(*args.layout);
-  const auto stream = static_cast<cudaStream_t>(args.stream);
-  const auto type = element_type(args.dtype);
-  if (!pull_) {
-    // One-shot: LL lines up to lines_limit_, Lamport above (its region holds
-    // every declared message above that limit).
-    check_launch(route == Route::two_shot
-                     ? cuda_kernels::launch_two_shot(peers_, type, args.in, args.out, layout,
-                                                     count, stream)
-                 : bytes > lines_limit_ && bytes <= peers_.lamport_max_bytes
-                     ? cuda_kernels::launch_one_shot_lamport(peers_, type, args.in, args.out,
-                                                             layout, count, stream)
-                     : cuda_kernels::launch_one_shot(peers_, type, args.in, args.out, layout,
-                                                     count, stream),
-                 what);
-    return false;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& request) {
+  const auto refuse = [&](const std::string& why) -> std::unique_ptr<PlanLaunch> {
+    throw InvalidArgument(std::string(kBackend) + ": cannot prepare a " +
+                          to_string(request.route) + " plan on protocol " +
+                          to_string(request.protocol) + ": " + why);
+  };
+  if (closed_ || capacity_ == 0 || request.message_bytes > capacity_) {
+    refuse_peer_call(kBackend, {closed_, false, {}, capacity_}, "prepare",
+                     request.message_bytes);
   }
-  const cuda_kernels::PullSource source = pull_source(args, bytes);
-  check_launch(route == Route::one_shot
-                   ? cuda_kernels::launch_pull_one_shot(peers_, type, args.in, args.out, layout,
-                                                        count, source, stream)
-                   : cuda_kernels::launch_pull_two_shot(peers_, type, args.in, args.out, layout,
-                                                        count, source, stream),
-               what);
-  return source.buffer != cuda_kernels::kStagedSource;
+  if (request.layout == nullptr) refuse("layout is null");
+  const bool fused = request.operation == Operation::fused_add_rms_norm;
+  const bool fused_route =
+      request.route == Route::fused_one_shot || request.route == Route::fused_two_shot;
+  if (fused != fused_route) refuse("the route is not one of the operation's");
+  const auto algorithm = algorithm_for(request.route, request.protocol);
+  if (!algorithm) refuse("this transport has no such kernel");
+  if (pull_ != (*algorithm == Algorithm::pull_one_shot || *algorithm == Algorithm::pull_two_shot) &&
+      !fused) {
+    refuse(pull_ ? "the transfer mode is pull" : "the transfer mode is push");
+  }
+  const auto& layout = *request.layout;
+  const auto type = element_type(request.dtype);
+  cuda_kernels::LaunchRecipe recipe;
+  const cudaError_t status =
+      fused ? cuda_kernels::prepare_fused(*algorithm, peers_, type, kernel_layout(layout),
+                                          layout.numel() / layout.last_dim(), layout.last_dim(),
+                                          recipe)
+            : cuda_kernels::prepare_all_reduce(*algorithm, peers_, type, kernel_layout(layout),
+                                               layout.numel(), recipe);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    refuse(std::string(cuda_kernels::to_string(*algorithm)) + " cannot carry this message (" +
+           cudaGetErrorString(status) + ")");
+  }
+  return std::make_unique<CudaPlanLaunch>(
+      recipe, std::string(fused ? "fused_add_rms_norm (" : "all_reduce (") +
+                  cuda_kernels::to_string(*algorithm) + ")");
+}
+
+bool CudaPeerTransport::all_reduce(const PlanLaunch& launch, const AllReduceArgs& args) {
+  // Only this transport's prepare() made the plans the communicator passes.
+  const auto& plan = static_cast<const CudaPlanLaunch&>(launch);
+  const auto& recipe = plan.recipe;
+  if (recipe.count == 0) return false;
+  begin_call(plan.what.c_str(), recipe.message_bytes);
+  cuda_kernels::CallPointers pointers;
+  pointers.in = args.in;
+  pointers.out = args.out;
+  const bool pulls = recipe.algorithm == Algorithm::pull_one_shot ||
+                     recipe.algorithm == Algorithm::pull_two_shot;
+  if (pulls) pointers.source = pull_source(args, recipe.message_bytes);
+  check_launch(cuda_kernels::launch(recipe, peers_, pointers, static_cast<cudaStream_t>(args.stream)),
+               plan.what.c_str());
+  return pulls && pointers.source.buffer != cuda_kernels::kStagedSource;
 }
 
 void CudaPeerTransport::register_buffers(std::span<const BufferRegion> buffers) {
@@ -450,20 +512,18 @@ void CudaPeerTransport::deregister_buffers() {
   registry_.clear(bootstrap_);
 }
 
-void CudaPeerTransport::fused_add_rms_norm(const FusedArgs& args) {
-  if (args.layout == nullptr) {
-    throw InvalidArgument("peerplan cuda backend: fused_add_rms_norm: layout is null");
-  }
-  const std::int64_t count = args.layout->numel();
-  if (count == 0) return;
-  const char* what = "fused_add_rms_norm (fused one-shot)";
-  begin_call(what, static_cast<std::size_t>(count) * element_size(args.dtype));
-  const std::int64_t hidden = args.layout->last_dim();
-  check_launch(cuda_kernels::launch_fused(peers_, element_type(args.dtype), args.inout,
-                                          args.residual, args.weight, args.eps,
-                                          kernel_layout(*args.layout), count / hidden, hidden,
-                                          static_cast<cudaStream_t>(args.stream)),
-               what);
+void CudaPeerTransport::fused_add_rms_norm(const PlanLaunch& launch, const FusedArgs& args) {
+  const auto& plan = static_cast<const CudaPlanLaunch&>(launch);
+  const auto& recipe = plan.recipe;
+  if (recipe.count == 0) return;
+  begin_call(plan.what.c_str(), recipe.message_bytes);
+  cuda_kernels::CallPointers pointers;
+  pointers.inout = args.inout;
+  pointers.residual = args.residual;
+  pointers.weight = args.weight;
+  pointers.eps = args.eps;
+  check_launch(cuda_kernels::launch(recipe, peers_, pointers, static_cast<cudaStream_t>(args.stream)),
+               plan.what.c_str());
 }
 
 }  // namespace peerplan::transport::cuda

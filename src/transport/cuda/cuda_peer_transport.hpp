@@ -28,6 +28,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "collective_kernels.hpp"
+#include "launch_recipe.hpp"
 #include "peerplan/config.hpp"
 #include "transport/cuda/buffer_registry.hpp"
 #include "transport/cuda/ipc_slabs.hpp"
@@ -46,11 +47,16 @@ class CudaPeerTransport final : public PeerTransport {
                     bool pull, const KernelChoices& kernels);
   ~CudaPeerTransport() override;
 
-  void reserve(std::size_t max_message_bytes,
-               std::size_t max_one_shot_bytes = SIZE_MAX) override;
+  void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0) override;
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
-  bool all_reduce(Route route, const AllReduceArgs& args) override;
-  void fused_add_rms_norm(const FusedArgs& args) override;
+  // From the agreed KernelChoices and transfer mode (the same on every rank).
+  routing::ProtocolWindows protocol_windows() const noexcept override;
+  // The plan's kernel recipe (cuda/launch_recipe.hpp): kernel, grid, shard
+  // geometry and launch attributes, with the occupancy queries made here.
+  std::unique_ptr<PlanLaunch> prepare(const LaunchRequest& request) override;
+  // Lookup done: check the error word, fill in pointers and stream, launch.
+  bool all_reduce(const PlanLaunch& launch, const AllReduceArgs& args) override;
+  void fused_add_rms_norm(const PlanLaunch& launch, const FusedArgs& args) override;
   // Registered buffers are read in place by pull calls; push calls ignore
   // them (a push transport still registers, so that switching modes needs
   // no code change, but reports them as not readable in place: count 0).
@@ -78,11 +84,10 @@ class CudaPeerTransport final : public PeerTransport {
   BufferRegistry registry_;
   cuda_kernels::PeerSet peers_{};
   // KernelChoices::one_shot_lamport_above_bytes resolved (every size in
-  // pull mode): push one-shot calls take LL lines up to this many bytes,
-  // Lamport above. reserve() sizes the Lamport region by it and by
-  // peers_.fused_lamport_after_bytes.
+  // pull mode): the router gives push one-shot plans LL lines up to this
+  // many bytes, Lamport above (protocol_windows()).
   std::uint64_t lines_limit_ = 0;
-  std::size_t lamport_capacity_ = 0;  // bytes the Lamport region holds per source
+  std::size_t lamport_capacity_ = 0;  // the largest Lamport plan the region holds
   cuda_kernels::DeviceError* error_host_ = nullptr;  // pinned, mapped
   std::size_t capacity_ = 0;
   bool broken_ = false;
