@@ -44,7 +44,6 @@
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
 #include "peerplan/peerplan.h"
-#include "routing/fingerprint.hpp"
 
 #if PEERPLAN_HAVE_CUDA
 #include "cuda_call_timing.hpp"  // bench::check_cuda
@@ -172,7 +171,11 @@ int main(int argc, char** argv) {
   const Backend backend = comm->backend();
   peerplan_comm_t c_comm = nullptr;
   check_c(peerplan_comm_create(MPI_COMM_WORLD, nullptr, &c_comm), "peerplan_comm_create");
-  const bool gpus_shared = routing::fingerprint_says_shared(comm->topology_fingerprint());
+  // Only the public API: like the Python package, this links libpeerplan.so,
+  // which exports nothing else. The fingerprint of ranks sharing a GPU ends
+  // in " shared" (README, "World sizes, shared GPUs and the fallbacks").
+  const std::string& fingerprint = comm->topology_fingerprint();
+  const bool gpus_shared = fingerprint.ends_with(" shared");
 
   DataType dtype = backend == Backend::cuda ? DataType::bf16 : DataType::f16;
   if (dtype_text != "auto") {
