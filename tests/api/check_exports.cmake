@@ -83,18 +83,24 @@ foreach(i RANGE ${last})
   endif()
 endforeach()
 
-# What must be there: every function peerplan.h declares, and the C++
-# symbols an application cannot do without.
-file(STRINGS ${C_HEADER} declarations REGEX "^PEERPLAN_API .*peerplan_[a-z0-9_]+\\(")
+# What must be there: every function peerplan.h declares (a declaration
+# starts a line: "<type> peerplan_<name>(", PEERPLAN_API first), and the
+# C++ symbols an application cannot do without.
+file(STRINGS ${C_HEADER} declarations REGEX "^[A-Za-z_][^(]*[ *]peerplan_[a-z0-9_]+\\(")
 set(expected)
+set(unmarked)
 foreach(declaration IN LISTS declarations)
   if(declaration MATCHES "(peerplan_[a-z0-9_]+)\\(")
-    list(APPEND expected "${CMAKE_MATCH_1}")
+    set(function "${CMAKE_MATCH_1}")
+    list(APPEND expected "${function}")
+    if(NOT declaration MATCHES "^PEERPLAN_API ")
+      list(APPEND unmarked "  ${function}")
+    endif()
   endif()
 endforeach()
 list(LENGTH expected c_functions)
 if(c_functions LESS 20)
-  message(FATAL_ERROR "found only ${c_functions} PEERPLAN_API functions in ${C_HEADER}: "
+  message(FATAL_ERROR "found only ${c_functions} function declarations in ${C_HEADER}: "
                       "has its declaration style changed?")
 endif()
 list(APPEND expected
@@ -134,6 +140,10 @@ endif()
 if(missing)
   list(JOIN missing "\n" text)
   string(APPEND problems "public symbols missing (a declaration without PEERPLAN_API?):\n${text}\n")
+endif()
+if(unmarked)
+  list(JOIN unmarked "\n" text)
+  string(APPEND problems "declared in peerplan.h without PEERPLAN_API:\n${text}\n")
 endif()
 if(problems)
   message(FATAL_ERROR "${problems}")
