@@ -102,25 +102,40 @@ def _read_torch(tensor):
     return tensor.data_ptr(), entry[0], entry[1]
 
 
-# The raw cudaStream_t of the current stream of a CUDA tensor's device:
-# torch.cuda.current_stream(index).cuda_stream, the documented way (it builds
-# a torch.cuda.Stream object on every call). torch._C._cuda_getCurrentRawStream
-# (index) returns the same int without that object, and is what Inductor's
-# generated code calls, but it is private: not used here until a GPU host
-# has shown what it saves (neither was measurable on the CPU-only machine
-# this was written on).
-_current_stream = None
+# The raw cudaStream_t of the current stream of a CUDA tensor's device.
+# torch.cuda.current_stream(index).cuda_stream, the documented way, builds a
+# torch.cuda.Stream object on every call: 1.8 us on the GPU host (torch
+# 2.11, python/benchmarks/torch_accessors.py), most of the 3 us a Python
+# call may add over C++. torch._C._cuda_getCurrentRawStream(index) returns
+# the same int in 0.1 us; it is private (Inductor's generated code calls
+# it), so it is used only where it exists and agrees with the documented
+# call on the first tensor of each device, else the documented call.
+_stream_of_device = {}  # device index -> function(index) -> int
+
+
+def _stream_reader(index):
+    torch = sys.modules["torch"]
+    documented = lambda i: torch.cuda.current_stream(i).cuda_stream  # noqa: E731
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+    reader = documented
+    if raw is not None:
+        try:
+            if raw(index) == documented(index):
+                reader = raw
+        except Exception:  # pragma: no cover - a torch whose private call changed
+            pass
+    _stream_of_device[index] = reader
+    return reader
 
 
 def torch_stream(tensor):
     """The current stream (an int) of a PyTorch tensor's device when it is a
     CUDA tensor, else 0 (the default stream)."""
-    global _current_stream
     if not tensor.is_cuda:
         return 0
-    if _current_stream is None:
-        _current_stream = sys.modules["torch"].cuda.current_stream
-    return _current_stream(tensor.get_device()).cuda_stream
+    index = tensor.get_device()
+    reader = _stream_of_device.get(index) or _stream_reader(index)
+    return reader(index)
 
 
 def current_stream(tensor):
