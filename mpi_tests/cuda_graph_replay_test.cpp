@@ -419,7 +419,8 @@ TEST(CudaGraphReplay, OddElementCountsThroughTheTransportOnBothRoutes) {
   const std::int64_t n = size();
   const std::vector<std::int64_t> counts{1, 7, 13, 1001, 8 * n + 3, 4099, 65536 * n + 5};
   const std::int64_t largest = *std::max_element(counts.begin(), counts.end());
-  peer.reserve(static_cast<std::size_t>(largest) * element_size(DataType::f32));
+  const std::size_t largest_bytes = static_cast<std::size_t>(largest) * element_size(DataType::f32);
+  peer.reserve(largest_bytes, largest_bytes);  // a Lamport region for every one-shot size
   const int replays = replays_for(any_rank_shares_a_gpu());
   cudaStream_t stream = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -431,12 +432,23 @@ TEST(CudaGraphReplay, OddElementCountsThroughTheTransportOnBothRoutes) {
       allocate(calls);
       std::vector<TensorLayout> layouts;
       for (const Call& c : calls) layouts.push_back(c.layout());
+      // Each call's launch, prepared before the capture as declare does,
+      // on the protocol the router would give it.
+      std::vector<std::unique_ptr<transport::PlanLaunch>> launches;
+      for (std::size_t i = 0; i < calls.size(); ++i) {
+        const Protocol protocol =
+            route == Route::two_shot ? Protocol::staged
+            : calls[i].bytes() > peer.protocol_windows().one_shot_ll_max_bytes ? Protocol::lamport
+                                                                               : Protocol::ll;
+        launches.push_back(peer.prepare({Operation::all_reduce, route, protocol, dtype,
+                                         &layouts[i], calls[i].bytes()}));
+      }
       auto call_all = [&] {
         for (std::size_t i = 0; i < calls.size(); ++i) {
           Call& c = calls[i];
           const transport::AllReduceArgs args{c.first->ptr, c.in_place ? c.first->ptr : c.second->ptr,
                                               dtype, &layouts[i], stream};
-          peer.all_reduce(route, args);
+          peer.all_reduce(*launches[i], args);
         }
       };
       capture_then_replay_and_call_eagerly(calls, stream, replays, call_all);
