@@ -28,7 +28,8 @@ bool fused(Algorithm algorithm) {
     case Algorithm::fused_lamport:
     case Algorithm::fused_ll:
     case Algorithm::fused_staged:
-    case Algorithm::fused_two_shot_row_norm: return true;
+    case Algorithm::fused_two_shot_row_norm:
+    case Algorithm::node_all_gather_row_norm: return true;
     default: return false;
   }
 }
@@ -39,7 +40,9 @@ bool all_reduce(Algorithm algorithm) {
     case Algorithm::one_shot_lamport:
     case Algorithm::two_shot:
     case Algorithm::pull_one_shot:
-    case Algorithm::pull_two_shot: return true;
+    case Algorithm::pull_two_shot:
+    case Algorithm::node_reduce_scatter:
+    case Algorithm::node_all_gather: return true;
     default: return false;
   }
 }
@@ -96,6 +99,14 @@ void plan_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type
       r.shard_elements = shard_of(type, count, shape.size);
       r.steps[0] = pull_two_shot_step(shape, type, r.shard_elements);
       break;
+    case Algorithm::node_reduce_scatter:
+      r.shard_elements = shard_of(type, count, shape.size);
+      r.steps[0] = node_reduce_scatter_step(shape, type, r.shard_elements);
+      break;
+    case Algorithm::node_all_gather:
+      r.shard_elements = shard_of(type, count, shape.size);
+      r.steps[0] = node_all_gather_step(type, r.shard_elements);
+      break;
     default: r.step_count = 0; break;
   }
 }
@@ -117,6 +128,14 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
       // the other fused kernels, so the same bits.
       r.shard_elements = shard_of(type, r.count, shape.size);
       r.steps[0] = two_shot_step(shape, type, r.shard_elements);
+      r.steps[1] = row_norm_step(type, rows, shape.cluster_rows);
+      r.step_count = 2;
+      break;
+    case Algorithm::node_all_gather_row_norm:
+      // The hierarchical all-gather into a dense buffer, then the same row
+      // kernel from it: any layout of inout and residual.
+      r.shard_elements = shard_of(type, r.count, shape.size);
+      r.steps[0] = node_all_gather_step(type, r.shard_elements);
       r.steps[1] = row_norm_step(type, rows, shape.cluster_rows);
       r.step_count = 2;
       break;
@@ -161,6 +180,9 @@ const char* to_string(Algorithm algorithm) noexcept {
     case Algorithm::fused_ll: return "fused LL";
     case Algorithm::fused_staged: return "fused staged";
     case Algorithm::fused_two_shot_row_norm: return "fused two-shot + row norm";
+    case Algorithm::node_reduce_scatter: return "node reduce-scatter";
+    case Algorithm::node_all_gather: return "node all-gather";
+    case Algorithm::node_all_gather_row_norm: return "node all-gather + row norm";
   }
   return "unknown";
 }
@@ -233,7 +255,9 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
   switch (recipe.algorithm) {
     case Algorithm::one_shot_ll:
     case Algorithm::one_shot_lamport:
-    case Algorithm::two_shot: {
+    case Algorithm::two_shot:
+    case Algorithm::node_reduce_scatter:
+    case Algorithm::node_all_gather: {
       // (PeerSet, const T* in, T* out, KernelLayout, count)
       const void* in = pointers.in;
       void* out = pointers.out;
@@ -277,6 +301,26 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
       const auto* aborted = reinterpret_cast<const std::uint32_t*>(
           static_cast<const char*>(peers.slabs[peers.rank]) + offsetof(Signals, aborted));
       void* norm[] = {&in, &out, &residual, &weight, &eps, layout, rows, hidden, &aborted};
+      return failed(detail::launch_step(recipe.steps[1], norm, stream));
+    }
+    case Algorithm::node_all_gather_row_norm: {
+      // The all-gather into the dense buffer: (PeerSet, const T* node
+      // shard, T* out, KernelLayout (dense), count) ...
+      const void* node_shard = pointers.in;
+      void* reduced = pointers.out;
+      KernelLayout dense{};
+      void* gather[] = {peer_set, &node_shard, &reduced, &dense, count};
+      const cudaError_t status = detail::launch_step(recipe.steps[0], gather, stream);
+      if (status != cudaSuccess) return failed(status);
+      // ... then the row kernel from it, as in fused_two_shot_row_norm.
+      const void* sums = reduced;
+      void* inout = pointers.inout;
+      void* residual = pointers.residual;
+      const void* weight = pointers.weight;
+      float eps = pointers.eps;
+      const auto* aborted = reinterpret_cast<const std::uint32_t*>(
+          static_cast<const char*>(peers.slabs[peers.rank]) + offsetof(Signals, aborted));
+      void* norm[] = {&sums, &inout, &residual, &weight, &eps, layout, rows, hidden, &aborted};
       return failed(detail::launch_step(recipe.steps[1], norm, stream));
     }
   }

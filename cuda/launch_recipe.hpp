@@ -25,6 +25,8 @@
 //   fused_ll                 fused_ll.cu         fused op, LL lines (clusters or blocks)
 //   fused_staged             fused_staged.cu     fused op, staged packs + flag barrier
 //   fused_two_shot_row_norm  two_shot.cu, then row_norm.cu (the add + RMSNorm kernel)
+//   node_reduce_scatter,     node_shards.cu      the hierarchical route's kernels, before and
+//   node_all_gather(_row_norm)                   after the step between nodes (+ row_norm.cu)
 // launch_recipe.cu holds prepare, launch and describe; shard_geometry.cuh
 // the two-shot shards; slab_sizing.cu the slab's sizes.
 #pragma once
@@ -51,10 +53,21 @@ enum class Algorithm : std::uint8_t {
   fused_staged,      // fused op, staged packs + flag barrier (any layout)
   fused_two_shot_row_norm,  // dense fused op: the two-shot all-reduce in place, then the
                             // add + RMSNorm row kernel
+  // The hierarchical route (several nodes), around the step between nodes
+  // that the transport runs: in -> this rank's shard of the node's sum at
+  // `out` (contiguous) ...
+  node_reduce_scatter,
+  // ... then the shard summed over the nodes (`in`) -> every rank's `out`
+  // (an all-reduce algorithm, the plan's layout) ...
+  node_all_gather,
+  // ... or, for the fused op, -> a dense buffer (`out`), then the add +
+  // RMSNorm row kernel from it into inout / residual (any layout).
+  node_all_gather_row_norm,
 };
 
 // "one-shot LL", "one-shot Lamport", "two-shot", "pull one-shot", "pull
 // two-shot", "fused Lamport", "fused LL", "fused staged", "fused two-shot +
+// row norm", "node reduce-scatter", "node all-gather", "node all-gather +
 // row norm" ("unknown" for a value outside the enum).
 const char* to_string(Algorithm algorithm) noexcept;
 
@@ -93,6 +106,8 @@ struct CallPointers {
   float eps = 0.0f;
   // Pull variants: where this rank's input is.
   PullSource source{};
+  // node_all_gather_row_norm: the shard summed over the nodes is `in`, the
+  // dense buffer of the reduced message (rows * hidden elements) is `out`.
 };
 
 // Everything but the pointers and the stream, decided once per declared

@@ -26,6 +26,10 @@ KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::in
 // Push two-shot: a thread per pack of a shard (`shard` elements,
 // shard_elements()), at most kTwoShotMaxBlocks blocks.
 KernelStep two_shot_step(const PeerSet& shape, ElementType type, std::int64_t shard);
+// The hierarchical route's two kernels (node_shards.cu): the same grid as
+// the push two-shot.
+KernelStep node_reduce_scatter_step(const PeerSet& shape, ElementType type, std::int64_t shard);
+KernelStep node_all_gather_step(ElementType type, std::int64_t shard);
 // Pull one-shot / two-shot: a thread per pack (of the message / of a shard),
 // at most kAllReduceMaxBlocks blocks.
 KernelStep pull_one_shot_step(const PeerSet& shape, ElementType type, std::int64_t count);

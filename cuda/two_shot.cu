@@ -1,6 +1,6 @@
 // The push two-shot all-reduce: reduce-scatter and all-gather over staged
-// packs, with per-block flag barriers (device_sync.cuh); shards from
-// shard_geometry.cuh. Its pull twin is pull_kernels.cu; the fused op's
+// packs (two_shot_phases.cuh), with per-block flag barriers
+// (device_sync.cuh); shards from shard_geometry.cuh. Its pull twin is pull_kernels.cu; the fused op's
 // two-shot + row norm path runs this kernel in place before row_norm.cu's.
 // Sums are fp32 in fixed rank order 0..n-1 with one rounding, so every
 // rank's output is bit-identical. Peer slots are read 16 bytes at a time;
@@ -16,43 +16,14 @@
 #include "launch_shape.cuh"
 #include "recipe_steps.cuh"
 #include "shard_geometry.cuh"
+#include "two_shot_phases.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
 
-// Sum of every source's sub-slot of this rank's own slot at element
-// `first` (a pack boundary): fixed rank order, one rounding, local reads,
-// all issued before the first add.
-template <class T>
-__device__ __forceinline__ Pack<T> reduce_sources(const PeerSet& p, std::uint32_t epoch,
-                                                  std::int64_t first) {
-  Pack<T> in[kMaxRanks];
-#pragma unroll
-  for (int r = 0; r < kMaxRanks; ++r) {
-    if (r < p.size) in[r].raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, r, epoch) + first);
-  }
-  float acc[Pack<T>::kCount];
-#pragma unroll
-  for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = 0.0f;
-#pragma unroll
-  for (int r = 0; r < kMaxRanks; ++r) {
-    if (r >= p.size) break;
-#pragma unroll
-    for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = __fadd_rn(acc[k], to_float(in[r].v[k]));
-  }
-  Pack<T> out;
-#pragma unroll
-  for (int k = 0; k < Pack<T>::kCount; ++k) out.v[k] = from_float<T>(acc[k]);
-  return out;
-}
-
-// Shard s covers [s * shard, min((s + 1) * shard, count)), shard a whole
-// number of packs. Reduce-scatter: every rank pushes shard s of its input
-// into rank s's slot (sub-slot <own rank>); rank s reduces its shard from
-// its own slot and pushes the result into every peer's slot (sub-slot s, at
-// the shard's positions, unused by the first phase); all-gather reads are
-// local. Block b handles pack j of every shard for the same j on every
-// rank, so per-block flags order exactly the data each block needs.
+// The three phases of two_shot_phases.cuh in one kernel, with the flag
+// barriers 'arrive' (every input staged) and 'reduced' (every shard
+// reduced and pushed) between them.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     two_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out, const __grid_constant__ KernelLayout layout, std::int64_t count) {
@@ -62,61 +33,26 @@ __global__ void __launch_bounds__(kThreads)
 
   constexpr int V = Pack<T>::kCount;
   const std::int64_t shard = shard_elements<V>(count, p.size);
-  const std::int64_t shard_packs = shard / V;
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool in_vec = layout.dense && aligned16(in);
+  const two_shot::PackWalk walk = two_shot::pack_walk();
   const bool out_vec = layout.dense && aligned16(out);
 
-  // Loads of a step first, then its stores: the compiler may not move a
-  // load past a store that could alias it, so this is spelled out.
-  for (std::int64_t j = begin; j < shard_packs; j += stride) {
-    Pack<T> mine[kMaxRanks];
-#pragma unroll
-    for (int s = 0; s < kMaxRanks; ++s) {
-      const std::int64_t first = s * shard + j * V;
-      if (s < p.size && first < count) mine[s] = load_tensor(in, layout, in_vec, first, count);
-    }
-#pragma unroll
-    for (int s = 0; s < kMaxRanks; ++s) {
-      const std::int64_t first = s * shard + j * V;
-      if (s < p.size && first < count) {
-        *reinterpret_cast<uint4*>(data_of<T>(p, s, p.rank, epoch) + first) = mine[s].raw;
-      }
-    }
-  }
+  two_shot::push_shards(p, in, layout, layout.dense && aligned16(in), count, shard, epoch, walk);
   __syncthreads();
   signal_peers(p, FlagRow::arrive, epoch);
   if (!wait_peers(p, own->arrive[blockIdx.x], epoch, Phase::arrive, epoch)) return;
 
-  for (std::int64_t j = begin; j < shard_packs; j += stride) {
+  for (std::int64_t j = walk.begin; j < shard / V; j += walk.stride) {
     const std::int64_t first = p.rank * shard + j * V;
     if (first >= count) break;
-    const Pack<T> sum = reduce_sources<T>(p, epoch, first);
-    for (int q = 0; q < p.size; ++q) {
-      if (q != p.rank) *reinterpret_cast<uint4*>(data_of<T>(p, q, p.rank, epoch) + first) = sum.raw;
-    }
+    const Pack<T> sum = two_shot::reduce_sources<T>(p, epoch, first);
+    two_shot::push_reduced(p, epoch, first, sum);
     store_tensor(out, layout, out_vec, first, count, sum);
   }
   __syncthreads();
   signal_peers(p, FlagRow::reduced, epoch);
   if (!wait_peers(p, own->reduced[blockIdx.x], epoch, Phase::reduced, epoch)) return;
 
-  for (std::int64_t j = begin; j < shard_packs; j += stride) {
-    Pack<T> sums[kMaxRanks];
-#pragma unroll
-    for (int s = 0; s < kMaxRanks; ++s) {
-      const std::int64_t first = s * shard + j * V;
-      if (s < p.size && s != p.rank && first < count) {
-        sums[s].raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, s, epoch) + first);
-      }
-    }
-#pragma unroll
-    for (int s = 0; s < kMaxRanks; ++s) {
-      const std::int64_t first = s * shard + j * V;
-      if (s < p.size && s != p.rank && first < count) store_tensor(out, layout, out_vec, first, count, sums[s]);
-    }
-  }
+  two_shot::gather_shards(p, out, layout, out_vec, count, shard, epoch, walk);
   finish_call(p, epoch, ticket);
 }
 

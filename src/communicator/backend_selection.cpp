@@ -71,10 +71,6 @@ std::string static_p2p_obstacle(const bootstrap::Bootstrap& bootstrap, const Con
            "hierarchical route between nodes needs the same number of ranks, two or more, on "
            "every node";
   }
-  if (nodes.num_nodes > 1 && backend == Backend::cuda) {
-    return "the job spans " + nodes.text + ", and the cuda backend has no hierarchical route "
-           "yet (the host backend has; README, \"Several nodes\")";
-  }
   return {};
 }
 
@@ -231,9 +227,37 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
     setup.fallback = transport::cuda::make_mpi_device_fallback(
         fallback_comm(comm, bootstrap, config), config.timeout, config.kernels.row_clusters);
   }
+  // Several nodes: the hierarchical route's step between them. NCCL where
+  // it can serve: built, not ruled out by Config::fallback, and no two
+  // ranks of one group (the same local rank on different nodes) on one GPU,
+  // which NCCL refuses. (Posed nodes of one machine can give each group
+  // distinct GPUs even where the node's own ranks share one.) MPI otherwise.
+  bool exchange_on_nccl = false;
+  if (setup.nodes.num_nodes > 1) {
+    const SharedGpus within_groups = find_shared_gpus(
+        bootstrap, gpu.pci_bus_id + " local rank " + std::to_string(bootstrap.local_rank()));
+    exchange_on_nccl = transport::cuda::nccl_built() && config.fallback != Fallback::mpi &&
+                       !within_groups.any();
+  }
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up CUDA IPC / peer access", [&] {
+    std::unique_ptr<transport::cuda::NodeExchange> across_nodes;
+    if (setup.nodes.num_nodes > 1) {
+      across_nodes = exchange_on_nccl
+                         ? transport::cuda::make_nccl_node_exchange(bootstrap, config.timeout,
+                                                                    config.kernels.row_clusters)
+                         : transport::cuda::make_mpi_node_exchange(
+                               bootstrap::OwnedComm::duplicate(
+                                   comm, config.timeout,
+                                   "create (the hierarchical route's communicator between nodes)"),
+                               bootstrap, config.timeout);
+      if (bootstrap.rank() == 0) {
+        log::info(std::string("hierarchical route: the step between nodes runs on ") +
+                  across_nodes->engine());
+      }
+    }
     return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout,
-                                                     config.transfer_mode, config.kernels);
+                                                     config.transfer_mode, config.kernels,
+                                                     std::move(across_nodes));
   }, level.obstacle.value_or(std::string()));
 #endif
 }

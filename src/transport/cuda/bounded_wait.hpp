@@ -11,9 +11,14 @@
 // still touch is worse than leaking it).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <chrono>
 #include <functional>
 #include <string>
+#include <thread>
+
+#include "transport/cuda/cuda_check.hpp"
 
 namespace peerplan::transport::cuda {
 
@@ -41,6 +46,28 @@ bool device_idle_by(int device, TeardownClock::time_point deadline);
 // The device that `pointer` (device or mapped host memory) belongs to, else
 // the calling thread's current device. Never throws.
 int device_of(const void* pointer) noexcept;
+
+// Polls `ready` (a cudaStreamQuery or cudaEventQuery) until it says done or
+// `timeout` passes. Returns false on timeout; throws CudaError on an error.
+// For the waits of calls (not of teardown): the MPI steps that stage GPU
+// data through the host.
+template <class Query>
+bool poll_until_done(Query ready, std::chrono::milliseconds timeout, const char* what) {
+  const auto deadline = TeardownClock::now() + timeout;
+  for (int polls = 0;; ++polls) {
+    const cudaError_t status = ready();
+    if (status == cudaSuccess) return true;
+    if (status != cudaErrorNotReady) check_cuda(status, what);
+    if (TeardownClock::now() >= deadline) return false;
+    // Short waits are the common case (a copy of a few KiB); ranks sharing
+    // a GPU wait for time slices of milliseconds.
+    if (polls < 100) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(polls < 1000 ? 20 : 200));
+    }
+  }
+}
 
 // "2000 ms"
 std::string milliseconds_text(std::chrono::milliseconds duration);

@@ -58,12 +58,13 @@ void check_kernel_choices(const KernelChoices& kernels, int device) {
 std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bootstrap,
                                                         std::chrono::milliseconds timeout,
                                                         TransferMode mode,
-                                                        const KernelChoices& kernels) {
+                                                        const KernelChoices& kernels,
+                                                        std::unique_ptr<NodeExchange> across_nodes) {
   // auto = push: on NVLink the LL push one-shot beats pull at every size
   // measured (benchmarks/RESULTS.md); pull is for zero-copy registered
   // inputs and for links where reads win.
   return std::make_unique<CudaPeerTransport>(bootstrap, timeout, mode == TransferMode::pull,
-                                             kernels);
+                                             kernels, std::move(across_nodes));
 }
 
 bool nccl_built() noexcept { return PEERPLAN_HAVE_NCCL != 0; }

@@ -10,6 +10,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/owned_comm.hpp"
 #include "peerplan/config.hpp"
+#include "transport/cuda/node_exchange.hpp"
 #include "transport/transport.hpp"
 
 namespace peerplan::transport::cuda {
@@ -35,11 +36,12 @@ void check_kernel_choices(const KernelChoices& kernels, int device);
 // staging memory until reserve(). `mode` picks push or pull kernels for
 // the all-reduce routes (automatic = push); `kernels` the kernels' grids
 // and protocols (the caller has checked that every rank agrees on those
-// that must agree: communicator/config_agreement.hpp).
-std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bootstrap,
-                                                        std::chrono::milliseconds timeout,
-                                                        TransferMode mode,
-                                                        const KernelChoices& kernels);
+// that must agree: communicator/config_agreement.hpp). `across_nodes`: the
+// hierarchical route's step between nodes (node_exchange.hpp) when the
+// communicator spans several nodes, else null.
+std::unique_ptr<PeerTransport> make_cuda_peer_transport(
+    bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout, TransferMode mode,
+    const KernelChoices& kernels, std::unique_ptr<NodeExchange> across_nodes = nullptr);
 
 // True when this build of peerplan has NCCL (configured with
 // PEERPLAN_WITH_NCCL=AUTO and NCCL found, or ON); false in a CUDA build

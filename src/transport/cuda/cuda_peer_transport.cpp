@@ -109,12 +109,14 @@ std::string describe_choices(const cuda_kernels::PeerSet& p, std::uint64_t lines
 
 CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
                                      std::chrono::milliseconds timeout, bool pull,
-                                     const KernelChoices& kernels)
+                                     const KernelChoices& kernels,
+                                     std::unique_ptr<NodeExchange> across_nodes)
     : bootstrap_(bootstrap),
       timeout_(timeout),
       local_rank_(bootstrap.local_rank()),
       local_size_(bootstrap.local_size()),
-      pull_(pull) {
+      pull_(pull),
+      across_nodes_(std::move(across_nodes)) {
   if (timeout.count() <= 0) {
     throw InvalidArgument("peerplan cuda backend: the timeout must be positive (got " +
                           std::to_string(timeout.count()) + " ms); set PEERPLAN_TIMEOUT_MS > 0");
@@ -269,12 +271,16 @@ void CudaPeerTransport::close() {
               "never made, or a kernel outside peerplan.");
     slabs_.abandon();
     registry_.abandon();
+    node_shard_ = node_reduced_ = nullptr;
     error_host_ = nullptr;
     capacity_ = 0;
+    if (across_nodes_) across_nodes_->close();
     return;
   }
   slabs_.release_local();
   registry_.release_local();
+  release_node_buffers();
+  if (across_nodes_) across_nodes_->close();
   if (error_host_ != nullptr) cudaFreeHost(error_host_);
   cudaGetLastError();
   error_host_ = nullptr;
@@ -299,6 +305,7 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   // Our kernels end within the timeout; none may still use the old slabs.
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize before re-creating the slabs");
   slabs_.release(bootstrap_);
+  release_node_buffers();
   std::memset(error_host_, 0, sizeof(DeviceError));
   capacity_ = 0;
   lamport_capacity_ = 0;
@@ -330,8 +337,31 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   peers_.lamport_offset = lamport_offset;
   peers_.lamport_sub_slot_bytes = lamport_sub;
   peers_.lamport_max_bytes = lamport_sub == 0 ? 0 : lamport_bytes;
+  if (across_nodes_) allocate_node_buffers(max_message_bytes);
   capacity_ = max_message_bytes;
   lamport_capacity_ = lamport_bytes;
+}
+
+void CudaPeerTransport::allocate_node_buffers(std::size_t max_message_bytes) {
+  // A shard is ceil(count / ranks) elements rounded up to whole 16-byte
+  // packs (cuda/shard_geometry.cuh): at most bytes / ranks + two packs.
+  const std::size_t shard_bytes =
+      max_message_bytes / static_cast<std::size_t>(local_size_) + 2 * cuda_kernels::kPackBytes;
+  check_cuda(cudaMalloc(&node_shard_, shard_bytes),
+             "cudaMalloc of " + std::to_string(shard_bytes) + " bytes for the node's shard");
+  const std::size_t reduced_bytes = max_message_bytes + cuda_kernels::kPackBytes;
+  check_cuda(cudaMalloc(&node_reduced_, reduced_bytes),
+             "cudaMalloc of " + std::to_string(reduced_bytes) +
+                 " bytes for the hierarchical fused op's reduced rows");
+}
+
+void CudaPeerTransport::release_node_buffers() noexcept {
+  // Callers made sure no kernel uses them (reserve synchronised the
+  // device; close() waited for it).
+  if (node_shard_ != nullptr) cudaFree(node_shard_);
+  if (node_reduced_ != nullptr) cudaFree(node_reduced_);
+  cudaGetLastError();
+  node_shard_ = node_reduced_ = nullptr;
 }
 
 void CudaPeerTransport::check_error_word(const char* what) {
@@ -403,14 +433,24 @@ namespace {
 
 using cuda_kernels::Algorithm;
 
-// The kernel recipe of one plan, and what its calls name in errors.
+// The kernel recipe of one plan, and what its calls name in errors. A
+// hierarchical plan has two: `recipe` before the step between nodes,
+// `after` after it.
 class CudaPlanLaunch final : public PlanLaunch {
  public:
   CudaPlanLaunch(const cuda_kernels::LaunchRecipe& r, std::string call_name)
       : recipe(r), what(std::move(call_name)) {}
-  std::string describe() const override { return cuda_kernels::describe(recipe); }
+  std::string describe() const override {
+    if (!hierarchical) return cuda_kernels::describe(recipe);
+    return cuda_kernels::describe(recipe) + "; across nodes: " + engine + " all-reduce of " +
+           std::to_string(exchange_count) + " elements; then " + cuda_kernels::describe(after);
+  }
   const cuda_kernels::LaunchRecipe recipe;
   const std::string what;  // "all_reduce (one-shot LL)"
+  bool hierarchical = false;
+  cuda_kernels::LaunchRecipe after{};
+  std::size_t exchange_count = 0;  // elements of this rank's shard (0: none)
+  std::string engine;              // "NCCL" / "MPI"
 };
 
 // The kernels that run (route, protocol); nullopt: this transport has none.
@@ -453,6 +493,12 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& requ
                      request.message_bytes);
   }
   if (request.layout == nullptr) refuse("layout is null");
+  if (request.route == Route::hierarchical || across_nodes_) {
+    if (request.route != Route::hierarchical) refuse("the job spans several nodes");
+    if (!across_nodes_) refuse("the job runs on one node");
+    if (request.protocol != Protocol::staged) refuse("the hierarchical route stages its packs");
+    return prepare_hierarchical(request);
+  }
   const bool fused = request.operation == Operation::fused_add_rms_norm;
   const bool fused_route =
       request.route == Route::fused_one_shot || request.route == Route::fused_two_shot;
@@ -482,12 +528,77 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& requ
                   cuda_kernels::to_string(*algorithm) + ")");
 }
 
+// Before the step between nodes: the node reduce-scatter of the whole
+// message (the fused op's too); after it: the node all-gather into the
+// output, or for the fused op into the dense buffer and the row kernel from
+// there. The exchange carries this rank's shard: the same length on every
+// member of its group (same local rank, same message).
+std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare_hierarchical(const LaunchRequest& request) {
+  using cuda_kernels::Algorithm;
+  const bool fused = request.operation == Operation::fused_add_rms_norm;
+  const auto& layout = *request.layout;
+  const auto type = element_type(request.dtype);
+  const auto kernel_shape = kernel_layout(layout);
+  cuda_kernels::LaunchRecipe before;
+  cuda_kernels::LaunchRecipe after;
+  cudaError_t status = cuda_kernels::prepare_all_reduce(Algorithm::node_reduce_scatter, peers_, type,
+                                                        kernel_shape, layout.numel(), before);
+  if (status == cudaSuccess) {
+    status = fused ? cuda_kernels::prepare_fused(Algorithm::node_all_gather_row_norm, peers_, type,
+                                                 kernel_shape, layout.numel() / layout.last_dim(),
+                                                 layout.last_dim(), after)
+                   : cuda_kernels::prepare_all_reduce(Algorithm::node_all_gather, peers_, type,
+                                                      kernel_shape, layout.numel(), after);
+  }
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    throw InvalidArgument(std::string(kBackend) + ": cannot prepare a hierarchical plan: the "
+                          "node kernels cannot carry this message (" +
+                          cudaGetErrorString(status) + ")");
+  }
+  auto plan = std::make_unique<CudaPlanLaunch>(
+      before, fused ? "fused_add_rms_norm (hierarchical)" : "all_reduce (hierarchical)");
+  plan->hierarchical = true;
+  plan->after = after;
+  const std::int64_t first = std::min<std::int64_t>(
+      static_cast<std::int64_t>(local_rank_) * before.shard_elements, before.count);
+  plan->exchange_count = static_cast<std::size_t>(
+      std::min<std::int64_t>(first + before.shard_elements, before.count) - first);
+  plan->engine = across_nodes_->engine();
+  return plan;
+}
+
+// Node reduce-scatter of `in` into the node shard, the step between nodes
+// on it, then `after` with the summed shard as its input.
+void CudaPeerTransport::run_hierarchical(const cuda_kernels::LaunchRecipe& before,
+                                         const cuda_kernels::LaunchRecipe& after,
+                                         std::size_t exchange_count, const char* what,
+                                         const void* in, cuda_kernels::CallPointers after_pointers,
+                                         DataType dtype, cudaStream_t stream) {
+  cuda_kernels::CallPointers pointers;
+  pointers.in = in;
+  pointers.out = node_shard_;
+  check_launch(cuda_kernels::launch(before, peers_, pointers, stream), what);
+  // A rank whose shard is empty (short messages) has nothing to add up,
+  // and neither has any member of its group (same local rank, same shard).
+  if (exchange_count > 0) across_nodes_->sum(node_shard_, exchange_count, dtype, stream, what);
+  after_pointers.in = node_shard_;
+  check_launch(cuda_kernels::launch(after, peers_, after_pointers, stream), what);
+}
+
 bool CudaPeerTransport::all_reduce(const PlanLaunch& launch, const AllReduceArgs& args) {
   // Only this transport's prepare() made the plans the communicator passes.
   const auto& plan = static_cast<const CudaPlanLaunch&>(launch);
   const auto& recipe = plan.recipe;
   if (recipe.count == 0) return false;
   begin_call(plan.what.c_str(), recipe.message_bytes);
+  if (plan.hierarchical) {
+    cuda_kernels::CallPointers after;
+    after.out = args.out;
+    run_hierarchical(recipe, plan.after, plan.exchange_count, plan.what.c_str(), args.in, after,
+                     args.dtype, static_cast<cudaStream_t>(args.stream));
+    return false;
+  }
   cuda_kernels::CallPointers pointers;
   pointers.in = args.in;
   pointers.out = args.out;
@@ -518,6 +629,16 @@ void CudaPeerTransport::fused_add_rms_norm(const PlanLaunch& launch, const Fused
   if (recipe.count == 0) return;
   begin_call(plan.what.c_str(), recipe.message_bytes);
   cuda_kernels::CallPointers pointers;
+  if (plan.hierarchical) {
+    pointers.out = node_reduced_;  // the dense reduced rows, read by the row kernel
+    pointers.inout = args.inout;
+    pointers.residual = args.residual;
+    pointers.weight = args.weight;
+    pointers.eps = args.eps;
+    run_hierarchical(recipe, plan.after, plan.exchange_count, plan.what.c_str(), args.inout,
+                     pointers, args.dtype, static_cast<cudaStream_t>(args.stream));
+    return;
+  }
   pointers.inout = args.inout;
   pointers.residual = args.residual;
   pointers.weight = args.weight;

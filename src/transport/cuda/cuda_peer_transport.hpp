@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "peerplan/config.hpp"
 #include "transport/cuda/buffer_registry.hpp"
 #include "transport/cuda/ipc_slabs.hpp"
+#include "transport/cuda/node_exchange.hpp"
 #include "transport/transport.hpp"
 
 namespace peerplan::transport::cuda {
@@ -43,8 +45,12 @@ class CudaPeerTransport final : public PeerTransport {
   // of a probe slab); throws CudaError/Unsupported on this rank otherwise.
   // `kernels` must agree on every rank where KernelChoices says so: the
   // communicator checks that (communicator/config_agreement.hpp), not this.
+  // `across_nodes`: the step between nodes of the hierarchical route when
+  // the communicator spans several nodes (then every plan is hierarchical),
+  // else null.
   CudaPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
-                    bool pull, const KernelChoices& kernels);
+                    bool pull, const KernelChoices& kernels,
+                    std::unique_ptr<NodeExchange> across_nodes = nullptr);
   ~CudaPeerTransport() override;
 
   void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0) override;
@@ -73,6 +79,15 @@ class CudaPeerTransport final : public PeerTransport {
   void check_launch(cudaError_t status, const char* what);
   void probe_peer_access();
   cuda_kernels::PullSource pull_source(const AllReduceArgs& args, std::size_t bytes) const noexcept;
+  std::unique_ptr<PlanLaunch> prepare_hierarchical(const LaunchRequest& request);
+  void run_hierarchical(const cuda_kernels::LaunchRecipe& before,
+                        const cuda_kernels::LaunchRecipe& after, std::size_t exchange_count,
+                        const char* what, const void* in, cuda_kernels::CallPointers after_pointers,
+                        DataType dtype, cudaStream_t stream);
+  // The hierarchical route's device buffers (reserve): this rank's shard of
+  // the node's sum, and the fused op's dense reduced message.
+  void allocate_node_buffers(std::size_t max_message_bytes);
+  void release_node_buffers() noexcept;
 
   bootstrap::Bootstrap& bootstrap_;
   std::chrono::milliseconds timeout_;
@@ -88,6 +103,9 @@ class CudaPeerTransport final : public PeerTransport {
   // many bytes, Lamport above (protocol_windows()).
   std::uint64_t lines_limit_ = 0;
   std::size_t lamport_capacity_ = 0;  // the largest Lamport plan the region holds
+  std::unique_ptr<NodeExchange> across_nodes_;
+  void* node_shard_ = nullptr;       // device: [shard of the node's sum]
+  void* node_reduced_ = nullptr;     // device: [dense reduced message] (fused op)
   cuda_kernels::DeviceError* error_host_ = nullptr;  // pinned, mapped
   std::size_t capacity_ = 0;
   bool broken_ = false;

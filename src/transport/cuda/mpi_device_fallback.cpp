@@ -17,7 +17,6 @@
 namespace peerplan::transport::cuda {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 constexpr const char* kContext = "peerplan cuda backend, MPI fallback";
 
@@ -29,26 +28,6 @@ void refuse_capture(cudaStream_t stream, const char* what) {
                      "time, not at replay). Declare this shape so that a P2P route is captured, "
                      "or use the NCCL fallback (Config::fallback / PEERPLAN_FALLBACK=nccl; not "
                      "possible while ranks share a GPU).");
-}
-
-// Polls `ready` (a cudaStreamQuery or cudaEventQuery) until it says done or
-// `timeout` passes. Returns false on timeout; throws CudaError on an error.
-template <class Query>
-bool poll_until_done(Query ready, std::chrono::milliseconds timeout, const char* what) {
-  const auto deadline = Clock::now() + timeout;
-  for (int polls = 0;; ++polls) {
-    const cudaError_t status = ready();
-    if (status == cudaSuccess) return true;
-    if (status != cudaErrorNotReady) check_cuda(status, what);
-    if (Clock::now() >= deadline) return false;
-    // Short waits are the common case (a copy of a few KiB); ranks sharing
-    // a GPU wait for time slices of milliseconds.
-    if (polls < 100) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(polls < 1000 ? 20 : 200));
-    }
-  }
 }
 
 }  // namespace

@@ -1,0 +1,124 @@
+// The phases of the push two-shot all-reduce, shared by the kernels that
+// run them: the single-node two-shot (two_shot.cu: all three in one
+// kernel) and the hierarchical route's pair (node_shards.cu: the first two
+// before the step between nodes, the rest after it). Device code only.
+//
+// Shard s covers [s * shard, min((s + 1) * shard, count)), shard a whole
+// number of packs (shard_geometry.cuh). Every rank pushes shard s of its
+// input into rank s's slot (sub-slot <own rank>); rank s reduces its shard
+// from its own slot, fp32 in rank order 0..n-1 with one rounding, and
+// pushes the result into every peer's slot (sub-slot s, at the shard's
+// positions, unused by the first phase); the all-gather's reads are local.
+// Block b handles pack j of every shard for the same j on every rank, so
+// per-block flags order exactly the data each block needs. Loads of a step
+// come first, then its stores: the compiler may not move a load past a
+// store that could alias it, so this is spelled out.
+#pragma once
+
+#include <cstdint>
+
+#include "collective_kernels.hpp"
+#include "device_sync.cuh"
+#include "element_ops.cuh"
+
+namespace peerplan::cuda_kernels::two_shot {
+
+// The packs this thread handles: j = begin, begin + stride, ... < packs.
+struct PackWalk {
+  std::int64_t begin;
+  std::int64_t stride;
+};
+
+__device__ __forceinline__ PackWalk pack_walk() {
+  return {static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+          static_cast<std::int64_t>(gridDim.x) * blockDim.x};
+}
+
+// Phase 1: shard s of `in` into rank s's slot, sub-slot <own rank>.
+template <class T>
+__device__ __forceinline__ void push_shards(const PeerSet& p, const T* in,
+                                            const KernelLayout& layout, bool in_vec,
+                                            std::int64_t count, std::int64_t shard,
+                                            std::uint32_t epoch, PackWalk walk) {
+  constexpr int V = Pack<T>::kCount;
+  const std::int64_t shard_packs = shard / V;
+  for (std::int64_t j = walk.begin; j < shard_packs; j += walk.stride) {
+    Pack<T> mine[kMaxRanks];
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
+      const std::int64_t first = s * shard + j * V;
+      if (s < p.size && first < count) mine[s] = load_tensor(in, layout, in_vec, first, count);
+    }
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
+      const std::int64_t first = s * shard + j * V;
+      if (s < p.size && first < count) {
+        *reinterpret_cast<uint4*>(data_of<T>(p, s, p.rank, epoch) + first) = mine[s].raw;
+      }
+    }
+  }
+}
+
+// Sum of every source's sub-slot of this rank's own slot at element
+// `first` (a pack boundary): fixed rank order, one rounding, local reads,
+// all issued before the first add.
+template <class T>
+__device__ __forceinline__ Pack<T> reduce_sources(const PeerSet& p, std::uint32_t epoch,
+                                                  std::int64_t first) {
+  Pack<T> in[kMaxRanks];
+#pragma unroll
+  for (int r = 0; r < kMaxRanks; ++r) {
+    if (r < p.size) in[r].raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, r, epoch) + first);
+  }
+  float acc[Pack<T>::kCount];
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kMaxRanks; ++r) {
+    if (r >= p.size) break;
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = __fadd_rn(acc[k], to_float(in[r].v[k]));
+  }
+  Pack<T> out;
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) out.v[k] = from_float<T>(acc[k]);
+  return out;
+}
+
+// Phase 2's second half: this rank's reduced pack at `first` into every
+// peer's slot (sub-slot <own rank>), for their all-gather.
+template <class T>
+__device__ __forceinline__ void push_reduced(const PeerSet& p, std::uint32_t epoch,
+                                             std::int64_t first, const Pack<T>& sum) {
+  for (int q = 0; q < p.size; ++q) {
+    if (q != p.rank) *reinterpret_cast<uint4*>(data_of<T>(p, q, p.rank, epoch) + first) = sum.raw;
+  }
+}
+
+// Phase 3, after the 'reduced' barrier: every other rank's reduced shard
+// from this rank's own slot into `out`.
+template <class T>
+__device__ __forceinline__ void gather_shards(const PeerSet& p, T* out, const KernelLayout& layout,
+                                              bool out_vec, std::int64_t count,
+                                              std::int64_t shard, std::uint32_t epoch,
+                                              PackWalk walk) {
+  constexpr int V = Pack<T>::kCount;
+  const std::int64_t shard_packs = shard / V;
+  for (std::int64_t j = walk.begin; j < shard_packs; j += walk.stride) {
+    Pack<T> sums[kMaxRanks];
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
+      const std::int64_t first = s * shard + j * V;
+      if (s < p.size && s != p.rank && first < count) {
+        sums[s].raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, s, epoch) + first);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
+      const std::int64_t first = s * shard + j * V;
+      if (s < p.size && s != p.rank && first < count) store_tensor(out, layout, out_vec, first, count, sums[s]);
+    }
+  }
+}
+
+}  // namespace peerplan::cuda_kernels::two_shot
