@@ -5,7 +5,8 @@
 #     own GPU, torch.distributed NCCL) at RANKS (default "2");
 #  2. the C example (examples/c/all_reduce.c, host memory: host backend);
 #  3. the example program posing as 2 nodes x 2 ranks (PEERPLAN_HOST_ID) on
-#     the cuda backend: P2P must be off with the reason, results right;
+#     the cuda backend: its plans must take the hierarchical route, results
+#     right;
 #  4. the call-overhead benchmarks at 2 ranks on the cuda backend: host time
 #     per eager call from C++ (benchmarks/call_overhead_bench.cpp, built here
 #     with the benchmarks on) and from Python (python/benchmarks/
@@ -62,8 +63,8 @@ posed_2x2_cuda() {
     "$BUILD/examples/peerplan_transformer_decode" >"$OUT/posed.out" 2>&1
   local rc=$?
   cat "$OUT/posed.out"
-  [ $rc -eq 0 ] && grep -q 'cuda backend has no hierarchical route' "$OUT/posed.out" &&
-    grep -q '#wrong 0' "$OUT/posed.out"
+  [ $rc -eq 0 ] && grep -q 'the step between nodes runs on' "$OUT/posed.out" &&
+    grep -q 'hierarchical' "$OUT/posed.out" && grep -q '#wrong 0' "$OUT/posed.out"
 }
 step posed_2x2_cuda posed_2x2_cuda
 

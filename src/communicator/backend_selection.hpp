@@ -31,9 +31,9 @@ struct BackendSetup {
 };
 
 // Collective. Resolves Backend::automatic, creates the fallback and, when
-// P2P is allowed (>= 2 ranks, not disabled; one node, or on the host
-// backend several nodes holding the same number >= 2 of ranks each, for
-// the hierarchical route), the peer transport; an agreement at the end
+// P2P is allowed (>= 2 ranks, not disabled; one node, or several nodes
+// holding the same number >= 2 of ranks each, for the hierarchical route,
+// whose step between nodes the peer transport then owns), the peer transport; an agreement at the end
 // makes every rank enable P2P or none.
 BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config);
 
