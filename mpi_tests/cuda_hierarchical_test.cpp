@@ -14,9 +14,13 @@
 // several plans, undeclared and over-cutoff calls between them) stays
 // correct and counted. CUDA graphs: captured hierarchical calls replay with
 // the NCCL exchange; with the MPI exchange (ranks sharing GPUs) a capture is
-// refused with InvalidUsage and the communicator stays usable. Nodes holding
-// different numbers of ranks, or one rank each, fall back with
-// FallbackReason::node_layout at every world size.
+// refused with InvalidUsage and the communicator stays usable. On posed
+// nodes the default GPU choice (local rank modulo the GPU count) makes ranks
+// of different nodes share GPUs, hence the MPI exchange; where the machine
+// has a GPU per rank the tests run again with Config::device = the world
+// rank, for the NCCL exchange. Nodes holding different numbers of ranks,
+// or one rank each, fall back with FallbackReason::node_layout at every
+// world size.
 //
 // World sizes without a layout of several nodes holding two or more ranks
 // each (2, 3, 5, 7) skip the hierarchical tests visibly, with the reason;
@@ -86,6 +90,46 @@ Config flat_config() {
   Config config = hierarchical_config();
   config.disable_p2p = true;
   return config;
+}
+
+// The GPU each rank drives. By default the local rank modulo the GPU count
+// picks it, and on posed nodes the local ranks repeat from node to node:
+// ranks of different nodes share GPUs, so the node exchange is MPI. Where
+// the machine has a GPU for every rank, the tests also give each rank its
+// own (Config::device = the world rank): the exchange is then NCCL (in a
+// build with NCCL). Collective.
+struct GpuChoice {
+  std::string name;
+  int device = -1;
+  Config applied_to(Config config) const {
+    config.device = device;
+    return config;
+  }
+};
+
+std::vector<GpuChoice> gpu_choices() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    count = 0;
+  }
+  std::vector<GpuChoice> choices{{"GPU of the local rank", -1}};
+  if (mpi_test::all_ranks(count >= size())) choices.push_back({"a GPU per rank", rank()});
+  return choices;
+}
+
+// Every even layout with every GPU choice.
+struct Posing {
+  Nodes nodes;
+  GpuChoice gpus;
+  std::string text() const { return "nodes " + describe(nodes) + ", " + gpus.name; }
+};
+
+std::vector<Posing> posings(const std::vector<Nodes>& layouts) {
+  std::vector<Posing> all;
+  for (const GpuChoice& gpus : gpu_choices())
+    for (const Nodes& nodes : layouts) all.push_back({nodes, gpus});
+  return all;
 }
 
 // ------------------------------------------------------------ the exchange
@@ -531,11 +575,12 @@ TEST(CudaHierarchical, AllReduceEveryDtypeAndShapeIsTheDocumentedSumOnEveryRank)
   const auto layouts = even_layouts(size());
   PEERPLAN_MPI_SKIP_IF(layouts.empty(), no_even_layout());
   const auto shapes = all_reduce_shapes();
-  for (const Nodes& nodes : layouts) {
-    SCOPED_TRACE("nodes " + describe(nodes));
+  for (const Posing& posing : posings(layouts)) {
+    const Nodes& nodes = posing.nodes;
+    SCOPED_TRACE(posing.text());
     const PoseAsNodes pose(nodes);
-    auto comm = create_cuda(hierarchical_config());
-    auto flat = create_cuda(flat_config());
+    auto comm = create_cuda(posing.gpus.applied_to(hierarchical_config()));
+    auto flat = create_cuda(posing.gpus.applied_to(flat_config()));
     expect_several_nodes(*comm, nodes);
     ASSERT_TRUE(comm->p2p_enabled()) << describe(nodes) << ": " << comm->p2p_disabled_reason();
     EXPECT_FALSE(flat->p2p_enabled());
@@ -604,11 +649,12 @@ TEST(CudaHierarchical, FusedEveryDtypeIsTheHierarchicalSumThenTheFallbackKernel)
   const auto layouts = even_layouts(size());
   PEERPLAN_MPI_SKIP_IF(layouts.empty(), no_even_layout());
   const auto shapes = fused_shapes();
-  for (const Nodes& nodes : layouts) {
-    SCOPED_TRACE("nodes " + describe(nodes));
+  for (const Posing& posing : posings(layouts)) {
+    const Nodes& nodes = posing.nodes;
+    SCOPED_TRACE(posing.text());
     const PoseAsNodes pose(nodes);
-    auto comm = create_cuda(hierarchical_config());
-    auto flat = create_cuda(flat_config());
+    auto comm = create_cuda(posing.gpus.applied_to(hierarchical_config()));
+    auto flat = create_cuda(posing.gpus.applied_to(flat_config()));
     ASSERT_TRUE(comm->p2p_enabled()) << describe(nodes) << ": " << comm->p2p_disabled_reason();
     const Exchange exchange = exchange_of(*comm, nodes);
 
@@ -680,7 +726,8 @@ TEST(CudaHierarchical, FusedEveryDtypeIsTheHierarchicalSumThenTheFallbackKernel)
           EXPECT_EQ(reference.result.route, Route::fallback) << what;
           expect_fused_correct(reference, dtype, Inputs::integers, seed, s.layout, weight, kEps,
                                Route::fallback, exchange, what + " (flat fallback)");
-          EXPECT_EQ(got.residual, reference.residual) << what << ": residual differs from the flat fallback";
+          EXPECT_EQ(got.residual, reference.residual)
+              << what << ": residual differs from the flat fallback";
           EXPECT_EQ(got.out, reference.out) << what << ": output differs from the flat fallback";
         }
       }
@@ -703,10 +750,13 @@ TEST(CudaHierarchical, MixedSequenceStaysCorrectAndCounted) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const auto layouts = even_layouts(size());
   PEERPLAN_MPI_SKIP_IF(layouts.empty(), no_even_layout());
-  const Nodes& nodes = layouts.back();  // interleaved at 4 and 6 ranks, 4x2 at 8
-  SCOPED_TRACE("nodes " + describe(nodes));
+  // Interleaved at 4 and 6 ranks, 4x2 at 8; a GPU per rank where there are
+  // enough (the NCCL exchange), else the MPI exchange.
+  const Posing posing{layouts.back(), gpu_choices().back()};
+  const Nodes& nodes = posing.nodes;
+  SCOPED_TRACE(posing.text());
   const PoseAsNodes pose(nodes);
-  auto comm = create_cuda(hierarchical_config());
+  auto comm = create_cuda(posing.gpus.applied_to(hierarchical_config()));
   ASSERT_TRUE(comm->p2p_enabled()) << describe(nodes) << ": " << comm->p2p_disabled_reason();
   const Exchange exchange = exchange_of(*comm, nodes);
 
@@ -792,163 +842,169 @@ TEST(CudaHierarchical, GraphCaptureReplaysWithTheNcclExchangeAndIsRefusedWithThe
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const auto layouts = even_layouts(size());
   PEERPLAN_MPI_SKIP_IF(layouts.empty(), no_even_layout());
-  const Nodes& nodes = layouts.front();
-  SCOPED_TRACE("nodes " + describe(nodes));
-  const PoseAsNodes pose(nodes);
-  auto comm = create_cuda(hierarchical_config());
-  ASSERT_TRUE(comm->p2p_enabled()) << describe(nodes) << ": " << comm->p2p_disabled_reason();
-  const Exchange exchange = exchange_of(*comm, nodes);
+  // With the GPU of the local rank the exchange is MPI; with a GPU per rank
+  // (where there are enough) it is NCCL.
+  for (const GpuChoice& gpus : gpu_choices()) {
+    const Posing posing{layouts.front(), gpus};
+    const Nodes& nodes = posing.nodes;
+    SCOPED_TRACE(posing.text());
+    const PoseAsNodes pose(nodes);
+    auto comm = create_cuda(gpus.applied_to(hierarchical_config()));
+    ASSERT_TRUE(comm->p2p_enabled()) << describe(nodes) << ": " << comm->p2p_disabled_reason();
+    const Exchange exchange = exchange_of(*comm, nodes);
 
-  const DataType dtype = DataType::bf16;
-  const TensorLayout vec({4104});  // 513 packs: short last shards
-  const TensorLayout rows({3, 1000});
-  const Weight weight = make_device_weight(dtype, 1000, fresh_seed());
-  ASSERT_NO_THROW(comm->declare(std::vector<Declaration>{
-      Declaration::all_reduce("vec", dtype, vec),
-      Declaration::fused_add_rms_norm("rows", dtype, rows, weight.device->ptr, kEps)}));
-  DeviceTensor in(dtype, vec), out(dtype, vec), inout(dtype, rows), residual(dtype, rows);
-  cudaStream_t stream = nullptr;
-  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const DataType dtype = DataType::bf16;
+    const TensorLayout vec({4104});  // 513 packs: short last shards
+    const TensorLayout rows({3, 1000});
+    const Weight weight = make_device_weight(dtype, 1000, fresh_seed());
+    ASSERT_NO_THROW(comm->declare(std::vector<Declaration>{
+        Declaration::all_reduce("vec", dtype, vec),
+        Declaration::fused_add_rms_norm("rows", dtype, rows, weight.device->ptr, kEps)}));
+    DeviceTensor in(dtype, vec), out(dtype, vec), inout(dtype, rows), residual(dtype, rows);
+    cudaStream_t stream = nullptr;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  // Loads input set `seed` (uploads are synchronous) and poisons the output.
-  auto load = [&](std::uint64_t seed) {
-    in.store(input_bytes(dtype, Inputs::random, seed, rank(), vec.numel()));
-    out.poison();
-    inout.store(input_bytes(dtype, Inputs::random, seed ^ 1, rank(), rows.numel()));
-    residual.store(residual_bytes(dtype, Inputs::random, seed ^ 1, rows.numel()));
-  };
-  std::vector<CallResult> results;
-  auto enqueue = [&] {
-    results.clear();
-    results.push_back(comm->all_reduce(in.ptr(), out.ptr(), dtype, vec, stream));
-    results.push_back(comm->fused_add_rms_norm(inout.ptr(), residual.ptr(), weight.device->ptr,
-                                               kEps, dtype, rows, stream));
-  };
-  // The outputs as bytes: the all-reduce's, the fused op's out and residual.
-  struct Outputs {
-    Bytes sum, out, residual;
-    bool operator==(const Outputs&) const = default;
-  };
-  auto outputs = [&] {
-    check_cuda(cudaStreamSynchronize(stream), "stream");
-    return Outputs{out.elements(out.storage()), inout.elements(inout.storage()),
-                   residual.elements(residual.storage())};
-  };
-  // One eager round on set `seed`, checked in full.
-  auto eager_checked = [&](std::uint64_t seed, const std::string& what) {
-    load(seed);
-    enqueue();
-    const Outputs got = outputs();
-    expect_hierarchical(results[0], what + " all-reduce");
-    expect_hierarchical(results[1], what + " fused");
-    AllReduceRun sum;
-    sum.out = got.sum;
-    sum.padding_written = out.padding_written(out.storage());
-    sum.unwritten = out.unwritten(out.storage());
-    expect_all_reduce_correct(sum, dtype, Inputs::random, seed, Route::hierarchical, exchange,
-                              what + " all-reduce");
-    FusedGpuRun fused;
-    fused.out = got.out;
-    fused.residual = got.residual;
-    fused.padding_written = inout.padding_written(inout.storage()) +
-                            residual.padding_written(residual.storage());
-    expect_fused_correct(fused, dtype, Inputs::random, seed ^ 1, rows, weight, kEps,
-                         Route::hierarchical, exchange, what + " fused");
-    return got;
-  };
-
-  if (!exchange.mpi) {
-    constexpr int kSets = 4;
-    constexpr int kReplays = 40;
-    constexpr int kEagerEvery = 5;
-    std::vector<std::uint64_t> seeds;
-    std::vector<Outputs> expected;
-    for (int k = 0; k < kSets; ++k) {
-      seeds.push_back(fresh_seed());
-      expected.push_back(eager_checked(seeds.back(), exchange.text() + ", eager set " + std::to_string(k)));
-    }
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    enqueue();
-    CUDA_OK(cudaStreamEndCapture(stream, &graph));
-    ASSERT_EQ(results.size(), 2u);
-    expect_hierarchical(results[0], "captured all-reduce");
-    expect_hierarchical(results[1], "captured fused");
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    int mismatches = 0;
-    for (int i = 0; i < kReplays; ++i) {
-      const int k = (i * 3 + 1) % kSets;
-      load(seeds[k]);
-      CUDA_OK(cudaGraphLaunch(exec, stream));
-      const Outputs got = outputs();
-      if (!(got == expected[k])) ++mismatches;
-      // Each comparison is collective: all three run on every rank.
-      const bool sum_same = same_on_every_rank(got.sum);
-      const bool out_same = same_on_every_rank(got.out);
-      const bool residual_same = same_on_every_rank(got.residual);
-      EXPECT_TRUE(sum_same && out_same && residual_same)
-          << "replay " << i << ": outputs differ across ranks";
-      if (i % kEagerEvery == kEagerEvery - 1) {  // eager calls between replays
-        const int e = (i / kEagerEvery) % kSets;
-        load(seeds[e]);
-        enqueue();
-        if (!(outputs() == expected[e])) ++mismatches;
-      }
-    }
-    EXPECT_EQ(mismatches, 0) << exchange.text() << ": replays or interleaved eager calls whose "
-                             << "bytes differ from the eager run of the same inputs";
-    CUDA_OK(cudaGraphExecDestroy(exec));
-    CUDA_OK(cudaGraphDestroy(graph));
-  } else {
-    load(fresh_seed());
-    const Stats before = comm->stats();
-    // An exception other than InvalidUsage, or none, is reported; the
-    // capture is ended whatever happens.
-    auto refused = [](auto&& call) -> std::string {
-      try {
-        call();
-      } catch (const InvalidUsage& e) {
-        return e.what();
-      } catch (const std::exception& e) {
-        return std::string("not InvalidUsage: ") + e.what();
-      }
-      return "not refused";
+    // Loads input set `seed` (uploads are synchronous) and poisons the output.
+    auto load = [&](std::uint64_t seed) {
+      in.store(input_bytes(dtype, Inputs::random, seed, rank(), vec.numel()));
+      out.poison();
+      inout.store(input_bytes(dtype, Inputs::random, seed ^ 1, rank(), rows.numel()));
+      residual.store(residual_bytes(dtype, Inputs::random, seed ^ 1, rows.numel()));
     };
-    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const std::string ar_message = refused([&] {
-      comm->all_reduce(in.ptr(), out.ptr(), dtype, vec, stream);
-    });
-    const std::string fused_message = refused([&] {
-      comm->fused_add_rms_norm(inout.ptr(), residual.ptr(), weight.device->ptr, kEps, dtype, rows,
-                               stream);
-    });
-    cudaGraph_t graph = nullptr;
-    CUDA_OK(cudaStreamEndCapture(stream, &graph));
-    std::size_t captured = 0;
-    CUDA_OK(cudaGraphGetNodes(graph, nullptr, &captured));
-    EXPECT_EQ(captured, 0u) << "a refused call must not touch the stream";
-    CUDA_OK(cudaGraphDestroy(graph));
-    EXPECT_NE(ar_message.find("CUDA graph capture"), npos)
-        << "a hierarchical all-reduce captured with the MPI exchange must raise InvalidUsage "
-           "naming the capture; got: \"" << ar_message << "\"";
-    EXPECT_NE(fused_message.find("CUDA graph capture"), npos)
-        << "a hierarchical fused op captured with the MPI exchange must raise InvalidUsage "
-           "naming the capture; got: \"" << fused_message << "\"";
-    const Stats after = comm->stats();
-    EXPECT_EQ(after.p2p_calls, before.p2p_calls) << "a refused call is not counted";
-    EXPECT_EQ(after.fallback_undeclared + after.fallback_over_cutoff + after.fallback_p2p_disabled +
-                  after.fallback_node_layout,
-              before.fallback_undeclared + before.fallback_over_cutoff +
-                  before.fallback_p2p_disabled + before.fallback_node_layout);
-    // Still usable eagerly, on the same stream (two rounds: both epochs).
-    for (int round = 0; round < 2; ++round)
-      eager_checked(fresh_seed(), exchange.text() + ", eager round " + std::to_string(round) +
-                                      " after the refused capture");
-    EXPECT_EQ(comm->stats().p2p_calls, before.p2p_calls + 4);
+    std::vector<CallResult> results;
+    auto enqueue = [&] {
+      results.clear();
+      results.push_back(comm->all_reduce(in.ptr(), out.ptr(), dtype, vec, stream));
+      results.push_back(comm->fused_add_rms_norm(inout.ptr(), residual.ptr(), weight.device->ptr,
+                                                 kEps, dtype, rows, stream));
+    };
+    // The outputs as bytes: the all-reduce's, the fused op's out and residual.
+    struct Outputs {
+      Bytes sum, out, residual;
+      bool operator==(const Outputs&) const = default;
+    };
+    auto outputs = [&] {
+      check_cuda(cudaStreamSynchronize(stream), "stream");
+      return Outputs{out.elements(out.storage()), inout.elements(inout.storage()),
+                     residual.elements(residual.storage())};
+    };
+    // One eager round on set `seed`, checked in full.
+    auto eager_checked = [&](std::uint64_t seed, const std::string& what) {
+      load(seed);
+      enqueue();
+      const Outputs got = outputs();
+      expect_hierarchical(results[0], what + " all-reduce");
+      expect_hierarchical(results[1], what + " fused");
+      AllReduceRun sum;
+      sum.out = got.sum;
+      sum.padding_written = out.padding_written(out.storage());
+      sum.unwritten = out.unwritten(out.storage());
+      expect_all_reduce_correct(sum, dtype, Inputs::random, seed, Route::hierarchical, exchange,
+                                what + " all-reduce");
+      FusedGpuRun fused;
+      fused.out = got.out;
+      fused.residual = got.residual;
+      fused.padding_written = inout.padding_written(inout.storage()) +
+                              residual.padding_written(residual.storage());
+      expect_fused_correct(fused, dtype, Inputs::random, seed ^ 1, rows, weight, kEps,
+                           Route::hierarchical, exchange, what + " fused");
+      return got;
+    };
+
+    if (!exchange.mpi) {
+      constexpr int kSets = 4;
+      constexpr int kReplays = 40;
+      constexpr int kEagerEvery = 5;
+      std::vector<std::uint64_t> seeds;
+      std::vector<Outputs> expected;
+      for (int k = 0; k < kSets; ++k) {
+        seeds.push_back(fresh_seed());
+        expected.push_back(
+            eager_checked(seeds.back(), exchange.text() + ", eager set " + std::to_string(k)));
+      }
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      enqueue();
+      CUDA_OK(cudaStreamEndCapture(stream, &graph));
+      ASSERT_EQ(results.size(), 2u);
+      expect_hierarchical(results[0], "captured all-reduce");
+      expect_hierarchical(results[1], "captured fused");
+      CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+      int mismatches = 0;
+      for (int i = 0; i < kReplays; ++i) {
+        const int k = (i * 3 + 1) % kSets;
+        load(seeds[k]);
+        CUDA_OK(cudaGraphLaunch(exec, stream));
+        const Outputs got = outputs();
+        if (!(got == expected[k])) ++mismatches;
+        // Each comparison is collective: all three run on every rank.
+        const bool sum_same = same_on_every_rank(got.sum);
+        const bool out_same = same_on_every_rank(got.out);
+        const bool residual_same = same_on_every_rank(got.residual);
+        EXPECT_TRUE(sum_same && out_same && residual_same)
+            << "replay " << i << ": outputs differ across ranks";
+        if (i % kEagerEvery == kEagerEvery - 1) {  // eager calls between replays
+          const int e = (i / kEagerEvery) % kSets;
+          load(seeds[e]);
+          enqueue();
+          if (!(outputs() == expected[e])) ++mismatches;
+        }
+      }
+      EXPECT_EQ(mismatches, 0) << exchange.text() << ": replays or interleaved eager calls whose "
+                               << "bytes differ from the eager run of the same inputs";
+      CUDA_OK(cudaGraphExecDestroy(exec));
+      CUDA_OK(cudaGraphDestroy(graph));
+    } else {
+      load(fresh_seed());
+      const Stats before = comm->stats();
+      // An exception other than InvalidUsage, or none, is reported; the
+      // capture is ended whatever happens.
+      auto refused = [](auto&& call) -> std::string {
+        try {
+          call();
+        } catch (const InvalidUsage& e) {
+          return e.what();
+        } catch (const std::exception& e) {
+          return std::string("not InvalidUsage: ") + e.what();
+        }
+        return "not refused";
+      };
+      CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      const std::string ar_message = refused([&] {
+        comm->all_reduce(in.ptr(), out.ptr(), dtype, vec, stream);
+      });
+      const std::string fused_message = refused([&] {
+        comm->fused_add_rms_norm(inout.ptr(), residual.ptr(), weight.device->ptr, kEps, dtype, rows,
+                                 stream);
+      });
+      cudaGraph_t graph = nullptr;
+      CUDA_OK(cudaStreamEndCapture(stream, &graph));
+      std::size_t captured = 0;
+      CUDA_OK(cudaGraphGetNodes(graph, nullptr, &captured));
+      EXPECT_EQ(captured, 0u) << "a refused call must not touch the stream";
+      CUDA_OK(cudaGraphDestroy(graph));
+      EXPECT_NE(ar_message.find("CUDA graph capture"), npos)
+          << "a hierarchical all-reduce captured with the MPI exchange must raise InvalidUsage "
+             "naming the capture; got: \"" << ar_message << "\"";
+      EXPECT_NE(fused_message.find("CUDA graph capture"), npos)
+          << "a hierarchical fused op captured with the MPI exchange must raise InvalidUsage "
+             "naming the capture; got: \"" << fused_message << "\"";
+      const Stats after = comm->stats();
+      EXPECT_EQ(after.p2p_calls, before.p2p_calls) << "a refused call is not counted";
+      EXPECT_EQ(after.fallback_undeclared + after.fallback_over_cutoff + after.fallback_p2p_disabled +
+                    after.fallback_node_layout,
+                before.fallback_undeclared + before.fallback_over_cutoff +
+                    before.fallback_p2p_disabled + before.fallback_node_layout);
+      // Still usable eagerly, on the same stream (two rounds: both epochs).
+      for (int round = 0; round < 2; ++round)
+        eager_checked(fresh_seed(), exchange.text() + ", eager round " + std::to_string(round) +
+                                        " after the refused capture");
+      EXPECT_EQ(comm->stats().p2p_calls, before.p2p_calls + 4);
+    }
+    CUDA_OK(cudaStreamDestroy(stream));
+    comm->close();
   }
-  CUDA_OK(cudaStreamDestroy(stream));
-  comm->close();
 }
 
 // Nodes holding one rank each (every world size; at 2 ranks the only
