@@ -24,63 +24,14 @@
 #include "support/communicator_test_support.hpp"
 #include "support/fault_test_support.hpp"
 #include "support/mpi_test_support.hpp"
+#include "support/posed_nodes.hpp"
 
 namespace peerplan::comm_test {
 namespace {
 
 using namespace std::chrono_literals;
-using Nodes = std::vector<std::vector<int>>;
 
 constexpr float kEps = 1e-6f;
-
-// While alive, this rank says it is on the node of `nodes` that holds it
-// (PEERPLAN_HOST_ID, read when a communicator is created), and the support
-// code's model of the hierarchical sum follows `nodes`.
-class PoseAsNodes {
- public:
-  explicit PoseAsNodes(const Nodes& nodes) {
-    for (std::size_t node = 0; node < nodes.size(); ++node)
-      for (int rank : nodes[node])
-        if (rank == test_rank()) ::setenv("PEERPLAN_HOST_ID", ("node" + std::to_string(node)).c_str(), 1);
-    posed_nodes() = nodes;
-  }
-  ~PoseAsNodes() {
-    ::unsetenv("PEERPLAN_HOST_ID");
-    posed_nodes().clear();
-  }
-  PoseAsNodes(const PoseAsNodes&) = delete;
-  PoseAsNodes& operator=(const PoseAsNodes&) = delete;
-};
-
-std::string describe(const Nodes& nodes) {
-  std::string text;
-  for (const auto& node : nodes) {
-    text += text.empty() ? "{" : " {";
-    for (std::size_t k = 0; k < node.size(); ++k) text += (k ? "," : "") + std::to_string(node[k]);
-    text += "}";
-  }
-  return text;
-}
-
-// Layouts with the same number (>= 2) of ranks on every node, for this
-// world size; nodes are listed in order of their lowest rank.
-std::vector<Nodes> even_layouts(int n) {
-  switch (n) {
-    case 4: return {{{0, 1}, {2, 3}}, {{0, 2}, {1, 3}}};
-    case 6: return {{{0, 1}, {2, 3}, {4, 5}}, {{0, 1, 2}, {3, 4, 5}}, {{0, 3}, {1, 4}, {2, 5}}};
-    case 8: return {{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}};
-    default: return {};
-  }
-}
-
-// Layouts the hierarchical route cannot serve.
-std::vector<Nodes> unfit_layouts(int n) {
-  Nodes one_each;
-  for (int r = 0; r < n; ++r) one_each.push_back({r});
-  Nodes uneven{{}, {}};
-  for (int r = 0; r < n; ++r) uneven[r < n - 1 ? 0 : 1].push_back(r);  // n-1 ranks and 1 rank
-  return {one_each, uneven};
-}
 
 Config hierarchical_config() {
   Config config;
