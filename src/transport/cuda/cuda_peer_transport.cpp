@@ -575,6 +575,7 @@ void CudaPeerTransport::run_hierarchical(const cuda_kernels::LaunchRecipe& befor
                                          std::size_t exchange_count, const char* what,
                                          const void* in, cuda_kernels::CallPointers after_pointers,
                                          DataType dtype, cudaStream_t stream) {
+  across_nodes_->check_stream(stream, what);  // before anything is queued
   cuda_kernels::CallPointers pointers;
   pointers.in = in;
   pointers.out = node_shard_;

@@ -38,6 +38,7 @@ class NcclNodeExchange final : public NodeExchange {
     const TensorLayout layout{static_cast<std::int64_t>(count)};
     nccl_->all_reduce(AllReduceArgs{shard, shard, dtype, &layout, stream});
   }
+  void check_stream(StreamHandle, const char*) const override {}  // NCCL calls can be captured
   const char* engine() const noexcept override { return "NCCL"; }
   void close() override {
     if (nccl_) nccl_->close();
@@ -85,13 +86,7 @@ class MpiNodeExchange final : public NodeExchange {
   void sum(void* shard, std::size_t count, DataType dtype, StreamHandle handle,
            const char* what) override {
     const auto stream = static_cast<cudaStream_t>(handle);
-    if (capturing(stream)) {
-      throw InvalidUsage(std::string(kContext) + ": " + what +
-                         ": the step between nodes runs on MPI here (ranks of one group share a "
-                         "GPU, or Config::fallback is mpi, or this build has no NCCL) and MPI "
-                         "cannot run inside CUDA graph capture; call it eagerly, or give every "
-                         "rank of a group its own GPU with NCCL available");
-    }
+    check_stream(handle, what);
     const std::size_t bytes = count * element_size(dtype);
     std::byte* host = pinned(bytes);
     check_cuda(cudaMemcpyAsync(host, shard, bytes, cudaMemcpyDeviceToHost, stream),
@@ -105,6 +100,14 @@ class MpiNodeExchange final : public NodeExchange {
                "copying the sum over the nodes back to the GPU");
     // The pinned buffer is reused by the next call: wait until it is read.
     wait_for(stream, what, "the sum over the nodes to reach the GPU");
+  }
+  void check_stream(StreamHandle stream, const char* what) const override {
+    if (!capturing(static_cast<cudaStream_t>(stream))) return;
+    throw InvalidUsage(std::string(kContext) + ": " + what +
+                       ": the step between nodes runs on MPI here (ranks of one group share a "
+                       "GPU, or Config::fallback is mpi, or this build has no NCCL) and MPI "
+                       "cannot run inside CUDA graph capture; call it eagerly, or give every "
+                       "rank of a group its own GPU with NCCL available");
   }
   const char* engine() const noexcept override { return "MPI"; }
   void close() override {

@@ -39,6 +39,10 @@ class NodeExchange {
   // `stream`. `what` names the call in errors.
   virtual void sum(void* shard, std::size_t count, DataType dtype, StreamHandle stream,
                    const char* what) = 0;
+  // Local, before the call queues anything: throws InvalidUsage when this
+  // engine cannot run on `stream` (MPI during CUDA graph capture), so that
+  // a refused call leaves the stream untouched.
+  virtual void check_stream(StreamHandle stream, const char* what) const = 0;
   // "NCCL" or "MPI", for the route table and INFO.
   virtual const char* engine() const noexcept = 0;
   // Bounded, never throws; idempotent.
