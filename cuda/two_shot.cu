@@ -29,18 +29,12 @@ __global__ void __launch_bounds__(kThreads)
     two_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out, const __grid_constant__ KernelLayout layout, std::int64_t count) {
   std::uint32_t epoch, ticket;
   if (!begin_call(p, epoch, ticket)) return;
-  Signals* own = signals_of(p, p.rank);
-
   constexpr int V = Pack<T>::kCount;
   const std::int64_t shard = shard_elements<V>(count, p.size);
   const two_shot::PackWalk walk = two_shot::pack_walk();
   const bool out_vec = layout.dense && aligned16(out);
 
-  two_shot::push_shards(p, in, layout, layout.dense && aligned16(in), count, shard, epoch, walk);
-  __syncthreads();
-  signal_peers(p, FlagRow::arrive, epoch);
-  if (!wait_peers(p, own->arrive[blockIdx.x], epoch, Phase::arrive, epoch)) return;
-
+  if (!two_shot::push_shards_then_wait(p, in, layout, count, shard, epoch, walk)) return;
   for (std::int64_t j = walk.begin; j < shard / V; j += walk.stride) {
     const std::int64_t first = p.rank * shard + j * V;
     if (first >= count) break;
@@ -48,12 +42,7 @@ __global__ void __launch_bounds__(kThreads)
     two_shot::push_reduced(p, epoch, first, sum);
     store_tensor(out, layout, out_vec, first, count, sum);
   }
-  __syncthreads();
-  signal_peers(p, FlagRow::reduced, epoch);
-  if (!wait_peers(p, own->reduced[blockIdx.x], epoch, Phase::reduced, epoch)) return;
-
-  two_shot::gather_shards(p, out, layout, out_vec, count, shard, epoch, walk);
-  finish_call(p, epoch, ticket);
+  two_shot::wait_then_gather(p, out, layout, out_vec, count, shard, epoch, ticket, walk);
 }
 
 }  // namespace

@@ -121,4 +121,34 @@ __device__ __forceinline__ void gather_shards(const PeerSet& p, T* out, const Ke
   }
 }
 
+// Phase 1 and its barrier: false (on every thread of the block) when the
+// wait failed, and the kernel must return.
+template <class T>
+__device__ __forceinline__ bool push_shards_then_wait(const PeerSet& p, const T* in,
+                                                      const KernelLayout& layout,
+                                                      std::int64_t count, std::int64_t shard,
+                                                      std::uint32_t epoch, PackWalk walk) {
+  push_shards(p, in, layout, layout.dense && aligned16(in), count, shard, epoch, walk);
+  __syncthreads();
+  signal_peers(p, FlagRow::arrive, epoch);
+  return wait_peers(p, signals_of(p, p.rank)->arrive[blockIdx.x], epoch, Phase::arrive, epoch);
+}
+
+// After this rank pushed its reduced shard: the 'reduced' barrier, phase 3
+// and the end of the call (the last words of the kernel).
+template <class T>
+__device__ __forceinline__ void wait_then_gather(const PeerSet& p, T* out,
+                                                 const KernelLayout& layout, bool out_vec,
+                                                 std::int64_t count, std::int64_t shard,
+                                                 std::uint32_t epoch, std::uint32_t ticket,
+                                                 PackWalk walk) {
+  __syncthreads();
+  signal_peers(p, FlagRow::reduced, epoch);
+  if (!wait_peers(p, signals_of(p, p.rank)->reduced[blockIdx.x], epoch, Phase::reduced, epoch)) {
+    return;
+  }
+  gather_shards(p, out, layout, out_vec, count, shard, epoch, walk);
+  finish_call(p, epoch, ticket);
+}
+
 }  // namespace peerplan::cuda_kernels::two_shot

@@ -33,15 +33,6 @@ using namespace std::chrono_literals;
 
 constexpr float kEps = 1e-6f;
 
-Config hierarchical_config() {
-  Config config;
-  config.cutoffs.one_shot_max_bytes = 16 * 1024;
-  config.cutoffs.two_shot_max_bytes = 256 * 1024;
-  config.cutoffs.two_shot_min_bytes = 0;
-  config.cutoffs.fused_max_bytes = 64 * 1024;
-  return config;
-}
-
 Config fallback_only(Config config) {
   config.disable_p2p = true;
   return config;

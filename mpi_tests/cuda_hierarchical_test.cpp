@@ -53,6 +53,7 @@ namespace {
 using comm_test::describe;
 using comm_test::even_layouts;
 using comm_test::Inputs;
+using comm_test::hierarchical_config;
 using comm_test::Nodes;
 using comm_test::PoseAsNodes;
 using comm_test::unfit_layouts;
@@ -70,18 +71,6 @@ std::string no_even_layout() {
   return "no layout of several nodes with the same number (two or more) of ranks on each at " +
          std::to_string(size()) + " ranks (there are at 4, 6 and 8): the hierarchical route "
          "cannot be posed; CudaHierarchicalLayout checks this size's unfit layouts";
-}
-
-// Cutoffs that admit every declared shape below to P2P (the all-reduces up
-// to 256 KiB, the fused op up to 64 KiB); larger declared all-reduces go to
-// the fallback as over_cutoff.
-Config hierarchical_config() {
-  Config config;
-  config.cutoffs.one_shot_max_bytes = 16 * 1024;
-  config.cutoffs.two_shot_max_bytes = 256 * 1024;
-  config.cutoffs.two_shot_min_bytes = 0;
-  config.cutoffs.fused_max_bytes = 64 * 1024;
-  return config;
 }
 
 // The same job with P2P off: the flat fallback (NCCL, or MPI where ranks

@@ -74,4 +74,16 @@ inline std::vector<Nodes> unfit_layouts(int n) {
   return layouts;
 }
 
+// Cutoffs that admit every declared shape of the hierarchical tests to P2P
+// (the all-reduces up to 256 KiB, the fused op up to 64 KiB); larger
+// declared all-reduces go to the fallback as over_cutoff.
+inline Config hierarchical_config() {
+  Config config;
+  config.cutoffs.one_shot_max_bytes = 16 * 1024;
+  config.cutoffs.two_shot_max_bytes = 256 * 1024;
+  config.cutoffs.two_shot_min_bytes = 0;
+  config.cutoffs.fused_max_bytes = 64 * 1024;
+  return config;
+}
+
 }  // namespace peerplan::comm_test
