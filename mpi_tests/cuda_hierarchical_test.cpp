@@ -32,12 +32,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "peerplan/communicator.hpp"
@@ -45,6 +47,7 @@
 #include "peerplan/plan_key.hpp"
 #include "support/communicator_test_support.hpp"
 #include "support/cuda_test_support.hpp"
+#include "support/fault_test_support.hpp"
 #include "support/posed_nodes.hpp"
 
 namespace peerplan::cuda_test {
@@ -1066,6 +1069,83 @@ TEST(CudaHierarchicalLayout, UnfitNodesFallBackWithTheNodeLayoutReason) {
     }
     comm->close();
   }
+}
+
+// The last rank is late for a hierarchical call, by more than the timeout.
+// P2P kernels report a failed wait at the next call (README, "When things
+// go wrong"), the step between nodes at once: every rank, the late one
+// included, raises Timeout at the late call or at the call after it, and
+// within the bound (no rank hangs: the device kernels give up, the MPI
+// step between nodes is bounded); destroying the broken communicator is
+// local, and a new one on every rank works.
+TEST(CudaHierarchicalTimeout, LateRankFailsEveryRankInTimeAndANewCommunicatorWorks) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  const auto layouts = even_layouts(size());
+  PEERPLAN_MPI_SKIP_IF(layouts.empty(), no_even_layout());
+  using namespace std::chrono_literals;
+  const PoseAsNodes pose(layouts.front());
+  constexpr auto kTimeout = 2000ms;
+  // Two waits of the timeout at most (the call, then the next call's), and
+  // time slices of ranks sharing a GPU.
+  constexpr auto kBound = 2 * kTimeout + 4000ms;
+  Config config = hierarchical_config();
+  config.timeout = kTimeout;
+  const std::int64_t n = 1024;
+  const TensorLayout layout({n});
+  DeviceBuffer in(n * 4), out(n * 4);
+  in.upload(random_tensor(DataType::f32, n, 7, rank()));
+  const int late = size() - 1;
+  {
+    auto comm = create_cuda(config);
+    comm->declare(std::vector<Declaration>{Declaration::all_reduce("ar", DataType::f32, layout)});
+    ASSERT_EQ(comm->all_reduce(in.ptr, out.ptr, DataType::f32, layout, nullptr).route,
+              Route::hierarchical);
+    check_cuda(cudaDeviceSynchronize(), "the call before the late one");
+    if (rank() == late) std::this_thread::sleep_for(kTimeout + 500ms);
+    const auto start = std::chrono::steady_clock::now();
+    const comm_test::Attempt call = comm_test::attempt([&] {
+      comm->all_reduce(in.ptr, out.ptr, DataType::f32, layout, nullptr);
+      check_cuda(cudaDeviceSynchronize(), "the late call's kernels");
+    });
+    comm_test::Attempt next;
+    if (!call.timed_out) {
+      next = comm_test::attempt(
+          [&] { comm->all_reduce(in.ptr, out.ptr, DataType::f32, layout, nullptr); });
+    }
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_TRUE(call.timed_out || next.timed_out)
+        << (rank() == late ? "the late rank" : "a rank on time")
+        << " must raise Timeout at the late call or at the next one; the late call: "
+        << call.message << "; the next call: " << next.message;
+    EXPECT_LT(waited, kBound) << "detection took too long";
+    check_cuda(cudaDeviceSynchronize(), "after the failed calls");
+    MPI_Barrier(test_comm());
+  }  // destroyed: local, fine on ranks that are out of step
+  MPI_Barrier(test_comm());
+  auto fresh = create_cuda(config);
+  fresh->declare(std::vector<Declaration>{Declaration::all_reduce("ar", DataType::f32, layout)});
+  // Integer values: the sum is exact whatever the order.
+  std::vector<float> mine(n);
+  for (std::int64_t i = 0; i < n; ++i) mine[i] = static_cast<float>((i + rank()) % 7);
+  std::vector<std::uint8_t> bytes(n * 4);
+  std::memcpy(bytes.data(), mine.data(), bytes.size());
+  in.upload(bytes);
+  for (int call = 0; call < 2; ++call) {
+    EXPECT_EQ(fresh->all_reduce(in.ptr, out.ptr, DataType::f32, layout, nullptr).route,
+              Route::hierarchical);
+    check_cuda(cudaDeviceSynchronize(), "a call on the new communicator");
+    const auto got = out.download(n * 4);
+    std::int64_t wrong = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      float expected = 0.0f;
+      for (int r = 0; r < size(); ++r) expected += static_cast<float>((i + r) % 7);
+      float value;
+      std::memcpy(&value, got.data() + i * 4, 4);
+      wrong += value != expected;
+    }
+    EXPECT_EQ(wrong, 0) << "call " << call << " on the new communicator";
+  }
+  fresh->close();
 }
 
 }  // namespace
