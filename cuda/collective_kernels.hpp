@@ -100,25 +100,13 @@ struct PeerSet {
   // sub-slot in it (a parity holds size - 1 of them; 0: no region).
   std::uint64_t lamport_offset = 0;
   std::uint64_t lamport_sub_slot_bytes = 0;
-  // Host only: the largest message the region holds (0: none). Push
-  // one-shot calls above the LL limit and up to this take the Lamport
-  // protocol (PEERPLAN_ONE_SHOT_PROTOCOL); fused calls see
-  // fused_lamport_after_bytes. The same on every rank.
+  // Host only: the largest message the region holds (0: none): prepare
+  // refuses Lamport plans above it. (Which plans take which protocol is the
+  // router's choice, from the transport's ProtocolWindows.)
   std::uint64_t lamport_max_bytes = 0;
-  // Host only: fused calls above this many bytes whose rows are whole
-  // 16-byte packs and that fit the region take the Lamport fused kernel
-  // (cuda/fused_lamport.cu); others LL lines or the staged paths (~0: never).
-  // The same on every rank (PEERPLAN_FUSED_PROTOCOL).
-  std::uint64_t fused_lamport_after_bytes = ~std::uint64_t{0};
-  // Host only: ... and at most this many bytes (larger ones take the
-  // two-shot all-reduce + add/RMSNorm or LL lines, as before).
-  std::uint64_t fused_lamport_max_bytes = ~std::uint64_t{0};
   // Host only: launch the P2P kernels as programmatic dependent launches
   // (compute capability 9.0+).
   bool overlap_launch = false;
-  // Host only: fused calls up to this many bytes use LL lines (no barrier),
-  // larger ones staged packs and a flag barrier.
-  std::uint64_t fused_ll_max_bytes = 0;
   // Host only: the one-shot kernel's largest grid (it has no per-block
   // flags, so this may differ between ranks).
   std::int32_t one_shot_max_blocks = 80;

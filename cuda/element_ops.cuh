@@ -39,6 +39,12 @@ struct Pack {
   __device__ Pack() : raw{0u, 0u, 0u, 0u} {}
 };
 
+// Packs that cover `count` elements (the last one may be partial).
+template <class T>
+__host__ __device__ constexpr std::int64_t packs_for(std::int64_t count) {
+  return (count + Pack<T>::kCount - 1) / Pack<T>::kCount;
+}
+
 // Element offset of logical (row-major) index i over dimensions [0, end):
 // end = rank for an element, rank - 1 for the first element of a row.
 inline __device__ __noinline__ std::int64_t offset_over(const KernelLayout& layout, std::int64_t i,

@@ -83,26 +83,17 @@ namespace detail {
 // follows the step between nodes (an NCCL kernel or a copy), so it is a
 // plain launch.
 KernelStep node_reduce_scatter_step(const PeerSet& shape, ElementType type, std::int64_t shard) {
-  KernelStep step;
-  with_element_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    step.kernel = reinterpret_cast<const void*>(node_reduce_scatter_kernel<T>);
-    step.blocks = blocks_for(shard / Pack<T>::kCount, kTwoShotMaxBlocks);
-  });
-  step.threads = kThreads;
-  step.programmatic = shape.overlap_launch;
-  return step;
+  return grid_step(
+      type, [](auto tag) { return node_reduce_scatter_kernel<decltype(tag)>; },
+      [&](auto tag) { return packs_for<decltype(tag)>(shard); }, kTwoShotMaxBlocks,
+      shape.overlap_launch);
 }
 
 KernelStep node_all_gather_step(ElementType type, std::int64_t shard) {
-  KernelStep step;
-  with_element_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    step.kernel = reinterpret_cast<const void*>(node_all_gather_kernel<T>);
-    step.blocks = blocks_for(shard / Pack<T>::kCount, kTwoShotMaxBlocks);
-  });
-  step.threads = kThreads;
-  return step;
+  return grid_step(
+      type, [](auto tag) { return node_all_gather_kernel<decltype(tag)>; },
+      [&](auto tag) { return packs_for<decltype(tag)>(shard); }, kTwoShotMaxBlocks,
+      /*programmatic=*/false);
 }
 
 }  // namespace detail

@@ -138,19 +138,13 @@ __global__ void __launch_bounds__(kThreads)
 
 namespace detail {
 
+// No per-block flags: the grid size is this rank's choice (a pack per
+// thread up to the one-shot's largest grid).
 KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::int64_t count) {
-  KernelStep step;
-  with_element_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    const std::int64_t packs = (count + Pack<T>::kCount - 1) / Pack<T>::kCount;
-    step.kernel = reinterpret_cast<const void*>(one_shot_lamport_kernel<T>);
-    // No per-block flags: the grid size is this rank's choice (a pack per
-    // thread up to the one-shot's largest grid).
-    step.blocks = blocks_for(packs, shape.one_shot_max_blocks);
-  });
-  step.threads = kThreads;
-  step.programmatic = shape.overlap_launch;
-  return step;
+  return grid_step(
+      type, [](auto tag) { return one_shot_lamport_kernel<decltype(tag)>; },
+      [&](auto tag) { return packs_for<decltype(tag)>(count); }, shape.one_shot_max_blocks,
+      shape.overlap_launch);
 }
 
 }  // namespace detail

@@ -109,18 +109,16 @@ __global__ void __launch_bounds__(kThreads)
 
 namespace detail {
 
+// No per-block flags: the grid size is this rank's choice (a line of 8
+// data bytes per thread up to the one-shot's largest grid).
 KernelStep one_shot_ll_step(const PeerSet& shape, ElementType type, std::int64_t count) {
-  KernelStep step;
-  with_element_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    const std::int64_t lines = (count + 8 / sizeof(T) - 1) / (8 / sizeof(T));
-    step.kernel = reinterpret_cast<const void*>(one_shot_kernel<T>);
-    // No per-block flags: the grid size is this rank's choice.
-    step.blocks = blocks_for(lines, shape.one_shot_max_blocks);
-  });
-  step.threads = kThreads;
-  step.programmatic = shape.overlap_launch;
-  return step;
+  return grid_step(
+      type, [](auto tag) { return one_shot_kernel<decltype(tag)>; },
+      [&](auto tag) {
+        constexpr std::int64_t kPerLine = 8 / sizeof(tag);
+        return (count + kPerLine - 1) / kPerLine;
+      },
+      shape.one_shot_max_blocks, shape.overlap_launch);
 }
 
 }  // namespace detail

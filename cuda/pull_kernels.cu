@@ -242,29 +242,17 @@ __global__ void __launch_bounds__(kThreads)
 namespace detail {
 
 KernelStep pull_one_shot_step(const PeerSet& shape, ElementType type, std::int64_t count) {
-  KernelStep step;
-  with_element_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    constexpr int V = Pack<T>::kCount;
-    step.kernel = reinterpret_cast<const void*>(pull_one_shot_kernel<T>);
-    step.blocks = blocks_for((count + V - 1) / V, kAllReduceMaxBlocks);
-  });
-  step.threads = kThreads;
-  step.programmatic = shape.overlap_launch;
-  return step;
+  return grid_step(
+      type, [](auto tag) { return pull_one_shot_kernel<decltype(tag)>; },
+      [&](auto tag) { return packs_for<decltype(tag)>(count); }, kAllReduceMaxBlocks,
+      shape.overlap_launch);
 }
 
 KernelStep pull_two_shot_step(const PeerSet& shape, ElementType type, std::int64_t shard) {
-  KernelStep step;
-  with_element_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    constexpr int V = Pack<T>::kCount;
-    step.kernel = reinterpret_cast<const void*>(pull_two_shot_kernel<T>);
-    step.blocks = blocks_for(shard / V, kAllReduceMaxBlocks);
-  });
-  step.threads = kThreads;
-  step.programmatic = shape.overlap_launch;
-  return step;
+  return grid_step(
+      type, [](auto tag) { return pull_two_shot_kernel<decltype(tag)>; },
+      [&](auto tag) { return packs_for<decltype(tag)>(shard); }, kAllReduceMaxBlocks,
+      shape.overlap_launch);
 }
 
 }  // namespace detail

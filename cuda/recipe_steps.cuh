@@ -16,6 +16,7 @@
 
 #include "collective_kernels.hpp"
 #include "launch_recipe.hpp"
+#include "launch_shape.cuh"
 
 namespace peerplan::cuda_kernels::detail {
 
@@ -45,6 +46,24 @@ KernelStep fused_staged_step(const PeerSet& shape, ElementType type, std::int64_
 // The add + RMSNorm row kernel: a cluster per row (`clusters`, then a
 // programmatic dependent launch) or a block per row, at most kMaxRowBlocks.
 KernelStep row_norm_step(ElementType type, std::int64_t rows, bool clusters);
+
+// The launch shape most all-reduce kernels share: kThreads threads a block,
+// a work item per thread, at most `max_blocks` blocks. `kernel_of(tag)` and
+// `items_of(tag)` give, for a value `tag` of the dtype's element type, the
+// kernel instantiated for it and its work items (lines, packs, packs of a
+// shard). Its kernel is null for a dtype outside ElementType.
+template <class KernelOf, class ItemsOf>
+KernelStep grid_step(ElementType type, KernelOf&& kernel_of, ItemsOf&& items_of, int max_blocks,
+                     bool programmatic) {
+  KernelStep step;
+  with_element_type(type, [&](auto tag) {
+    step.kernel = reinterpret_cast<const void*>(kernel_of(tag));
+    step.blocks = blocks_for(items_of(tag), max_blocks);
+  });
+  step.threads = kThreads;
+  step.programmatic = programmatic;
+  return step;
+}
 
 // Bytes of an element of the dtype (f32 4, else 2).
 std::size_t element_bytes(ElementType type) noexcept;

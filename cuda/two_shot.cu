@@ -50,16 +50,10 @@ __global__ void __launch_bounds__(kThreads)
 namespace detail {
 
 KernelStep two_shot_step(const PeerSet& shape, ElementType type, std::int64_t shard) {
-  KernelStep step;
-  with_element_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    constexpr int V = Pack<T>::kCount;
-    step.kernel = reinterpret_cast<const void*>(two_shot_kernel<T>);
-    step.blocks = blocks_for(shard / V, kTwoShotMaxBlocks);
-  });
-  step.threads = kThreads;
-  step.programmatic = shape.overlap_launch;
-  return step;
+  return grid_step(
+      type, [](auto tag) { return two_shot_kernel<decltype(tag)>; },
+      [&](auto tag) { return packs_for<decltype(tag)>(shard); }, kTwoShotMaxBlocks,
+      shape.overlap_launch);
 }
 
 }  // namespace detail

@@ -36,7 +36,7 @@ Stats CallCounters::snapshot(std::span<const Declaration> declared,
     const PreparedPlan& p = *plans[i];
     s.plans.push_back(PlanStats{declared[i].name, declared[i].operation, p.route, p.reason,
                                 p.hits.load(kRelaxed), p.fallbacks.load(kRelaxed), p.protocol,
-                                p.launch ? p.launch->describe() : std::string()});
+                                p.launch_text});
   }
   s.p2p_calls = p2p_calls_.load(kRelaxed);
   s.zero_copy_calls = zero_copy_calls_.load(kRelaxed);

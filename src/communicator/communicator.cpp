@@ -86,7 +86,7 @@ class CommunicatorImpl final : public Communicator {
     const auto& entry = index_.at(key);
     const auto* plan = static_cast<const PreparedPlan*>(entry.payload);
     return PlanInfo{entry.declaration, plan->route, plan->reason, plan->protocol,
-                    plan->launch ? plan->launch->describe() : std::string(),
+                    plan->launch_text,
                     static_cast<std::size_t>(entry.declaration - index_.declarations().data())};
   }
 
@@ -279,11 +279,11 @@ class CommunicatorImpl final : public Communicator {
     for (std::size_t i = 0; i < decisions.size(); ++i) {
       const auto& d = decisions[i];
       const Declaration& declared = declarations[i];
-      if (launches[i]) launch_texts[i] = launches[i]->describe();
       auto prepared = std::make_unique<PreparedPlan>(
           d.route, d.reason, d.protocol, d.message_bytes, declared.input_alignment,
           static_cast<std::uint64_t>(plan::span_bytes(declared.layout, declared.dtype)),
           std::move(launches[i]));
+      launch_texts[i] = prepared->launch_text;
       plans.push_back(prepared.get());
       payloads.push_back(std::move(prepared));
     }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "peerplan/route.hpp"
 #include "plan/plan_entry.hpp"
@@ -26,7 +27,8 @@ struct PreparedPlan final : plan::PlanPayload {
         message_bytes(bytes),
         alignment_mask(input_alignment - 1),
         span_bytes(span),
-        launch(std::move(prepared_launch)) {}
+        launch(std::move(prepared_launch)),
+        launch_text(launch ? launch->describe() : std::string()) {}
 
   const Route route;
   const FallbackReason reason;  // none unless route == fallback
@@ -38,6 +40,9 @@ struct PreparedPlan final : plan::PlanPayload {
   const std::uint64_t span_bytes;       // of the declared layout (fused: residual vs inout)
   // Set exactly when the route is not the fallback: what a hit runs.
   const std::unique_ptr<transport::PlanLaunch> launch;
+  // launch->describe(), made once: the route table, plan_for() and stats()
+  // show it.
+  const std::string launch_text;
   // Relaxed atomics: stats() may run on another thread than the calls.
   std::atomic<std::uint64_t> hits{0};
   std::atomic<std::uint64_t> fallbacks{0};

@@ -68,6 +68,7 @@ constexpr std::uint64_t kFusedLinesMaxBytes = 2u << 20;
 constexpr std::uint64_t kLinesEverySize = ~std::uint64_t{0};
 constexpr std::uint64_t kLinesAutoMaxBytes = 64 * 1024;
 static_assert(kLamportNever == kLinesEverySize, "`ll` is the largest threshold");
+static_assert(routing::kNoLimit == kLinesEverySize, "\"never\" means the same to the router");
 
 // Fused calls above this many bytes take the Lamport fused kernel
 // (cuda/fused_lamport.cu) where their rows are whole 16-byte packs and the
@@ -83,25 +84,24 @@ constexpr std::uint64_t kFusedLamportAutoAfterBytes = 64 * 1024;
 constexpr std::uint64_t kFusedLamportAutoMaxBytes = 4 * 1024 * 1024;
 
 // The kernel choices in force, for the INFO log (their "auto" resolved).
-std::string describe_choices(const cuda_kernels::PeerSet& p, std::uint64_t lines_limit,
-                             bool pull) {
+std::string describe_choices(const cuda_kernels::PeerSet& p, const routing::ProtocolWindows& w) {
   const auto bytes = [](std::uint64_t n) { return std::to_string(n) + " bytes"; };
   std::string text = "one-shot grid at most " + std::to_string(p.one_shot_max_blocks) +
                      " blocks; one-shot ";
-  if (pull) text += "by pull";
-  else if (lines_limit == kLinesEverySize) text += "LL lines at every size";
-  else if (lines_limit == 0) text += "Lamport at every size";
-  else text += "LL lines up to " + bytes(lines_limit) + ", Lamport above";
+  if (w.pull) text += "by pull";
+  else if (w.one_shot_ll_max_bytes == kLinesEverySize) text += "LL lines at every size";
+  else if (w.one_shot_ll_max_bytes == 0) text += "Lamport at every size";
+  else text += "LL lines up to " + bytes(w.one_shot_ll_max_bytes) + ", Lamport above";
   text += "; fused Lamport ";
-  if (p.fused_lamport_after_bytes == kLinesEverySize) {
+  if (w.fused_lamport_after_bytes == kLinesEverySize) {
     text += "off";
   } else {
-    text += "above " + bytes(p.fused_lamport_after_bytes);
-    if (p.fused_lamport_max_bytes != kLinesEverySize)
-      text += " up to " + bytes(p.fused_lamport_max_bytes);
+    text += "above " + bytes(w.fused_lamport_after_bytes);
+    if (w.fused_lamport_max_bytes != kLinesEverySize)
+      text += " up to " + bytes(w.fused_lamport_max_bytes);
   }
-  text += p.fused_ll_max_bytes == 0 ? std::string("; fused LL lines off")
-                                    : "; fused LL lines up to " + bytes(p.fused_ll_max_bytes);
+  text += w.fused_ll_max_bytes == 0 ? std::string("; fused LL lines off")
+                                    : "; fused LL lines up to " + bytes(w.fused_ll_max_bytes);
   return text + "; row clusters " + (p.cluster_rows ? "on" : "off");
 }
 
@@ -157,18 +157,22 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     peers_.one_shot_max_blocks =
         kernels.one_shot_max_blocks > 0 ? kernels.one_shot_max_blocks : multiprocessors;
     peers_.cluster_rows = use_row_clusters(kernels.row_clusters, mine.device);
-    peers_.fused_ll_max_bytes = kernels.fused_ll_max_bytes == kAutoCutoff
-                                    ? kFusedLinesMaxBytes
-                                    : kernels.fused_ll_max_bytes;
+    // Which protocol the router gives which plan (protocol_windows()).
     // Pull mode has its own one-shot: no Lamport region for it then. The
     // fused op always pushes, Lamport included.
-    lines_limit_ = pull ? kLinesEverySize
-                        : kernels.one_shot_lamport_above_bytes.value_or(kLinesAutoMaxBytes);
+    windows_.pull = pull;
+    windows_.lines = !pull;
+    windows_.one_shot_ll_max_bytes =
+        pull ? kLinesEverySize : kernels.one_shot_lamport_above_bytes.value_or(kLinesAutoMaxBytes);
     const auto& fused = kernels.fused_lamport_above_bytes;
-    peers_.fused_lamport_after_bytes = fused.value_or(kFusedLamportAutoAfterBytes);
-    peers_.fused_lamport_max_bytes = fused ? ~std::uint64_t{0} : kFusedLamportAutoMaxBytes;
+    windows_.fused_lamport_after_bytes = fused.value_or(kFusedLamportAutoAfterBytes);
+    windows_.fused_lamport_max_bytes = fused ? kLinesEverySize : kFusedLamportAutoMaxBytes;
+    windows_.fused_ll_max_bytes = kernels.fused_ll_max_bytes == kAutoCutoff
+                                      ? kFusedLinesMaxBytes
+                                      : kernels.fused_ll_max_bytes;
+    windows_.fused_two_shot = true;
     if (bootstrap.rank() == 0) {
-      log::info(std::string(kBackend) + ": " + describe_choices(peers_, lines_limit_, pull));
+      log::info(std::string(kBackend) + ": " + describe_choices(peers_, windows_));
     }
   } catch (const Error& e) {
     error = e.what();
@@ -414,19 +418,6 @@ cuda_kernels::PullSource CudaPeerTransport::pull_source(const AllReduceArgs& arg
   const auto out = reinterpret_cast<std::uintptr_t>(args.out);
   if (in < out + bytes && out < in + bytes) return {};
   return registry_.find(args.in, bytes);
-}
-
-routing::ProtocolWindows CudaPeerTransport::protocol_windows() const noexcept {
-  routing::ProtocolWindows w;
-  w.pull = pull_;
-  w.lines = !pull_;
-  w.one_shot_ll_max_bytes = lines_limit_;
-  // The fused op always pushes, in either transfer mode.
-  w.fused_lamport_after_bytes = peers_.fused_lamport_after_bytes;
-  w.fused_lamport_max_bytes = peers_.fused_lamport_max_bytes;
-  w.fused_ll_max_bytes = peers_.fused_ll_max_bytes;
-  w.fused_two_shot = true;
-  return w;
 }
 
 namespace {

@@ -56,7 +56,7 @@ class CudaPeerTransport final : public PeerTransport {
   void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0) override;
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
   // From the agreed KernelChoices and transfer mode (the same on every rank).
-  routing::ProtocolWindows protocol_windows() const noexcept override;
+  routing::ProtocolWindows protocol_windows() const noexcept override { return windows_; }
   // The plan's kernel recipe (cuda/launch_recipe.hpp): kernel, grid, shard
   // geometry and launch attributes, with the occupancy queries made here.
   std::unique_ptr<PlanLaunch> prepare(const LaunchRequest& request) override;
@@ -98,10 +98,9 @@ class CudaPeerTransport final : public PeerTransport {
   IpcSlabs slabs_;
   BufferRegistry registry_;
   cuda_kernels::PeerSet peers_{};
-  // KernelChoices::one_shot_lamport_above_bytes resolved (every size in
-  // pull mode): the router gives push one-shot plans LL lines up to this
-  // many bytes, Lamport above (protocol_windows()).
-  std::uint64_t lines_limit_ = 0;
+  // The agreed KernelChoices and transfer mode, resolved: which protocol
+  // the router gives which plan.
+  routing::ProtocolWindows windows_;
   std::size_t lamport_capacity_ = 0;  // the largest Lamport plan the region holds
   std::unique_ptr<NodeExchange> across_nodes_;
   void* node_shard_ = nullptr;       // device: [shard of the node's sum]
