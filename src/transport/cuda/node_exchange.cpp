@@ -111,7 +111,14 @@ class MpiNodeExchange final : public NodeExchange {
   }
   const char* engine() const noexcept override { return "MPI"; }
   void close() override {
-    // Every call waited for its copies: nothing uses the buffer any more.
+    // Every call waited for its copies, except one whose wait timed out:
+    // its copy may still land in the buffer, and freeing it could block on
+    // that copy. Leaked on purpose then (as the slabs after a stuck kernel).
+    if (copy_in_flight_) {
+      pinned_ = nullptr;
+      pinned_bytes_ = 0;
+      return;
+    }
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
     cudaGetLastError();
     pinned_ = nullptr;
@@ -120,6 +127,11 @@ class MpiNodeExchange final : public NodeExchange {
 
  private:
   std::byte* pinned(std::size_t bytes) {
+    if (copy_in_flight_) {
+      throw InvalidUsage(std::string(kContext) + ": an earlier call's copy between the GPU and "
+                         "the host did not finish in time; close() the communicator and create "
+                         "a new one");
+    }
     if (bytes <= pinned_bytes_) return pinned_;
     close();
     void* buffer = nullptr;
@@ -132,6 +144,7 @@ class MpiNodeExchange final : public NodeExchange {
 
   void wait_for(cudaStream_t stream, const char* what, const char* waited) {
     if (poll_until_done([stream] { return cudaStreamQuery(stream); }, timeout_, waited)) return;
+    copy_in_flight_ = true;
     const std::string why = std::string(what) + " waited longer than PEERPLAN_TIMEOUT_MS=" +
                             milliseconds_text(timeout_) + " for " + waited;
     sum_.abandon(why);
@@ -146,6 +159,7 @@ class MpiNodeExchange final : public NodeExchange {
   std::vector<float> values_;
   std::byte* pinned_ = nullptr;
   std::size_t pinned_bytes_ = 0;
+  bool copy_in_flight_ = false;  // a wait for a copy timed out
 };
 
 }  // namespace
