@@ -3,18 +3,17 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "bootstrap/member_group.hpp"
 #include "peerplan/errors.hpp"
-#include "peerplan/half_conversion.hpp"
 #include "peerplan/layout.hpp"
 #include "transport/cuda/bounded_wait.hpp"
 #include "transport/cuda/cuda_backend.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/stream_capture.hpp"
+#include "transport/host/element.hpp"
 #include "transport/host/node_group_sum.hpp"
 
 namespace peerplan::transport::cuda {
@@ -49,33 +48,6 @@ class NcclNodeExchange final : public NodeExchange {
   std::unique_ptr<FallbackTransport> nccl_;
 };
 
-float load_element(DataType dtype, const std::byte* at) {
-  switch (dtype) {
-    case DataType::f32: {
-      float value;
-      std::memcpy(&value, at, sizeof value);
-      return value;
-    }
-    case DataType::bf16:
-    case DataType::f16: {
-      std::uint16_t bits;
-      std::memcpy(&bits, at, sizeof bits);
-      return dtype == DataType::bf16 ? bf16_bits_to_float(bits) : f16_bits_to_float(bits);
-    }
-  }
-  return 0.0f;
-}
-
-void store_element(DataType dtype, float value, std::byte* at) {
-  if (dtype == DataType::f32) {
-    std::memcpy(at, &value, sizeof value);
-    return;
-  }
-  const std::uint16_t bits =
-      dtype == DataType::bf16 ? float_to_bf16_bits(value) : float_to_f16_bits(value);
-  std::memcpy(at, &bits, sizeof bits);
-}
-
 class MpiNodeExchange final : public NodeExchange {
  public:
   MpiNodeExchange(bootstrap::OwnedComm comm, bootstrap::Bootstrap& parent,
@@ -93,9 +65,9 @@ class MpiNodeExchange final : public NodeExchange {
                "copying the node's shard to the host");
     wait_for(stream, what, "the node's shard to reach the host");
     values_.resize(count);
-    for (std::size_t i = 0; i < count; ++i) values_[i] = load_element(dtype, host + i * element_size(dtype));
+    for (std::size_t i = 0; i < count; ++i) values_[i] = host::load_as_float(dtype, host + i * element_size(dtype));
     sum_.sum(values_, what);
-    for (std::size_t i = 0; i < count; ++i) store_element(dtype, values_[i], host + i * element_size(dtype));
+    for (std::size_t i = 0; i < count; ++i) host::store_from_float(dtype, values_[i], host + i * element_size(dtype));
     check_cuda(cudaMemcpyAsync(shard, host, bytes, cudaMemcpyHostToDevice, stream),
                "copying the sum over the nodes back to the GPU");
     // The pinned buffer is reused by the next call: wait until it is read.
