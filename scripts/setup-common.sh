@@ -15,6 +15,23 @@ PEERPLAN_PACKAGES=(g++ cmake ninja-build pkg-config openmpi-bin libopenmpi-dev
 
 log() { printf '[peerplan] %s\n' "$*"; }
 
+# The failed tests of each stage, repeated at the very end of test.sh: CI
+# shows only the tail of a long log, and a failure early in the log would
+# otherwise be out of sight.
+PEERPLAN_FAILED_TESTS=()
+note_failed_tests() {  # stage-name build-dir
+  local list="$2/Testing/Temporary/LastTestsFailed.log"
+  if [ -s "$list" ]; then
+    PEERPLAN_FAILED_TESTS+=("$1: $(cut -d: -f2 "$list" | tr '\n' ' ')")
+  else
+    PEERPLAN_FAILED_TESTS+=("$1: failed (no test list; see its log above)")
+  fi
+}
+print_failed_tests() {
+  local line
+  for line in "${PEERPLAN_FAILED_TESTS[@]}"; do log "FAILED in $line"; done
+}
+
 install_missing_packages() {
   if ! command -v dpkg-query >/dev/null 2>&1; then
     log "not a Debian/Ubuntu system: make sure these (or equivalents) are installed: ${PEERPLAN_PACKAGES[*]}"

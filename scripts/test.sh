@@ -25,19 +25,25 @@ configure_and_build
 log "running the test suite"
 status=0
 ctest --test-dir "$BUILD_DIR" --output-on-failure --parallel "$(nproc)" ${PEERPLAN_CTEST_ARGS:-} || status=$?
+[ $status -eq 0 ] || note_failed_tests "test suite" "$BUILD_DIR"
 log "test suite: $([ $status -eq 0 ] && echo passed || echo FAILED) ($((SECONDS - start)) s so far)"
 
 if [ "${PEERPLAN_SKIP_NCCL_LESS:-0}" = 1 ]; then
   log "NCCL-less stage skipped (PEERPLAN_SKIP_NCCL_LESS=1)"
 else
-  run_nccl_less_stage || status=1
+  noted=${#PEERPLAN_FAILED_TESTS[@]}
+  run_nccl_less_stage || { status=1; [ ${#PEERPLAN_FAILED_TESTS[@]} -gt $noted ] ||
+    PEERPLAN_FAILED_TESTS+=("NCCL-less stage: its configure or build (see its log above)"); }
 fi
 
 if [ "${PEERPLAN_SKIP_SANITIZERS:-0}" = 1 ]; then
   log "sanitizer stage skipped (PEERPLAN_SKIP_SANITIZERS=1)"
 else
   # Runs even when the suite failed: its findings often explain the failure.
-  run_sanitizer_stage || status=1
+  noted=${#PEERPLAN_FAILED_TESTS[@]}
+  run_sanitizer_stage || { status=1; [ ${#PEERPLAN_FAILED_TESTS[@]} -gt $noted ] ||
+    PEERPLAN_FAILED_TESTS+=("sanitizer stage: its configure or build (see its log above)"); }
 fi
+print_failed_tests
 log "total: $((SECONDS - start)) s"
 exit $status

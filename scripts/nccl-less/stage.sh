@@ -59,6 +59,7 @@ run_nccl_less_stage() {
   fi
   ctest --test-dir "$dir" --output-on-failure --parallel "$(nproc)" "${rank_filter[@]}" \
         ${PEERPLAN_NCCL_LESS_CTEST_ARGS:-} || rc=$?
+  [ $rc -eq 0 ] || note_failed_tests "NCCL-less stage" "$dir"
   log "NCCL-less stage: $([ $rc -eq 0 ] && echo passed || echo FAILED) ($((SECONDS - stage_start)) s)"
   return $rc
 }

@@ -52,6 +52,7 @@ run_sanitizer_stage() {
   UBSAN_OPTIONS="suppressions=$here/ubsan.supp:print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}" \
     ctest --test-dir "$dir" --output-on-failure --parallel "$(nproc)" -LE install \
           ${PEERPLAN_SANITIZER_CTEST_ARGS:-} || rc=$?
+  [ $rc -eq 0 ] || note_failed_tests "sanitizer stage" "$dir"
   log "sanitizer stage: $([ $rc -eq 0 ] && echo passed || echo FAILED) ($((SECONDS - stage_start)) s)"
   return $rc
 }
