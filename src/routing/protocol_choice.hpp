@@ -41,6 +41,10 @@ struct ProtocolWindows {
   std::size_t fused_lamport_max_bytes = kNoLimit;
   std::size_t fused_ll_max_bytes = 0;
   bool fused_two_shot = false;
+  // The windows above may be moved by a tuning file's entry
+  // (routing/protocol_tuning.hpp): the transport runs every protocol they
+  // choose between (the CUDA kernels). False: they are fixed.
+  bool tunable = false;
 
   friend bool operator==(const ProtocolWindows&, const ProtocolWindows&) = default;
 };

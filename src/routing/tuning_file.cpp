@@ -40,6 +40,8 @@ std::string in_quotes(std::string_view text) {
 std::string known_keys() {
   std::string keys(kFingerprintKey);
   for (const CutoffField& field : kCutoffFields) keys += std::string(", ") + field.name;
+  for (const ProtocolTuningField& field : kProtocolTuningFields)
+    keys += std::string(", ") + field.name;
   return keys + ", " + std::string(kMeasuredKey);
 }
 
@@ -49,8 +51,15 @@ const CutoffField* cutoff_field(std::string_view key) noexcept {
   return nullptr;
 }
 
+const ProtocolTuningField* protocol_field(std::string_view key) noexcept {
+  for (const ProtocolTuningField& field : kProtocolTuningFields)
+    if (key == field.name) return &field;
+  return nullptr;
+}
+
 bool is_known_key(std::string_view key) noexcept {
-  return key == kFingerprintKey || key == kMeasuredKey || cutoff_field(key) != nullptr;
+  return key == kFingerprintKey || key == kMeasuredKey || cutoff_field(key) != nullptr ||
+         protocol_field(key) != nullptr;
 }
 
 class Parser {
@@ -151,8 +160,10 @@ class Parser {
       current_->fingerprint = std::string(value);
     } else if (key == kMeasuredKey) {
       current_->measured = std::string(value);
+    } else if (const CutoffField* cutoff = cutoff_field(key)) {
+      current_->cutoffs.*cutoff->member = parse_cutoff(key, value, number);
     } else {
-      current_->cutoffs.*cutoff_field(key)->member = parse_cutoff(key, value, number);
+      current_->protocols.*protocol_field(key)->member = parse_cutoff(key, value, number);
     }
   }
 
@@ -161,7 +172,7 @@ class Parser {
     if (const auto bytes = core::parse_size(value)) return *bytes;
     fail(number, "'" + key + " = " + std::string(value) + "' is not a byte count",
          "write a number of bytes with an optional K, M or G suffix (e.g. 65536 or 64K), 0 "
-         "(no route, or no lower bound for two_shot_min_bytes), or auto");
+         "(no route or protocol, or no lower bound for two_shot_min_bytes), or auto");
   }
 
   void finish_entry() {
@@ -249,6 +260,10 @@ std::string format_tuning_file(const TuningFile& file, std::string_view comment)
     text << kFingerprintKey << " = " << one_line(entry.fingerprint) << '\n';
     for (const CutoffField& field : kCutoffFields) {
       const std::size_t value = entry.cutoffs.*field.member;
+      if (value != kAutoCutoff) text << field.name << " = " << value << '\n';
+    }
+    for (const ProtocolTuningField& field : kProtocolTuningFields) {
+      const std::size_t value = entry.protocols.*field.member;
       if (value != kAutoCutoff) text << field.name << " = " << value << '\n';
     }
     if (const std::string measured = one_line(entry.measured); !measured.empty())

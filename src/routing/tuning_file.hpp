@@ -12,6 +12,10 @@
 //   two_shot_min_bytes = 1048576
 //   two_shot_max_bytes = 16777216
 //   fused_max_bytes = 3670016
+//   one_shot_ll_max_bytes = 65536
+//   fused_lamport_after_bytes = 65536
+//   fused_lamport_max_bytes = 4M
+//   fused_ll_max_bytes = 2M
 //   measured = peerplan_tune 0.1.0, 2025-06-01T12:00:00Z, bf16, CUDA graphs
 //
 // - Lines are trimmed of surrounding blanks and of a trailing '\r' (files
@@ -23,8 +27,11 @@
 //   above them. Keys: fingerprint (required; compared exactly with
 //   Communicator::topology_fingerprint(), see routing/fingerprint.hpp),
 //   one_shot_max_bytes, two_shot_min_bytes, two_shot_max_bytes,
-//   fused_max_bytes (byte counts with an optional K/M/G suffix, or "auto";
-//   a cutoff left out or "auto" keeps the built-in default), and measured
+//   fused_max_bytes, the protocol windows one_shot_ll_max_bytes,
+//   fused_lamport_after_bytes, fused_lamport_max_bytes and
+//   fused_ll_max_bytes (routing/protocol_tuning.hpp; all byte counts with
+//   an optional K/M/G suffix, or "auto"; a key left out or "auto" keeps the
+//   built-in value), and measured
 //   (free text: what measured it, when, how). Each key at most once per
 //   entry, and each fingerprint in one entry only.
 // Anything else is an error naming the file, the line and what to change:
@@ -37,6 +44,7 @@
 #include <vector>
 
 #include "peerplan/config.hpp"
+#include "routing/protocol_tuning.hpp"
 
 namespace peerplan::routing {
 
@@ -45,6 +53,7 @@ inline constexpr int kTuningFileVersion = 1;
 struct TuningEntry {
   std::string fingerprint;
   RouteCutoffs cutoffs;  // fields the entry leaves out stay kAutoCutoff
+  ProtocolTuning protocols;  // likewise
   std::string measured;
   int line = 0;  // line of its "[entry]" (0: not read from a file)
 

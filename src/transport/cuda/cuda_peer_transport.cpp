@@ -171,6 +171,7 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
                                       ? kFusedLinesMaxBytes
                                       : kernels.fused_ll_max_bytes;
     windows_.fused_two_shot = true;
+    windows_.tunable = true;
     if (bootstrap.rank() == 0) {
       log::info(std::string(kBackend) + ": " + describe_choices(peers_, windows_));
     }

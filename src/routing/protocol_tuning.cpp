@@ -1,0 +1,39 @@
+#include "routing/protocol_tuning.hpp"
+
+namespace peerplan::routing {
+
+bool is_empty(const ProtocolTuning& tuning) noexcept { return tuning == ProtocolTuning{}; }
+
+ProtocolWindows apply_protocol_tuning(ProtocolWindows windows, const ProtocolTuning& tuned,
+                                      const KernelChoices& kernels) noexcept {
+  if (!windows.tunable) return windows;
+  if (windows.lines && !windows.pull && !kernels.one_shot_lamport_above_bytes &&
+      tuned.one_shot_ll_max_bytes != kAutoCutoff) {
+    windows.one_shot_ll_max_bytes = tuned.one_shot_ll_max_bytes;
+  }
+  if (!kernels.fused_lamport_above_bytes && tuned.fused_lamport_max_bytes != kAutoCutoff) {
+    if (tuned.fused_lamport_max_bytes == 0) {
+      windows.fused_lamport_after_bytes = kNoLimit;  // never
+    } else {
+      if (tuned.fused_lamport_after_bytes != kAutoCutoff)
+        windows.fused_lamport_after_bytes = tuned.fused_lamport_after_bytes;
+      windows.fused_lamport_max_bytes = tuned.fused_lamport_max_bytes;
+    }
+  }
+  if (kernels.fused_ll_max_bytes == kAutoCutoff && tuned.fused_ll_max_bytes != kAutoCutoff) {
+    windows.fused_ll_max_bytes = tuned.fused_ll_max_bytes;
+  }
+  return windows;
+}
+
+std::string describe_protocol_tuning(const ProtocolTuning& tuning) {
+  std::string text;
+  for (const ProtocolTuningField& field : kProtocolTuningFields) {
+    const std::size_t value = tuning.*field.member;
+    text += (text.empty() ? "" : " ") + std::string(field.name) + "=" +
+            (value == kAutoCutoff ? std::string("auto") : std::to_string(value));
+  }
+  return text;
+}
+
+}  // namespace peerplan::routing
