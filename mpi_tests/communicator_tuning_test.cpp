@@ -260,5 +260,45 @@ TEST_F(CommunicatorTuning, RanksResolvingDifferentCutoffsAreAMismatch) {
   EXPECT_NE(o.message.find("PEERPLAN_TUNING_FILE"), std::string::npos) << o.message;
 }
 
+// Protocol windows in an entry: the host backend's windows are fixed (one
+// protocol, staged copies), so its plans keep it; and the windows are part
+// of what every rank must resolve alike, so an entry that differs only in
+// them on one rank is a Mismatch too.
+const char* const kProtocolKeys =
+    "one_shot_ll_max_bytes = 4K\nfused_lamport_after_bytes = 0\nfused_lamport_max_bytes = 1M\n"
+    "fused_ll_max_bytes = 0\n";
+
+TEST_F(CommunicatorTuning, ProtocolWindowsLeaveTheHostBackendsProtocolAlone) {
+  PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "the ranks span several nodes");
+  const SharedTuningFile file("protocols.tune",
+                              "peerplan-tuning 1\n" + entry_text(expected_fingerprint(), kTuned) +
+                                  kProtocolKeys);
+  Config config;
+  config.tuning_file = file.path();
+  auto comm = create_on_world(config);
+  EXPECT_EQ(comm->cutoffs(), kTuned) << "the entry's cutoffs apply with its protocol keys";
+  const auto declared = Declaration::all_reduce("small", DataType::f32, TensorLayout{256});
+  comm->declare(std::vector<Declaration>{declared});
+  const PlanInfo info = comm->plan_for(make_key(declared));
+  EXPECT_EQ(info.route, Route::one_shot);
+  EXPECT_EQ(info.protocol, Protocol::staged) << "the host backend has one protocol";
+  comm->close();
+}
+
+TEST_F(CommunicatorTuning, RanksResolvingDifferentProtocolWindowsAreAMismatch) {
+  PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "the ranks span several nodes");
+  const std::string plain = "peerplan-tuning 1\n" + entry_text(expected_fingerprint(), kTuned);
+  const SharedTuningFile without("no_protocols.tune", plain);
+  const SharedTuningFile with("with_protocols.tune", plain + kProtocolKeys);
+  const int last = test_size() - 1;
+  Config config;
+  config.tuning_file = test_rank() == last ? with.path() : without.path();
+  const CreateOutcome o = try_create(config);
+  expect_same_failure_everywhere(o, ErrorCode::mismatch, "protocol windows on the last rank only");
+  EXPECT_TRUE(names_rank(o.message, last)) << o.message;
+  EXPECT_NE(o.message.find("one_shot_ll_max_bytes=4096"), std::string::npos)
+      << "the message shows the differing windows: " << o.message;
+}
+
 }  // namespace
 }  // namespace peerplan::comm_test

@@ -27,6 +27,7 @@
 #include "plan/plan_index.hpp"
 #include "plan/repeated_keys.hpp"
 #include "plan/validation.hpp"
+#include "routing/protocol_tuning.hpp"
 #include "routing/router.hpp"
 
 namespace peerplan {
@@ -61,7 +62,13 @@ class CommunicatorImpl final : public Communicator {
     p2p_disabled_reason_ = setup.p2p_disabled_reason;
     nodes_ = setup.nodes;
     fingerprint_ = communicator::machine_fingerprint(*boot_, config_, backend_);
-    cutoffs_ = communicator::resolve_route_cutoffs(*boot_, config_, backend_, fingerprint_, tuning);
+    const auto resolved =
+        communicator::resolve_route_cutoffs(*boot_, config_, backend_, fingerprint_, tuning);
+    cutoffs_ = resolved.cutoffs;
+    if (p2p_enabled_) {
+      windows_ = routing::apply_protocol_tuning(peer_->protocol_windows(), resolved.protocols,
+                                                config_.kernels);
+    }
   }
 
   ~CommunicatorImpl() override {
@@ -326,7 +333,7 @@ class CommunicatorImpl final : public Communicator {
     const routing::RoutingContext context{
         boot_->size(), boot_->num_nodes(),          p2p_enabled_,
         cutoffs_,      backend_,                    nodes_.ranks_per_node,
-        p2p_enabled_ ? peer_->protocol_windows() : routing::ProtocolWindows{}};
+        p2p_enabled_ ? windows_ : routing::ProtocolWindows{}};
     return routing::route_declarations(declarations, context);
   }
 
@@ -409,6 +416,9 @@ class CommunicatorImpl final : public Communicator {
   communicator::NodeLayout nodes_;
   std::string fingerprint_;
   RouteCutoffs cutoffs_;  // resolved at create: config > tuning file > defaults
+  // The P2P transport's protocol windows, moved by the tuning file's entry
+  // where the config leaves them automatic (routing/protocol_tuning.hpp).
+  routing::ProtocolWindows windows_;
   bool closed_ = false;
   Stats closed_stats_;  // what stats() returns after close()
   // The call in progress on this communicator (call_guard.hpp).

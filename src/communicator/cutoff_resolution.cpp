@@ -58,6 +58,11 @@ void log_resolution(const Config& config, const std::string& fingerprint,
     line += std::string(" ") + field.name + "=" + std::to_string(resolved.*field.member) + " (" +
             source_of(field.member, config, entry) + ")";
   }
+  if (entry != nullptr && !routing::is_empty(entry->protocols)) {
+    // Where the Config sets a window too, the Config's wins (applied by
+    // the communicator to the transport's windows).
+    line += "; the entry's protocol windows: " + routing::describe_protocol_tuning(entry->protocols);
+  }
   if (entry != nullptr) {
     line += "; applied the entry of tuning file " + config.tuning_file + " line " +
             std::to_string(entry->line);
@@ -69,9 +74,10 @@ void log_resolution(const Config& config, const std::string& fingerprint,
 }
 
 // Every rank must route alike: compare the resolved cutoffs with rank 0's.
-void check_agreement(bootstrap::Bootstrap& bootstrap, const RouteCutoffs& resolved,
+void check_agreement(bootstrap::Bootstrap& bootstrap, const ResolvedRouting& resolved,
                      const Config& config, const std::string& fingerprint) {
-  const std::string cutoffs = routing::describe_cutoffs(resolved);
+  const std::string cutoffs = routing::describe_cutoffs(resolved.cutoffs) + ", " +
+                              routing::describe_protocol_tuning(resolved.protocols);
   const std::string mine = cutoffs + " [fingerprint '" + fingerprint + "', tuning file '" +
                            config.tuning_file + "']";
   const auto all = bootstrap.allgather(bytes_of(mine));
@@ -92,8 +98,8 @@ void check_agreement(bootstrap::Bootstrap& bootstrap, const RouteCutoffs& resolv
   std::string details;
   for (const auto& [text, ranks] : others) details += "; " + bootstrap::describe_ranks(ranks) + ": " + text;
   throw Mismatch("create: " + bootstrap::describe_ranks(differing) +
-                 " resolved other route cutoffs than rank 0 (rank 0: " + as_text(all[0]) +
-                 details +
+                 " resolved other route cutoffs or protocol windows than rank 0 (rank 0: " +
+                 as_text(all[0]) + details +
                  "). Routing must be identical on every rank: give every rank the same "
                  "PEERPLAN_*_BYTES settings and the same tuning file (PEERPLAN_TUNING_FILE), or "
                  "none");
@@ -115,15 +121,17 @@ std::optional<routing::TuningFile> load_tuning_file(bootstrap::Bootstrap& bootst
   return file;
 }
 
-RouteCutoffs resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Config& config,
-                                   Backend backend, const std::string& fingerprint,
-                                   const std::optional<routing::TuningFile>& tuning) {
+ResolvedRouting resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Config& config,
+                                      Backend backend, const std::string& fingerprint,
+                                      const std::optional<routing::TuningFile>& tuning) {
   // Ranks sharing a GPU are for testing: no measurement describes them.
   const bool shared = routing::fingerprint_says_shared(fingerprint);
   const routing::TuningEntry* entry =
       tuning && !shared ? routing::find_entry(*tuning, fingerprint) : nullptr;
-  const RouteCutoffs resolved = routing::resolve_cutoffs(
-      config.cutoffs, entry ? entry->cutoffs : RouteCutoffs{}, bootstrap.size(), backend);
+  const ResolvedRouting resolved{
+      routing::resolve_cutoffs(config.cutoffs, entry ? entry->cutoffs : RouteCutoffs{},
+                               bootstrap.size(), backend),
+      entry ? entry->protocols : routing::ProtocolTuning{}};
   if (bootstrap.rank() == 0) {
     if (tuning && shared) {
       log::info("tuning file " + config.tuning_file + " not applied: ranks share a GPU (" +
@@ -131,7 +139,8 @@ RouteCutoffs resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Config
     } else if (tuning && entry == nullptr) {
       warn_no_entry(config.tuning_file, fingerprint, *tuning);
     }
-    if (log::enabled(LogLevel::info)) log_resolution(config, fingerprint, entry, resolved);
+    if (log::enabled(LogLevel::info))
+      log_resolution(config, fingerprint, entry, resolved.cutoffs);
   }
   check_agreement(bootstrap, resolved, config, fingerprint);
   return resolved;

@@ -1,7 +1,9 @@
 // The route cutoffs a communicator uses: per field, the config's explicit
 // value (code or PEERPLAN_*_BYTES), else the tuning file's entry for this
 // machine's fingerprint, else the built-in default table — checked to be
-// the same on every rank, since ranks that route differently deadlock.
+// the same on every rank, since ranks that route differently deadlock. The
+// entry's protocol windows come with them (applied to the P2P transport's
+// windows by routing::apply_protocol_tuning), checked alike.
 #pragma once
 
 #include <optional>
@@ -20,11 +22,16 @@ namespace peerplan::communicator {
 std::optional<routing::TuningFile> load_tuning_file(bootstrap::Bootstrap& bootstrap,
                                                     const Config& config);
 
-// Resolves the cutoffs (no field left at kAutoCutoff), warns once (rank 0)
-// when the file has no entry for `fingerprint`, logs the result and where
-// each field came from at INFO (rank 0). Collective: throws Mismatch on
-// every rank, naming the ranks, when the ranks' results differ.
-RouteCutoffs resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Config& config,
+struct ResolvedRouting {
+  RouteCutoffs cutoffs;               // no field at kAutoCutoff
+  routing::ProtocolTuning protocols;  // the entry's (every field auto without one)
+};
+
+// Resolves the cutoffs, warns once (rank 0) when the file has no entry for
+// `fingerprint`, logs the result and where each field came from at INFO
+// (rank 0). Collective: throws Mismatch on every rank, naming the ranks,
+// when the ranks' results differ.
+ResolvedRouting resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Config& config,
                                    Backend backend, const std::string& fingerprint,
                                    const std::optional<routing::TuningFile>& tuning);
 

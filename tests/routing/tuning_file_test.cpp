@@ -76,6 +76,24 @@ TEST(TuningFile, LeftOutAndAutoFieldsStayAutomatic) {
   EXPECT_TRUE(file.entries[0].measured.empty());
 }
 
+TEST(TuningFile, ReadsTheProtocolWindows) {
+  const TuningFile file = parse(header_and(
+      "[entry]\nfingerprint = cuda ranks=2\none_shot_ll_max_bytes = 64K\n"
+      "fused_lamport_after_bytes = 0\nfused_lamport_max_bytes = 4M\nfused_ll_max_bytes = auto\n"));
+  ASSERT_EQ(file.entries.size(), 1u);
+  ProtocolTuning expected;
+  expected.one_shot_ll_max_bytes = 65536;
+  expected.fused_lamport_after_bytes = 0;
+  expected.fused_lamport_max_bytes = 4 << 20;
+  EXPECT_EQ(file.entries[0].protocols, expected);
+  EXPECT_EQ(file.entries[0].cutoffs, RouteCutoffs{}) << "protocol keys are not cutoffs";
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_ll_max_bytes = lines\n"), 4,
+                     "byte count");
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_ll_max_bytes = 1M\n"
+                                "fused_ll_max_bytes = 2M\n"),
+                     5, "set again");
+}
+
 TEST(TuningFile, SeveralEntriesInFileOrder) {
   const TuningFile file = parse(header_and(
       "[entry]\nfingerprint = host ranks=2\none_shot_max_bytes = 1000\n"
@@ -202,10 +220,12 @@ TEST(TuningFileErrors, SameFingerprintTwice) {
 TEST(TuningFileFormat, RoundTrip) {
   TuningFile file;
   file.entries.push_back({"cuda ranks=2 gpu=\"NVIDIA H200\" links=NV18",
-                          RouteCutoffs{65536, 16777216, 3670016, 1048576}, "tool 1, today", 0});
+                          RouteCutoffs{65536, 16777216, 3670016, 1048576}, "tool 1, today", 0, {}});
   RouteCutoffs partial;
   partial.fused_max_bytes = 0;
-  file.entries.push_back({"host ranks=3", partial, "", 0});
+  file.entries.push_back({"host ranks=3", partial, "", 0, {}});
+  file.entries[0].protocols.one_shot_ll_max_bytes = 131072;
+  file.entries[0].protocols.fused_lamport_max_bytes = 0;
   const std::string text = format_tuning_file(file, "written by a test\n\nsecond line");
   EXPECT_EQ(text.rfind("# written by a test\n#\n# second line\npeerplan-tuning 1\n", 0), 0u)
       << text;
@@ -216,13 +236,14 @@ TEST(TuningFileFormat, RoundTrip) {
   for (std::size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(back.entries[i].fingerprint, file.entries[i].fingerprint);
     EXPECT_EQ(back.entries[i].cutoffs, file.entries[i].cutoffs);
+    EXPECT_EQ(back.entries[i].protocols, file.entries[i].protocols);
     EXPECT_EQ(back.entries[i].measured, file.entries[i].measured);
   }
 }
 
 TEST(TuningFileFormat, LineBreaksInTextBecomeSpaces) {
   TuningFile file;
-  file.entries.push_back({"host ranks=2", RouteCutoffs{}, "line one\nline two\r\n", 0});
+  file.entries.push_back({"host ranks=2", RouteCutoffs{}, "line one\nline two\r\n", 0, {}});
   const TuningFile back = parse(format_tuning_file(file));
   ASSERT_EQ(back.entries.size(), 1u);
   EXPECT_EQ(back.entries[0].measured, "line one line two");
@@ -230,9 +251,9 @@ TEST(TuningFileFormat, LineBreaksInTextBecomeSpaces) {
 
 TEST(TuningFileFormat, UpsertReplacesTheSameFingerprintAndKeepsOthers) {
   TuningFile file;
-  upsert_entry(file, {"a", RouteCutoffs{1, 1, 1, 1}, "", 0});
-  upsert_entry(file, {"b", RouteCutoffs{2, 2, 2, 2}, "", 0});
-  upsert_entry(file, {"a", RouteCutoffs{3, 3, 3, 3}, "new", 0});
+  upsert_entry(file, {"a", RouteCutoffs{1, 1, 1, 1}, "", 0, {}});
+  upsert_entry(file, {"b", RouteCutoffs{2, 2, 2, 2}, "", 0, {}});
+  upsert_entry(file, {"a", RouteCutoffs{3, 3, 3, 3}, "new", 0, {}});
   ASSERT_EQ(file.entries.size(), 2u);
   EXPECT_EQ(file.entries[0].fingerprint, "a");  // replaced in place
   EXPECT_EQ(file.entries[0].cutoffs, (RouteCutoffs{3, 3, 3, 3}));

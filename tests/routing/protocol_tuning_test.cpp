@@ -1,0 +1,136 @@
+// apply_protocol_tuning: a tuning entry's windows move a tunable
+// transport's windows, field by field; an explicit Config window wins; a
+// transport whose windows are fixed (the host backend) or that pulls (the
+// one-shot) keeps its own; max = 0 closes the fused Lamport window. And
+// the router then chooses by the moved windows.
+#include "routing/protocol_tuning.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "routing/router.hpp"
+
+namespace peerplan::routing {
+namespace {
+
+constexpr std::size_t kKiB = 1024;
+constexpr std::size_t kMiB = 1024 * kKiB;
+
+// The CUDA push windows as the transport reports them by default.
+ProtocolWindows cuda_push() {
+  ProtocolWindows w;
+  w.lines = true;
+  w.tunable = true;
+  w.one_shot_ll_max_bytes = 64 * kKiB;
+  w.fused_lamport_after_bytes = 64 * kKiB;
+  w.fused_lamport_max_bytes = 4 * kMiB;
+  w.fused_ll_max_bytes = 2 * kMiB;
+  w.fused_two_shot = true;
+  return w;
+}
+
+ProtocolTuning every_field() {
+  ProtocolTuning t;
+  t.one_shot_ll_max_bytes = 256 * kKiB;
+  t.fused_lamport_after_bytes = 16 * kKiB;
+  t.fused_lamport_max_bytes = 8 * kMiB;
+  t.fused_ll_max_bytes = 512 * kKiB;
+  return t;
+}
+
+TEST(ProtocolTuning, AnEmptyEntryChangesNothing) {
+  EXPECT_TRUE(is_empty(ProtocolTuning{}));
+  EXPECT_FALSE(is_empty(every_field()));
+  EXPECT_EQ(apply_protocol_tuning(cuda_push(), ProtocolTuning{}, KernelChoices{}), cuda_push());
+}
+
+TEST(ProtocolTuning, EveryFieldMovesItsWindow) {
+  const ProtocolWindows w = apply_protocol_tuning(cuda_push(), every_field(), KernelChoices{});
+  EXPECT_EQ(w.one_shot_ll_max_bytes, 256 * kKiB);
+  EXPECT_EQ(w.fused_lamport_after_bytes, 16 * kKiB);
+  EXPECT_EQ(w.fused_lamport_max_bytes, 8 * kMiB);
+  EXPECT_EQ(w.fused_ll_max_bytes, 512 * kKiB);
+  EXPECT_TRUE(w.lines && w.tunable && w.fused_two_shot && !w.pull) << "capabilities stay";
+}
+
+TEST(ProtocolTuning, OneFieldAtATime) {
+  ProtocolTuning t;
+  t.fused_ll_max_bytes = 0;
+  ProtocolWindows expected = cuda_push();
+  expected.fused_ll_max_bytes = 0;
+  EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), expected);
+  // A max without an after keeps the transport's after.
+  t = ProtocolTuning{};
+  t.fused_lamport_max_bytes = 16 * kMiB;
+  expected = cuda_push();
+  expected.fused_lamport_max_bytes = 16 * kMiB;
+  EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), expected);
+  // An after without a max says nothing about the window: ignored.
+  t = ProtocolTuning{};
+  t.fused_lamport_after_bytes = 0;
+  EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), cuda_push());
+}
+
+TEST(ProtocolTuning, MaxZeroClosesTheFusedLamportWindow) {
+  ProtocolTuning t;
+  t.fused_lamport_after_bytes = 16 * kKiB;
+  t.fused_lamport_max_bytes = 0;
+  const ProtocolWindows w = apply_protocol_tuning(cuda_push(), t, KernelChoices{});
+  EXPECT_EQ(w.fused_lamport_after_bytes, kNoLimit);
+  const auto fused = Declaration::fused_add_rms_norm("f", DataType::bf16, TensorLayout{64, 7168},
+                                                     nullptr, 1e-6f);
+  EXPECT_EQ(choose_protocol(Route::fused_one_shot, fused, message_bytes(fused), w).protocol,
+            Protocol::ll)
+      << "917504 bytes: inside the default Lamport window, LL once it is closed";
+}
+
+TEST(ProtocolTuning, AnExplicitConfigWindowWins) {
+  KernelChoices kernels;
+  kernels.one_shot_lamport_above_bytes = kLamportNever;
+  kernels.fused_lamport_above_bytes = 32 * kKiB;
+  kernels.fused_ll_max_bytes = 1 * kMiB;
+  // The transport's windows already hold the config's values; the file's
+  // must not replace them.
+  EXPECT_EQ(apply_protocol_tuning(cuda_push(), every_field(), kernels), cuda_push());
+  KernelChoices only_ll_max;
+  only_ll_max.fused_ll_max_bytes = 1 * kMiB;
+  const ProtocolWindows w = apply_protocol_tuning(cuda_push(), every_field(), only_ll_max);
+  EXPECT_EQ(w.fused_ll_max_bytes, 2 * kMiB) << "the config's (transport's) value";
+  EXPECT_EQ(w.one_shot_ll_max_bytes, 256 * kKiB) << "the file's: the config left it automatic";
+}
+
+TEST(ProtocolTuning, FixedWindowsAndPullKeepTheirOwn) {
+  EXPECT_EQ(apply_protocol_tuning(ProtocolWindows{}, every_field(), KernelChoices{}),
+            ProtocolWindows{})
+      << "the host backend's single protocol";
+  ProtocolWindows pull = cuda_push();
+  pull.pull = true;
+  pull.lines = false;
+  pull.one_shot_ll_max_bytes = kNoLimit;
+  const ProtocolWindows w = apply_protocol_tuning(pull, every_field(), KernelChoices{});
+  EXPECT_EQ(w.one_shot_ll_max_bytes, kNoLimit) << "pull has one one-shot protocol";
+  EXPECT_EQ(w.fused_ll_max_bytes, 512 * kKiB) << "the fused op pushes in pull mode too";
+}
+
+TEST(ProtocolTuning, TheRouterChoosesByTheMovedWindows) {
+  const auto all_reduce =
+      Declaration::all_reduce("ar", DataType::bf16, TensorLayout{std::int64_t{64} * 1024});
+  const std::size_t bytes = message_bytes(all_reduce);  // 128 KiB
+  EXPECT_EQ(choose_protocol(Route::one_shot, all_reduce, bytes, cuda_push()).protocol,
+            Protocol::lamport);
+  const ProtocolWindows tuned = apply_protocol_tuning(cuda_push(), every_field(), KernelChoices{});
+  EXPECT_EQ(choose_protocol(Route::one_shot, all_reduce, bytes, tuned).protocol, Protocol::ll);
+}
+
+TEST(ProtocolTuning, DescribeNamesEveryField) {
+  EXPECT_EQ(describe_protocol_tuning(ProtocolTuning{}),
+            "one_shot_ll_max_bytes=auto fused_lamport_after_bytes=auto "
+            "fused_lamport_max_bytes=auto fused_ll_max_bytes=auto");
+  EXPECT_EQ(describe_protocol_tuning(every_field()),
+            "one_shot_ll_max_bytes=262144 fused_lamport_after_bytes=16384 "
+            "fused_lamport_max_bytes=8388608 fused_ll_max_bytes=524288");
+}
+
+}  // namespace
+}  // namespace peerplan::routing
