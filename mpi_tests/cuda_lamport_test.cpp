@@ -14,17 +14,21 @@
 // dtype and size (the region's reset across dtypes) on both protocols and
 // on one communicator that mixes them by size, CUDA-graph capture + 100
 // replays with new inputs and eager calls in between (50 calls and 30
-// replays where ranks share a GPU), the timeout and its recovery, and ranks
-// that disagree on the protocol. Any world size from 2 to 8, one GPU per
-// rank or shared. Skipped (on every rank) without GPUs.
+// replays where ranks share a GPU), the timeout and its recovery, ranks
+// that disagree on the protocol, and a tuning entry's protocol windows. Any
+// world size from 2 to 8, one GPU per rank or shared. Skipped (on every
+// rank) without GPUs.
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "support/cuda_all_reduce_check.hpp"
@@ -614,6 +618,55 @@ TEST(CudaLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
   auto comm = create_with_protocol("lamport");  // agreeing ranks still work afterwards
   EXPECT_TRUE(comm->p2p_enabled());
   comm->close();
+}
+
+// A tuning file entry's protocol windows move the one-shot's LL/Lamport
+// threshold and the fused op's windows (routing/protocol_tuning.hpp), and
+// an explicit PEERPLAN_ONE_SHOT_PROTOCOL wins over the file. Tuning files
+// are never applied where ranks share a GPU (their times would be time
+// slices), so this needs a GPU per rank.
+TEST(CudaLamport, ATuningEntrysProtocolWindowsMoveThePlansProtocols) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto probe = create_cuda(forcing(Route::one_shot));
+  const std::string fingerprint = probe->topology_fingerprint();
+  const bool shared = gpus_shared(*probe);
+  probe->close();
+  PEERPLAN_MPI_SKIP_IF(shared, "ranks share a GPU: tuning files are not applied then");
+  const std::string path = "/tmp/peerplan_cuda_tuning_" + std::to_string(::getpid()) + ".tune";
+  std::ofstream(path) << "peerplan-tuning 1\n[entry]\nfingerprint = " << fingerprint
+                      << "\none_shot_ll_max_bytes = 4K\nfused_lamport_max_bytes = 0\n"
+                         "fused_ll_max_bytes = 8M\n";
+  const auto ar = [](std::int64_t elements) {
+    return Declaration::all_reduce("ar", DataType::bf16, TensorLayout{elements});
+  };
+  static float weight[7168];
+  const auto fused = Declaration::fused_add_rms_norm("f", DataType::bf16,
+                                                     TensorLayout{64, 7168}, weight, 1e-6f);
+  Config config = forcing(Route::one_shot);
+  config.cutoffs.fused_max_bytes = 64u << 20;
+  config.tuning_file = path;
+  {
+    auto comm = create_cuda(config);
+    comm->declare(std::vector<Declaration>{ar(1024), ar(4096), fused});
+    EXPECT_EQ(comm->plan_for(make_key(ar(1024))).protocol, Protocol::ll) << "2 KiB <= 4 KiB";
+    EXPECT_EQ(comm->plan_for(make_key(ar(4096))).protocol, Protocol::lamport)
+        << "8 KiB: Lamport above the file's 4 KiB (LL up to 64 KiB by default)";
+    const PlanInfo f = comm->plan_for(make_key(fused));
+    EXPECT_EQ(f.route, Route::fused_one_shot);
+    EXPECT_EQ(f.protocol, Protocol::ll) << "896 KiB: Lamport by default, LL with the window closed";
+    comm->close();
+  }
+  {
+    setenv(kProtocolVariable, "ll", 1);
+    auto comm = create_cuda(config);
+    unsetenv(kProtocolVariable);
+    comm->declare(std::vector<Declaration>{ar(4096)});
+    EXPECT_EQ(comm->plan_for(make_key(ar(4096))).protocol, Protocol::ll)
+        << "an explicit protocol wins over the file";
+    comm->close();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::remove(path.c_str());
 }
 
 }  // namespace
