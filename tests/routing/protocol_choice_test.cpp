@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "cuda_push_windows.hpp"
+
 #include "routing/router.hpp"
 
 namespace peerplan::routing {
@@ -36,17 +38,7 @@ Declaration fused_of(std::int64_t rows, std::int64_t hidden, std::int64_t row_st
                                          TensorLayout::strided(shape, strides), g_weight, 1e-6f);
 }
 
-// The CUDA push windows as the transport reports them by default.
-ProtocolWindows cuda_push() {
-  ProtocolWindows w;
-  w.lines = true;
-  w.one_shot_ll_max_bytes = 64 * kKiB;
-  w.fused_lamport_after_bytes = 64 * kKiB;
-  w.fused_lamport_max_bytes = 4096 * kKiB;
-  w.fused_ll_max_bytes = 2048 * kKiB;
-  w.fused_two_shot = true;
-  return w;
-}
+ProtocolWindows cuda_push() { return test::cuda_push_windows(); }
 
 RouteAndProtocol choose(Route route, const Declaration& d, const ProtocolWindows& w) {
   return choose_protocol(route, d, message_bytes(d), w);

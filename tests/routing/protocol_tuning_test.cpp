@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "cuda_push_windows.hpp"
+
 #include "routing/router.hpp"
 
 namespace peerplan::routing {
@@ -17,18 +19,7 @@ namespace {
 constexpr std::size_t kKiB = 1024;
 constexpr std::size_t kMiB = 1024 * kKiB;
 
-// The CUDA push windows as the transport reports them by default.
-ProtocolWindows cuda_push() {
-  ProtocolWindows w;
-  w.lines = true;
-  w.tunable = true;
-  w.one_shot_ll_max_bytes = 64 * kKiB;
-  w.fused_lamport_after_bytes = 64 * kKiB;
-  w.fused_lamport_max_bytes = 4 * kMiB;
-  w.fused_ll_max_bytes = 2 * kMiB;
-  w.fused_two_shot = true;
-  return w;
-}
+ProtocolWindows cuda_push() { return test::cuda_push_windows(); }
 
 ProtocolTuning every_field() {
   ProtocolTuning t;

@@ -1,0 +1,25 @@
+// The CUDA push transport's protocol windows as it reports them with the
+// default kernel choices (an independent statement of README's "Routes,
+// protocols and what a call launches"), for the routing tests.
+#pragma once
+
+#include <cstddef>
+
+#include "routing/protocol_choice.hpp"
+
+namespace peerplan::routing::test {
+
+inline ProtocolWindows cuda_push_windows() {
+  constexpr std::size_t kKiB = 1024;
+  ProtocolWindows w;
+  w.lines = true;
+  w.tunable = true;
+  w.one_shot_ll_max_bytes = 64 * kKiB;
+  w.fused_lamport_after_bytes = 64 * kKiB;
+  w.fused_lamport_max_bytes = 4096 * kKiB;
+  w.fused_ll_max_bytes = 2048 * kKiB;
+  w.fused_two_shot = true;
+  return w;
+}
+
+}  // namespace peerplan::routing::test
