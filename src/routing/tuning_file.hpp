@@ -53,9 +53,11 @@ inline constexpr int kTuningFileVersion = 1;
 struct TuningEntry {
   std::string fingerprint;
   RouteCutoffs cutoffs;  // fields the entry leaves out stay kAutoCutoff
-  ProtocolTuning protocols;  // likewise
   std::string measured;
   int line = 0;  // line of its "[entry]" (0: not read from a file)
+  // Last, so that brace initialisations of the fields above keep working
+  // (fields the entry leaves out stay kAutoCutoff, as for the cutoffs).
+  ProtocolTuning protocols;
 
   friend bool operator==(const TuningEntry&, const TuningEntry&) = default;
 };
