@@ -2,7 +2,8 @@
 // its file kept the other machine's entry, holds an entry for this
 // communicator's fingerprint, and a communicator created with
 // PEERPLAN_TUNING_FILE pointing at it resolves exactly those cutoffs and
-// routes the measured sizes by them.
+// routes the measured sizes by them; on the host backend the entry sets no
+// protocol window.
 #include <mpi.h>
 
 #include <gtest/gtest.h>
@@ -49,6 +50,12 @@ TEST(TuneTool, CommunicatorLoadsTheWrittenEntry) {
   EXPECT_EQ(entry->measured.rfind("peerplan_tune ", 0), 0u) << entry->measured;
   // The tool derives every field, so the file alone decides each one.
   EXPECT_EQ(comm->cutoffs(), entry->cutoffs);
+  // The host backend has one protocol: the tool times none, and the entry
+  // leaves every protocol window auto (no protocol key in the file).
+  if (comm->backend() == Backend::host) {
+    EXPECT_TRUE(routing::is_empty(entry->protocols))
+        << routing::describe_protocol_tuning(entry->protocols);
+  }
 
   std::vector<Declaration> declarations;
   for (std::size_t bytes = 1024; bytes <= 64 * 1024; bytes *= 2) {

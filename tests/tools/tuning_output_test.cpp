@@ -1,5 +1,6 @@
 // write_entry: creates the file, replaces its own machine's entry, keeps
-// the others, and leaves a file it cannot parse alone.
+// the others and the protocol windows, and leaves a file it cannot parse
+// alone.
 #include "tuning_output.hpp"
 
 #include <gtest/gtest.h>
@@ -54,6 +55,24 @@ TEST_F(WriteEntry, ReplacesItsOwnEntryAndKeepsOthers) {
   EXPECT_EQ(file.entries[0].cutoffs, (RouteCutoffs{2, 2, 2, 2}));
   EXPECT_EQ(file.entries[0].measured, "run 2");
   EXPECT_EQ(file.entries[1].cutoffs, (RouteCutoffs{4, 4, 4, 4}));
+}
+
+TEST_F(WriteEntry, KeepsTheProtocolWindows) {
+  routing::TuningEntry entry{"cuda ranks=2", RouteCutoffs{1, 2, 3, 4}, "run 1", 0};
+  entry.protocols = {65536, 65536, 4194304, 0};  // fused LL off: 0 is a value, not auto
+  write_entry(path_, entry, "");
+  routing::TuningEntry lamport_never{"cuda ranks=4", RouteCutoffs{1, 2, 3, 4}, "run 2", 0};
+  lamport_never.protocols = {0, kAutoCutoff, 0, 2097152};
+  write_entry(path_, lamport_never, "");
+  const auto file = routing::read_tuning_file(path_);
+  ASSERT_EQ(file.entries.size(), 2u);
+  EXPECT_EQ(file.entries[0].protocols, entry.protocols);
+  EXPECT_EQ(file.entries[1].protocols, lamport_never.protocols);
+  // The second entry's auto `after` is left out of the file.
+  const std::string text = contents();
+  const auto first = text.find("fused_lamport_after_bytes");
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find("fused_lamport_after_bytes", first + 1), std::string::npos) << text;
 }
 
 TEST_F(WriteEntry, LeavesAFileItCannotParseAlone) {

@@ -8,11 +8,16 @@ struct Run {
   std::size_t length = 0;
 };
 
-// The longest run of rows [from, end) at which two-shot is the fastest.
-Run longest_two_shot_run(std::span<const AllReduceTimes> rows, std::size_t from) {
+Winner winner_of(const AllReduceTimes& row) noexcept { return fastest(row); }
+ProtocolWinner winner_of(const FusedProtocolTimes& row) noexcept { return fastest_protocol(row); }
+
+// The longest run of rows [from, end) at which `winner` is the fastest
+// (the lowest of equally long runs).
+template <typename Row, typename Outcome>
+Run longest_run(std::span<const Row> rows, std::size_t from, Outcome winner) {
   Run best, current;
   for (std::size_t i = from; i < rows.size(); ++i) {
-    if (fastest(rows[i]) != Winner::two_shot) {
+    if (winner_of(rows[i]) != winner) {
       current.length = 0;
       continue;
     }
@@ -22,6 +27,32 @@ Run longest_two_shot_run(std::span<const AllReduceTimes> rows, std::size_t from)
   return best;
 }
 
+bool inside(const Run& run, std::size_t index) noexcept {
+  return index >= run.first && index < run.first + run.length;
+}
+
+std::size_t one_shot_ll_max(std::span<const OneShotProtocolTimes> rows) {
+  if (rows.empty()) return kAutoCutoff;
+  std::size_t ll_max = 0;
+  for (const OneShotProtocolTimes& row : rows) {
+    if (fastest_protocol(row) != ProtocolWinner::ll) break;
+    ll_max = row.bytes;
+  }
+  return ll_max;
+}
+
+// The LL prefix of the rows outside the Lamport window: there the router
+// chooses between LL and the two-shot only.
+std::size_t fused_ll_max(std::span<const FusedProtocolTimes> rows, const Run& lamport) {
+  std::size_t ll_max = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (inside(lamport, i)) continue;
+    if (!(rows[i].ll_us < rows[i].two_shot_us)) break;
+    ll_max = rows[i].bytes;
+  }
+  return ll_max;
+}
+
 }  // namespace
 
 const char* to_string(Winner winner) noexcept {
@@ -29,6 +60,15 @@ const char* to_string(Winner winner) noexcept {
     case Winner::one_shot: return "one-shot";
     case Winner::two_shot: return "two-shot";
     case Winner::fallback: return "fallback";
+  }
+  return "?";
+}
+
+const char* to_string(ProtocolWinner winner) noexcept {
+  switch (winner) {
+    case ProtocolWinner::ll: return "LL";
+    case ProtocolWinner::lamport: return "Lamport";
+    case ProtocolWinner::two_shot: return "two-shot";
   }
   return "?";
 }
@@ -48,7 +88,7 @@ RouteCutoffs derive_cutoffs(std::span<const AllReduceTimes> all_reduce,
     cutoffs.one_shot_max_bytes = all_reduce[above_one_shot].bytes;
     ++above_one_shot;
   }
-  const Run run = longest_two_shot_run(all_reduce, above_one_shot);
+  const Run run = longest_run(all_reduce, above_one_shot, Winner::two_shot);
   if (run.length > 0) {
     cutoffs.two_shot_max_bytes = all_reduce[run.first + run.length - 1].bytes;
     cutoffs.two_shot_min_bytes = run.first == above_one_shot ? 0 : all_reduce[run.first].bytes;
@@ -58,6 +98,32 @@ RouteCutoffs derive_cutoffs(std::span<const AllReduceTimes> all_reduce,
     cutoffs.fused_max_bytes = row.bytes;
   }
   return cutoffs;
+}
+
+ProtocolWinner fastest_protocol(const OneShotProtocolTimes& t) noexcept {
+  return t.ll_us < t.lamport_us ? ProtocolWinner::ll : ProtocolWinner::lamport;
+}
+
+ProtocolWinner fastest_protocol(const FusedProtocolTimes& t) noexcept {
+  if (t.ll_us < t.lamport_us && t.ll_us < t.two_shot_us) return ProtocolWinner::ll;
+  if (t.lamport_us < t.two_shot_us) return ProtocolWinner::lamport;
+  return ProtocolWinner::two_shot;
+}
+
+routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> one_shot,
+                                         std::span<const FusedProtocolTimes> fused) {
+  routing::ProtocolTuning tuning;  // every field auto
+  tuning.one_shot_ll_max_bytes = one_shot_ll_max(one_shot);
+  if (fused.empty()) return tuning;
+  const Run lamport = longest_run(fused, 0, ProtocolWinner::lamport);
+  if (lamport.length == 0) {
+    tuning.fused_lamport_max_bytes = 0;  // never; `after` means nothing then and stays auto
+  } else {
+    tuning.fused_lamport_max_bytes = fused[lamport.first + lamport.length - 1].bytes;
+    tuning.fused_lamport_after_bytes = lamport.first == 0 ? 0 : fused[lamport.first - 1].bytes;
+  }
+  tuning.fused_ll_max_bytes = fused_ll_max(fused, lamport);
+  return tuning;
 }
 
 }  // namespace peerplan::tune

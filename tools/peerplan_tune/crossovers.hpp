@@ -1,7 +1,8 @@
-// From measured times to route cutoffs: where each P2P route beats the
-// others. A pure function of the medians, so that every rank (which holds
-// the same, agreed medians) derives the same cutoffs, and so that the
-// rules are tested without timing anything.
+// From measured times to route cutoffs (where each P2P route beats the
+// others) and to protocol windows (where each CUDA push protocol beats the
+// others). Pure functions of the medians, so that every rank (which holds
+// the same, agreed medians) derives the same values, and so that the rules
+// are tested without timing anything.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +10,7 @@
 #include <span>
 
 #include "peerplan/config.hpp"
+#include "routing/protocol_tuning.hpp"
 
 namespace peerplan::tune {
 
@@ -52,5 +54,61 @@ Winner fastest(const AllReduceTimes& times) noexcept;
 // where it was seen to win: the cutoffs never claim an unmeasured win.
 RouteCutoffs derive_cutoffs(std::span<const AllReduceTimes> all_reduce,
                             std::span<const FusedTimes> fused);
+
+// Median time per call (µs) of one push one-shot all-reduce size, forced
+// onto each protocol.
+struct OneShotProtocolTimes {
+  std::size_t bytes = 0;
+  double ll_us = 0;
+  double lamport_us = 0;
+};
+
+// Median time per call (µs) of one fused add + RMSNorm size, forced onto
+// each of its P2P protocols (two-shot: the fused_two_shot route).
+struct FusedProtocolTimes {
+  std::size_t bytes = 0;
+  std::int64_t rows = 0;  // of the --hidden elements each
+  double ll_us = 0;
+  double lamport_us = 0;
+  double two_shot_us = 0;
+};
+
+enum class ProtocolWinner { ll, lamport, two_shot };
+const char* to_string(ProtocolWinner winner) noexcept;
+
+// The fastest protocol at one size. LL lines move twice the bytes over the
+// links for the same data, so LL must be strictly faster: a tie goes to
+// Lamport (one-shot), or to two-shot, then Lamport (fused; two-shot is
+// what the fused op runs past every window anyway).
+ProtocolWinner fastest_protocol(const OneShotProtocolTimes& times) noexcept;
+ProtocolWinner fastest_protocol(const FusedProtocolTimes& times) noexcept;
+
+// The protocol windows the measurements support (rows in increasing size),
+// for the router's order: a fused message in the Lamport window runs
+// Lamport, else LL lines up to fused_ll_max_bytes, else the two-shot.
+//  - one_shot_ll_max_bytes: the largest measured size s such that LL is
+//    the fastest at every measured size <= s (Lamport above it); 0 when
+//    Lamport wins the smallest size.
+//  - fused Lamport window: the longest contiguous run of measured sizes at
+//    which Lamport is the fastest of the three (the lowest run on a tie).
+//    fused_lamport_max_bytes is its largest size; fused_lamport_after_bytes
+//    the measured size just below it, or 0 when the run starts at the
+//    smallest size. When Lamport never wins: max 0 (never), after auto.
+//  - fused_ll_max_bytes: outside that window only LL and the two-shot can
+//    run, so it is the largest measured size s such that, at every
+//    measured size <= s outside the window, LL is strictly faster than the
+//    two-shot (inside the window Lamport runs whatever LL does there); 0
+//    when the two-shot is faster at the smallest size outside the window,
+//    or when every measured size is inside it.
+// Applied in the router's order, every measured size then gets its winner,
+// except where the winners alternate more than these windows can say: a
+// Lamport win outside the longest run gets LL or the two-shot, whichever
+// was faster there; an LL win above a size (outside the window) where the
+// two-shot was faster gets the two-shot. Like derive_cutoffs, a protocol
+// is admitted only up to the last size where it was seen to win.
+// An empty span leaves its fields auto (kAutoCutoff): the transport's
+// built-in windows stay (e.g. pull mode, which has no one-shot protocols).
+routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> one_shot,
+                                         std::span<const FusedProtocolTimes> fused);
 
 }  // namespace peerplan::tune

@@ -7,9 +7,11 @@
 // Per all-reduce size (powers of two from -b to -e): the median time per
 // call of one-shot, two-shot and the fallback; per fused add + RMSNorm
 // size (rows of --hidden elements): the fused P2P route and the fallback.
-// Every rank holds the slowest rank's medians, so every rank derives the
-// same cutoffs (crossovers.hpp says how); rank 0 prints the table and
-// writes the file.
+// On the cuda backend, for the sizes up to --protocols-max, the same for
+// the push kernels' protocols: one-shot LL and Lamport; fused LL, Lamport
+// and two-shot. Every rank holds the slowest rank's medians, so every rank
+// derives the same cutoffs and protocol windows (crossovers.hpp says how);
+// rank 0 prints the tables and writes the file.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -31,6 +33,7 @@
 #include "route_measurement.hpp"
 #include "routing/cutoffs.hpp"
 #include "routing/fingerprint.hpp"
+#include "routing/protocol_tuning.hpp"
 #include "tuning_output.hpp"
 
 #ifndef PEERPLAN_TUNE_SOURCE_COMMIT
@@ -46,10 +49,14 @@ struct Options {
   std::string min_text = "1K";
   std::string max_text = "256M";
   std::string dtype_text = "bf16";
+  std::string protocols_max_text = "16M";
   std::int64_t hidden = 7168;
   int graph = 0;
   tune::TimingPlan timing;
   std::string json_path;
+  // Ranks sharing a GPU: measure anyway (to check the tool's paths on one
+  // GPU), write no file.
+  bool allow_shared_gpus = false;
 };
 
 int world_rank() {
@@ -58,15 +65,17 @@ int world_rank() {
   return rank;
 }
 
-// The tool forces each route through Config cutoffs, which these variables
-// would override; a tuning file must not feed into its own measurement.
-void ignore_route_variables() {
+// The tool forces each route and protocol through the Config (cutoffs,
+// KernelChoices), which these variables would override; a tuning file must
+// not feed into its own measurement.
+void ignore_route_and_protocol_variables() {
   for (const char* name :
        {"PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MIN_BYTES", "PEERPLAN_TWO_SHOT_MAX_BYTES",
-        "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TUNING_FILE", "PEERPLAN_DISABLE_P2P"}) {
+        "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TUNING_FILE", "PEERPLAN_DISABLE_P2P",
+        "PEERPLAN_ONE_SHOT_PROTOCOL", "PEERPLAN_FUSED_PROTOCOL", "PEERPLAN_FUSED_LL_MAX_BYTES"}) {
     if (std::getenv(name) == nullptr) continue;
     if (world_rank() == 0)
-      std::printf("# ignoring %s=%s: peerplan_tune measures every route\n", name,
+      std::printf("# ignoring %s=%s: peerplan_tune measures every route and protocol\n", name,
                   std::getenv(name));
     ::unsetenv(name);
   }
@@ -77,12 +86,17 @@ tune::SweepPlan make_plan(const Options& options) {
   const auto min_bytes = core::parse_size(options.min_text);
   const auto max_bytes = core::parse_size(options.max_text);
   const auto dtype = parse_data_type(options.dtype_text);
+  const auto protocols_max = core::parse_size(options.protocols_max_text);
   if (!min_bytes || !max_bytes || *min_bytes < 16 || *min_bytes % 16 != 0 ||
       *max_bytes < *min_bytes)
     throw InvalidArgument("-b " + options.min_text + " -e " + options.max_text +
                           ": sizes are byte counts with an optional K, M or G suffix; -b must be "
                           "a multiple of 16 (P2P messages are whole 16-byte packs) and <= -e");
   if (!dtype) throw InvalidArgument("--dtype " + options.dtype_text + ": use f16, bf16 or f32");
+  if (!protocols_max)
+    throw InvalidArgument("--protocols-max " + options.protocols_max_text +
+                          ": a byte count with an optional K, M or G suffix (0: no protocol "
+                          "sweep)");
   if (options.hidden < 1 || options.hidden * element_size(*dtype) % 16 != 0)
     throw InvalidArgument("--hidden " + std::to_string(options.hidden) +
                           ": a row must be a positive multiple of 16 bytes");
@@ -92,6 +106,7 @@ tune::SweepPlan make_plan(const Options& options) {
   plan.max_bytes = *max_bytes;
   plan.dtype = *dtype;
   plan.hidden = options.hidden;
+  plan.protocols_max_bytes = *protocols_max;
   plan.timing = options.timing;
   plan.timing.graph = options.graph != 0;
   return plan;
@@ -111,6 +126,13 @@ std::string mode_name(const tune::SweepPlan& plan, Backend backend) {
   return plan.timing.graph ? "CUDA graphs" : "eager";
 }
 
+std::string protocols_text(const tune::SweepPlan& plan, const Options& options,
+                           const tune::Sweep& sweep) {
+  if (sweep.backend != Backend::cuda) return "";
+  if (plan.protocols_max_bytes == 0) return ", protocols not measured";
+  return ", protocols up to " + options.protocols_max_text;
+}
+
 // What the entry's `measured` line records: enough to redo the run.
 std::string measured_text(const tune::SweepPlan& plan, const Options& options,
                           const tune::Sweep& sweep, const std::string& when) {
@@ -118,7 +140,7 @@ std::string measured_text(const tune::SweepPlan& plan, const Options& options,
          "), " + when + ", " + options.dtype_text + ", " + mode_name(plan, sweep.backend) +
          ", -b " + options.min_text + " -e " + options.max_text + ", hidden " +
          std::to_string(plan.hidden) + ", " + std::to_string(plan.timing.iters) + " calls x " +
-         std::to_string(plan.timing.batches) + " batches";
+         std::to_string(plan.timing.batches) + " batches" + protocols_text(plan, options, sweep);
 }
 
 void print_header(const tune::Sweep& sweep, const tune::SweepPlan& plan, const Options& options) {
@@ -149,8 +171,57 @@ void print_fused_row(const tune::FusedTimes& row, bool first, std::int64_t hidde
   std::fflush(stdout);
 }
 
+void print_one_shot_protocol_row(const tune::OneShotProtocolTimes& row, bool first) {
+  if (first) {
+    std::printf("# one-shot all-reduce protocols\n%12s %12s %12s  %s\n", "size(B)", "LL",
+                "Lamport", "winner");
+  }
+  std::printf("%12zu %12.2f %12.2f  %s\n", row.bytes, row.ll_us, row.lamport_us,
+              tune::to_string(tune::fastest_protocol(row)));
+  std::fflush(stdout);
+}
+
+void print_fused_protocol_row(const tune::FusedProtocolTimes& row, bool first,
+                              std::int64_t hidden) {
+  if (first) {
+    std::printf("# fused add + RMSNorm protocols, rows of %lld elements\n",
+                static_cast<long long>(hidden));
+    std::printf("%12s %6s %12s %12s %12s  %s\n", "size(B)", "rows", "LL", "Lamport", "two-shot",
+                "winner");
+  }
+  std::printf("%12zu %6lld %12.2f %12.2f %12.2f  %s\n", row.bytes,
+              static_cast<long long>(row.rows), row.ll_us, row.lamport_us, row.two_shot_us,
+              tune::to_string(tune::fastest_protocol(row)));
+  std::fflush(stdout);
+}
+
+nlohmann::json protocol_rows_json(const tune::Sweep& sweep) {
+  nlohmann::json one_shot = nlohmann::json::array(), fused = nlohmann::json::array();
+  for (const auto& row : sweep.one_shot_protocols) {
+    one_shot.push_back({{"bytes", row.bytes}, {"ll_us", row.ll_us},
+                        {"lamport_us", row.lamport_us},
+                        {"winner", tune::to_string(tune::fastest_protocol(row))}});
+  }
+  for (const auto& row : sweep.fused_protocols) {
+    fused.push_back({{"bytes", row.bytes}, {"rows", row.rows}, {"ll_us", row.ll_us},
+                     {"lamport_us", row.lamport_us}, {"two_shot_us", row.two_shot_us},
+                     {"winner", tune::to_string(tune::fastest_protocol(row))}});
+  }
+  return {{"one_shot", one_shot}, {"fused", fused}};
+}
+
+// The derived windows; null where a field is auto (nothing measured).
+nlohmann::json protocol_windows_json(const routing::ProtocolTuning& protocols) {
+  nlohmann::json windows;
+  for (const auto& field : routing::kProtocolTuningFields) {
+    const std::size_t value = protocols.*field.member;
+    windows[field.name] = value == kAutoCutoff ? nlohmann::json(nullptr) : nlohmann::json(value);
+  }
+  return windows;
+}
+
 nlohmann::json as_json(const tune::Sweep& sweep, const RouteCutoffs& cutoffs,
-                       const std::string& measured) {
+                       const routing::ProtocolTuning& protocols, const std::string& measured) {
   nlohmann::json all_reduce = nlohmann::json::array(), fused = nlohmann::json::array();
   for (const auto& row : sweep.all_reduce) {
     all_reduce.push_back({{"bytes", row.bytes}, {"one_shot_us", row.one_shot_us},
@@ -165,7 +236,8 @@ nlohmann::json as_json(const tune::Sweep& sweep, const RouteCutoffs& cutoffs,
   for (const auto& field : routing::kCutoffFields) resolved[field.name] = cutoffs.*field.member;
   return {{"fingerprint", sweep.fingerprint}, {"backend", to_string(sweep.backend)},
           {"ranks", sweep.ranks}, {"measured", measured}, {"all_reduce", all_reduce},
-          {"fused", fused}, {"cutoffs", resolved}};
+          {"fused", fused}, {"cutoffs", resolved}, {"protocol_rows", protocol_rows_json(sweep)},
+          {"protocols", protocol_windows_json(protocols)}};
 }
 
 // Raised on every rank alike (the fingerprint is the same everywhere) when
@@ -174,53 +246,110 @@ struct UntunableMachine : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-int run(const Options& options, const tune::SweepPlan& plan) {
+bool gpus_shared(const tune::Sweep& sweep) {
+  return routing::fingerprint_says_shared(sweep.fingerprint);
+}
+
+// Ranks sharing a GPU wait for time slices: what they measure says nothing
+// about any machine, and communicators never apply it. With
+// --allow-shared-gpus the tool measures anyway (its CUDA paths can then be
+// checked on a single GPU) and writes no file.
+void refuse_shared_gpus(const tune::Sweep& sweep, const Options& options) {
+  if (!gpus_shared(sweep) || options.allow_shared_gpus) return;
+  throw UntunableMachine("ranks share a GPU ('" + sweep.fingerprint +
+                         "'): their timings are time slices, not this machine's crossovers. "
+                         "Run one rank per GPU (PEERPLAN_DEVICE, CUDA_VISIBLE_DEVICES, -np at "
+                         "most the GPU count); --allow-shared-gpus measures anyway, to check "
+                         "the tool, and writes no file.");
+}
+
+// Every rank checks the machine; rank 0 prints each row as it is measured.
+tune::RowListener make_listener(const Options& options, const tune::SweepPlan& plan) {
   const bool root = world_rank() == 0;
-  ignore_route_variables();
-  bool first_fused = true;
   tune::RowListener listener;
-  listener.started = [&](const tune::Sweep& sweep) {
-    // Ranks sharing a GPU wait for time slices: what they measure says
-    // nothing about any machine, and communicators never apply it.
-    if (routing::fingerprint_says_shared(sweep.fingerprint)) {
-      throw UntunableMachine("ranks share a GPU ('" + sweep.fingerprint +
-                             "'): their timings are time slices, not this machine's crossovers. "
-                             "Run one rank per GPU (PEERPLAN_DEVICE, CUDA_VISIBLE_DEVICES, -np "
-                             "at most the GPU count).");
+  listener.started = [&options, &plan, root](const tune::Sweep& sweep) {
+    refuse_shared_gpus(sweep, options);
+    if (!root) return;
+    print_header(sweep, plan, options);
+    if (gpus_shared(sweep)) {
+      std::printf("# ranks share a GPU (--allow-shared-gpus): the times below are time "
+                  "slices, not this machine's; no tuning file will be written\n");
+      std::fflush(stdout);
     }
-    if (root) print_header(sweep, plan, options);
   };
-  listener.all_reduce = [&](const tune::AllReduceTimes& row) {
+  listener.all_reduce = [root](const tune::AllReduceTimes& row) {
     if (root) print_row(row);
   };
-  listener.fused = [&](const tune::FusedTimes& row) {
-    if (root) print_fused_row(row, first_fused, plan.hidden);
-    first_fused = false;
+  listener.fused = [root, hidden = plan.hidden, first = true](const tune::FusedTimes& row) mutable {
+    if (root) print_fused_row(row, first, hidden);
+    first = false;
   };
-  const tune::Sweep sweep = tune::measure_routes(MPI_COMM_WORLD, plan, listener);
-  const RouteCutoffs cutoffs = tune::derive_cutoffs(sweep.all_reduce, sweep.fused);
-  const std::string when = utc_now();
-  const std::string measured = measured_text(plan, options, sweep, when);
+  listener.one_shot_protocols = [root,
+                                 first = true](const tune::OneShotProtocolTimes& row) mutable {
+    if (root) print_one_shot_protocol_row(row, first);
+    first = false;
+  };
+  listener.fused_protocols = [root, hidden = plan.hidden,
+                              first = true](const tune::FusedProtocolTimes& row) mutable {
+    if (root) print_fused_protocol_row(row, first, hidden);
+    first = false;
+  };
+  listener.skipped = [root](const std::string& why) {
+    if (!root) return;
+    std::printf("# %s\n", why.c_str());
+    std::fflush(stdout);
+  };
+  return listener;
+}
 
-  // Rank 0 writes; every rank learns whether that worked, so all exit alike.
-  int written = 1;
-  if (root) {
-    std::printf("# cutoffs: %s\n", routing::describe_cutoffs(cutoffs).c_str());
-    try {
-      const bool replaced = tune::write_entry(
-          options.out, routing::TuningEntry{sweep.fingerprint, cutoffs, measured, 0},
-          "peerplan tuning file (written by peerplan_tune on " + when +
-              ")\nFormat: peerplan's README, \"Tuning files\". Load it with "
-              "PEERPLAN_TUNING_FILE=<this file>.");
+std::string file_comment(const std::string& when) {
+  return "peerplan tuning file (written by peerplan_tune on " + when +
+         ")\nFormat: peerplan's README, \"Tuning files\". Load it with "
+         "PEERPLAN_TUNING_FILE=<this file>.";
+}
+
+// Rank 0: prints what was derived, writes the entry (never for ranks
+// sharing a GPU) and the JSON. False when a file could not be written.
+bool publish(const Options& options, const tune::Sweep& sweep, const routing::TuningEntry& entry,
+             const std::string& when) {
+  std::printf("# cutoffs: %s\n", routing::describe_cutoffs(entry.cutoffs).c_str());
+  std::printf("# protocols: %s\n", routing::describe_protocol_tuning(entry.protocols).c_str());
+  try {
+    if (gpus_shared(sweep)) {
+      std::printf("# no tuning file written: ranks share a GPU, the times are time slices (%s "
+                  "is left as it was)\n",
+                  options.out.c_str());
+    } else {
+      const bool replaced = tune::write_entry(options.out, entry, file_comment(when));
       std::printf("# %s the entry for '%s' in %s\n", replaced ? "replaced" : "wrote",
                   sweep.fingerprint.c_str(), options.out.c_str());
-      if (!options.json_path.empty())
-        std::ofstream(options.json_path) << as_json(sweep, cutoffs, measured).dump(2) << "\n";
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "peerplan_tune: cannot write %s: %s\n", options.out.c_str(), e.what());
-      written = 0;
     }
+    if (!options.json_path.empty()) {
+      std::ofstream(options.json_path)
+          << as_json(sweep, entry.cutoffs, entry.protocols, entry.measured).dump(2) << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "peerplan_tune: cannot write %s: %s\n", options.out.c_str(), e.what());
+    return false;
   }
+  return true;
+}
+
+int run(const Options& options, const tune::SweepPlan& plan) {
+  ignore_route_and_protocol_variables();
+  const tune::RowListener listener = make_listener(options, plan);
+  tune::Sweep sweep = tune::measure_routes(MPI_COMM_WORLD, plan, listener);
+  tune::measure_protocols(MPI_COMM_WORLD, plan, sweep, listener);
+
+  const std::string when = utc_now();
+  routing::TuningEntry entry;
+  entry.fingerprint = sweep.fingerprint;
+  entry.cutoffs = tune::derive_cutoffs(sweep.all_reduce, sweep.fused);
+  entry.protocols = tune::derive_protocols(sweep.one_shot_protocols, sweep.fused_protocols);
+  entry.measured = measured_text(plan, options, sweep, when);
+
+  // Rank 0 writes; every rank learns whether that worked, so all exit alike.
+  int written = world_rank() == 0 ? publish(options, sweep, entry, when) : 1;
   MPI_Bcast(&written, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return written ? 0 : 1;
 }
@@ -247,6 +376,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--batches", options.timing.batches, "timed batches; the median counts")
       ->capture_default_str();
+  app.add_option("--protocols-max", options.protocols_max_text,
+                 "cuda backend: time the push protocols (LL, Lamport, fused two-shot) of the "
+                 "sizes up to this many bytes and tune their windows; 0: leave them auto")
+      ->capture_default_str();
+  app.add_flag("--allow-shared-gpus", options.allow_shared_gpus,
+               "measure even where ranks share a GPU (to check the tool on one GPU): the times "
+               "are time slices, and no tuning file is written");
   app.add_option("--json", options.json_path, "also write every measurement as JSON (rank 0)");
   try {
     app.parse(argc, argv);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "call_buffers.hpp"
 #include "peerplan/communicator.hpp"
@@ -41,19 +44,186 @@ void expect_route(const CallResult& result, Route expected, const Communicator& 
   throw std::runtime_error(message);
 }
 
+// What a protocol sweep communicator forces, route included: a time taken
+// on anything else would be filed under the wrong protocol.
+struct ForcedProtocol {
+  const char* name;
+  Route route;
+  Protocol protocol;
+};
+
+constexpr ForcedProtocol kOneShotLl{"one-shot LL", Route::one_shot, Protocol::ll};
+constexpr ForcedProtocol kOneShotLamport{"one-shot Lamport", Route::one_shot, Protocol::lamport};
+constexpr ForcedProtocol kFusedLl{"fused LL", Route::fused_one_shot, Protocol::ll};
+constexpr ForcedProtocol kFusedLamport{"fused Lamport", Route::fused_one_shot, Protocol::lamport};
+constexpr ForcedProtocol kFusedTwoShot{"fused two-shot", Route::fused_two_shot, Protocol::staged};
+
+void expect_protocol(const CallResult& result, const ForcedProtocol& forced,
+                     const Communicator& comm, const std::string& what) {
+  if (result.route == forced.route && result.protocol == forced.protocol) return;
+  std::string message = what + " on the " + forced.name + " communicator ran " +
+                        to_string(result.route) + " with protocol " + to_string(result.protocol) +
+                        ", not " + to_string(forced.route) + " with " + to_string(forced.protocol);
+  if (result.route == Route::fallback)
+    message += std::string(" (reason ") + to_string(result.reason) + ")";
+  if (!comm.p2p_enabled()) message += "; P2P is disabled: " + comm.p2p_disabled_reason();
+  throw std::runtime_error(message);
+}
+
+// Every all-reduce up to `largest` bytes on the one-shot route, on the
+// protocol `lamport_above` picks (kLamportNever: LL, kLamportAlways: Lamport).
+Config forcing_one_shot_protocol(Backend backend, std::size_t largest,
+                                 std::size_t lamport_above) {
+  Config config = forcing(backend, RouteCutoffs{largest, 0, 0, 0});
+  config.kernels.one_shot_lamport_above_bytes = lamport_above;
+  return config;
+}
+
+// Every fused op up to `largest` bytes on P2P: Lamport where
+// `lamport_above` admits it, else LL lines up to `ll_max`, else the
+// two-shot (an explicit Lamport threshold has no upper end).
+Config forcing_fused_protocol(Backend backend, std::size_t largest, std::size_t lamport_above,
+                              std::size_t ll_max) {
+  Config config = forcing(backend, RouteCutoffs{0, 0, largest, 0});
+  config.kernels.fused_lamport_above_bytes = lamport_above;
+  config.kernels.fused_ll_max_bytes = ll_max;
+  return config;
+}
+
+// Staging too large for the machine turns P2P off at declare, on every rank.
+void require_p2p_after_declare(const std::vector<const Communicator*>& comms,
+                               std::size_t largest, const char* option) {
+  for (const Communicator* c : comms) {
+    require(c->p2p_enabled(), "P2P was disabled while preparing staging buffers for " +
+                                  std::to_string(largest) + "-byte messages (" +
+                                  c->p2p_disabled_reason() + "); lower " + option);
+  }
+}
+
 struct FusedSize {
   std::int64_t rows;
   std::size_t bytes;
 };
 
-std::vector<FusedSize> fused_sizes(const SweepPlan& plan) {
+// Whole rows of plan.hidden elements, as many as fit each size up to `max_bytes`.
+std::vector<FusedSize> fused_sizes(const SweepPlan& plan, std::size_t max_bytes) {
   const std::size_t row_bytes = static_cast<std::size_t>(plan.hidden) * element_size(plan.dtype);
   std::vector<FusedSize> sizes;
   for (std::size_t bytes : sweep_sizes(plan)) {
+    if (bytes > max_bytes) break;
     const auto rows = static_cast<std::int64_t>(bytes / row_bytes);
     if (rows > 0) sizes.push_back({rows, static_cast<std::size_t>(rows) * row_bytes});
   }
   return sizes;
+}
+
+std::vector<std::size_t> sizes_up_to(const SweepPlan& plan, std::size_t max_bytes) {
+  std::vector<std::size_t> sizes = sweep_sizes(plan);
+  std::erase_if(sizes, [&](std::size_t bytes) { return bytes > max_bytes; });
+  return sizes;
+}
+
+std::vector<Declaration> all_reduce_declarations(const std::vector<std::size_t>& sizes,
+                                                 DataType dtype) {
+  std::vector<Declaration> declarations;
+  for (std::size_t bytes : sizes) {
+    declarations.push_back(Declaration::all_reduce(
+        "all_reduce_" + std::to_string(bytes), dtype,
+        TensorLayout{static_cast<std::int64_t>(bytes / element_size(dtype))}));
+  }
+  return declarations;
+}
+
+std::vector<Declaration> fused_declarations(const std::vector<FusedSize>& sizes,
+                                            const SweepPlan& plan, const void* weight) {
+  std::vector<Declaration> declarations;
+  for (const FusedSize& size : sizes) {
+    declarations.push_back(Declaration::fused_add_rms_norm(
+        "fused_" + std::to_string(size.rows), plan.dtype, TensorLayout{size.rows, plan.hidden},
+        weight, kEps));
+  }
+  return declarations;
+}
+
+// One-shot LL and Lamport communicators, created and closed here: their
+// staging (LL lines: twice each message) is held only while they run.
+void measure_one_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
+                                const std::vector<std::size_t>& sizes, CallTimer& timer,
+                                Sweep& sweep, const RowListener& listener) {
+  const std::size_t largest = sizes.back();
+  auto ll = Communicator::create(
+      comm, forcing_one_shot_protocol(sweep.backend, largest, kLamportNever));
+  auto lamport = Communicator::create(
+      comm, forcing_one_shot_protocol(sweep.backend, largest, kLamportAlways));
+  const auto declarations = all_reduce_declarations(sizes, plan.dtype);
+  for (Communicator* c : {ll.get(), lamport.get()}) c->declare(declarations);
+  require_p2p_after_declare({ll.get(), lamport.get()}, largest, "--protocols-max");
+
+  const CallBuffer in(sweep.backend, largest), out(sweep.backend, largest);
+  for (std::size_t bytes : sizes) {
+    const TensorLayout layout{static_cast<std::int64_t>(bytes / element_size(plan.dtype))};
+    const auto time_on = [&](Communicator& c, const ForcedProtocol& forced) {
+      const auto call = [&] {
+        return c.all_reduce(in.data(), out.data(), plan.dtype, layout, timer.stream());
+      };
+      expect_protocol(call(), forced, c, "a " + std::to_string(bytes) + "-byte all-reduce");
+      timer.synchronize();
+      return timer.time([&] { call(); });
+    };
+    OneShotProtocolTimes row;
+    row.bytes = bytes;
+    row.ll_us = time_on(*ll, kOneShotLl);
+    row.lamport_us = time_on(*lamport, kOneShotLamport);
+    sweep.one_shot_protocols.push_back(row);
+    if (listener.one_shot_protocols) listener.one_shot_protocols(row);
+  }
+  timer.synchronize();
+  for (Communicator* c : {ll.get(), lamport.get()}) c->close();
+}
+
+// Fused LL, Lamport and two-shot communicators, created and closed here.
+void measure_fused_protocols(MPI_Comm comm, const SweepPlan& plan,
+                             const std::vector<FusedSize>& sizes, CallTimer& timer,
+                             Sweep& sweep, const RowListener& listener) {
+  const std::size_t largest = sizes.back().bytes;
+  const Backend backend = sweep.backend;
+  auto ll = Communicator::create(
+      comm, forcing_fused_protocol(backend, largest, kLamportNever, largest));
+  auto lamport =
+      Communicator::create(comm, forcing_fused_protocol(backend, largest, kLamportAlways, 0));
+  auto two_shot =
+      Communicator::create(comm, forcing_fused_protocol(backend, largest, kLamportNever, 0));
+  const CallBuffer weight(backend, static_cast<std::size_t>(plan.hidden) *
+                                       element_size(plan.dtype));
+  const auto declarations = fused_declarations(sizes, plan, weight.data());
+  for (Communicator* c : {ll.get(), lamport.get(), two_shot.get()}) c->declare(declarations);
+  require_p2p_after_declare({ll.get(), lamport.get(), two_shot.get()}, largest,
+                            "--protocols-max");
+
+  const CallBuffer inout(backend, largest), residual(backend, largest);
+  for (const FusedSize& size : sizes) {
+    const TensorLayout layout{size.rows, plan.hidden};
+    const auto time_on = [&](Communicator& c, const ForcedProtocol& forced) {
+      const auto call = [&] {
+        return c.fused_add_rms_norm(inout.data(), residual.data(), weight.data(), kEps,
+                                    plan.dtype, layout, timer.stream());
+      };
+      expect_protocol(call(), forced, c,
+                      "a fused add + RMSNorm of " + std::to_string(size.bytes) + " bytes");
+      timer.synchronize();
+      return timer.time([&] { call(); });
+    };
+    FusedProtocolTimes row;
+    row.bytes = size.bytes;
+    row.rows = size.rows;
+    row.ll_us = time_on(*ll, kFusedLl);
+    row.lamport_us = time_on(*lamport, kFusedLamport);
+    row.two_shot_us = time_on(*two_shot, kFusedTwoShot);
+    sweep.fused_protocols.push_back(row);
+    if (listener.fused_protocols) listener.fused_protocols(row);
+  }
+  timer.synchronize();
+  for (Communicator* c : {ll.get(), lamport.get(), two_shot.get()}) c->close();
 }
 
 }  // namespace
@@ -67,7 +237,7 @@ std::vector<std::size_t> sweep_sizes(const SweepPlan& plan) {
 
 Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& listener) {
   const auto sizes = sweep_sizes(plan);
-  const auto fused = fused_sizes(plan);
+  const auto fused = fused_sizes(plan, plan.max_bytes);
   const std::size_t fused_max = fused.empty() ? 0 : fused.back().bytes;
   const std::size_t esize = element_size(plan.dtype);
 
@@ -88,17 +258,9 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
   if (listener.started) listener.started(sweep);
 
   const CallBuffer weight(backend, static_cast<std::size_t>(plan.hidden) * esize);
-  std::vector<Declaration> declarations;
-  for (std::size_t bytes : sizes) {
-    declarations.push_back(Declaration::all_reduce(
-        "all_reduce_" + std::to_string(bytes), plan.dtype,
-        TensorLayout{static_cast<std::int64_t>(bytes / esize)}));
-  }
-  for (const FusedSize& size : fused) {
-    declarations.push_back(Declaration::fused_add_rms_norm(
-        "fused_" + std::to_string(size.rows), plan.dtype, TensorLayout{size.rows, plan.hidden},
-        weight.data(), kEps));
-  }
+  std::vector<Declaration> declarations = all_reduce_declarations(sizes, plan.dtype);
+  for (Declaration& d : fused_declarations(fused, plan, weight.data()))
+    declarations.push_back(std::move(d));
   for (Communicator* c : {one_shot.get(), two_shot.get(), fallback.get()}) c->declare(declarations);
   require(one_shot->p2p_enabled() && two_shot->p2p_enabled(),
           "P2P was disabled while preparing staging buffers for " +
@@ -115,7 +277,10 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
         const auto call = [&] {
           return c.all_reduce(in.data(), out.data(), plan.dtype, layout, timer.stream());
         };
-        expect_route(call(), route, c, "a " + std::to_string(bytes) + "-byte all-reduce");
+        const CallResult first = call();
+        expect_route(first, route, c, "a " + std::to_string(bytes) + "-byte all-reduce");
+        // Whether the transport pulls: the protocol sweep has no one-shot then.
+        if (route == Route::one_shot) sweep.one_shot_protocol = first.protocol;
         timer.synchronize();
         return timer.time([&] { call(); });
       };
@@ -154,6 +319,40 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
   timer.synchronize();
   for (Communicator* c : {one_shot.get(), two_shot.get(), fallback.get()}) c->close();
   return sweep;
+}
+
+void measure_protocols(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
+                       const RowListener& listener) {
+  const auto skipped = [&](const std::string& why) {
+    if (listener.skipped) listener.skipped(why);
+  };
+  if (plan.protocols_max_bytes == 0) {
+    skipped("protocols: not measured (--protocols-max 0); the entry leaves the protocol "
+            "windows auto");
+    return;
+  }
+  if (sweep.backend != Backend::cuda) {
+    skipped(std::string("protocols: not measured; the ") + to_string(sweep.backend) +
+            " backend has one protocol (staged copies), there is nothing to choose");
+    return;
+  }
+  CallTimer timer(sweep.backend, plan.timing);
+  const auto sizes = sizes_up_to(plan, plan.protocols_max_bytes);
+  if (sweep.one_shot_protocol == Protocol::pull) {
+    skipped("one-shot protocols: not measured; the transport pulls (transfer mode pull), "
+            "and the pull one-shot has one protocol");
+  } else if (sizes.empty()) {
+    skipped("one-shot protocols: not measured; no all-reduce size up to --protocols-max");
+  } else {
+    measure_one_shot_protocols(comm, plan, sizes, timer, sweep, listener);
+  }
+  const auto fused = fused_sizes(plan, plan.protocols_max_bytes);
+  if (fused.empty()) {
+    skipped("fused protocols: not measured; no size up to --protocols-max holds a row of "
+            "--hidden elements");
+  } else {
+    measure_fused_protocols(comm, plan, fused, timer, sweep, listener);
+  }
 }
 
 }  // namespace peerplan::tune

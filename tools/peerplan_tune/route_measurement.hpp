@@ -1,7 +1,9 @@
 // The measurement itself: one communicator per route, each created with
 // cutoffs that force every declared size onto that route (one-shot,
 // two-shot, or P2P disabled for the fallback), the same sizes declared on
-// each, and every size timed on every route.
+// each, and every size timed on every route. Then, on the cuda backend,
+// the same for the protocols of the push kernels: one communicator per
+// protocol, its KernelChoices forcing that protocol at every size.
 #pragma once
 
 #include <mpi.h>
@@ -15,6 +17,7 @@
 #include "call_timer.hpp"
 #include "crossovers.hpp"
 #include "peerplan/dtype.hpp"
+#include "peerplan/route.hpp"
 
 namespace peerplan::tune {
 
@@ -23,6 +26,9 @@ struct SweepPlan {
   std::size_t max_bytes = 1024;
   DataType dtype = DataType::bf16;
   std::int64_t hidden = 7168;  // fused op: rows of this many elements, as many as fit a size
+  // Protocol sweep: the sizes above up to this many bytes (0: none). The
+  // LL communicators stage every size as LL lines, twice its bytes.
+  std::size_t protocols_max_bytes = std::size_t{16} << 20;
   TimingPlan timing;
 };
 
@@ -32,6 +38,11 @@ struct Sweep {
   std::string fingerprint;
   std::vector<AllReduceTimes> all_reduce;  // increasing sizes
   std::vector<FusedTimes> fused;           // increasing sizes
+  // What the one-shot route ran (pull: the transport pulls, and the
+  // one-shot has no protocols to tune).
+  Protocol one_shot_protocol = Protocol::none;
+  std::vector<OneShotProtocolTimes> one_shot_protocols;  // increasing sizes; may be empty
+  std::vector<FusedProtocolTimes> fused_protocols;       // likewise
 };
 
 // Called on every rank after each measured row (rank 0 prints it).
@@ -39,6 +50,10 @@ struct RowListener {
   std::function<void(const Sweep&)> started;  // backend and fingerprint known
   std::function<void(const AllReduceTimes&)> all_reduce;
   std::function<void(const FusedTimes&)> fused;
+  std::function<void(const OneShotProtocolTimes&)> one_shot_protocols;
+  std::function<void(const FusedProtocolTimes&)> fused_protocols;
+  // Why a part of a sweep was left out (one line, same on every rank).
+  std::function<void(const std::string&)> skipped;
 };
 
 // The all-reduce sizes of a plan: min_bytes doubled up to max_bytes.
@@ -48,5 +63,14 @@ std::vector<std::size_t> sweep_sizes(const SweepPlan& plan);
 // from create/declare) when P2P is not available or a call does not take
 // the route its communicator forces.
 Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& listener);
+
+// The protocol sweep, after measure_routes (whose communicators are closed
+// by then): fills sweep.one_shot_protocols (push mode only) and
+// sweep.fused_protocols on the cuda backend, for the sizes up to
+// plan.protocols_max_bytes; on the host backend (one protocol) nothing.
+// Collective over `comm`; throws std::runtime_error when a call does not
+// run the route and protocol its communicator forces.
+void measure_protocols(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
+                       const RowListener& listener);
 
 }  // namespace peerplan::tune

@@ -1,0 +1,275 @@
+// derive_protocols: the one-shot LL prefix, the fused Lamport window (its
+// lower bound, the longest run, none at all), the fused LL prefix outside
+// that window, ties, empty input, winner patterns the windows cannot say;
+// and, over every pattern of a few sizes, what the router then runs when
+// the derived windows are applied (apply_protocol_tuning, choose_protocol).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "crossovers.hpp"
+#include "routing/protocol_choice.hpp"
+#include "routing/protocol_tuning.hpp"
+
+namespace peerplan::tune {
+namespace {
+
+constexpr std::size_t KiB = 1024;
+constexpr std::int64_t kHidden = 1024;  // bf16: 2 KiB rows
+constexpr std::size_t kRowBytes = kHidden * 2;
+
+constexpr ProtocolWinner L = ProtocolWinner::ll, M = ProtocolWinner::lamport,
+                         T = ProtocolWinner::two_shot;
+
+// One-shot rows from 1 KiB up, doubling: `winner` takes 1 µs, the other 2.
+std::vector<OneShotProtocolTimes> one_shot_rows(std::initializer_list<ProtocolWinner> winners) {
+  std::vector<OneShotProtocolTimes> out;
+  std::size_t bytes = 1 * KiB;
+  for (ProtocolWinner w : winners) {
+    out.push_back({bytes, w == L ? 1.0 : 2.0, w == M ? 1.0 : 2.0});
+    bytes *= 2;
+  }
+  return out;
+}
+
+FusedProtocolTimes fused_row(std::int64_t rows, ProtocolWinner w) {
+  return {static_cast<std::size_t>(rows) * kRowBytes, rows, w == L ? 1.0 : 2.0,
+          w == M ? 1.0 : 2.0, w == T ? 1.0 : 2.0};
+}
+
+// Fused rows of 1, 2, 4, ... rows (2 KiB, 4 KiB, 8 KiB, ...).
+std::vector<FusedProtocolTimes> fused_rows(const std::vector<ProtocolWinner>& winners) {
+  std::vector<FusedProtocolTimes> out;
+  std::int64_t rows = 1;
+  for (ProtocolWinner w : winners) {
+    out.push_back(fused_row(rows, w));
+    rows *= 2;
+  }
+  return out;
+}
+
+routing::ProtocolTuning fused_only(const std::vector<ProtocolWinner>& winners) {
+  return derive_protocols({}, fused_rows(winners));
+}
+
+TEST(ProtocolFastest, LlMustBeStrictlyFaster) {
+  EXPECT_EQ(fastest_protocol(OneShotProtocolTimes{0, 1, 2}), L);
+  EXPECT_EQ(fastest_protocol(OneShotProtocolTimes{0, 2, 1}), M);
+  EXPECT_EQ(fastest_protocol(OneShotProtocolTimes{0, 1, 1}), M);  // a tie: Lamport
+}
+
+TEST(ProtocolFastest, FusedTiesGoToTwoShotThenLamport) {
+  EXPECT_EQ(fastest_protocol(FusedProtocolTimes{0, 1, 1, 2, 3}), L);
+  EXPECT_EQ(fastest_protocol(FusedProtocolTimes{0, 1, 3, 1, 2}), M);
+  EXPECT_EQ(fastest_protocol(FusedProtocolTimes{0, 1, 3, 2, 1}), T);
+  EXPECT_EQ(fastest_protocol(FusedProtocolTimes{0, 1, 1, 1, 2}), M);  // LL = Lamport, ahead
+  EXPECT_EQ(fastest_protocol(FusedProtocolTimes{0, 1, 1, 2, 1}), T);  // LL = two-shot, ahead
+  EXPECT_EQ(fastest_protocol(FusedProtocolTimes{0, 1, 2, 1, 1}), T);  // Lamport = two-shot, ahead
+  EXPECT_EQ(fastest_protocol(FusedProtocolTimes{0, 1, 1, 1, 1}), T);
+}
+
+TEST(DeriveProtocols, NothingMeasuredLeavesEveryFieldAuto) {
+  EXPECT_EQ(derive_protocols({}, {}), routing::ProtocolTuning{});
+  EXPECT_TRUE(routing::is_empty(derive_protocols({}, {})));
+}
+
+TEST(DeriveProtocols, EachPartWithoutRowsStaysAuto) {
+  // Pull mode measures no one-shot protocols; -e below one row, no fused.
+  const auto fused = fused_only({L, M, T});
+  EXPECT_EQ(fused.one_shot_ll_max_bytes, kAutoCutoff);
+  EXPECT_NE(fused.fused_lamport_max_bytes, kAutoCutoff);
+  const auto one_shot = derive_protocols(one_shot_rows({L, M}), {});
+  EXPECT_EQ(one_shot.one_shot_ll_max_bytes, 1 * KiB);
+  EXPECT_EQ(one_shot.fused_lamport_after_bytes, kAutoCutoff);
+  EXPECT_EQ(one_shot.fused_lamport_max_bytes, kAutoCutoff);
+  EXPECT_EQ(one_shot.fused_ll_max_bytes, kAutoCutoff);
+}
+
+TEST(DeriveProtocols, OneShotLlPrefix) {
+  auto ll_max = [](std::initializer_list<ProtocolWinner> w) {
+    return derive_protocols(one_shot_rows(w), {}).one_shot_ll_max_bytes;
+  };
+  EXPECT_EQ(ll_max({L, L, L, M, M}), 4 * KiB);
+  EXPECT_EQ(ll_max({L, L, L}), 4 * KiB);  // LL everywhere: up to the largest measured size
+  EXPECT_EQ(ll_max({M, L, L}), 0u);       // Lamport at the smallest: Lamport everywhere
+  EXPECT_EQ(ll_max({L, M, L, L}), 1 * KiB);  // a win after a loss does not extend it
+  // A tie is Lamport's, so it ends the prefix.
+  const std::vector<OneShotProtocolTimes> tie{{1 * KiB, 1, 2}, {2 * KiB, 2, 2}, {4 * KiB, 1, 2}};
+  EXPECT_EQ(derive_protocols(tie, {}).one_shot_ll_max_bytes, 1 * KiB);
+}
+
+TEST(DeriveProtocols, TheGpuShape) {
+  // LL for small messages, Lamport in the middle, the two-shot for large
+  // ones: the shape of the built-in windows.
+  const auto t = fused_only({L, L, L, M, M, M, T, T});
+  EXPECT_EQ(t.fused_lamport_after_bytes, 8 * KiB);
+  EXPECT_EQ(t.fused_lamport_max_bytes, 64 * KiB);
+  EXPECT_EQ(t.fused_ll_max_bytes, 8 * KiB);
+}
+
+TEST(DeriveProtocols, LamportFromTheSmallestSizeHasNoLowerBound) {
+  const auto t = fused_only({M, M, T});
+  EXPECT_EQ(t.fused_lamport_after_bytes, 0u);
+  EXPECT_EQ(t.fused_lamport_max_bytes, 4 * KiB);
+  EXPECT_EQ(t.fused_ll_max_bytes, 0u);  // the two-shot wins the only size outside
+}
+
+TEST(DeriveProtocols, LamportWindowIsTheLongestRunTheLowestOnATie) {
+  // A lone win at 4 KiB, a longer run 16..64 KiB.
+  const auto longest = fused_only({L, M, L, M, M, M, T});
+  EXPECT_EQ(longest.fused_lamport_after_bytes, 8 * KiB);
+  EXPECT_EQ(longest.fused_lamport_max_bytes, 64 * KiB);
+  // Equal runs: the lower one.
+  const auto lower = fused_only({L, M, M, T, M, M});
+  EXPECT_EQ(lower.fused_lamport_after_bytes, 2 * KiB);
+  EXPECT_EQ(lower.fused_lamport_max_bytes, 8 * KiB);
+}
+
+TEST(DeriveProtocols, NoLamportWinMeansNever) {
+  const auto t = fused_only({L, L, T});
+  EXPECT_EQ(t.fused_lamport_max_bytes, 0u);
+  EXPECT_EQ(t.fused_lamport_after_bytes, kAutoCutoff);
+  EXPECT_EQ(t.fused_ll_max_bytes, 4 * KiB);
+  // A Lamport tie with the two-shot is not a win.
+  const std::vector<FusedProtocolTimes> tie{{2 * KiB, 1, 3, 1, 1}};
+  EXPECT_EQ(derive_protocols({}, tie).fused_lamport_max_bytes, 0u);
+}
+
+TEST(DeriveProtocols, FusedLlPrefixSkipsTheLamportWindow) {
+  // LL below and above the window: one LL region around it.
+  const auto around = fused_only({L, M, M, L, L, T});
+  EXPECT_EQ(around.fused_lamport_after_bytes, 2 * KiB);
+  EXPECT_EQ(around.fused_lamport_max_bytes, 8 * KiB);
+  EXPECT_EQ(around.fused_ll_max_bytes, 32 * KiB);
+  // LL everywhere: up to the largest measured size.
+  EXPECT_EQ(fused_only({L, L, L}).fused_ll_max_bytes, 8 * KiB);
+  // The two-shot at the smallest size outside the window: LL off.
+  EXPECT_EQ(fused_only({T, L, L}).fused_ll_max_bytes, 0u);
+  // Every size inside the window: nothing says where LL would win.
+  EXPECT_EQ(fused_only({M, M}).fused_ll_max_bytes, 0u);
+}
+
+TEST(DeriveProtocols, FusedLlAgainstTheTwoShotOnlyOutsideTheWindow) {
+  // At 4 KiB Lamport is the fastest but outside the (longer) window; LL
+  // beats the two-shot there, so the LL region goes on through it.
+  const std::vector<FusedProtocolTimes> rows{
+      {2 * KiB, 1, 1, 3, 3}, {4 * KiB, 2, 2, 1, 3}, {8 * KiB, 4, 1, 3, 3},
+      {16 * KiB, 8, 3, 1, 3}, {32 * KiB, 16, 3, 1, 3}, {64 * KiB, 32, 3, 3, 1}};
+  const auto t = derive_protocols({}, rows);
+  EXPECT_EQ(t.fused_lamport_after_bytes, 8 * KiB);
+  EXPECT_EQ(t.fused_lamport_max_bytes, 32 * KiB);
+  EXPECT_EQ(t.fused_ll_max_bytes, 8 * KiB);
+  // LL tied with the two-shot ends the LL region.
+  const std::vector<FusedProtocolTimes> tie{{2 * KiB, 1, 1, 3, 3}, {4 * KiB, 2, 2, 3, 2},
+                                            {8 * KiB, 4, 1, 3, 3}};
+  EXPECT_EQ(derive_protocols({}, tie).fused_ll_max_bytes, 2 * KiB);
+}
+
+TEST(DeriveProtocols, PatternsTheWindowsCannotSay) {
+  // LL above a size the two-shot won: the LL region stops below it.
+  const auto late_ll = fused_only({L, T, L});
+  EXPECT_EQ(late_ll.fused_ll_max_bytes, 2 * KiB);
+  EXPECT_EQ(late_ll.fused_lamport_max_bytes, 0u);
+  // Two Lamport runs: only the lower (equally long) one is a window; the
+  // other's sizes get the two-shot (LL ties with it there).
+  const auto two_runs = fused_only({M, L, M});
+  EXPECT_EQ(two_runs.fused_lamport_after_bytes, 0u);
+  EXPECT_EQ(two_runs.fused_lamport_max_bytes, 2 * KiB);
+  EXPECT_EQ(two_runs.fused_ll_max_bytes, 4 * KiB);
+}
+
+// --- What the router runs with the derived windows -----------------------
+
+float g_weight[kHidden];
+
+// The CUDA push windows as the transport reports them, with the tuning
+// applied as the communicator does (a Config leaving every window auto).
+routing::ProtocolWindows tuned_cuda_push(const routing::ProtocolTuning& tuning) {
+  routing::ProtocolWindows w;
+  w.lines = true;
+  w.one_shot_ll_max_bytes = 64 * KiB;
+  w.fused_lamport_after_bytes = 64 * KiB;
+  w.fused_lamport_max_bytes = 4096 * KiB;
+  w.fused_ll_max_bytes = 2048 * KiB;
+  w.fused_two_shot = true;
+  w.tunable = true;
+  return routing::apply_protocol_tuning(w, tuning, KernelChoices{});
+}
+
+ProtocolWinner routed(const FusedProtocolTimes& row, const routing::ProtocolWindows& w) {
+  const auto d = Declaration::fused_add_rms_norm("f", DataType::bf16,
+                                                 TensorLayout{row.rows, kHidden}, g_weight, 1e-6f);
+  const routing::RouteAndProtocol chosen =
+      routing::choose_protocol(Route::fused_one_shot, d, row.bytes, w);
+  if (chosen.route == Route::fused_two_shot) return T;
+  return chosen.protocol == Protocol::lamport ? M : L;
+}
+
+// Whether the windows can give every size its winner: one run of Lamport
+// wins at most, and outside it LL wins, then two-shot wins.
+bool expressible(const std::vector<ProtocolWinner>& winners) {
+  std::vector<ProtocolWinner> outside;
+  int lamport_runs = 0;
+  for (std::size_t i = 0; i < winners.size(); ++i) {
+    if (winners[i] == M) {
+      if (i == 0 || winners[i - 1] != M) ++lamport_runs;
+      continue;
+    }
+    outside.push_back(winners[i]);
+  }
+  for (std::size_t i = 1; i < outside.size(); ++i)
+    if (outside[i - 1] == T && outside[i] == L) return false;
+  return lamport_runs <= 1;
+}
+
+std::vector<ProtocolWinner> pattern_of(int code, int sizes) {
+  std::vector<ProtocolWinner> winners;
+  for (int i = 0; i < sizes; ++i, code /= 3)
+    winners.push_back(static_cast<ProtocolWinner>(code % 3));
+  return winners;
+}
+
+TEST(DeriveProtocols, RouterGivesEverySizeItsWinnerWhereTheWindowsCan) {
+  constexpr int kSizes = 6;
+  int expressible_patterns = 0;
+  for (int code = 0; code < 729; ++code) {  // 3^6: every winner pattern of 6 sizes
+    const auto winners = pattern_of(code, kSizes);
+    const auto rows = fused_rows(winners);
+    const auto w = tuned_cuda_push(derive_protocols({}, rows));
+    const bool exact = expressible(winners);
+    expressible_patterns += exact;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const ProtocolWinner ran = routed(rows[i], w);
+      SCOPED_TRACE(testing::Message() << "pattern " << code << ", size " << rows[i].bytes);
+      if (exact) {
+        EXPECT_EQ(ran, winners[i]);
+      }
+      // Never an unmeasured win: Lamport only where it won, LL only where
+      // it beat the two-shot (here: where it won).
+      if (ran == M) {
+        EXPECT_EQ(winners[i], M);
+      }
+      if (ran == L) {
+        EXPECT_EQ(winners[i], L);
+      }
+    }
+  }
+  EXPECT_GT(expressible_patterns, 50);  // 98 of the 729: the exact check did run
+}
+
+TEST(DeriveProtocols, RouterRunsTheOneShotWinners) {
+  const auto rows = one_shot_rows({L, L, L, M, M});
+  const auto w = tuned_cuda_push(derive_protocols(rows, {}));
+  for (const OneShotProtocolTimes& row : rows) {
+    const auto d = Declaration::all_reduce("ar", DataType::bf16,
+                                           TensorLayout{static_cast<std::int64_t>(row.bytes / 2)});
+    EXPECT_EQ(routing::choose_protocol(Route::one_shot, d, row.bytes, w).protocol,
+              fastest_protocol(row) == L ? Protocol::ll : Protocol::lamport)
+        << row.bytes;
+  }
+}
+
+}  // namespace
+}  // namespace peerplan::tune
