@@ -11,7 +11,9 @@
 #                                            FULL=1, FULL_ITERS (100), FULL_DEADLINE (540 s),
 #                                            GPU_TESTS="cuda_teardown_test ..." (build and run only these
 #                                            test binaries), SKIP_DEMO=1, FALLBACK_BENCH=1,
-#                                            RANKS="2 3 4 8" (rank counts of the GPU tests and the example)
+#                                            RANKS="2 3 4 8" (rank counts of the GPU tests and the example),
+#                                            TUNE=1 (peerplan_tune first; the benchmarks then use its file),
+#                                            TUNING_FILE=path (the benchmarks use this tuning file)
 #
 # RANKS: the GPU tests (registered at these counts: PEERPLAN_GPU_TEST_RANKS)
 # and the example run once per count, 2 to 8. Ranks outnumbering the GPUs
@@ -154,6 +156,20 @@ if [[ -z "${SKIP_DEMO:-}" ]]; then
   done
 fi
 
+# The crossovers and protocol windows of this machine, as peerplan_tune
+# measures them (TUNE=1), before the benchmarks: with FULL=1 these then run
+# on the fresh tuning file. TUNING_FILE=path runs the benchmarks on a file
+# from an earlier call instead (carried in the checkout).
+if [[ -n "${TUNE:-}" ]]; then
+  tstep tune tune.log 300 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$BENCH_MAX" --graph 1
+  [[ -s "$OUT/h200.tune" ]] && TUNING_FILE="$OUT/h200.tune"
+fi
+if [[ -n "${TUNING_FILE:-}" ]]; then
+  export PEERPLAN_TUNING_FILE=$(cd "$(dirname "$TUNING_FILE")" && pwd)/$(basename "$TUNING_FILE")
+  MPIRUN+=(-x PEERPLAN_TUNING_FILE)
+  SUMMARY+=("$(printf '%-28s %s' tuning-file "benchmarks run with PEERPLAN_TUNING_FILE=$PEERPLAN_TUNING_FILE")")
+fi
+
 BENCH="$BUILD/benchmarks/peerplan_collective_bench"
 if [[ -n "$FULL" ]]; then
   # The whole matrix, --route auto (see the header). 14 KiB rows for bf16/f16,
@@ -226,10 +242,6 @@ if [[ -n "${FALLBACK_BENCH:-}" ]]; then
     step "fallback-vs-nccl-G$G" "bench-fallback-G$G.log" timeout 100 "${MPIRUN[@]}" "$BENCH" --route nccl \
       -b 1K -e 1M -f 4 -n 200 -w 20 -d bf16 -G $G
   done
-fi
-# The crossovers of this machine, as peerplan_tune measures them (TUNE=1).
-if [[ -n "${TUNE:-}" ]]; then
-  tstep tune tune.log 200 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$BENCH_MAX" --graph 1
 fi
 # NCCL and PyTorch symmetric memory through torch, on the same GPUs (REFERENCE=1).
 if [[ -z "$FULL" && -n "${REFERENCE:-}" ]] && python3 -c 'import torch' 2>/dev/null; then
