@@ -225,5 +225,61 @@ TEST(AllReduceSequence, BackToBackCallsReuseStagingSlotsSafely) {
   EXPECT_EQ(comm->stats().p2p_calls, 24u);
 }
 
+// A two-shot message over RouteCutoffs::two_shot_chunk_bytes runs as
+// consecutive two-shots on pieces of it (the last one shorter): the same
+// bits as one whole two-shot, for every dtype, whole pieces or a short last
+// one, in place or not; the plan's launch text says so; a strided layout
+// is never split. Random inputs, so that the bits say something about the
+// order of the additions.
+TEST(TwoShotPieces, SameBitsAsOneWholeTwoShot) {
+  PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "P2P routes need every rank on one node");
+  constexpr std::size_t kPiece = 4096;
+  Config pieces_config, whole_config;
+  pieces_config.cutoffs = RouteCutoffs{0, 1 << 20, 0, 0, kPiece};
+  whole_config.cutoffs = RouteCutoffs{0, 1 << 20, 0, 0, 0};  // never split
+  auto pieces = create_on_world(pieces_config);
+  auto whole = create_on_world(whole_config);
+  for (DataType dt : {DataType::f32, DataType::bf16, DataType::f16}) {
+    const std::int64_t per_piece = el(dt, kPiece);
+    const std::vector<std::pair<std::int64_t, std::string>> counts{
+        {3 * per_piece, "3 whole pieces"},
+        {3 * per_piece + 8, "3 pieces + a short one"},
+        {per_piece + 24, "1 piece + a short one"},
+        {per_piece, "exactly one piece: not split"}};
+    const TensorLayout strided = strided_layout({4, per_piece / 2}, {per_piece / 2 + 8, 1});
+    std::vector<Declaration> declarations;
+    for (const auto& [count, what] : counts)
+      declarations.push_back(Declaration::all_reduce(what, dt, TensorLayout{count}));
+    declarations.push_back(Declaration::all_reduce("strided", dt, strided));
+    pieces->declare(declarations);
+    whole->declare(declarations);
+    for (const auto& [count, what] : counts) {
+      const TensorLayout layout{count};
+      const std::string launch = pieces->plan_for(make_all_reduce_key(dt, layout)).launch;
+      const bool split = count > per_piece;
+      EXPECT_EQ(launch.find("pieces of 4096 bytes") != std::string::npos, split)
+          << to_string(dt) << " " << what << ": " << launch;
+      for (bool in_place : {false, true}) {
+        const std::uint64_t seed = next_seed();
+        const auto a = run_all_reduce(*pieces, dt, layout, Inputs::random, in_place, seed);
+        const auto b = run_all_reduce(*whole, dt, layout, Inputs::random, in_place, seed);
+        const std::string context = std::string(to_string(dt)) + " " + what +
+                                    (in_place ? " in place" : "");
+        EXPECT_EQ(a.result.route, Route::two_shot) << context;
+        expect_all_reduce_correct(a, context);
+        EXPECT_EQ(a.hash, b.hash) << context << ": other bits than one whole two-shot";
+      }
+    }
+    EXPECT_EQ(pieces->plan_for(make_all_reduce_key(dt, strided)).launch.find("pieces"),
+              std::string::npos)
+        << "a strided layout is never split";
+    expect_all_reduce_correct(
+        run_all_reduce(*pieces, dt, strided, Inputs::integers, false, next_seed()),
+        std::string(to_string(dt)) + " strided");
+  }
+  pieces->close();
+  whole->close();
+}
+
 }  // namespace
 }  // namespace peerplan::comm_test

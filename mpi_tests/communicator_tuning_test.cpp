@@ -28,7 +28,9 @@ namespace {
 
 // The entry these tests write for this communicator: each window edge is a
 // size some declaration below sits on.
-const RouteCutoffs kTuned{1024, 16384, 2048, 4096};  // one-shot, two-shot max, fused, two-shot min
+// one-shot, two-shot max, fused, two-shot min, two-shot pieces (16 KiB
+// runs as two 8 KiB two-shots)
+const RouteCutoffs kTuned{1024, 16384, 2048, 4096, 8192};
 
 std::string expected_fingerprint() { return "host ranks=" + std::to_string(test_size()); }
 
@@ -63,6 +65,9 @@ std::string entry_text(const std::string& fingerprint, const RouteCutoffs& c) {
          "\ntwo_shot_min_bytes = " + std::to_string(c.two_shot_min_bytes) +
          "\ntwo_shot_max_bytes = " + std::to_string(c.two_shot_max_bytes) +
          "\nfused_max_bytes = " + std::to_string(c.fused_max_bytes) +
+         (c.two_shot_chunk_bytes == kAutoCutoff
+              ? std::string()
+              : "\ntwo_shot_chunk_bytes = " + std::to_string(c.two_shot_chunk_bytes)) +
          "\nmeasured = communicator_tuning_test\n";
 }
 
@@ -162,13 +167,20 @@ TEST_F(CommunicatorTuning, MatchingEntrySetsCutoffsAndRoutes) {
       route_of(*comm, make_fused_key(DataType::f32, TensorLayout{16, 64}, weight.data(), 1e-6f)),
       Route::fallback);
 
-  // The calls take those routes and compute the sum.
-  for (std::int64_t count : {512, 1024}) {
+  // The calls take those routes and compute the sum; 16 KiB, over the
+  // entry's two-shot piece size, runs as two 8 KiB two-shots.
+  for (std::int64_t count : {512, 1024, 4096}) {
     const auto outcome = run_all_reduce(*comm, DataType::f32, TensorLayout{count},
                                         Inputs::integers, false, next_seed());
     expect_all_reduce_correct(outcome, std::to_string(count * 4) + " bytes");
     EXPECT_EQ(outcome.result.route, count == 512 ? Route::fallback : Route::two_shot);
   }
+  const std::string pieces =
+      comm->plan_for(make_all_reduce_key(DataType::f32, TensorLayout{4096})).launch;
+  EXPECT_NE(pieces.find("in 2 pieces of 8192 bytes"), std::string::npos) << pieces;
+  EXPECT_EQ(comm->plan_for(make_all_reduce_key(DataType::f32, TensorLayout{1024}))
+                .launch.find("pieces"),
+            std::string::npos);
   comm->close();
 }
 

@@ -14,6 +14,7 @@
 
 #include "peerplan/communicator.hpp"
 #include "peerplan/plan_key.hpp"
+#include "routing/cutoffs.hpp"
 #include "routing/tuning_file.hpp"
 #include "support/communicator_test_support.hpp"
 #include "support/mpi_test_support.hpp"
@@ -48,8 +49,12 @@ TEST(TuneTool, CommunicatorLoadsTheWrittenEntry) {
   const auto* entry = routing::find_entry(file, comm->topology_fingerprint());
   ASSERT_NE(entry, nullptr) << "no entry for '" << comm->topology_fingerprint() << "' in " << path;
   EXPECT_EQ(entry->measured.rfind("peerplan_tune ", 0), 0u) << entry->measured;
-  // The tool derives every field, so the file alone decides each one.
-  EXPECT_EQ(comm->cutoffs(), entry->cutoffs);
+  // The tool derives every field but the two-shot's piece size (not
+  // measured: the default stays), so the file decides each of those.
+  EXPECT_EQ(entry->cutoffs.two_shot_chunk_bytes, kAutoCutoff);
+  EXPECT_EQ(comm->cutoffs(),
+            routing::fill_automatic(entry->cutoffs,
+                                    routing::default_cutoffs(comm->size(), comm->backend())));
   // The host backend has one protocol: the tool times none, and the entry
   // leaves every protocol window auto (no protocol key in the file).
   if (comm->backend() == Backend::host) {

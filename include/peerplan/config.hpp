@@ -79,6 +79,17 @@ struct RouteCutoffs {
   // initialisations written as {one-shot, two-shot, fused} keep their
   // meaning.
   std::size_t two_shot_min_bytes = kAutoCutoff;
+  // Two-shot all-reduces of a contiguous message larger than this run as
+  // consecutive two-shot calls on pieces of at most this many bytes (the
+  // last one shorter), so the staging buffers hold a piece, not the whole
+  // message: a 256 MiB all-reduce stages no more than a 64 MiB one. Same
+  // bits as one call (each element is reduced in rank order either way).
+  // Pieces are this size rounded down to a multiple of 256 bytes; a message
+  // up to this size runs whole; 0 (or less than 256): never split.
+  // kAutoCutoff: the backend's default two-shot maximum for the
+  // world size, so that only messages above it are split. Strided layouts
+  // are never split. Last, for brace initialisations.
+  std::size_t two_shot_chunk_bytes = kAutoCutoff;
 
   friend bool operator==(const RouteCutoffs&, const RouteCutoffs&) = default;
 };
@@ -176,8 +187,8 @@ inline constexpr int kMaxUndeclaredKeysTracked = 1024;
 // values when one cannot be parsed. Variables: PEERPLAN_DEBUG
 // (NONE|WARN|INFO|TRACE), PEERPLAN_BACKEND (auto|cuda|host), PEERPLAN_DEVICE,
 // PEERPLAN_TIMEOUT_MS, PEERPLAN_ONE_SHOT_MAX_BYTES, PEERPLAN_TWO_SHOT_MIN_BYTES,
-// PEERPLAN_TWO_SHOT_MAX_BYTES, PEERPLAN_FUSED_MAX_BYTES, PEERPLAN_TRANSFER_MODE
-// (auto|pull|push), PEERPLAN_DISABLE_P2P (0|1), PEERPLAN_P2P_LEVEL
+// PEERPLAN_TWO_SHOT_MAX_BYTES, PEERPLAN_FUSED_MAX_BYTES,
+// PEERPLAN_TWO_SHOT_CHUNK_BYTES, PEERPLAN_TRANSFER_MODE (auto|pull|push), PEERPLAN_DISABLE_P2P (0|1), PEERPLAN_P2P_LEVEL
 // (auto|LOC|NVL|PIX|PXB|PHB|NODE|SYS), PEERPLAN_TOPO_FILE, PEERPLAN_TUNING_FILE,
 // PEERPLAN_WORLD_SIZE, and the KernelChoices: PEERPLAN_ONE_SHOT_MAX_BLOCKS
 // (1..1024|auto), PEERPLAN_ONE_SHOT_PROTOCOL and PEERPLAN_FUSED_PROTOCOL

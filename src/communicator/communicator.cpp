@@ -27,6 +27,7 @@
 #include "plan/plan_index.hpp"
 #include "plan/repeated_keys.hpp"
 #include "plan/validation.hpp"
+#include "routing/cutoffs.hpp"
 #include "routing/protocol_tuning.hpp"
 #include "routing/router.hpp"
 
@@ -117,7 +118,10 @@ class CommunicatorImpl final : public Communicator {
       // the ranks out of step, as in the fallback.
       breaking_on_timeout("all_reduce", [&] { peer_->all_reduce(*plan->launch, args); });
     } else if (is_p2p(result.route)) {
-      result.zero_copy = peer_->all_reduce(*plan->launch, args);
+      result.zero_copy = plan->pieces
+                             ? communicator::all_reduce_in_pieces(*peer_, *plan->launch,
+                                                                  *plan->pieces, args)
+                             : peer_->all_reduce(*plan->launch, args);
     } else {
       breaking_on_timeout("all_reduce", [&] { fallback_->all_reduce(args); });
     }
@@ -257,11 +261,14 @@ class CommunicatorImpl final : public Communicator {
 
     auto decisions = route_all(declarations);
     PEERPLAN_FAULT_POINT("declare.before_reserve", boot_->rank());
-    std::vector<std::unique_ptr<transport::PlanLaunch>> launches(decisions.size());
+    std::vector<communicator::PlanLaunches> launches(decisions.size());
     if (p2p_enabled_) {
       std::size_t max_bytes = 0, max_lamport_bytes = 0;
-      for (const auto& d : decisions) {
-        if (is_p2p(d.route)) max_bytes = std::max(max_bytes, d.message_bytes);
+      for (std::size_t i = 0; i < decisions.size(); ++i) {
+        const auto& d = decisions[i];
+        // A plan run in pieces stages one piece at a time.
+        const std::size_t piece = piece_bytes(declarations[i], d);
+        if (is_p2p(d.route)) max_bytes = std::max(max_bytes, piece != 0 ? piece : d.message_bytes);
         if (d.protocol == Protocol::lamport)
           max_lamport_bytes = std::max(max_lamport_bytes, d.message_bytes);
       }
@@ -337,18 +344,31 @@ class CommunicatorImpl final : public Communicator {
     return routing::route_declarations(declarations, context);
   }
 
+  // The piece size of a two-shot plan run in pieces (two_shot_pieces.hpp),
+  // else 0. From the agreed cutoffs and declaration: the same on every rank.
+  std::size_t piece_bytes(const Declaration& declared, const routing::RouteDecision& d) const {
+    if (d.route != Route::two_shot) return 0;
+    return routing::two_shot_piece_bytes(cutoffs_, d.message_bytes,
+                                         declared.layout.is_contiguous());
+  }
+
   // The P2P transport's launch for every plan the router admitted (null
   // for the fallback's), after reserve(). Local; a failure throws.
-  std::vector<std::unique_ptr<transport::PlanLaunch>> prepare_launches(
+  std::vector<communicator::PlanLaunches> prepare_launches(
       std::span<const Declaration> declarations,
       std::span<const routing::RouteDecision> decisions) {
-    std::vector<std::unique_ptr<transport::PlanLaunch>> launches(decisions.size());
+    std::vector<communicator::PlanLaunches> launches(decisions.size());
     for (std::size_t i = 0; i < decisions.size(); ++i) {
       const auto& d = decisions[i];
       if (!is_p2p(d.route)) continue;
       const Declaration& declared = declarations[i];
-      launches[i] = peer_->prepare({declared.operation, d.route, d.protocol, declared.dtype,
-                                    &declared.layout, d.message_bytes});
+      const transport::LaunchRequest request{declared.operation, d.route,   d.protocol,
+                                             declared.dtype,     &declared.layout, d.message_bytes};
+      if (const std::size_t piece = piece_bytes(declared, d); piece != 0) {
+        launches[i] = communicator::prepare_in_pieces(*peer_, request, piece);
+      } else {
+        launches[i].launch = peer_->prepare(request);
+      }
     }
     return launches;
   }

@@ -32,6 +32,8 @@ std::vector<ConfigField> config_fields(const Config& c) {
        true},
       {"cutoffs.two_shot_min_bytes", "PEERPLAN_TWO_SHOT_MIN_BYTES",
        bytes_or_auto(r.two_shot_min_bytes), true},
+      {"cutoffs.two_shot_chunk_bytes", "PEERPLAN_TWO_SHOT_CHUNK_BYTES",
+       bytes_or_auto(r.two_shot_chunk_bytes), true},
       {"transfer_mode", "PEERPLAN_TRANSFER_MODE", to_string(c.transfer_mode), true},
       {"disable_p2p", "PEERPLAN_DISABLE_P2P", c.disable_p2p ? "1" : "0", true},
       {"p2p_level", "PEERPLAN_P2P_LEVEL", to_string(c.p2p_level), true},

@@ -97,8 +97,11 @@ RouteCutoffs cuda_cutoffs(int world_size) noexcept {
   // Constant staging: 64 MiB at two ranks, 128 MiB / n beyond.
   const std::size_t two_shot = kCudaTwoShotMaxTwoRanks * 2 / n / kPackAlignment * kPackAlignment;
   const std::size_t fused = kCudaFusedTwoRanks / (n - 1) / kPackAlignment * kPackAlignment;
-  return RouteCutoffs{cuda_one_shot_limit(n), two_shot == 0 ? kPackAlignment : two_shot,
-                      fused == 0 ? kPackAlignment : fused, 0};
+  const std::size_t two_shot_max = two_shot == 0 ? kPackAlignment : two_shot;
+  // Pieces of the default maximum: the staging of a larger two-shot stays
+  // what the default sizes need.
+  return RouteCutoffs{cuda_one_shot_limit(n), two_shot_max, fused == 0 ? kPackAlignment : fused,
+                      0, two_shot_max};
 }
 
 }  // namespace
@@ -106,7 +109,19 @@ RouteCutoffs cuda_cutoffs(int world_size) noexcept {
 RouteCutoffs default_cutoffs(int world_size, Backend backend) noexcept {
   if (backend == Backend::cuda) return cuda_cutoffs(world_size);
   const std::size_t one_shot = host_one_shot_limit(world_size);
-  return RouteCutoffs{one_shot, kTwoShotMax, one_shot, 0};
+  return RouteCutoffs{one_shot, kTwoShotMax, one_shot, 0, kTwoShotMax};
+}
+
+std::size_t two_shot_piece_bytes(const RouteCutoffs& cutoffs, std::size_t message_bytes,
+                                 bool contiguous) noexcept {
+  // Multiples of 256 bytes keep every piece's start as aligned as the
+  // message's for every dtype and vector width.
+  constexpr std::size_t kPieceAlignment = 256;
+  // A message up to the configured size runs whole even where the piece
+  // rounds below it (the default maximum at 3 ranks is no multiple of 256).
+  const std::size_t piece = cutoffs.two_shot_chunk_bytes / kPieceAlignment * kPieceAlignment;
+  if (!contiguous || piece == 0 || message_bytes <= cutoffs.two_shot_chunk_bytes) return 0;
+  return piece;
 }
 
 RouteCutoffs fill_automatic(RouteCutoffs preferred, const RouteCutoffs& fallback) noexcept {

@@ -17,12 +17,20 @@ struct CutoffField {
   const char* name;
   std::size_t RouteCutoffs::*member;
 };
-inline constexpr std::array<CutoffField, 4> kCutoffFields{{
+inline constexpr std::array<CutoffField, 5> kCutoffFields{{
     {"one_shot_max_bytes", &RouteCutoffs::one_shot_max_bytes},
     {"two_shot_min_bytes", &RouteCutoffs::two_shot_min_bytes},
     {"two_shot_max_bytes", &RouteCutoffs::two_shot_max_bytes},
     {"fused_max_bytes", &RouteCutoffs::fused_max_bytes},
+    {"two_shot_chunk_bytes", &RouteCutoffs::two_shot_chunk_bytes},
 }};
+
+// The piece size a two-shot plan of `message_bytes` is split into
+// (RouteCutoffs::two_shot_chunk_bytes, resolved): 0 when it runs as one
+// call (a contiguous layout is required to split it, and a message larger
+// than the piece).
+std::size_t two_shot_piece_bytes(const RouteCutoffs& cutoffs, std::size_t message_bytes,
+                                 bool contiguous) noexcept;
 
 // The cutoffs a backend uses for `world_size` ranks when neither the
 // config nor a tuning file sets them. Every field is a finite byte count

@@ -110,6 +110,7 @@ TEST(ConfigFields, EveryAgreedFieldShowsItsAutoValueAsAuto) {
       "cutoffs.two_shot_max_bytes",
       "cutoffs.fused_max_bytes",
       "cutoffs.two_shot_min_bytes",
+      "cutoffs.two_shot_chunk_bytes",
       "transfer_mode",
       "p2p_level",
       "kernels.one_shot_lamport_above_bytes",

@@ -146,12 +146,12 @@ TEST(ResolveCutoffs, FillAutomaticTakesOnlyMissingFields) {
 }
 
 TEST(DescribeCutoffs, NamesEveryFieldInFileOrder) {
-  EXPECT_EQ(describe_cutoffs(RouteCutoffs{65536, 0, 3670016, 1048576}),
+  EXPECT_EQ(describe_cutoffs(RouteCutoffs{65536, 0, 3670016, 1048576, 4096}),
             "one_shot_max_bytes=65536 two_shot_min_bytes=1048576 two_shot_max_bytes=0 "
-            "fused_max_bytes=3670016");
+            "fused_max_bytes=3670016 two_shot_chunk_bytes=4096");
   EXPECT_EQ(describe_cutoffs(RouteCutoffs{}),
             "one_shot_max_bytes=auto two_shot_min_bytes=auto two_shot_max_bytes=auto "
-            "fused_max_bytes=auto");
+            "fused_max_bytes=auto two_shot_chunk_bytes=auto");
 }
 
 TEST(ResolveCutoffs, ConfigDefaultsAreAutomatic) {
@@ -159,6 +159,37 @@ TEST(ResolveCutoffs, ConfigDefaultsAreAutomatic) {
   const RouteCutoffs untouched = Config{}.cutoffs;
   EXPECT_EQ(resolve_cutoffs(untouched, 8), default_cutoffs(8));
   EXPECT_EQ(resolve_cutoffs(untouched, 2), default_cutoffs(2));
+}
+
+// A two-shot is split only when its layout is contiguous and its message
+// exceeds the piece size, which is rounded down to 256 bytes (0 and less
+// than 256: never split).
+TEST(TwoShotPieceBytes, SplitsOnlyContiguousMessagesAboveThePiece) {
+  RouteCutoffs c;
+  c.two_shot_chunk_bytes = 4096;
+  EXPECT_EQ(two_shot_piece_bytes(c, 4096, true), 0u);
+  EXPECT_EQ(two_shot_piece_bytes(c, 4097, true), 4096u);
+  EXPECT_EQ(two_shot_piece_bytes(c, 1 << 20, true), 4096u);
+  EXPECT_EQ(two_shot_piece_bytes(c, 1 << 20, false), 0u) << "strided";
+  c.two_shot_chunk_bytes = 4096 + 255;
+  EXPECT_EQ(two_shot_piece_bytes(c, 1 << 20, true), 4096u) << "rounded down to 256 bytes";
+  EXPECT_EQ(two_shot_piece_bytes(c, 4096 + 255, true), 0u) << "up to the configured size: whole";
+  c.two_shot_chunk_bytes = 255;
+  EXPECT_EQ(two_shot_piece_bytes(c, 1 << 20, true), 0u);
+  c.two_shot_chunk_bytes = 0;
+  EXPECT_EQ(two_shot_piece_bytes(c, 1 << 20, true), 0u);
+}
+
+// By default only messages above the default two-shot maximum are split,
+// into pieces of that maximum: the staging the defaults need stays enough.
+TEST(TwoShotPieceBytes, DefaultPieceIsTheDefaultTwoShotMaximum) {
+  for (Backend backend : {Backend::host, Backend::cuda}) {
+    for (int n = 2; n <= 8; ++n) {
+      const RouteCutoffs d = default_cutoffs(n, backend);
+      EXPECT_EQ(d.two_shot_chunk_bytes, d.two_shot_max_bytes) << to_string(backend) << " " << n;
+      EXPECT_EQ(two_shot_piece_bytes(d, d.two_shot_max_bytes, true), 0u);
+    }
+  }
 }
 
 }  // namespace
