@@ -13,7 +13,8 @@
 #                                            test binaries), SKIP_DEMO=1, FALLBACK_BENCH=1,
 #                                            RANKS="2 3 4 8" (rank counts of the GPU tests and the example),
 #                                            TUNE=1 (peerplan_tune first; the benchmarks then use its file),
-#                                            TUNING_FILE=path (the benchmarks use this tuning file)
+#                                            TUNING_FILE=path (the benchmarks use this tuning file),
+#                                            TUNE_CHECK=1 (peerplan_tune's paths on any GPU count; writes no file)
 #
 # RANKS: the GPU tests (registered at these counts: PEERPLAN_GPU_TEST_RANKS)
 # and the example run once per count, 2 to 8. Ranks outnumbering the GPUs
@@ -110,7 +111,7 @@ if [[ -n "$BENCH_BLOCKER" ]]; then
   SKIP_BENCH=1 FULL="" FALLBACK_BENCH="" TUNE="" REFERENCE=""
 fi
 [[ -n "$FULL" || -z "${SKIP_BENCH:-}" || -n "${FALLBACK_BENCH:-}" ]] && TARGETS+=(peerplan_collective_bench)
-[[ -n "${TUNE:-}" ]] && TARGETS+=(peerplan_tune)
+[[ -n "${TUNE:-}" || -n "${TUNE_CHECK:-}" ]] && TARGETS+=(peerplan_tune)
 [[ -z "${SKIP_DEMO:-}" ]] && TARGETS+=(peerplan_transformer_decode)
 # The GPU test binaries, for the GPU tests and for compute-sanitizer.
 TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test
@@ -163,6 +164,13 @@ fi
 if [[ -n "${TUNE:-}" ]]; then
   tstep tune tune.log 300 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$BENCH_MAX" --graph 1
   [[ -s "$OUT/h200.tune" ]] && TUNING_FILE="$OUT/h200.tune"
+fi
+# TUNE_CHECK=1: peerplan_tune's paths (routes and the CUDA protocol sweep,
+# each call checked for the route and protocol it forces) on any GPU count,
+# ranks sharing a GPU included (--allow-shared-gpus: no file is written).
+if [[ -n "${TUNE_CHECK:-}" ]]; then
+  tstep tune-check tune-check.log 200 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --allow-shared-gpus \
+    --out "$OUT/check.tune" -b 1K -e 4M --protocols-max 4M -n 10 --batches 2 -w 2 --graph 1 --json "$OUT/tune-check.json"
 fi
 if [[ -n "${TUNING_FILE:-}" ]]; then
   export PEERPLAN_TUNING_FILE=$(cd "$(dirname "$TUNING_FILE")" && pwd)/$(basename "$TUNING_FILE")
@@ -272,6 +280,7 @@ echo "==== benchmark ===="; grep -v 'size(B)\|# total' "$OUT/bench.log" 2>/dev/n
 [[ -f "$OUT/comparison.md" ]] && { echo "==== comparison (graph, bf16) ===="; grep -A14 -m1 -i 'bf16.*graph' "$OUT/comparison.md"; }
 fi
 [[ -f "$OUT/tune.log" ]] && { echo "==== peerplan_tune ===="; tail -40 "$OUT/tune.log"; }
+[[ -f "$OUT/tune-check.log" ]] && { echo "==== peerplan_tune --allow-shared-gpus (times are not this machine's) ===="; tail -30 "$OUT/tune-check.log"; }
 echo "==== sanitizer ===="; grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT"/sanitizer.log 2>/dev/null | sort | uniq -c
 echo "==== test failures ===="; grep -E 'Failure|FAILED|error|Expected|Which is|Value of|actual|exception' "$OUT/gpu-tests.log" 2>/dev/null | head -40
 for f in "$OUT"/demo-np*.log; do [[ -f "$f" ]] && { echo "==== $(basename "$f" .log) ===="; head -6 "$f"; tail -1 "$f"; }; done
