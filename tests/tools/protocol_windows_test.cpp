@@ -12,6 +12,7 @@
 #include "crossovers.hpp"
 #include "routing/protocol_choice.hpp"
 #include "routing/protocol_tuning.hpp"
+#include "../routing/cuda_push_windows.hpp"
 
 namespace peerplan::tune {
 namespace {
@@ -187,15 +188,8 @@ float g_weight[kHidden];
 // The CUDA push windows as the transport reports them, with the tuning
 // applied as the communicator does (a Config leaving every window auto).
 routing::ProtocolWindows tuned_cuda_push(const routing::ProtocolTuning& tuning) {
-  routing::ProtocolWindows w;
-  w.lines = true;
-  w.one_shot_ll_max_bytes = 64 * KiB;
-  w.fused_lamport_after_bytes = 64 * KiB;
-  w.fused_lamport_max_bytes = 4096 * KiB;
-  w.fused_ll_max_bytes = 2048 * KiB;
-  w.fused_two_shot = true;
-  w.tunable = true;
-  return routing::apply_protocol_tuning(w, tuning, KernelChoices{});
+  return routing::apply_protocol_tuning(routing::test::cuda_push_windows(), tuning,
+                                        KernelChoices{});
 }
 
 ProtocolWinner routed(const FusedProtocolTimes& row, const routing::ProtocolWindows& w) {
