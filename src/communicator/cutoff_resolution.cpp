@@ -61,7 +61,8 @@ void log_resolution(const Config& config, const std::string& fingerprint,
   if (entry != nullptr && !routing::is_empty(entry->protocols)) {
     // Where the Config sets a window too, the Config's wins (applied by
     // the communicator to the transport's windows).
-    line += "; the entry's protocol windows: " + routing::describe_protocol_tuning(entry->protocols);
+    line += "; the entry's protocol windows: " +
+            routing::describe_protocol_tuning(entry->protocols);
   }
   if (entry != nullptr) {
     line += "; applied the entry of tuning file " + config.tuning_file + " line " +

@@ -35,12 +35,13 @@ struct PlanLaunches {
 // The launches of `whole` (a contiguous two-shot all-reduce) split into
 // pieces of `piece_bytes` (routing::two_shot_piece_bytes, nonzero and
 // smaller than the message, a multiple of the element size).
-PlanLaunches prepare_in_pieces(transport::PeerTransport& peer, const transport::LaunchRequest& whole,
-                               std::size_t piece_bytes);
+PlanLaunches prepare_in_pieces(transport::PeerTransport& peer,
+                               const transport::LaunchRequest& whole, std::size_t piece_bytes);
 
 // One call of such a plan: the pieces in order, each on the same stream.
 // Returns true when every piece was read in place (zero copy).
-bool all_reduce_in_pieces(transport::PeerTransport& peer, const transport::PlanLaunch& piece_launch,
-                          const TwoShotPieces& pieces, const transport::AllReduceArgs& args);
+bool all_reduce_in_pieces(transport::PeerTransport& peer,
+                          const transport::PlanLaunch& piece_launch, const TwoShotPieces& pieces,
+                          const transport::AllReduceArgs& args);
 
 }  // namespace peerplan::communicator

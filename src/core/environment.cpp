@@ -10,7 +10,7 @@
 // | PEERPLAN_TWO_SHOT_MIN_BYTES  | cutoffs.two_shot_min_bytes           | size, or auto; 0 = no lower bound       | auto           |
 // | PEERPLAN_TWO_SHOT_MAX_BYTES  | cutoffs.two_shot_max_bytes           | size, or auto; 0 disables the route     | auto           |
 // | PEERPLAN_FUSED_MAX_BYTES     | cutoffs.fused_max_bytes              | size, or auto; 0 disables the route     | auto           |
-// | PEERPLAN_TWO_SHOT_CHUNK_BYTES| cutoffs.two_shot_chunk_bytes         | size, or auto; 0 = never split          | auto           |
+// | PEERPLAN_TWO_SHOT_CHUNK_BYTES | cutoffs.two_shot_chunk_bytes        | size, or auto; 0 = never split          | auto           |
 // | PEERPLAN_TRANSFER_MODE       | transfer_mode                        | auto, pull, push                        | auto           |
 // | PEERPLAN_DISABLE_P2P         | disable_p2p                          | boolean                                 | 0              |
 // | PEERPLAN_P2P_LEVEL           | p2p_level                            | auto, LOC/NVL/PIX/PXB/PHB/NODE/SYS      | auto (= NODE)  |
@@ -211,7 +211,8 @@ const std::vector<Variable>& variables() {
          const auto bytes = parse_cutoff(v);
          if (!bytes) return std::nullopt;
          c.cutoffs.two_shot_chunk_bytes = *bytes;
-         if (*bytes == kAutoCutoff) return std::string("two-shot pieces = default for the world size");
+         if (*bytes == kAutoCutoff)
+           return std::string("two-shot pieces = default for the world size");
          if (*bytes < 256) return std::string("two-shot never split");
          return "two-shot pieces of " + std::to_string(*bytes / 256 * 256) + " bytes";
        }},
