@@ -63,6 +63,11 @@ enum class P2PLevel : std::uint8_t {
 // PEERPLAN_*_BYTES=auto sets it explicitly.
 inline constexpr std::size_t kAutoCutoff = std::numeric_limits<std::size_t>::max();
 
+// Two-shot pieces (RouteCutoffs::two_shot_chunk_bytes) are whole multiples
+// of this many bytes: every piece then starts as aligned as the message,
+// for every dtype and vector width.
+inline constexpr std::size_t kTwoShotPieceAlignment = 256;
+
 struct RouteCutoffs {
   // Largest message (bytes) each P2P route takes; larger calls use the
   // next route or the fallback. 0 disables the route; kAutoCutoff picks

@@ -213,8 +213,10 @@ const std::vector<Variable>& variables() {
          c.cutoffs.two_shot_chunk_bytes = *bytes;
          if (*bytes == kAutoCutoff)
            return std::string("two-shot pieces = default for the world size");
-         if (*bytes < 256) return std::string("two-shot never split");
-         return "two-shot pieces of " + std::to_string(*bytes / 256 * 256) + " bytes";
+         if (*bytes < kTwoShotPieceAlignment) return std::string("two-shot never split");
+         return "two-shot pieces of " +
+                std::to_string(*bytes / kTwoShotPieceAlignment * kTwoShotPieceAlignment) +
+                " bytes";
        }},
       {"PEERPLAN_TRANSFER_MODE", one_of(kTransferModes),
        [](Config& c, std::string_view v) -> std::optional<std::string> {

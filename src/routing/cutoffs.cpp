@@ -114,12 +114,10 @@ RouteCutoffs default_cutoffs(int world_size, Backend backend) noexcept {
 
 std::size_t two_shot_piece_bytes(const RouteCutoffs& cutoffs, std::size_t message_bytes,
                                  bool contiguous) noexcept {
-  // Multiples of 256 bytes keep every piece's start as aligned as the
-  // message's for every dtype and vector width.
-  constexpr std::size_t kPieceAlignment = 256;
   // A message up to the configured size runs whole even where the piece
   // rounds below it (the default maximum at 3 ranks is no multiple of 256).
-  const std::size_t piece = cutoffs.two_shot_chunk_bytes / kPieceAlignment * kPieceAlignment;
+  const std::size_t piece =
+      cutoffs.two_shot_chunk_bytes / kTwoShotPieceAlignment * kTwoShotPieceAlignment;
   if (!contiguous || piece == 0 || message_bytes <= cutoffs.two_shot_chunk_bytes) return 0;
   return piece;
 }
@@ -142,14 +140,7 @@ RouteCutoffs resolve_cutoffs(const RouteCutoffs& configured, const RouteCutoffs&
 }
 
 std::string describe_cutoffs(const RouteCutoffs& cutoffs) {
-  std::string text;
-  for (const CutoffField& field : kCutoffFields) {
-    if (!text.empty()) text += ' ';
-    const std::size_t value = cutoffs.*field.member;
-    text += std::string(field.name) + '=' +
-            (value == kAutoCutoff ? std::string("auto") : std::to_string(value));
-  }
-  return text;
+  return describe_byte_fields(cutoffs, kCutoffFields);
 }
 
 }  // namespace peerplan::routing

@@ -8,15 +8,13 @@
 #include <string>
 
 #include "peerplan/config.hpp"
+#include "routing/byte_fields.hpp"
 
 namespace peerplan::routing {
 
 // The cutoff fields under the names the tuning file, the logs and the
 // PEERPLAN_*_BYTES variables (upper-cased) use, in that order.
-struct CutoffField {
-  const char* name;
-  std::size_t RouteCutoffs::*member;
-};
+using CutoffField = ByteField<RouteCutoffs>;
 inline constexpr std::array<CutoffField, 5> kCutoffFields{{
     {"one_shot_max_bytes", &RouteCutoffs::one_shot_max_bytes},
     {"two_shot_min_bytes", &RouteCutoffs::two_shot_min_bytes},

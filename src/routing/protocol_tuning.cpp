@@ -27,13 +27,7 @@ ProtocolWindows apply_protocol_tuning(ProtocolWindows windows, const ProtocolTun
 }
 
 std::string describe_protocol_tuning(const ProtocolTuning& tuning) {
-  std::string text;
-  for (const ProtocolTuningField& field : kProtocolTuningFields) {
-    const std::size_t value = tuning.*field.member;
-    text += (text.empty() ? "" : " ") + std::string(field.name) + "=" +
-            (value == kAutoCutoff ? std::string("auto") : std::to_string(value));
-  }
-  return text;
+  return describe_byte_fields(tuning, kProtocolTuningFields);
 }
 
 }  // namespace peerplan::routing

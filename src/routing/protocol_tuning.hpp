@@ -14,6 +14,7 @@
 #include <string>
 
 #include "peerplan/config.hpp"
+#include "routing/byte_fields.hpp"
 #include "routing/protocol_choice.hpp"
 
 namespace peerplan::routing {
@@ -32,10 +33,7 @@ struct ProtocolTuning {
 };
 
 // The fields under the names the tuning file and the logs use.
-struct ProtocolTuningField {
-  const char* name;
-  std::size_t ProtocolTuning::*member;
-};
+using ProtocolTuningField = ByteField<ProtocolTuning>;
 inline constexpr std::array<ProtocolTuningField, 4> kProtocolTuningFields{{
     {"one_shot_ll_max_bytes", &ProtocolTuning::one_shot_ll_max_bytes},
     {"fused_lamport_after_bytes", &ProtocolTuning::fused_lamport_after_bytes},

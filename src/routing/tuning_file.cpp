@@ -45,21 +45,20 @@ std::string known_keys() {
   return keys + ", " + std::string(kMeasuredKey);
 }
 
-const CutoffField* cutoff_field(std::string_view key) noexcept {
-  for (const CutoffField& field : kCutoffFields)
-    if (key == field.name) return &field;
-  return nullptr;
-}
-
-const ProtocolTuningField* protocol_field(std::string_view key) noexcept {
-  for (const ProtocolTuningField& field : kProtocolTuningFields)
-    if (key == field.name) return &field;
-  return nullptr;
-}
-
 bool is_known_key(std::string_view key) noexcept {
-  return key == kFingerprintKey || key == kMeasuredKey || cutoff_field(key) != nullptr ||
-         protocol_field(key) != nullptr;
+  return key == kFingerprintKey || key == kMeasuredKey ||
+         find_byte_field(kCutoffFields, key) != nullptr ||
+         find_byte_field(kProtocolTuningFields, key) != nullptr;
+}
+
+// The entry's fields that are set, as "name = value" lines.
+template <class Struct, std::size_t N>
+void write_set_fields(std::ostream& text, const Struct& value,
+                      const std::array<ByteField<Struct>, N>& fields) {
+  for (const ByteField<Struct>& field : fields) {
+    const std::size_t bytes = value.*field.member;
+    if (bytes != kAutoCutoff) text << field.name << " = " << bytes << '\n';
+  }
 }
 
 class Parser {
@@ -160,10 +159,11 @@ class Parser {
       current_->fingerprint = std::string(value);
     } else if (key == kMeasuredKey) {
       current_->measured = std::string(value);
-    } else if (const CutoffField* cutoff = cutoff_field(key)) {
+    } else if (const CutoffField* cutoff = find_byte_field(kCutoffFields, key)) {
       current_->cutoffs.*cutoff->member = parse_cutoff(key, value, number);
     } else {
-      current_->protocols.*protocol_field(key)->member = parse_cutoff(key, value, number);
+      current_->protocols.*find_byte_field(kProtocolTuningFields, key)->member =
+          parse_cutoff(key, value, number);
     }
   }
 
@@ -258,14 +258,8 @@ std::string format_tuning_file(const TuningFile& file, std::string_view comment)
   for (const TuningEntry& entry : file.entries) {
     text << '\n' << kEntrySection << '\n';
     text << kFingerprintKey << " = " << one_line(entry.fingerprint) << '\n';
-    for (const CutoffField& field : kCutoffFields) {
-      const std::size_t value = entry.cutoffs.*field.member;
-      if (value != kAutoCutoff) text << field.name << " = " << value << '\n';
-    }
-    for (const ProtocolTuningField& field : kProtocolTuningFields) {
-      const std::size_t value = entry.protocols.*field.member;
-      if (value != kAutoCutoff) text << field.name << " = " << value << '\n';
-    }
+    write_set_fields(text, entry.cutoffs, kCutoffFields);
+    write_set_fields(text, entry.protocols, kProtocolTuningFields);
     if (const std::string measured = one_line(entry.measured); !measured.empty())
       text << kMeasuredKey << " = " << measured << '\n';
   }
