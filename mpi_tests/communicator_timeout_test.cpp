@@ -62,12 +62,14 @@ void expect_timed_out_in_bound(const Attempt* a, bool must_name_missing_rank, in
   EXPECT_GE(longest, (0.9 * std::chrono::duration<double, std::milli>(kTimeout).count()));
 }
 
-enum class Op { one_shot, two_shot, fused };
+// two_shot_pieces: the two-shot run as two pieces (two_shot_chunk_bytes).
+enum class Op { one_shot, two_shot, two_shot_pieces, fused };
 
 const char* to_string(Op op) {
   switch (op) {
     case Op::one_shot: return "one_shot";
     case Op::two_shot: return "two_shot";
+    case Op::two_shot_pieces: return "two_shot_pieces";
     case Op::fused: break;
   }
   return "fused";
@@ -76,16 +78,17 @@ void PrintTo(Op op, std::ostream* os) { *os << to_string(op); }
 
 class P2PTimeout : public ::testing::TestWithParam<Op> {};
 
-// The last rank skips one call on a P2P route; the others must time out
-// within the bound and name it. Then everyone meets on the test's own MPI
-// communicator, re-declares (which re-creates the broken transport on
-// every rank) and runs correct calls again.
+// The last rank skips one call on a P2P route (a two-shot in pieces too);
+// the others must time out within the bound and name it. Then everyone
+// meets on the test's own MPI communicator, re-declares (which re-creates
+// the broken transport on every rank) and runs correct calls again.
 TEST_P(P2PTimeout, SkippedCallTimesOutNamesTheRankAndRecoversAfterRedeclare) {
   const Op op = GetParam();
   PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "P2P routes need every rank on one node");
   const int skipper = test_size() - 1;
   Config config = timeout_config();
   config.cutoffs.one_shot_max_bytes = 1024;  // [2, 64] f32 = 512 B: one-shot; [4, 512]: two-shot
+  if (op == Op::two_shot_pieces) config.cutoffs.two_shot_chunk_bytes = 4096;  // 8 KiB: 2 pieces
   auto comm = create_on_world(config);
   ASSERT_TRUE(comm->p2p_enabled());
   const Buffer weight = make_weight(DataType::f32, 64, next_seed());
@@ -97,7 +100,10 @@ TEST_P(P2PTimeout, SkippedCallTimesOutNamesTheRankAndRecoversAfterRedeclare) {
       Declaration::fused_add_rms_norm("norm", DataType::f32, small, weight.data(), kEps)};
   comm->declare(set);
 
-  const TensorLayout& layout = op == Op::two_shot ? medium : small;
+  const bool two_shot = op == Op::two_shot || op == Op::two_shot_pieces;
+  const TensorLayout& layout = two_shot ? medium : small;
+  const std::string launch = comm->plan_for(make_all_reduce_key(DataType::f32, medium)).launch;
+  EXPECT_EQ(launch.find("in 2 pieces") != std::string::npos, op == Op::two_shot_pieces) << launch;
   const auto run_checked_call = [&](const std::string& when) {
     if (op == Op::fused) {
       const FusedOutcome o =
@@ -107,7 +113,7 @@ TEST_P(P2PTimeout, SkippedCallTimesOutNamesTheRankAndRecoversAfterRedeclare) {
     } else {
       const AllReduceOutcome o =
           run_all_reduce(*comm, DataType::f32, layout, Inputs::integers, false, next_seed());
-      EXPECT_EQ(o.result.route, op == Op::one_shot ? Route::one_shot : Route::two_shot) << when;
+      EXPECT_EQ(o.result.route, two_shot ? Route::two_shot : Route::one_shot) << when;
       expect_all_reduce_correct(o, when);
     }
   };
@@ -141,7 +147,8 @@ TEST_P(P2PTimeout, SkippedCallTimesOutNamesTheRankAndRecoversAfterRedeclare) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Routes, P2PTimeout,
-                         ::testing::Values(Op::one_shot, Op::two_shot, Op::fused),
+                         ::testing::Values(Op::one_shot, Op::two_shot, Op::two_shot_pieces,
+                                           Op::fused),
                          [](const ::testing::TestParamInfo<Op>& info) {
                            return std::string(to_string(info.param));
                          });
