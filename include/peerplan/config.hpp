@@ -116,6 +116,10 @@ enum class RowClusters : std::uint8_t {
 inline constexpr std::size_t kLamportAlways = 0;  // Lamport at every size
 inline constexpr std::size_t kLamportNever = std::numeric_limits<std::size_t>::max();  // LL only
 
+// KernelChoices::two_shot_dma_above_bytes at its two ends.
+inline constexpr std::size_t kDmaAlways = 0;
+inline constexpr std::size_t kDmaNever = std::numeric_limits<std::size_t>::max();
+
 // The largest KernelChoices::one_shot_max_blocks (the kernels' own limit).
 inline constexpr int kOneShotMaxBlocksLimit = 1024;
 
@@ -149,6 +153,13 @@ struct KernelChoices {
   // A local choice: the row's rounding order is the same either way and no
   // peer sees the launch shape.
   RowClusters row_clusters = RowClusters::automatic;
+  // Two-shot all-reduce of a contiguous layout: the copy-engine protocol
+  // (Protocol::dma: copy engines move the shards, the SMs only reduce)
+  // above this many bytes, the staged kernel below (kDmaAlways, kDmaNever:
+  // one protocol at every size). nullopt = auto: the transport's default,
+  // or a tuning file's window. Pull mode ignores it. Must agree on every
+  // rank.
+  std::optional<std::size_t> two_shot_dma_above_bytes;
 
   friend bool operator==(const KernelChoices&, const KernelChoices&) = default;
 };

@@ -77,7 +77,8 @@ enum peerplan_protocol {
   PEERPLAN_PROTOCOL_STAGED = 1,
   PEERPLAN_PROTOCOL_LL = 2,
   PEERPLAN_PROTOCOL_LAMPORT = 3,
-  PEERPLAN_PROTOCOL_PULL = 4
+  PEERPLAN_PROTOCOL_PULL = 4,
+  PEERPLAN_PROTOCOL_DMA = 5
 };
 typedef int peerplan_protocol_t; /* one of enum peerplan_protocol */
 

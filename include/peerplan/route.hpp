@@ -41,6 +41,8 @@ enum class Protocol : std::uint8_t {
                 // filled with a sentinel value that no result can take
   pull = 4,     // every rank reads its peers' inputs (registered inputs in
                 // place, others from the owner's staging slot)
+  dma = 5,      // two-shot by copy engines: they move the shards to their
+                // owners and the reduced shards back, the SMs only reduce
 };
 
 enum class FallbackReason : std::uint8_t {

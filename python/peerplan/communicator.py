@@ -8,7 +8,7 @@ from ._library import CallResult, Declaration as _CDeclaration, PlanInfo, PlanSt
 
 ROUTES = {0: "one_shot", 1: "two_shot", 2: "fused_one_shot", 3: "fallback", 4: "hierarchical",
           5: "fused_two_shot"}
-PROTOCOLS = {0: "none", 1: "staged", 2: "ll", 3: "lamport", 4: "pull"}
+PROTOCOLS = {0: "none", 1: "staged", 2: "ll", 3: "lamport", 4: "pull", 5: "dma"}
 REASONS = {0: "none", 1: "undeclared", 2: "over_cutoff", 3: "p2p_disabled", 4: "node_layout"}
 
 # The hot paths' functions, bound once (argtypes and restype: _library).

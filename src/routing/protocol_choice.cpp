@@ -35,7 +35,12 @@ RouteAndProtocol choose_protocol(Route route, const Declaration& declaration, st
       if (!w.lines) return {route, Protocol::staged};
       return {route, bytes > w.one_shot_ll_max_bytes ? Protocol::lamport : Protocol::ll};
     case Route::two_shot:
-      return {route, w.pull ? Protocol::pull : Protocol::staged};
+      if (w.pull) return {route, Protocol::pull};
+      if (w.two_shot_dma_after_bytes != kNoLimit && bytes > w.two_shot_dma_after_bytes &&
+          declaration.layout.is_contiguous()) {
+        return {route, Protocol::dma};
+      }
+      return {route, Protocol::staged};
     case Route::fused_one_shot:
     case Route::fused_two_shot:
       return fused_protocol(declaration, bytes, w);

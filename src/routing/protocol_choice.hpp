@@ -41,6 +41,10 @@ struct ProtocolWindows {
   std::size_t fused_lamport_max_bytes = kNoLimit;
   std::size_t fused_ll_max_bytes = 0;
   bool fused_two_shot = false;
+  // Two-shot all-reduce of a contiguous layout: copy engines (Protocol::dma)
+  // for messages above this many bytes (kNoLimit: never; 0: every size).
+  // Read only by a push transport (`pull` false).
+  std::size_t two_shot_dma_after_bytes = kNoLimit;
   // The windows above may be moved by a tuning file's entry
   // (routing/protocol_tuning.hpp): the transport runs every protocol they
   // choose between (the CUDA kernels). False: they are fixed.

@@ -34,6 +34,7 @@ const char* to_string(Protocol protocol) noexcept {
     case Protocol::ll: return "ll";
     case Protocol::lamport: return "lamport";
     case Protocol::pull: return "pull";
+    case Protocol::dma: return "dma";
   }
   return "unknown";
 }

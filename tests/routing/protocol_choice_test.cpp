@@ -69,6 +69,31 @@ TEST(ProtocolChoice, TwoShotStagesOrPulls) {
   EXPECT_EQ(choose(Route::one_shot, all_reduce_of(1024 * kKiB), w).protocol, Protocol::pull);
 }
 
+TEST(ProtocolChoice, TwoShotTakesCopyEnginesAboveItsWindowOnContiguousLayoutsOnly) {
+  auto w = cuda_push();
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(64 * kKiB * kKiB), w).protocol, Protocol::staged)
+      << "the default window is empty";
+  w.two_shot_dma_after_bytes = 16 * kKiB * kKiB;
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(16 * kKiB * kKiB), w).protocol, Protocol::staged)
+      << "the window starts above its bound";
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(16 * kKiB * kKiB + 2), w),
+            (RouteAndProtocol{Route::two_shot, Protocol::dma}));
+  // Rows with a padded stride: copy engines move contiguous bytes only.
+  const std::int64_t shape[] = {4, 4 * kKiB * kKiB};
+  const std::int64_t strides[] = {8 * kKiB * kKiB, 1};
+  const Declaration strided = Declaration::all_reduce("ar", DataType::bf16,
+                                                      TensorLayout::strided(shape, strides));
+  EXPECT_EQ(choose(Route::two_shot, strided, w).protocol, Protocol::staged);
+  w.two_shot_dma_after_bytes = 0;
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(2), w).protocol, Protocol::dma);
+  // Neither the one-shot, the hierarchical route nor pull take it.
+  EXPECT_EQ(choose(Route::one_shot, all_reduce_of(2), w).protocol, Protocol::ll);
+  EXPECT_EQ(choose(Route::hierarchical, all_reduce_of(64 * kKiB * kKiB), w).protocol,
+            Protocol::staged);
+  w.pull = true;
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(64 * kKiB * kKiB), w).protocol, Protocol::pull);
+}
+
 TEST(ProtocolChoice, HostBackendStagesEveryRoute) {
   const ProtocolWindows host;  // the defaults
   for (Route route : {Route::one_shot, Route::two_shot, Route::hierarchical}) {

@@ -29,11 +29,12 @@ TEST(RouteNames, DistinctPerValue) {
 
   std::set<std::string> protocols;
   for (Protocol p : {Protocol::none, Protocol::staged, Protocol::ll, Protocol::lamport,
-                     Protocol::pull})
+                     Protocol::pull, Protocol::dma})
     EXPECT_TRUE(protocols.insert(to_string(p)).second) << to_string(p);
   EXPECT_EQ(protocols.count("unknown"), 0u);
   EXPECT_STREQ(to_string(Protocol::lamport), "lamport");
-  EXPECT_STREQ(to_string(static_cast<Protocol>(5)), "unknown");
+  EXPECT_STREQ(to_string(Protocol::dma), "dma");
+  EXPECT_STREQ(to_string(static_cast<Protocol>(6)), "unknown");
 }
 
 }  // namespace
