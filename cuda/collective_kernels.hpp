@@ -14,7 +14,8 @@
 // protocol, ll_lines.cuh the LL lines, lamport.cuh the Lamport region.
 //
 // Every rank owns one device slab [signal area | staging slot 0 | slot 1 |
-// Lamport region, when a Lamport kernel may run] mapped into its
+// copy-engine region, when a two-shot may run on copy engines | Lamport
+// region, when a Lamport kernel may run] mapped into its
 // node-local peers through CUDA IPC; a slot holds one sub-slot per source
 // rank (the Lamport region: see cuda/lamport.cuh). A call with
 // epoch e (counted on the device, in
@@ -104,6 +105,14 @@ struct PeerSet {
   // refuses Lamport plans above it. (Which plans take which protocol is the
   // router's choice, from the transport's ProtocolWindows.)
   std::uint64_t lamport_max_bytes = 0;
+  // The copy-engine two-shot's region (cuda/two_shot_dma.cu): its byte
+  // offset in every slab and one area's bytes (size areas; 0: no region).
+  // In rank q's slab, area s != q receives q's shard of rank s's input,
+  // area q holds q's reduced shard, which the peers copy out.
+  std::uint64_t dma_offset = 0;
+  std::uint64_t dma_area_bytes = 0;
+  // Host only: the largest message the region holds (0: none).
+  std::uint64_t dma_max_bytes = 0;
   // Host only: launch the P2P kernels as programmatic dependent launches
   // (compute capability 9.0+).
   bool overlap_launch = false;
@@ -161,5 +170,9 @@ std::size_t result_offset_for(std::size_t max_message_bytes, int size);
 // write into it.
 inline constexpr unsigned char kLamportSentinelByte = 0xff;
 std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes);
+// Bytes of one area of the copy-engine two-shot's region for messages up
+// to `max_message_bytes` on `size` ranks: a shard, padded to whole packs;
+// the region is `size` of them.
+std::size_t dma_area_bytes_for(std::size_t max_message_bytes, int size);
 
 }  // namespace peerplan::cuda_kernels

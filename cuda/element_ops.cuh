@@ -72,6 +72,27 @@ __device__ __forceinline__ bool aligned16(const void* p) {
   return (reinterpret_cast<std::uintptr_t>(p) & (kPackBytes - 1)) == 0;
 }
 
+// The sum of parts[0..size) element by element: fp32, added in rank order
+// starting from 0.0f, one rounding at the end - the order every kernel
+// sums in, so that every route gives the same bits.
+template <class T>
+__device__ __forceinline__ Pack<T> sum_in_rank_order(const Pack<T> (&parts)[kMaxRanks],
+                                                     int size) {
+  float acc[Pack<T>::kCount];
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kMaxRanks; ++r) {
+    if (r >= size) break;
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = __fadd_rn(acc[k], to_float(parts[r].v[k]));
+  }
+  Pack<T> sum;
+#pragma unroll
+  for (int k = 0; k < Pack<T>::kCount; ++k) sum.v[k] = from_float<T>(acc[k]);
+  return sum;
+}
+
 // Elements [first, first + kCount) of the tensor (zeros past `count`).
 template <class T>
 __device__ __forceinline__ Pack<T> load_tensor(const T* tensor, const KernelLayout& layout,

@@ -42,7 +42,8 @@ bool all_reduce(Algorithm algorithm) {
     case Algorithm::pull_one_shot:
     case Algorithm::pull_two_shot:
     case Algorithm::node_reduce_scatter:
-    case Algorithm::node_all_gather: return true;
+    case Algorithm::node_all_gather:
+    case Algorithm::two_shot_dma: return true;
     default: return false;
   }
 }
@@ -106,6 +107,10 @@ void plan_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type
     case Algorithm::node_all_gather:
       r.shard_elements = shard_of(type, count, shape.size);
       r.steps[0] = node_all_gather_step(type, r.shard_elements);
+      break;
+    case Algorithm::two_shot_dma:
+      r.shard_elements = shard_of(type, count, shape.size);
+      r.steps[0] = two_shot_dma_step(type, r.shard_elements);
       break;
     default: r.step_count = 0; break;
   }
@@ -183,6 +188,7 @@ const char* to_string(Algorithm algorithm) noexcept {
     case Algorithm::node_reduce_scatter: return "node reduce-scatter";
     case Algorithm::node_all_gather: return "node all-gather";
     case Algorithm::node_all_gather_row_norm: return "node all-gather + row norm";
+    case Algorithm::two_shot_dma: return "two-shot by copy engines";
   }
   return "unknown";
 }
@@ -202,6 +208,10 @@ cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, Elemen
   }
   const std::uint64_t bytes = static_cast<std::uint64_t>(count) * detail::element_bytes(type);
   if (algorithm == Algorithm::one_shot_lamport && bytes > shape.lamport_max_bytes) {
+    return cudaErrorInvalidValue;
+  }
+  // The copies move contiguous bytes; the region holds dma_max_bytes.
+  if (algorithm == Algorithm::two_shot_dma && (!layout.dense || bytes > shape.dma_max_bytes)) {
     return cudaErrorInvalidValue;
   }
   detail::plan_all_reduce(algorithm, shape, type, layout, count, out);
@@ -264,6 +274,8 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
       void* args[] = {peer_set, &in, &out, layout, count};
       return failed(detail::launch_step(recipe.steps[0], args, stream));
     }
+    case Algorithm::two_shot_dma:
+      return failed(detail::launch_two_shot_dma(recipe, peers, pointers.in, pointers.out, stream));
     case Algorithm::pull_one_shot:
     case Algorithm::pull_two_shot: {
       // (PeerSet, const T* in, T* out, KernelLayout, count, PullSource)
@@ -352,6 +364,11 @@ std::string describe(const LaunchRecipe& recipe) {
   std::string text = std::string(type_name(recipe.type)) + " " + to_string(recipe.algorithm);
   if (recipe.shard_elements > 0) text += ", shards of " + std::to_string(recipe.shard_elements);
   if (recipe.step_count < 1) return text + ": not prepared";
+  if (recipe.algorithm == Algorithm::two_shot_dma) {
+    const std::string copies = std::to_string(recipe.ranks - 1) +
+                               (recipe.ranks == 2 ? " copy" : " copies");
+    return text + ": " + copies + " out, " + step_text(recipe.steps[0]) + ", " + copies + " back";
+  }
   text += ": " + step_text(recipe.steps[0]);
   if (recipe.step_count > 1) text += "; then " + step_text(recipe.steps[1]);
   return text;

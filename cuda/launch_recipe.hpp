@@ -27,6 +27,7 @@
 //   fused_two_shot_row_norm  two_shot.cu, then row_norm.cu (the add + RMSNorm kernel)
 //   node_reduce_scatter,     node_shards.cu      the hierarchical route's kernels, before and
 //   node_all_gather(_row_norm)                   after the step between nodes (+ row_norm.cu)
+//   two_shot_dma             two_shot_dma.cu     copy engines move the shards, a kernel reduces
 // launch_recipe.cu holds prepare, launch and describe; shard_geometry.cuh
 // the two-shot shards; slab_sizing.cu the slab's sizes.
 #pragma once
@@ -63,12 +64,17 @@ enum class Algorithm : std::uint8_t {
   // ... or, for the fused op, -> a dense buffer (`out`), then the add +
   // RMSNorm row kernel from it into inout / residual (any layout).
   node_all_gather_row_norm,
+  // Two-shot by copy engines (contiguous layouts): the shards travel to
+  // their owners by cudaMemcpyAsync, a kernel reduces this rank's shard,
+  // the reduced shards come back by cudaMemcpyAsync (two_shot_dma.cu).
+  two_shot_dma,
 };
 
 // "one-shot LL", "one-shot Lamport", "two-shot", "pull one-shot", "pull
 // two-shot", "fused Lamport", "fused LL", "fused staged", "fused two-shot +
 // row norm", "node reduce-scatter", "node all-gather", "node all-gather +
-// row norm" ("unknown" for a value outside the enum).
+// row norm", "two-shot by copy engines" ("unknown" for a value outside the
+// enum).
 const char* to_string(Algorithm algorithm) noexcept;
 
 // One kernel launch, fully decided.
@@ -113,7 +119,7 @@ struct CallPointers {
 // Everything but the pointers and the stream, decided once per declared
 // plan. `shape` is the transport's PeerSet; only its rank-invariant and
 // launch-shape fields are read (size, one_shot_max_blocks, cluster_rows,
-// overlap_launch, lamport_max_bytes; not rank, not the slabs, which may be
+// overlap_launch, lamport_max_bytes, dma_max_bytes; not rank, not the slabs, which may be
 // unset: launch() takes those from the current PeerSet).
 //
 // Returns cudaErrorInvalidValue, leaving `out` untouched and without any
@@ -125,7 +131,8 @@ struct CallPointers {
 // shape.lamport_max_bytes; fused_lamport / fused_ll rows that are not whole
 // 16-byte packs; a fused Lamport message above shape.lamport_max_bytes or
 // with more packs than the kernel's 32-bit pack index holds;
-// fused_two_shot_row_norm on a non-dense layout. The limits that depend on
+// fused_two_shot_row_norm on a non-dense layout; two_shot_dma on a
+// non-dense layout or a message above shape.dma_max_bytes. The limits that depend on
 // the slab (a message larger than reserve() sized the slots for) are the
 // caller's to check.
 //

@@ -35,6 +35,14 @@ KernelStep node_all_gather_step(ElementType type, std::int64_t shard);
 // at most kAllReduceMaxBlocks blocks.
 KernelStep pull_one_shot_step(const PeerSet& shape, ElementType type, std::int64_t count);
 KernelStep pull_two_shot_step(const PeerSet& shape, ElementType type, std::int64_t shard);
+// Two-shot by copy engines: the reduce kernel's grid, a thread per pack of
+// a shard, at most kTwoShotMaxBlocks blocks (two_shot_dma.cu) ...
+KernelStep two_shot_dma_step(ElementType type, std::int64_t shard);
+// ... and the call: the copies out, the kernel (recipe.steps[0]) with its
+// arguments, the copies back, on `stream`. The first failing enqueue's
+// status.
+cudaError_t launch_two_shot_dma(const LaunchRecipe& recipe, const PeerSet& peers, const void* in,
+                                void* out, cudaStream_t stream);
 // Fused op, Lamport: the variant for shape.cluster_rows and shape.size, as
 // many rows at once as the device holds (occupancy query, cached per
 // device and variant).

@@ -58,4 +58,12 @@ std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes) {
   return round_up(round_up(max_message_bytes, kPackBytes), 256);
 }
 
+std::size_t dma_area_bytes_for(std::size_t max_message_bytes, int size) {
+  // A shard of any dtype is at most ceil(bytes / size) plus one element,
+  // rounded up to a pack (shard_geometry.cuh); the kernel reads and writes
+  // whole packs.
+  const std::size_t ranks = static_cast<std::size_t>(size);
+  return round_up((max_message_bytes + ranks - 1) / ranks + 2 * kPackBytes, 256);
+}
+
 }  // namespace peerplan::cuda_kernels

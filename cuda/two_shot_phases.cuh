@@ -70,19 +70,7 @@ __device__ __forceinline__ Pack<T> reduce_sources(const PeerSet& p, std::uint32_
   for (int r = 0; r < kMaxRanks; ++r) {
     if (r < p.size) in[r].raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, r, epoch) + first);
   }
-  float acc[Pack<T>::kCount];
-#pragma unroll
-  for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = 0.0f;
-#pragma unroll
-  for (int r = 0; r < kMaxRanks; ++r) {
-    if (r >= p.size) break;
-#pragma unroll
-    for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = __fadd_rn(acc[k], to_float(in[r].v[k]));
-  }
-  Pack<T> out;
-#pragma unroll
-  for (int k = 0; k < Pack<T>::kCount; ++k) out.v[k] = from_float<T>(acc[k]);
-  return out;
+  return sum_in_rank_order(in, p.size);
 }
 
 // Phase 2's second half: this rank's reduced pack at `first` into every

@@ -32,6 +32,7 @@
 
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "support/cuda_all_reduce_check.hpp"
+#include "support/cuda_bitwise_check.hpp"
 #include "support/cuda_test_support.hpp"
 #include "transport/cuda/cuda_peer_transport.hpp"
 #include "transport/one_time_plan.hpp"
@@ -54,64 +55,6 @@ std::unique_ptr<Communicator> create_with_protocol(const std::string& protocol,
   return create_cuda(std::move(config));
 }
 
-// Bit patterns the sums must get right (little-endian low bytes are used
-// for 16-bit types): the sentinel (all ones) and the NaN a sender maps it
-// to, zeros of both signs, a quiet NaN, +-Inf, finite values whose low 16
-// bits are all ones (a f32 element is checked at its own width, not as two
-// halves), and a f32 NaN whose high half is all ones.
-std::vector<std::uint32_t> special_bits(DataType dtype) {
-  if (dtype == DataType::f32) {
-    return {0xffffffffu, 0xfffffffeu, 0x80000000u, 0x00000000u, 0x7fc00000u, 0x7f800000u,
-            0xff800000u, 0x3f80ffffu, 0xbf80ffffu, 0x0000ffffu, 0xffff0000u};
-  }
-  if (dtype == DataType::bf16) {
-    return {0xffffu, 0xfffeu, 0x8000u, 0x0000u, 0x7fc0u, 0x7f80u, 0xff80u, 0x3fffu, 0xbfffu, 0x00ffu};
-  }
-  return {0xffffu, 0xfffeu, 0x8000u, 0x0000u, 0x7e00u, 0x7c00u, 0xfc00u, 0x3bffu, 0xbbffu, 0x00ffu};
-}
-
-// Random values in [-1, 1) with a special pattern at about every fourth
-// element, and runs of 64 all-ones elements (whole packs of the sentinel).
-std::vector<std::uint8_t> tensor_with_specials(DataType dtype, std::int64_t count,
-                                               std::uint64_t seed, int r) {
-  auto bytes = random_tensor(dtype, count, seed, r);
-  const auto specials = special_bits(dtype);
-  const std::size_t e = element_size(dtype);
-  for (std::int64_t i = 0; i < count; ++i) {
-    const std::uint64_t h = mix(seed * 31 + static_cast<std::uint64_t>(r) * 1000003ull +
-                                mix(static_cast<std::uint64_t>(i) + 7));
-    std::uint32_t bits = 0;
-    if ((i / 64 + r) % 7 == 3) {
-      bits = 0xffffffffu;
-    } else if (h % 4 == 0) {
-      bits = specials[(h >> 8) % specials.size()];
-    } else {
-      continue;
-    }
-    std::memcpy(&bytes[static_cast<std::size_t>(i) * e], &bits, e);
-  }
-  return bytes;
-}
-
-std::int64_t offset_in(const TensorLayout& layout, std::int64_t i) {
-  std::int64_t offset = 0;
-  for (int d = layout.rank() - 1; d >= 0; --d) {
-    offset += (i % layout.dim(d)) * layout.stride(d);
-    i /= layout.dim(d);
-  }
-  return offset;
-}
-
-std::int64_t extent_of(const TensorLayout& layout) {
-  std::int64_t extent = 1;
-  for (int d = 0; d < layout.rank(); ++d) extent += (layout.dim(d) - 1) * layout.stride(d);
-  return extent;
-}
-
-// Makes one all-reduce call from `in` into `out` (in == out for in place)
-// on the legacy default stream.
-using AllReduceCall = std::function<void(const void* in, void* out)>;
-
 AllReduceCall through(Communicator& comm, DataType dtype, const TensorLayout& layout) {
   return [&comm, dtype, &layout](const void* in, void* out) {
     const CallResult result = comm.all_reduce(in, out, dtype, layout, nullptr);
@@ -129,84 +72,6 @@ AllReduceCall through(transport::PeerTransport& peer, DataType dtype, const Tens
                                   : Protocol::ll;
     transport::all_reduce_once(peer, Route::one_shot, protocol, args);
   };
-}
-
-// One all-reduce of this rank's `logical` input laid out as `layout`
-// (synchronised). Padding between rows holds all-ones bytes (the
-// sentinel's pattern: the kernels must neither read nor write it), as does
-// the output before the call. Returns the output buffer, padding included.
-std::vector<std::uint8_t> run_all_reduce(const AllReduceCall& call, DataType dtype,
-                                         const TensorLayout& layout,
-                                         const std::vector<std::uint8_t>& logical, bool in_place) {
-  const std::size_t e = element_size(dtype);
-  const std::int64_t extent = extent_of(layout);
-  std::vector<std::uint8_t> strided(static_cast<std::size_t>(extent) * e, 0xff);
-  for (std::int64_t i = 0; i < layout.numel(); ++i) {
-    std::memcpy(&strided[static_cast<std::size_t>(offset_in(layout, i)) * e], &logical[i * e], e);
-  }
-  DeviceBuffer in(strided.size()), out(strided.size());
-  in.upload(strided);
-  out.poison();
-  void* out_ptr = in_place ? in.ptr : out.ptr;
-  call(in.ptr, out_ptr);
-  check_cuda(cudaDeviceSynchronize(), "all_reduce");
-  std::vector<std::uint8_t> got(strided.size());
-  check_cuda(cudaMemcpy(got.data(), out_ptr, got.size(), cudaMemcpyDeviceToHost), "download");
-  std::vector<bool> element(static_cast<std::size_t>(extent), false);
-  for (std::int64_t i = 0; i < layout.numel(); ++i) element[offset_in(layout, i)] = true;
-  std::int64_t padding_written = 0;
-  for (std::int64_t o = 0; o < extent; ++o) {
-    if (element[o]) continue;
-    for (std::size_t b = 0; b < e; ++b) padding_written += got[o * e + b] != 0xff;
-  }
-  EXPECT_EQ(padding_written, 0) << "padding bytes written, " << layout.to_string();
-  return got;
-}
-
-// Elements of `got` (laid out as `layout`) that differ from the float64 sum
-// of every rank's input beyond one rounding; a NaN sum must give a NaN, an
-// infinite one the same infinity. `first` describes the first of them.
-std::int64_t count_wrong(DataType dtype, const TensorLayout& layout,
-                         const std::vector<std::vector<std::uint8_t>>& inputs,
-                         const std::vector<std::uint8_t>& got, std::string& first) {
-  const std::size_t e = element_size(dtype);
-  std::int64_t wrong = 0;
-  for (std::int64_t i = 0; i < layout.numel(); ++i) {
-    double ref = 0;
-    for (const auto& input : inputs) ref += value_at(dtype, input, i);
-    const double v = load_as_float(dtype, &got[static_cast<std::size_t>(offset_in(layout, i)) * e]);
-    const bool ok = std::isnan(ref)   ? std::isnan(v)
-                    : std::isinf(ref) ? v == ref
-                                      : std::fabs(v - ref) <= sum_tolerance(dtype, ref);
-    if (!ok && wrong++ == 0) {
-      first = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref);
-    }
-  }
-  return wrong;
-}
-
-// "" when equal, else where the first differing element is and both values' bits.
-std::string first_difference(DataType dtype, const std::vector<std::uint8_t>& a,
-                             const std::vector<std::uint8_t>& b) {
-  if (a.size() != b.size()) return "sizes differ";
-  const std::size_t e = element_size(dtype);
-  for (std::size_t o = 0; o < a.size(); o += e) {
-    if (std::memcmp(&a[o], &b[o], e) == 0) continue;
-    std::uint32_t x = 0, y = 0;
-    std::memcpy(&x, &a[o], e);
-    std::memcpy(&y, &b[o], e);
-    char text[96];
-    std::snprintf(text, sizeof text, "element at offset %zu: 0x%x vs 0x%x", o / e, x, y);
-    return text;
-  }
-  return "";
-}
-
-std::vector<std::vector<std::uint8_t>> every_rank_input(DataType dtype, std::int64_t count,
-                                                        std::uint64_t seed) {
-  std::vector<std::vector<std::uint8_t>> inputs;
-  for (int r = 0; r < size(); ++r) inputs.push_back(tensor_with_specials(dtype, count, seed, r));
-  return inputs;
 }
 
 // The same inputs through both protocols (communicators or transports):

@@ -263,20 +263,22 @@ class CommunicatorImpl final : public Communicator {
     PEERPLAN_FAULT_POINT("declare.before_reserve", boot_->rank());
     std::vector<communicator::PlanLaunches> launches(decisions.size());
     if (p2p_enabled_) {
-      std::size_t max_bytes = 0, max_lamport_bytes = 0;
+      std::size_t max_bytes = 0, max_lamport_bytes = 0, max_dma_bytes = 0;
       for (std::size_t i = 0; i < decisions.size(); ++i) {
         const auto& d = decisions[i];
         // A plan run in pieces stages one piece at a time.
         const std::size_t piece = piece_bytes(declarations[i], d);
-        if (is_p2p(d.route)) max_bytes = std::max(max_bytes, piece != 0 ? piece : d.message_bytes);
+        const std::size_t staged = piece != 0 ? piece : d.message_bytes;
+        if (is_p2p(d.route)) max_bytes = std::max(max_bytes, staged);
         if (d.protocol == Protocol::lamport)
           max_lamport_bytes = std::max(max_lamport_bytes, d.message_bytes);
+        if (d.protocol == Protocol::dma) max_dma_bytes = std::max(max_dma_bytes, staged);
       }
       // A Timeout in reserve() propagates (the communicator is then
       // broken); any other failure, in reserve() or in preparing a plan's
       // launch, disables P2P on every rank alike.
       if (auto failures = bootstrap::run_together(*boot_, [&] {
-            peer_->reserve(max_bytes, max_lamport_bytes);
+            peer_->reserve(max_bytes, max_lamport_bytes, max_dma_bytes);
             launches = prepare_launches(declarations, decisions);
           })) {
         disable_p2p("preparing the staging buffers and launches failed: " + failures->message);

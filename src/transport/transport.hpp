@@ -79,8 +79,10 @@ class PeerTransport {
   // wait timed out refuses calls (InvalidUsage) until reserve() re-creates
   // the buffers and resets the call epochs on every rank.
   // `max_lamport_bytes`: the largest plan the router gave the Lamport
-  // protocol (0: none), which needs a region of its own.
-  virtual void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0) = 0;
+  // protocol (0: none), which needs a region of its own; `max_dma_bytes`
+  // likewise for the plans given Protocol::dma (copy engines).
+  virtual void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0,
+                       std::size_t max_dma_bytes = 0) = 0;
   virtual std::size_t capacity_bytes() const noexcept = 0;
   // Which protocol this transport runs for which messages; the router
   // chooses each plan's from it. The same on every rank (built from the

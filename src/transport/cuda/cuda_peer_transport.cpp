@@ -102,6 +102,14 @@ std::string describe_choices(const cuda_kernels::PeerSet& p, const routing::Prot
   }
   text += w.fused_ll_max_bytes == 0 ? std::string("; fused LL lines off")
                                     : "; fused LL lines up to " + bytes(w.fused_ll_max_bytes);
+  if (w.pull) {
+  } else if (w.two_shot_dma_after_bytes == kLinesEverySize) {
+    text += "; two-shot by copy engines off";
+  } else if (w.two_shot_dma_after_bytes == 0) {
+    text += "; two-shot by copy engines at every size";
+  } else {
+    text += "; two-shot by copy engines above " + bytes(w.two_shot_dma_after_bytes);
+  }
   return text + "; row clusters " + (p.cluster_rows ? "on" : "off");
 }
 
@@ -171,6 +179,10 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
                                       ? kFusedLinesMaxBytes
                                       : kernels.fused_ll_max_bytes;
     windows_.fused_two_shot = true;
+    // Copy engines for the two-shot: off until measured on the machine
+    // (a tuning file from peerplan_tune, or the KernelChoices field).
+    windows_.two_shot_dma_after_bytes =
+        pull ? kLinesEverySize : kernels.two_shot_dma_above_bytes.value_or(kLinesEverySize);
     windows_.tunable = true;
     if (bootstrap.rank() == 0) {
       log::info(std::string(kBackend) + ": " + describe_choices(peers_, windows_));
@@ -292,7 +304,8 @@ void CudaPeerTransport::close() {
   capacity_ = 0;
 }
 
-void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes) {
+void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes,
+                                std::size_t max_dma_bytes) {
   if (closed_) {
     throw InvalidUsage("peerplan cuda backend: reserve() after close(); create a new communicator.");
   }
@@ -302,8 +315,10 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   // The Lamport region holds exactly the plans the router gave the Lamport
   // protocol (one-shot and fused alike): the largest of them.
   const std::size_t lamport_bytes = std::min(max_message_bytes, max_lamport_bytes);
-  const bool needs_rebuild =
-      broken_ || max_message_bytes != capacity_ || lamport_bytes != lamport_capacity_;
+  // The copy-engine region, likewise: the largest plan given Protocol::dma.
+  const std::size_t dma_bytes = std::min(max_message_bytes, max_dma_bytes);
+  const bool needs_rebuild = broken_ || max_message_bytes != capacity_ ||
+                             lamport_bytes != lamport_capacity_ || dma_bytes != dma_capacity_;
   // Every rank rebuilds, or none: a rank that timed out resets every rank's epochs.
   if (bootstrap_.agree(!needs_rebuild)) return;
 
@@ -314,6 +329,7 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   std::memset(error_host_, 0, sizeof(DeviceError));
   capacity_ = 0;
   lamport_capacity_ = 0;
+  dma_capacity_ = 0;
   broken_ = false;
   broken_reason_.clear();
   if (max_message_bytes == 0) return;
@@ -328,7 +344,12 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   const std::size_t lamport_sub = lamport_bytes == 0 || local_size_ < 2
                                       ? 0
                                       : cuda_kernels::lamport_sub_slot_bytes_for(lamport_bytes);
-  const std::size_t lamport_offset = cuda_kernels::kSignalAreaBytes + 2 * slot;
+  // The copy-engine region after the slots: `local_size_` areas of a
+  // shard each (none without a dma plan).
+  const std::size_t dma_area =
+      dma_bytes == 0 ? 0 : cuda_kernels::dma_area_bytes_for(dma_bytes, local_size_);
+  const std::size_t dma_offset = cuda_kernels::kSignalAreaBytes + 2 * slot;
+  const std::size_t lamport_offset = dma_offset + static_cast<std::size_t>(local_size_) * dma_area;
   slabs_ = IpcSlabs::establish(
       bootstrap_, lamport_offset + 2 * static_cast<std::size_t>(local_size_ - 1) * lamport_sub,
       lamport_offset, cuda_kernels::kLamportSentinelByte);
@@ -342,9 +363,13 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   peers_.lamport_offset = lamport_offset;
   peers_.lamport_sub_slot_bytes = lamport_sub;
   peers_.lamport_max_bytes = lamport_sub == 0 ? 0 : lamport_bytes;
+  peers_.dma_offset = dma_offset;
+  peers_.dma_area_bytes = dma_area;
+  peers_.dma_max_bytes = dma_bytes;
   if (across_nodes_) allocate_node_buffers(max_message_bytes);
   capacity_ = max_message_bytes;
   lamport_capacity_ = lamport_bytes;
+  dma_capacity_ = dma_bytes;
 }
 
 void CudaPeerTransport::allocate_node_buffers(std::size_t max_message_bytes) {
@@ -456,6 +481,7 @@ std::optional<Algorithm> algorithm_for(Route route, Protocol protocol) {
     case Route::two_shot:
       if (protocol == Protocol::staged) return Algorithm::two_shot;
       if (protocol == Protocol::pull) return Algorithm::pull_two_shot;
+      if (protocol == Protocol::dma) return Algorithm::two_shot_dma;
       break;
     case Route::fused_one_shot:
       if (protocol == Protocol::lamport) return Algorithm::fused_lamport;

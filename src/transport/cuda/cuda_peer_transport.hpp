@@ -3,7 +3,7 @@
 // node-local ranks.
 //
 // Slab of each rank: [signal area 16 KiB | staging slot 0 | staging slot 1
-// | Lamport region (push one-shot, KernelChoices::one_shot_lamport_above_bytes;
+// | copy-engine region (two-shot on Protocol::dma) | Lamport region (push one-shot, KernelChoices::one_shot_lamport_above_bytes;
 // fused op, KernelChoices::fused_lamport_above_bytes)].
 // The call epoch lives on the device (the owner's signal area), so eager
 // calls and CUDA-graph replays of captured calls interleave freely and
@@ -53,7 +53,8 @@ class CudaPeerTransport final : public PeerTransport {
                     std::unique_ptr<NodeExchange> across_nodes = nullptr);
   ~CudaPeerTransport() override;
 
-  void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0) override;
+  void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0,
+               std::size_t max_dma_bytes = 0) override;
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
   // From the agreed KernelChoices and transfer mode (the same on every rank).
   routing::ProtocolWindows protocol_windows() const noexcept override { return windows_; }
@@ -102,6 +103,7 @@ class CudaPeerTransport final : public PeerTransport {
   // the router gives which plan.
   routing::ProtocolWindows windows_;
   std::size_t lamport_capacity_ = 0;  // the largest Lamport plan the region holds
+  std::size_t dma_capacity_ = 0;      // the largest copy-engine plan its region holds
   std::unique_ptr<NodeExchange> across_nodes_;
   void* node_shard_ = nullptr;       // device: [shard of the node's sum]
   void* node_reduced_ = nullptr;     // device: [dense reduced message] (fused op)

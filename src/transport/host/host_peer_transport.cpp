@@ -142,7 +142,7 @@ void HostPeerTransport::close() {
   closed_ = true;
 }
 
-void HostPeerTransport::reserve(std::size_t max_message_bytes, std::size_t) {
+void HostPeerTransport::reserve(std::size_t max_message_bytes, std::size_t, std::size_t) {
   if (closed_) {
     throw InvalidUsage("peerplan host backend: reserve() after close(); create a new communicator.");
   }

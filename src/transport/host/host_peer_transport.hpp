@@ -62,7 +62,8 @@ class HostPeerTransport final : public PeerTransport {
   // Throws SystemError on every rank when any rank cannot create or map its
   // segment (capacity_bytes() is then 0), Mismatch when ranks pass
   // different sizes, Timeout from the bootstrap.
-  void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0) override;
+  void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0,
+               std::size_t max_dma_bytes = 0) override;
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
 
   // Every route stages through shared memory: one protocol.

@@ -1,0 +1,305 @@
+// The two-shot all-reduce by copy engines (Protocol::dma, cuda/
+// two_shot_dma.cu) on real GPUs. Each check runs the same inputs through a
+// communicator whose two-shot runs on copy engines and one whose two-shot
+// stages through the kernel (KernelChoices::two_shot_dma_above_bytes at its
+// two ends), and requires: CallResult naming the protocol that ran, the
+// float64 reference within one rounding (NaN stays NaN, infinities exact),
+// the same bytes on every rank, and the same bytes from both protocols.
+// Covered: every dtype, shard counts that leave ranks with short or empty
+// shards, in == out; strided layouts (the router keeps them staged);
+// messages run in pieces; a CUDA graph mixing copy-engine and one-shot
+// plans, replayed with new inputs and eager calls in between; the timeout
+// and its recovery; the plan's launch text. Any world size from 2 to 8, one
+// GPU per rank or shared. Skipped (on every rank) without GPUs.
+#include <array>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/cuda_all_reduce_check.hpp"
+#include "support/cuda_bitwise_check.hpp"
+#include "support/cuda_test_support.hpp"
+
+namespace peerplan::cuda_test {
+namespace {
+
+constexpr std::array<DataType, 3> kDtypes{DataType::f16, DataType::bf16, DataType::f32};
+
+// Every declared all-reduce up to 64 MiB routed two-shot, on copy engines
+// (`dma`) or staged.
+Config two_shot_on(bool dma, Config config = forcing(Route::two_shot)) {
+  config.kernels.two_shot_dma_above_bytes = dma ? kDmaAlways : kDmaNever;
+  return config;
+}
+
+AllReduceCall expecting(Communicator& comm, DataType dtype, const TensorLayout& layout,
+                        Protocol protocol, Route route = Route::two_shot) {
+  return [&comm, dtype, &layout, protocol, route](const void* in, void* out) {
+    const CallResult result = comm.all_reduce(in, out, dtype, layout, nullptr);
+    EXPECT_EQ(result.route, route) << to_string(dtype) << " " << layout.to_string();
+    EXPECT_EQ(result.protocol, protocol) << to_string(dtype) << " " << layout.to_string();
+  };
+}
+
+// The same inputs through both communicators: float64 reference, same
+// bytes on every rank, same bytes from both. `dma_protocol` is what the
+// copy-engine communicator must report for this layout.
+void expect_same_bits(Communicator& staged, Communicator& dma, DataType dtype,
+                      const TensorLayout& layout, bool in_place,
+                      Protocol dma_protocol = Protocol::dma) {
+  SCOPED_TRACE(std::string(to_string(dtype)) + " " + layout.to_string() +
+               (in_place ? " in place" : ""));
+  const auto inputs = every_rank_input(dtype, layout.numel(), next_seed());
+  const auto by_dma = run_all_reduce(expecting(dma, dtype, layout, dma_protocol), dtype, layout,
+                                     inputs[rank()], in_place);
+  const auto by_kernel = run_all_reduce(expecting(staged, dtype, layout, Protocol::staged), dtype,
+                                        layout, inputs[rank()], in_place);
+  std::string first;
+  EXPECT_EQ(count_wrong(dtype, layout, inputs, by_dma, first), 0) << "copy engines, first: " << first;
+  EXPECT_TRUE(same_on_every_rank(by_dma)) << "copy-engine outputs differ across ranks";
+  EXPECT_EQ(first_difference(dtype, by_dma, by_kernel), "")
+      << "copy-engine and staged two-shot outputs differ";
+}
+
+// Counts of whole 16-byte packs (declarations have 16-byte rows): one pack
+// (at 2+ ranks some shards are empty), a few, odd ones, and an odd number
+// making several MiB.
+std::vector<std::int64_t> counts_of(DataType dtype) {
+  const std::int64_t v = static_cast<std::int64_t>(16 / element_size(dtype));
+  std::vector<std::int64_t> n;
+  for (std::int64_t packs : {1, 2, 3, 7, 9, 1001, 65537, (3 << 16) + 1}) n.push_back(packs * v);
+  return n;
+}
+
+TEST(CudaDma, EveryDtypeAndCountMatchesTheStagedTwoShotBitForBit) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto staged = create_cuda(two_shot_on(false));
+  auto dma = create_cuda(two_shot_on(true));
+  ASSERT_TRUE(staged->p2p_enabled() && dma->p2p_enabled()) << dma->p2p_disabled_reason();
+  std::vector<Declaration> declared;
+  for (DataType dtype : kDtypes) {
+    for (std::int64_t n : counts_of(dtype)) {
+      declared.push_back(Declaration::all_reduce(
+          std::string(to_string(dtype)) + "_" + std::to_string(n), dtype, vector_of(n)));
+    }
+  }
+  staged->declare(declared);
+  dma->declare(declared);
+  for (DataType dtype : kDtypes) {
+    bool in_place = false;
+    for (std::int64_t n : counts_of(dtype)) {
+      expect_same_bits(*staged, *dma, dtype, vector_of(n), in_place);
+      in_place = !in_place;
+    }
+  }
+  dma->close();
+  staged->close();
+}
+
+TEST(CudaDma, StridedRowsStayOnTheStagedKernel) {
+  // Copy engines move contiguous bytes: the router keeps padded rows on
+  // the staged two-shot even where the window admits copy engines.
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto staged = create_cuda(two_shot_on(false));
+  auto dma = create_cuda(two_shot_on(true));
+  const TensorLayout padded =
+      TensorLayout::strided(std::vector<std::int64_t>{300, 1000}, std::vector<std::int64_t>{1032, 1});
+  const TensorLayout dense{300, 1000};
+  std::vector<Declaration> declared{Declaration::all_reduce("padded", DataType::bf16, padded),
+                                    Declaration::all_reduce("dense", DataType::bf16, dense)};
+  staged->declare(declared);
+  dma->declare(declared);
+  for (bool in_place : {false, true}) {
+    expect_same_bits(*staged, *dma, DataType::bf16, padded, in_place, Protocol::staged);
+    expect_same_bits(*staged, *dma, DataType::bf16, dense, in_place, Protocol::dma);
+  }
+  dma->close();
+  staged->close();
+}
+
+TEST(CudaDma, AMessageInPiecesRunsEachPieceOnCopyEnginesWithTheSameBits) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  Config pieces = two_shot_on(true);
+  pieces.cutoffs.two_shot_chunk_bytes = 64 * 1024;
+  auto staged = create_cuda(two_shot_on(false));
+  auto dma = create_cuda(pieces);
+  // 3 pieces of 64 KiB and a short one, and a message that is one piece.
+  const std::int64_t long_count = (3 * 64 * 1024 + 4000) / 2;
+  const std::int64_t one_piece = 64 * 1024 / 2;
+  const std::vector<Declaration> declared{
+      Declaration::all_reduce("long", DataType::bf16, vector_of(long_count)),
+      Declaration::all_reduce("one", DataType::bf16, vector_of(one_piece))};
+  staged->declare(declared);
+  dma->declare(declared);
+  const PlanInfo plan = dma->plan_for(make_all_reduce_key(DataType::bf16, vector_of(long_count)));
+  EXPECT_EQ(plan.protocol, Protocol::dma);
+  EXPECT_NE(plan.launch.find("copy engines"), std::string::npos) << plan.launch;
+  EXPECT_NE(plan.launch.find("in 3 pieces of 65536 bytes + 1 of 4000"), std::string::npos)
+      << plan.launch;
+  for (bool in_place : {false, true}) {
+    expect_same_bits(*staged, *dma, DataType::bf16, vector_of(long_count), in_place);
+    expect_same_bits(*staged, *dma, DataType::bf16, vector_of(one_piece), in_place);
+  }
+  dma->close();
+  staged->close();
+}
+
+TEST(CudaDma, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  // One graph with copy-engine two-shots and a one-shot kernel between
+  // them: the one-shot moves the epoch (and its slot parity) while the
+  // copy engines' addresses stay fixed.
+  Config mixed = two_shot_on(true);
+  mixed.cutoffs.one_shot_max_bytes = 16 * 1024;
+  auto dma = create_cuda(mixed);
+  auto staged = create_cuda(two_shot_on(false));
+  ASSERT_TRUE(staged->p2p_enabled() && dma->p2p_enabled()) << dma->p2p_disabled_reason();
+  struct Shape {
+    DataType dtype;
+    std::int64_t count;
+    Route route;  // on the copy-engine communicator
+  };
+  const std::array<Shape, 3> shapes{{{DataType::bf16, 600000, Route::two_shot},
+                                     {DataType::f32, 1000, Route::one_shot},
+                                     {DataType::f16, 40000, Route::two_shot}}};
+  std::vector<Declaration> declared;
+  for (std::size_t s = 0; s < shapes.size(); ++s) {
+    declared.push_back(Declaration::all_reduce("g" + std::to_string(s), shapes[s].dtype,
+                                               vector_of(shapes[s].count)));
+  }
+  dma->declare(declared);
+  staged->declare(declared);
+
+  constexpr int kSets = 5;
+  std::vector<std::unique_ptr<DeviceBuffer>> ins, outs, sets;  // sets[set * 3 + s]
+  for (const Shape& shape : shapes) {
+    const std::size_t bytes = shape.count * element_size(shape.dtype);
+    ins.push_back(std::make_unique<DeviceBuffer>(bytes));
+    outs.push_back(std::make_unique<DeviceBuffer>(bytes));
+  }
+  for (int set = 0; set < kSets; ++set) {
+    for (const Shape& shape : shapes) {
+      const auto inputs = every_rank_input(shape.dtype, shape.count, next_seed());
+      sets.push_back(std::make_unique<DeviceBuffer>(inputs[rank()].size()));
+      sets.back()->upload(inputs[rank()]);
+    }
+  }
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  auto load_set = [&](int set) {
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+      check_cuda(cudaMemcpyAsync(ins[s]->ptr, sets[set * shapes.size() + s]->ptr, ins[s]->bytes,
+                                 cudaMemcpyDeviceToDevice, stream),
+                 "copy");
+    }
+  };
+  auto calls = [&](Communicator& comm, bool check_routes) {
+    for (std::size_t s = 0; s < shapes.size(); ++s) {
+      const CallResult result = comm.all_reduce(ins[s]->ptr, outs[s]->ptr, shapes[s].dtype,
+                                                vector_of(shapes[s].count), stream);
+      if (check_routes) {
+        EXPECT_EQ(result.route, shapes[s].route) << s;
+      }
+    }
+  };
+  auto outputs = [&] {
+    check_cuda(cudaStreamSynchronize(stream), "sync");
+    std::vector<std::uint8_t> all;
+    for (auto& out : outs) {
+      auto part = out->download(out->bytes);
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    for (auto& out : outs) out->poison();
+    check_cuda(cudaDeviceSynchronize(), "poison");  // before the non-blocking stream writes
+    return all;
+  };
+  // Expected bytes of each set: eager staged calls; the eager copy-engine
+  // calls must give them too.
+  std::vector<std::vector<std::uint8_t>> expected;
+  int eager_mismatches = 0;
+  for (int set = 0; set < kSets; ++set) {
+    load_set(set);
+    calls(*staged, false);
+    expected.push_back(outputs());
+    load_set(set);
+    calls(*dma, true);
+    if (outputs() != expected.back()) ++eager_mismatches;
+  }
+  EXPECT_EQ(eager_mismatches, 0) << "eager sets whose copy-engine bytes differ from staged";
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  calls(*dma, true);
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  const int replays = gpus_shared(*dma) ? 20 : 60;
+  int mismatches = 0;
+  for (int i = 0; i < replays; ++i) {
+    const int set = (i * 3 + 1) % kSets;
+    load_set(set);
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    if (outputs() != expected[set]) ++mismatches;
+    if (i % 7 == 6) {  // eager calls between replays, once or twice
+      const int e = (i / 7) % kSets;
+      load_set(e);
+      calls(*dma, true);
+      if (i % 14 == 13) calls(*dma, true);  // the inputs are unchanged, so are the sums
+      if (outputs() != expected[e]) ++mismatches;
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "of " << replays
+                           << " replays and their eager calls, those whose bytes differ from the "
+                              "eager staged run";
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  CUDA_OK(cudaStreamDestroy(stream));
+  staged->close();
+  dma->close();
+}
+
+TEST(CudaDma, RankThatSkipsACallMakesTheOthersRaiseTimeoutThenDeclareRecovers) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  Config config = two_shot_on(true);
+  config.timeout = std::chrono::milliseconds(1500);
+  auto dma = create_cuda(config);
+  auto staged = create_cuda(two_shot_on(false));
+  ASSERT_TRUE(dma->p2p_enabled() && staged->p2p_enabled()) << dma->p2p_disabled_reason();
+  const std::int64_t n = 1 << 18;
+  const std::vector<Declaration> declared{
+      Declaration::all_reduce("x", DataType::bf16, vector_of(n))};
+  dma->declare(declared);
+  staged->declare(declared);
+  expect_same_bits(*staged, *dma, DataType::bf16, vector_of(n), false);
+
+  const bool skips = rank() == size() - 1;
+  if (!skips) {
+    DeviceBuffer in(n * 2), out(n * 2);
+    in.upload(random_tensor(DataType::bf16, n, 2, rank()));
+    const auto start = std::chrono::steady_clock::now();
+    dma->all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, std::chrono::milliseconds(1000));
+    EXPECT_LT(waited, std::chrono::milliseconds(20000));
+    std::string message;
+    bool timed_out = false;
+    try {
+      dma->all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
+    } catch (const Timeout& e) {
+      timed_out = true;
+      message = e.what();
+    }
+    EXPECT_TRUE(timed_out) << "the call after the abandoned one must raise Timeout";
+    EXPECT_NE(message.find("rank " + std::to_string(size() - 1)), std::string::npos) << message;
+  }
+  MPI_Barrier(test_comm());
+  dma->declare(declared);  // re-creates the slabs and the region on every rank
+  for (int k = 0; k < 3; ++k) expect_same_bits(*staged, *dma, DataType::bf16, vector_of(n), k == 1);
+  staged->close();
+  dma->close();
+}
+
+}  // namespace
+}  // namespace peerplan::cuda_test
