@@ -42,24 +42,24 @@ AllReduceCall expecting(Communicator& comm, DataType dtype, const TensorLayout& 
   };
 }
 
-// The same inputs through both communicators: float64 reference, same
-// bytes on every rank, same bytes from both. `dma_protocol` is what the
-// copy-engine communicator must report for this layout.
-void expect_same_bits(Communicator& staged, Communicator& dma, DataType dtype,
+// The same inputs through `tested` and through `staged` (a whole staged
+// two-shot): float64 reference, same bytes on every rank, same bytes from
+// both. `protocol` is what `tested` must report for this layout.
+void expect_same_bits(Communicator& staged, Communicator& tested, DataType dtype,
                       const TensorLayout& layout, bool in_place,
-                      Protocol dma_protocol = Protocol::dma) {
+                      Protocol protocol = Protocol::dma) {
   SCOPED_TRACE(std::string(to_string(dtype)) + " " + layout.to_string() +
-               (in_place ? " in place" : ""));
+               (in_place ? " in place" : "") + ", " + to_string(protocol));
   const auto inputs = every_rank_input(dtype, layout.numel(), next_seed());
-  const auto by_dma = run_all_reduce(expecting(dma, dtype, layout, dma_protocol), dtype, layout,
-                                     inputs[rank()], in_place);
+  const auto got = run_all_reduce(expecting(tested, dtype, layout, protocol), dtype, layout,
+                                  inputs[rank()], in_place);
   const auto by_kernel = run_all_reduce(expecting(staged, dtype, layout, Protocol::staged), dtype,
                                         layout, inputs[rank()], in_place);
   std::string first;
-  EXPECT_EQ(count_wrong(dtype, layout, inputs, by_dma, first), 0) << "copy engines, first: " << first;
-  EXPECT_TRUE(same_on_every_rank(by_dma)) << "copy-engine outputs differ across ranks";
-  EXPECT_EQ(first_difference(dtype, by_dma, by_kernel), "")
-      << "copy-engine and staged two-shot outputs differ";
+  EXPECT_EQ(count_wrong(dtype, layout, inputs, got, first), 0) << "first: " << first;
+  EXPECT_TRUE(same_on_every_rank(got)) << "outputs differ across ranks";
+  EXPECT_EQ(first_difference(dtype, got, by_kernel), "")
+      << "outputs differ from the whole staged two-shot's";
 }
 
 // Counts of whole 16-byte packs (declarations have 16-byte rows): one pack
@@ -119,30 +119,38 @@ TEST(CudaDma, StridedRowsStayOnTheStagedKernel) {
 }
 
 TEST(CudaDma, AMessageInPiecesRunsEachPieceOnCopyEnginesWithTheSameBits) {
+  // The same pieces on the staged kernel too: both must give the bits of
+  // one whole staged two-shot.
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  Config pieces = two_shot_on(true);
-  pieces.cutoffs.two_shot_chunk_bytes = 64 * 1024;
-  auto staged = create_cuda(two_shot_on(false));
-  auto dma = create_cuda(pieces);
+  Config dma_pieces = two_shot_on(true);
+  dma_pieces.cutoffs.two_shot_chunk_bytes = 64 * 1024;
+  Config staged_pieces = two_shot_on(false);
+  staged_pieces.cutoffs.two_shot_chunk_bytes = 64 * 1024;
+  auto whole = create_cuda(two_shot_on(false));
+  auto dma = create_cuda(dma_pieces);
+  auto staged = create_cuda(staged_pieces);
   // 3 pieces of 64 KiB and a short one, and a message that is one piece.
   const std::int64_t long_count = (3 * 64 * 1024 + 4000) / 2;
   const std::int64_t one_piece = 64 * 1024 / 2;
   const std::vector<Declaration> declared{
       Declaration::all_reduce("long", DataType::bf16, vector_of(long_count)),
       Declaration::all_reduce("one", DataType::bf16, vector_of(one_piece))};
-  staged->declare(declared);
-  dma->declare(declared);
-  const PlanInfo plan = dma->plan_for(make_all_reduce_key(DataType::bf16, vector_of(long_count)));
+  for (Communicator* c : {whole.get(), dma.get(), staged.get()}) c->declare(declared);
+  const auto long_key = make_all_reduce_key(DataType::bf16, vector_of(long_count));
+  const PlanInfo plan = dma->plan_for(long_key);
   EXPECT_EQ(plan.protocol, Protocol::dma);
   EXPECT_NE(plan.launch.find("copy engines"), std::string::npos) << plan.launch;
   EXPECT_NE(plan.launch.find("in 3 pieces of 65536 bytes + 1 of 4000"), std::string::npos)
       << plan.launch;
+  EXPECT_NE(staged->plan_for(long_key).launch.find("in 3 pieces"), std::string::npos)
+      << staged->plan_for(long_key).launch;
   for (bool in_place : {false, true}) {
-    expect_same_bits(*staged, *dma, DataType::bf16, vector_of(long_count), in_place);
-    expect_same_bits(*staged, *dma, DataType::bf16, vector_of(one_piece), in_place);
+    for (std::int64_t n : {long_count, one_piece}) {
+      expect_same_bits(*whole, *dma, DataType::bf16, vector_of(n), in_place);
+      expect_same_bits(*whole, *staged, DataType::bf16, vector_of(n), in_place, Protocol::staged);
+    }
   }
-  dma->close();
-  staged->close();
+  for (Communicator* c : {staged.get(), dma.get(), whole.get()}) c->close();
 }
 
 TEST(CudaDma, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
