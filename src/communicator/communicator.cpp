@@ -269,10 +269,11 @@ class CommunicatorImpl final : public Communicator {
         // A plan run in pieces stages one piece at a time.
         const std::size_t piece = piece_bytes(declarations[i], d);
         const std::size_t staged = piece != 0 ? piece : d.message_bytes;
-        if (is_p2p(d.route)) max_bytes = std::max(max_bytes, staged);
+        // Copy-engine plans have a region of their own, not the slots.
+        if (d.protocol == Protocol::dma) max_dma_bytes = std::max(max_dma_bytes, staged);
+        else if (is_p2p(d.route)) max_bytes = std::max(max_bytes, staged);
         if (d.protocol == Protocol::lamport)
           max_lamport_bytes = std::max(max_lamport_bytes, d.message_bytes);
-        if (d.protocol == Protocol::dma) max_dma_bytes = std::max(max_dma_bytes, staged);
       }
       // A Timeout in reserve() propagates (the communicator is then
       // broken); any other failure, in reserve() or in preparing a plan's

@@ -313,11 +313,12 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
     broken_ = true;
   }
   // The Lamport region holds exactly the plans the router gave the Lamport
-  // protocol (one-shot and fused alike): the largest of them.
+  // protocol (one-shot and fused alike): the largest of them. The
+  // copy-engine region holds the plans given Protocol::dma, which stage
+  // nothing in the slots: `max_message_bytes` does not count them.
   const std::size_t lamport_bytes = std::min(max_message_bytes, max_lamport_bytes);
-  // The copy-engine region, likewise: the largest plan given Protocol::dma.
-  const std::size_t dma_bytes = std::min(max_message_bytes, max_dma_bytes);
-  const bool needs_rebuild = broken_ || max_message_bytes != capacity_ ||
+  const std::size_t dma_bytes = max_dma_bytes;
+  const bool needs_rebuild = broken_ || max_message_bytes != slot_capacity_ ||
                              lamport_bytes != lamport_capacity_ || dma_bytes != dma_capacity_;
   // Every rank rebuilds, or none: a rank that timed out resets every rank's epochs.
   if (bootstrap_.agree(!needs_rebuild)) return;
@@ -328,11 +329,12 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   release_node_buffers();
   std::memset(error_host_, 0, sizeof(DeviceError));
   capacity_ = 0;
+  slot_capacity_ = 0;
   lamport_capacity_ = 0;
   dma_capacity_ = 0;
   broken_ = false;
   broken_reason_.clear();
-  if (max_message_bytes == 0) return;
+  if (max_message_bytes == 0 && dma_bytes == 0) return;
 
   const std::size_t sub_slot = cuda_kernels::sub_slot_bytes_for(max_message_bytes, local_size_);
   const std::size_t slot = sub_slot * static_cast<std::size_t>(local_size_);
@@ -367,7 +369,8 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   peers_.dma_area_bytes = dma_area;
   peers_.dma_max_bytes = dma_bytes;
   if (across_nodes_) allocate_node_buffers(max_message_bytes);
-  capacity_ = max_message_bytes;
+  capacity_ = std::max(max_message_bytes, dma_bytes);
+  slot_capacity_ = max_message_bytes;
   lamport_capacity_ = lamport_bytes;
   dma_capacity_ = dma_bytes;
 }
@@ -506,9 +509,11 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& requ
                           to_string(request.route) + " plan on protocol " +
                           to_string(request.protocol) + ": " + why);
   };
-  if (closed_ || capacity_ == 0 || request.message_bytes > capacity_) {
-    refuse_peer_call(kBackend, {closed_, false, {}, capacity_}, "prepare",
-                     request.message_bytes);
+  // Copy-engine plans have a region of their own; the others stage
+  // through the slots (or their Lamport region, which prepare checks).
+  const std::size_t room = request.protocol == Protocol::dma ? dma_capacity_ : slot_capacity_;
+  if (closed_ || room == 0 || request.message_bytes > room) {
+    refuse_peer_call(kBackend, {closed_, false, {}, room}, "prepare", request.message_bytes);
   }
   if (request.layout == nullptr) refuse("layout is null");
   if (request.route == Route::hierarchical || across_nodes_) {

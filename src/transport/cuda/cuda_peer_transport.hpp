@@ -102,6 +102,7 @@ class CudaPeerTransport final : public PeerTransport {
   // The agreed KernelChoices and transfer mode, resolved: which protocol
   // the router gives which plan.
   routing::ProtocolWindows windows_;
+  std::size_t slot_capacity_ = 0;     // the largest plan the staging slots hold
   std::size_t lamport_capacity_ = 0;  // the largest Lamport plan the region holds
   std::size_t dma_capacity_ = 0;      // the largest copy-engine plan its region holds
   std::unique_ptr<NodeExchange> across_nodes_;
