@@ -209,8 +209,9 @@ inline constexpr int kMaxUndeclaredKeysTracked = 1024;
 // PEERPLAN_WORLD_SIZE, and the KernelChoices: PEERPLAN_ONE_SHOT_MAX_BLOCKS
 // (1..1024|auto), PEERPLAN_ONE_SHOT_PROTOCOL and PEERPLAN_FUSED_PROTOCOL
 // (auto|ll|lamport|a size), PEERPLAN_FUSED_LL_MAX_BYTES (a size|auto),
-// PEERPLAN_ROW_CLUSTERS (auto|on|off or a boolean), PEERPLAN_FALLBACK
-// (auto|nccl|mpi), PEERPLAN_TRACK_UNDECLARED (0..1024). Names and keywords are
+// PEERPLAN_ROW_CLUSTERS (auto|on|off or a boolean), PEERPLAN_TWO_SHOT_PROTOCOL
+// (auto|staged|dma|a size), PEERPLAN_FALLBACK (auto|nccl|mpi),
+// PEERPLAN_TRACK_UNDECLARED (0..1024). Names and keywords are
 // case-insensitive; sizes take K/M/G suffixes (KiB multiples, e.g. 512K) or
 // "auto"; booleans 0/1/true/false/yes/no/on/off. A variable set to the empty
 // string counts as unset. src/core/environment.cpp documents each one.

@@ -13,6 +13,13 @@ std::string protocol_text(const std::optional<std::size_t>& lamport_above_bytes)
   return std::to_string(*lamport_above_bytes);
 }
 
+std::string two_shot_protocol_text(const std::optional<std::size_t>& dma_above_bytes) {
+  if (!dma_above_bytes) return "auto";
+  if (*dma_above_bytes == kDmaNever) return "staged";
+  if (*dma_above_bytes == kDmaAlways) return "dma";
+  return std::to_string(*dma_above_bytes);
+}
+
 std::vector<ConfigField> config_fields(const Config& c) {
   const RouteCutoffs& r = c.cutoffs;
   const KernelChoices& k = c.kernels;
@@ -51,6 +58,9 @@ std::vector<ConfigField> config_fields(const Config& c) {
       {"kernels.fused_ll_max_bytes", "PEERPLAN_FUSED_LL_MAX_BYTES",
        bytes_or_auto(k.fused_ll_max_bytes), true},
       {"kernels.row_clusters", "PEERPLAN_ROW_CLUSTERS", to_string(k.row_clusters), false},
+      // Sender and receiver must run the same two-shot protocol.
+      {"kernels.two_shot_dma_above_bytes", "PEERPLAN_TWO_SHOT_PROTOCOL",
+       two_shot_protocol_text(k.two_shot_dma_above_bytes), true},
       // Every rank must take the same fallback: the calls are collectives.
       {"fallback", "PEERPLAN_FALLBACK", to_string(c.fallback), true},
       // What this rank's Stats keep: no peer depends on it.

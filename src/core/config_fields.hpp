@@ -34,4 +34,8 @@ std::string bytes_or_auto(std::size_t bytes);
 // A protocol threshold (KernelChoices): "auto", "ll", "lamport" or the number.
 std::string protocol_text(const std::optional<std::size_t>& lamport_above_bytes);
 
+// The two-shot's threshold (KernelChoices::two_shot_dma_above_bytes):
+// "auto", "staged", "dma" or the number.
+std::string two_shot_protocol_text(const std::optional<std::size_t>& dma_above_bytes);
+
 }  // namespace peerplan::core

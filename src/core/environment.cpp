@@ -22,13 +22,16 @@
 // | PEERPLAN_FUSED_PROTOCOL      | kernels.fused_lamport_above_bytes    | auto, ll, lamport, or a size            | auto           |
 // | PEERPLAN_FUSED_LL_MAX_BYTES  | kernels.fused_ll_max_bytes           | size, or auto; 0 turns LL lines off     | auto (2 MiB)   |
 // | PEERPLAN_ROW_CLUSTERS        | kernels.row_clusters                 | auto, on, off, or a boolean             | auto           |
+// | PEERPLAN_TWO_SHOT_PROTOCOL   | kernels.two_shot_dma_above_bytes     | auto, staged, dma, or a size            | auto           |
 // | PEERPLAN_FALLBACK            | fallback                             | auto, nccl, mpi                         | auto           |
 // | PEERPLAN_TRACK_UNDECLARED    | undeclared_keys_tracked              | integer 0 .. 1024 (0 = off)             | 0              |
 //
 // A protocol size N means LL lines up to N bytes, the Lamport protocol
 // above; `ll` is LL at every size (kLamportNever), `lamport` Lamport at
-// every size (kLamportAlways, the same as 0). The kernel knobs are read by
-// the CUDA backend only (config.hpp, KernelChoices).
+// every size (kLamportAlways, the same as 0). Likewise for the two-shot:
+// N is the staged kernel up to N bytes, copy engines (dma) above; `staged`
+// is kDmaNever, `dma` kDmaAlways (the same as 0). The kernel knobs are read
+// by the CUDA backend only (config.hpp, KernelChoices).
 //
 // PEERPLAN_P2P_LEVEL=auto (P2PLevel::automatic) allows every link class up
 // to NODE: P2P within a NUMA node, never across the CPU interconnect (SYS)
@@ -124,31 +127,53 @@ const std::string kMinSizeAccepted =
     "a byte count with an optional K, M or G suffix (e.g. 524288 or 512K), 0 for no lower "
     "bound, or auto";
 
-// A protocol knob: auto (nullopt), ll, lamport, or the byte count up to
-// which LL lines are used. `which` names the kernel in the effect line.
+// The two protocols a protocol knob chooses between by size: the keyword
+// that selects each at every size, and its name in the effect line.
+struct ProtocolPair {
+  const char* below_keyword;  // up to the threshold; the knob's "never" value
+  const char* below_name;
+  const char* above_keyword;  // above it; the knob's "always" value (0)
+  const char* above_name;
+};
+
+// The Lamport and copy-engine knobs share their ends (kLamportNever ==
+// kDmaNever, kLamportAlways == kDmaAlways), so one parser serves both.
+static_assert(kLamportNever == kDmaNever && kLamportAlways == kDmaAlways);
+
+constexpr ProtocolPair kLlOrLamport{"ll", "LL lines", "lamport", "Lamport"};
+constexpr ProtocolPair kStagedOrDma{"staged", "staged", "dma", "dma"};
+
+// A protocol knob: auto (nullopt), either keyword of `pair`, or the byte
+// count up to which the lower protocol runs. `which` names the kernel in
+// the effect line.
 std::optional<std::string> apply_protocol(std::optional<std::size_t>& field,
-                                          std::string_view value, const char* which) {
+                                          std::string_view value, const char* which,
+                                          const ProtocolPair& pair = kLlOrLamport) {
   if (core::equals_ignore_case(value, "auto")) {
     field.reset();
     return std::string(which) + " protocol = the backend's default";
   }
-  if (core::equals_ignore_case(value, "ll")) {
+  if (core::equals_ignore_case(value, pair.below_keyword)) {
     field = kLamportNever;
-  } else if (core::equals_ignore_case(value, "lamport")) {
+  } else if (core::equals_ignore_case(value, pair.above_keyword)) {
     field = kLamportAlways;
   } else {
     field = parse_size(value);
     if (!field) return std::nullopt;
   }
-  if (*field == kLamportNever) return std::string(which) + " protocol LL lines at every size";
-  if (*field == kLamportAlways) return std::string(which) + " protocol Lamport at every size";
-  return std::string(which) + " protocol LL lines up to " + std::to_string(*field) +
-         " bytes, Lamport above";
+  const std::string prefix = std::string(which) + " protocol ";
+  if (*field == kLamportNever) return prefix + pair.below_name + " at every size";
+  if (*field == kLamportAlways) return prefix + pair.above_name + " at every size";
+  return prefix + pair.below_name + " up to " + std::to_string(*field) + " bytes, " +
+         pair.above_name + " above";
 }
 
 const std::string kProtocolAccepted =
     "auto, ll, lamport (case-insensitive), or a byte count with an optional K, M or G suffix "
     "(LL lines up to it, Lamport above; e.g. 65536 or 64K)";
+const std::string kTwoShotProtocolAccepted =
+    "auto, staged, dma (case-insensitive), or a byte count with an optional K, M or G suffix "
+    "(the staged kernel up to it, copy engines above; e.g. 16777216 or 16M)";
 
 template <typename Enum, std::size_t N>
 std::string one_of(const std::array<Enum, N>& values) {
@@ -311,6 +336,10 @@ const std::vector<Variable>& variables() {
            case RowClusters::automatic: break;
          }
          return std::string("row clusters where the GPU has them");
+       }},
+      {"PEERPLAN_TWO_SHOT_PROTOCOL", kTwoShotProtocolAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_protocol(c.kernels.two_shot_dma_above_bytes, v, "two-shot", kStagedOrDma);
        }},
       {"PEERPLAN_FALLBACK", one_of(kFallbacks),
        [](Config& c, std::string_view v) -> std::optional<std::string> {

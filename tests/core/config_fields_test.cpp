@@ -40,6 +40,7 @@ TEST(ConfigFields, KernelChoicesDefaultToAuto) {
   EXPECT_EQ(field(fields, "kernels.fused_lamport_above_bytes").value, "auto");
   EXPECT_EQ(field(fields, "kernels.fused_ll_max_bytes").value, "auto");
   EXPECT_EQ(field(fields, "kernels.row_clusters").value, "auto");
+  EXPECT_EQ(field(fields, "kernels.two_shot_dma_above_bytes").value, "auto");
 }
 
 TEST(ConfigFields, KernelChoicesAsTheVariablesWriteThem) {
@@ -49,14 +50,22 @@ TEST(ConfigFields, KernelChoicesAsTheVariablesWriteThem) {
   c.kernels.fused_lamport_above_bytes = kLamportAlways;
   c.kernels.fused_ll_max_bytes = 0;
   c.kernels.row_clusters = RowClusters::off;
+  c.kernels.two_shot_dma_above_bytes = kDmaNever;
   const auto fields = config_fields(c);
   EXPECT_EQ(field(fields, "kernels.one_shot_max_blocks").value, "80");
   EXPECT_EQ(field(fields, "kernels.one_shot_lamport_above_bytes").value, "ll");
   EXPECT_EQ(field(fields, "kernels.fused_lamport_above_bytes").value, "lamport");
   EXPECT_EQ(field(fields, "kernels.fused_ll_max_bytes").value, "0");
   EXPECT_EQ(field(fields, "kernels.row_clusters").value, "off");
+  EXPECT_EQ(field(fields, "kernels.two_shot_dma_above_bytes").value, "staged");
+  EXPECT_EQ(field(fields, "kernels.two_shot_dma_above_bytes").variable,
+            std::string("PEERPLAN_TWO_SHOT_PROTOCOL"));
   c.kernels.one_shot_lamport_above_bytes = 16384;
   EXPECT_EQ(field(config_fields(c), "kernels.one_shot_lamport_above_bytes").value, "16384");
+  c.kernels.two_shot_dma_above_bytes = kDmaAlways;
+  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_dma_above_bytes").value, "dma");
+  c.kernels.two_shot_dma_above_bytes = std::size_t{16} << 20;
+  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_dma_above_bytes").value, "16777216");
 
   // Each value, given back to its variable, gives the same field.
   for (const auto& f : fields) {
@@ -74,6 +83,7 @@ TEST(ConfigFields, AgreedAreThoseThatChangeWhatPeersRun) {
   EXPECT_TRUE(field(fields, "kernels.one_shot_lamport_above_bytes").agreed);
   EXPECT_TRUE(field(fields, "kernels.fused_lamport_above_bytes").agreed);
   EXPECT_TRUE(field(fields, "kernels.fused_ll_max_bytes").agreed);
+  EXPECT_TRUE(field(fields, "kernels.two_shot_dma_above_bytes").agreed);
   // Launch shapes no peer depends on (no per-block flags; same bits).
   EXPECT_FALSE(field(fields, "kernels.one_shot_max_blocks").agreed);
   EXPECT_FALSE(field(fields, "kernels.row_clusters").agreed);
@@ -116,6 +126,7 @@ TEST(ConfigFields, EveryAgreedFieldShowsItsAutoValueAsAuto) {
       "kernels.one_shot_lamport_above_bytes",
       "kernels.fused_lamport_above_bytes",
       "kernels.fused_ll_max_bytes",
+      "kernels.two_shot_dma_above_bytes",
       "fallback"};
   // Config{} holds every auto value; the agreed fields without one are
   // plain numbers or booleans (timeout, disable_p2p, expected_world_size).
@@ -138,6 +149,7 @@ TEST(ConfigFields, NoFieldShowsASentinelNumber) {
     c.kernels.fused_ll_max_bytes = sentinel;
     c.kernels.one_shot_lamport_above_bytes = sentinel;
     c.kernels.fused_lamport_above_bytes = sentinel;
+    c.kernels.two_shot_dma_above_bytes = sentinel;
     for (const auto& f : config_fields(c)) {
       EXPECT_EQ(f.value.find(std::to_string(std::numeric_limits<std::size_t>::max())),
                 std::string::npos)
@@ -164,6 +176,7 @@ TEST(ConfigFields, EveryFieldReadsBackThroughItsVariable) {
   set.expected_world_size = 4;
   set.kernels.one_shot_lamport_above_bytes = kLamportAlways;
   set.kernels.fused_ll_max_bytes = 1u << 20;
+  set.kernels.two_shot_dma_above_bytes = 8u << 20;
   set.fallback = Fallback::mpi;
   for (const Config& config : {Config{}, set}) {
     for (const auto& f : config_fields(config)) {
@@ -181,6 +194,10 @@ TEST(ConfigFields, ProtocolText) {
   EXPECT_EQ(protocol_text(kLamportNever), "ll");
   EXPECT_EQ(protocol_text(kLamportAlways), "lamport");
   EXPECT_EQ(protocol_text(4096), "4096");
+  EXPECT_EQ(two_shot_protocol_text(std::nullopt), "auto");
+  EXPECT_EQ(two_shot_protocol_text(kDmaNever), "staged");
+  EXPECT_EQ(two_shot_protocol_text(kDmaAlways), "dma");
+  EXPECT_EQ(two_shot_protocol_text(std::size_t{16} << 20), "16777216");
   EXPECT_EQ(bytes_or_auto(kAutoCutoff), "auto");
   EXPECT_EQ(bytes_or_auto(0), "0");
 }

@@ -65,8 +65,8 @@ TEST(Environment, ReadsExactlyTheDocumentedVariables) {
       "PEERPLAN_TUNING_FILE",     "PEERPLAN_WORLD_SIZE",
       "PEERPLAN_ONE_SHOT_MAX_BLOCKS", "PEERPLAN_ONE_SHOT_PROTOCOL",
       "PEERPLAN_FUSED_PROTOCOL",  "PEERPLAN_FUSED_LL_MAX_BYTES",
-      "PEERPLAN_ROW_CLUSTERS",    "PEERPLAN_FALLBACK",
-      "PEERPLAN_TRACK_UNDECLARED"};
+      "PEERPLAN_ROW_CLUSTERS",    "PEERPLAN_TWO_SHOT_PROTOCOL",
+      "PEERPLAN_FALLBACK",        "PEERPLAN_TRACK_UNDECLARED"};
   EXPECT_EQ(environment_variable_names(), documented);
 
   // And it looks each of them up (no more, no fewer).
@@ -334,6 +334,55 @@ TEST(Environment, ProtocolsDescribeTheirEffect) {
   EXPECT_EQ(applied[3], "PEERPLAN_FUSED_PROTOCOL=auto (fused protocol = the backend's default)");
 }
 
+TEST(Environment, TwoShotProtocol) {
+  const char* name = "PEERPLAN_TWO_SHOT_PROTOCOL";
+  const auto dma_above = [&](const char* value) {
+    return with(name, value).kernels.two_shot_dma_above_bytes;
+  };
+  for (const char* staged : {"staged", "STAGED", "Staged"})
+    EXPECT_EQ(dma_above(staged), kDmaNever) << staged;
+  for (const char* dma : {"dma", "DMA", "Dma", "0"}) EXPECT_EQ(dma_above(dma), kDmaAlways) << dma;
+  EXPECT_EQ(dma_above("16777216"), std::size_t{16} << 20);
+  EXPECT_EQ(dma_above("16M"), std::size_t{16} << 20);
+  EXPECT_EQ(dma_above("512k"), std::size_t{512} << 10);
+  EXPECT_EQ(dma_above("1G"), std::size_t{1} << 30);
+  // auto resets a value given in code.
+  Config code;
+  code.kernels.two_shot_dma_above_bytes = kDmaAlways;
+  for (const char* automatic : {"auto", "AUTO"}) {
+    EXPECT_EQ(apply({{name, automatic}}, code).kernels.two_shot_dma_above_bytes, std::nullopt)
+        << automatic;
+  }
+  // Only the field changes.
+  KernelChoices expected;
+  expected.two_shot_dma_above_bytes = std::size_t{8} << 20;
+  EXPECT_EQ(with(name, "8M").kernels, expected);
+  EXPECT_EQ(with(name, "8M").cutoffs, RouteCutoffs{});
+
+  // The one-shot's keywords are not the two-shot's.
+  for (const char* bad : {"ll", "lamport", "pull", "copy", "-1", "1.5M", "16MB", "dma ", " staged",
+                          "dma16M", "99999999999999999999"})
+    expect_rejected(name, bad, "auto, staged, dma");
+  const std::string message = rejection(name, "ll");
+  EXPECT_NE(message.find("staged kernel up to it, copy engines above"), std::string::npos)
+      << message;
+}
+
+TEST(Environment, TwoShotProtocolDescribesItsEffect) {
+  std::vector<std::string> applied;
+  for (const char* value : {"staged", "dma", "16M", "auto"})
+    apply({{"PEERPLAN_TWO_SHOT_PROTOCOL", value}}, Config{}, &applied);
+  ASSERT_EQ(applied.size(), 4u);
+  EXPECT_EQ(applied[0],
+            "PEERPLAN_TWO_SHOT_PROTOCOL=staged (two-shot protocol staged at every size)");
+  EXPECT_EQ(applied[1], "PEERPLAN_TWO_SHOT_PROTOCOL=dma (two-shot protocol dma at every size)");
+  EXPECT_EQ(applied[2],
+            "PEERPLAN_TWO_SHOT_PROTOCOL=16M (two-shot protocol staged up to 16777216 bytes, "
+            "dma above)");
+  EXPECT_EQ(applied[3],
+            "PEERPLAN_TWO_SHOT_PROTOCOL=auto (two-shot protocol = the backend's default)");
+}
+
 TEST(Environment, FusedLlMaxBytes) {
   EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "2097152").kernels.fused_ll_max_bytes, 2u << 20);
   EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "2M").kernels.fused_ll_max_bytes, 2u << 20);
@@ -404,12 +453,14 @@ TEST(Environment, KernelKnobsUnsetOrEmptyLeaveTheCodesChoices) {
   code.kernels.fused_lamport_above_bytes = 128;
   code.kernels.fused_ll_max_bytes = 0;
   code.kernels.row_clusters = RowClusters::off;
+  code.kernels.two_shot_dma_above_bytes = kDmaNever;
   std::vector<std::string> applied;
   const Config result = apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", ""},
                                {"PEERPLAN_ONE_SHOT_PROTOCOL", ""},
                                {"PEERPLAN_FUSED_PROTOCOL", ""},
                                {"PEERPLAN_FUSED_LL_MAX_BYTES", ""},
-                               {"PEERPLAN_ROW_CLUSTERS", ""}},
+                               {"PEERPLAN_ROW_CLUSTERS", ""},
+                               {"PEERPLAN_TWO_SHOT_PROTOCOL", ""}},
                               code, &applied);
   EXPECT_EQ(result.kernels, code.kernels);
   EXPECT_TRUE(applied.empty());
@@ -421,6 +472,7 @@ TEST(Environment, KernelKnobsUnsetOrEmptyLeaveTheCodesChoices) {
   EXPECT_EQ(defaults.fused_lamport_above_bytes, std::nullopt);
   EXPECT_EQ(defaults.fused_ll_max_bytes, kAutoCutoff);
   EXPECT_EQ(defaults.row_clusters, RowClusters::automatic);
+  EXPECT_EQ(defaults.two_shot_dma_above_bytes, std::nullopt);
 }
 
 TEST(Environment, BadKernelKnobsAreReportedTogether) {
