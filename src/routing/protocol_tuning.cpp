@@ -23,6 +23,10 @@ ProtocolWindows apply_protocol_tuning(ProtocolWindows windows, const ProtocolTun
   if (kernels.fused_ll_max_bytes == kAutoCutoff && tuned.fused_ll_max_bytes != kAutoCutoff) {
     windows.fused_ll_max_bytes = tuned.fused_ll_max_bytes;
   }
+  if (!windows.pull && !kernels.two_shot_dma_above_bytes &&
+      tuned.two_shot_dma_after_bytes != kAutoCutoff) {
+    windows.two_shot_dma_after_bytes = tuned.two_shot_dma_after_bytes;
+  }
   return windows;
 }
 

@@ -1,9 +1,10 @@
 // Protocol windows measured on one machine (peerplan_tune), carried by its
 // tuning file entry next to the route cutoffs, and applied to the windows
 // a P2P transport reports before the router reads them. Only transports
-// whose protocols are tunable (the CUDA kernels: LL lines and Lamport) take
-// them; a window the Config sets explicitly (KernelChoices, or its
-// PEERPLAN_* variable) wins over the file's, as a cutoff does.
+// whose protocols are tunable (the CUDA kernels: LL lines and Lamport, the
+// staged and copy-engine two-shots) take them; a window the Config sets
+// explicitly (KernelChoices, or its PEERPLAN_* variable) wins over the
+// file's, as a cutoff does.
 //
 // Every field is a byte count, or kAutoCutoff where the entry does not set
 // it (the transport's built-in window stays).
@@ -28,17 +29,23 @@ struct ProtocolTuning {
   // Fused op outside the Lamport window: LL lines up to this many bytes
   // (0: never), the two-shot all-reduce + row norm above.
   std::size_t fused_ll_max_bytes = kAutoCutoff;
+  // Push two-shot all-reduce of a contiguous layout: the staged kernel up
+  // to this many bytes, copy engines (Protocol::dma) above; 0: dma at
+  // every size. (Last: brace initialisations of the fields above keep
+  // their meaning.)
+  std::size_t two_shot_dma_after_bytes = kAutoCutoff;
 
   friend bool operator==(const ProtocolTuning&, const ProtocolTuning&) = default;
 };
 
 // The fields under the names the tuning file and the logs use.
 using ProtocolTuningField = ByteField<ProtocolTuning>;
-inline constexpr std::array<ProtocolTuningField, 4> kProtocolTuningFields{{
+inline constexpr std::array<ProtocolTuningField, 5> kProtocolTuningFields{{
     {"one_shot_ll_max_bytes", &ProtocolTuning::one_shot_ll_max_bytes},
     {"fused_lamport_after_bytes", &ProtocolTuning::fused_lamport_after_bytes},
     {"fused_lamport_max_bytes", &ProtocolTuning::fused_lamport_max_bytes},
     {"fused_ll_max_bytes", &ProtocolTuning::fused_ll_max_bytes},
+    {"two_shot_dma_after_bytes", &ProtocolTuning::two_shot_dma_after_bytes},
 }};
 
 // True when no field is set.
@@ -52,7 +59,9 @@ bool is_empty(const ProtocolTuning& tuning) noexcept;
 //  - the fused Lamport window (after and max), unless
 //    kernels.fused_lamport_above_bytes is set; max = 0 turns Lamport off;
 //    an automatic `after` with a set `max` keeps the transport's `after`;
-//  - fused_ll_max_bytes, unless kernels.fused_ll_max_bytes is set.
+//  - fused_ll_max_bytes, unless kernels.fused_ll_max_bytes is set;
+//  - two_shot_dma_after_bytes, unless kernels.two_shot_dma_above_bytes is
+//    set or the transport pulls (the pull two-shot has one protocol).
 ProtocolWindows apply_protocol_tuning(ProtocolWindows windows, const ProtocolTuning& tuned,
                                       const KernelChoices& kernels) noexcept;
 

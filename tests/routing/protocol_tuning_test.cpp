@@ -1,8 +1,8 @@
 // apply_protocol_tuning: a tuning entry's windows move a tunable
 // transport's windows, field by field; an explicit Config window wins; a
 // transport whose windows are fixed (the host backend) or that pulls (the
-// one-shot) keeps its own; max = 0 closes the fused Lamport window. And
-// the router then chooses by the moved windows.
+// one-shot and the two-shot) keeps its own; max = 0 closes the fused
+// Lamport window. And the router then chooses by the moved windows.
 #include "routing/protocol_tuning.hpp"
 
 #include <gtest/gtest.h>
@@ -27,6 +27,7 @@ ProtocolTuning every_field() {
   t.fused_lamport_after_bytes = 16 * kKiB;
   t.fused_lamport_max_bytes = 8 * kMiB;
   t.fused_ll_max_bytes = 512 * kKiB;
+  t.two_shot_dma_after_bytes = 32 * kMiB;
   return t;
 }
 
@@ -42,6 +43,7 @@ TEST(ProtocolTuning, EveryFieldMovesItsWindow) {
   EXPECT_EQ(w.fused_lamport_after_bytes, 16 * kKiB);
   EXPECT_EQ(w.fused_lamport_max_bytes, 8 * kMiB);
   EXPECT_EQ(w.fused_ll_max_bytes, 512 * kKiB);
+  EXPECT_EQ(w.two_shot_dma_after_bytes, 32 * kMiB);
   EXPECT_TRUE(w.lines && w.tunable && w.fused_two_shot && !w.pull) << "capabilities stay";
 }
 
@@ -61,6 +63,14 @@ TEST(ProtocolTuning, OneFieldAtATime) {
   t = ProtocolTuning{};
   t.fused_lamport_after_bytes = 0;
   EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), cuda_push());
+  // The copy-engine window alone; 0 is dma at every size, not "never".
+  for (const std::size_t after : {std::size_t{0}, 16 * kMiB}) {
+    t = ProtocolTuning{};
+    t.two_shot_dma_after_bytes = after;
+    expected = cuda_push();
+    expected.two_shot_dma_after_bytes = after;
+    EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), expected) << after;
+  }
 }
 
 TEST(ProtocolTuning, MaxZeroClosesTheFusedLamportWindow) {
@@ -81,6 +91,7 @@ TEST(ProtocolTuning, AnExplicitConfigWindowWins) {
   kernels.one_shot_lamport_above_bytes = kLamportNever;
   kernels.fused_lamport_above_bytes = 32 * kKiB;
   kernels.fused_ll_max_bytes = 1 * kMiB;
+  kernels.two_shot_dma_above_bytes = kDmaNever;
   // The transport's windows already hold the config's values; the file's
   // must not replace them.
   EXPECT_EQ(apply_protocol_tuning(cuda_push(), every_field(), kernels), cuda_push());
@@ -89,12 +100,26 @@ TEST(ProtocolTuning, AnExplicitConfigWindowWins) {
   const ProtocolWindows w = apply_protocol_tuning(cuda_push(), every_field(), only_ll_max);
   EXPECT_EQ(w.fused_ll_max_bytes, 2 * kMiB) << "the config's (transport's) value";
   EXPECT_EQ(w.one_shot_ll_max_bytes, 256 * kKiB) << "the file's: the config left it automatic";
+  EXPECT_EQ(w.two_shot_dma_after_bytes, 32 * kMiB) << "the file's: the config left it automatic";
+  // Each explicit two-shot choice keeps the transport's window (which
+  // already holds it), even a size that happens to equal the file's.
+  for (const std::size_t above : {kDmaNever, kDmaAlways, 32 * kMiB, 64 * kMiB}) {
+    KernelChoices dma;
+    dma.two_shot_dma_above_bytes = above;
+    EXPECT_EQ(apply_protocol_tuning(cuda_push(), every_field(), dma).two_shot_dma_after_bytes,
+              kNoLimit)
+        << above;
+  }
 }
 
 TEST(ProtocolTuning, FixedWindowsAndPullKeepTheirOwn) {
   EXPECT_EQ(apply_protocol_tuning(ProtocolWindows{}, every_field(), KernelChoices{}),
             ProtocolWindows{})
       << "the host backend's single protocol";
+  EXPECT_EQ(apply_protocol_tuning(ProtocolWindows{}, every_field(), KernelChoices{})
+                .two_shot_dma_after_bytes,
+            kNoLimit)
+      << "the host two-shot has no copy-engine protocol";
   ProtocolWindows pull = cuda_push();
   pull.pull = true;
   pull.lines = false;
@@ -102,6 +127,7 @@ TEST(ProtocolTuning, FixedWindowsAndPullKeepTheirOwn) {
   const ProtocolWindows w = apply_protocol_tuning(pull, every_field(), KernelChoices{});
   EXPECT_EQ(w.one_shot_ll_max_bytes, kNoLimit) << "pull has one one-shot protocol";
   EXPECT_EQ(w.fused_ll_max_bytes, 512 * kKiB) << "the fused op pushes in pull mode too";
+  EXPECT_EQ(w.two_shot_dma_after_bytes, kNoLimit) << "the pull two-shot has one protocol";
 }
 
 TEST(ProtocolTuning, TheRouterChoosesByTheMovedWindows) {
@@ -112,15 +138,27 @@ TEST(ProtocolTuning, TheRouterChoosesByTheMovedWindows) {
             Protocol::lamport);
   const ProtocolWindows tuned = apply_protocol_tuning(cuda_push(), every_field(), KernelChoices{});
   EXPECT_EQ(choose_protocol(Route::one_shot, all_reduce, bytes, tuned).protocol, Protocol::ll);
+
+  // The file's copy-engine window starts above 32 MiB; the transport's is empty.
+  const auto two_shot_of = [](std::size_t bytes, const ProtocolWindows& w) {
+    const auto d = Declaration::all_reduce("ar", DataType::bf16,
+                                           TensorLayout{static_cast<std::int64_t>(bytes / 2)});
+    return choose_protocol(Route::two_shot, d, message_bytes(d), w).protocol;
+  };
+  EXPECT_EQ(two_shot_of(64 * kMiB, cuda_push()), Protocol::staged);
+  EXPECT_EQ(two_shot_of(64 * kMiB, tuned), Protocol::dma);
+  EXPECT_EQ(two_shot_of(32 * kMiB, tuned), Protocol::staged) << "the window starts above it";
 }
 
 TEST(ProtocolTuning, DescribeNamesEveryField) {
   EXPECT_EQ(describe_protocol_tuning(ProtocolTuning{}),
             "one_shot_ll_max_bytes=auto fused_lamport_after_bytes=auto "
-            "fused_lamport_max_bytes=auto fused_ll_max_bytes=auto");
+            "fused_lamport_max_bytes=auto fused_ll_max_bytes=auto "
+            "two_shot_dma_after_bytes=auto");
   EXPECT_EQ(describe_protocol_tuning(every_field()),
             "one_shot_ll_max_bytes=262144 fused_lamport_after_bytes=16384 "
-            "fused_lamport_max_bytes=8388608 fused_ll_max_bytes=524288");
+            "fused_lamport_max_bytes=8388608 fused_ll_max_bytes=524288 "
+            "two_shot_dma_after_bytes=33554432");
 }
 
 }  // namespace

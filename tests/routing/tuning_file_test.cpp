@@ -89,9 +89,30 @@ TEST(TuningFile, ReadsTheProtocolWindows) {
   EXPECT_EQ(file.entries[0].cutoffs, RouteCutoffs{}) << "protocol keys are not cutoffs";
   expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_ll_max_bytes = lines\n"), 4,
                      "byte count");
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_dma_after_bytes = dma\n"),
+                     4, "byte count");
   expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_ll_max_bytes = 1M\n"
                                 "fused_ll_max_bytes = 2M\n"),
                      5, "set again");
+}
+
+TEST(TuningFile, ReadsTheTwoShotCopyEngineWindow) {
+  const auto dma_after = [](const std::string& value) {
+    const TuningFile file = parse(header_and(
+        "[entry]\nfingerprint = cuda ranks=2\ntwo_shot_dma_after_bytes = " + value + "\n"));
+    EXPECT_EQ(file.entries.at(0).cutoffs, RouteCutoffs{}) << "not a cutoff";
+    ProtocolTuning others = file.entries.at(0).protocols;
+    others.two_shot_dma_after_bytes = kAutoCutoff;
+    EXPECT_TRUE(is_empty(others)) << "no other protocol window";
+    return file.entries.at(0).protocols.two_shot_dma_after_bytes;
+  };
+  EXPECT_EQ(dma_after("16M"), std::size_t{16} << 20);
+  EXPECT_EQ(dma_after("33554432"), std::size_t{32} << 20);
+  EXPECT_EQ(dma_after("0"), 0u);  // copy engines at every size
+  EXPECT_EQ(dma_after("auto"), kAutoCutoff);
+  // The unknown-key message lists it with the other keys.
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_dma_after = 1\n"), 4,
+                     "fused_ll_max_bytes, two_shot_dma_after_bytes, measured");
 }
 
 TEST(TuningFile, SeveralEntriesInFileOrder) {
@@ -226,7 +247,13 @@ TEST(TuningFileFormat, RoundTrip) {
   file.entries.push_back({"host ranks=3", partial, "", 0, {}});
   file.entries[0].protocols.one_shot_ll_max_bytes = 131072;
   file.entries[0].protocols.fused_lamport_max_bytes = 0;
+  file.entries[0].protocols.two_shot_dma_after_bytes = 67108864;
+  file.entries[1].protocols.two_shot_dma_after_bytes = 0;
   const std::string text = format_tuning_file(file, "written by a test\n\nsecond line");
+  EXPECT_NE(text.find("two_shot_dma_after_bytes = 67108864\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("two_shot_dma_after_bytes = 0\n", text.find("host ranks=3")),
+            std::string::npos)
+      << text;
   EXPECT_EQ(text.rfind("# written by a test\n#\n# second line\npeerplan-tuning 1\n", 0), 0u)
       << text;
   EXPECT_EQ(text.find("one_shot_max_bytes", text.find("host ranks=3")), std::string::npos)
