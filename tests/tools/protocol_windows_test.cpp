@@ -1,8 +1,9 @@
 // derive_protocols: the one-shot LL prefix, the fused Lamport window (its
 // lower bound, the longest run, none at all), the fused LL prefix outside
-// that window, ties, empty input, winner patterns the windows cannot say;
-// and, over every pattern of a few sizes, what the router then runs when
-// the derived windows are applied (apply_protocol_tuning, choose_protocol).
+// that window, the two-shot's copy-engine window, ties, empty input,
+// winner patterns the windows cannot say; and, over every pattern of a few
+// sizes, what the router then runs when the derived windows are applied
+// (apply_protocol_tuning, choose_protocol).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -18,11 +19,13 @@ namespace peerplan::tune {
 namespace {
 
 constexpr std::size_t KiB = 1024;
+constexpr std::size_t MiB = 1024 * KiB;
 constexpr std::int64_t kHidden = 1024;  // bf16: 2 KiB rows
 constexpr std::size_t kRowBytes = kHidden * 2;
 
 constexpr ProtocolWinner L = ProtocolWinner::ll, M = ProtocolWinner::lamport,
-                         T = ProtocolWinner::two_shot;
+                         T = ProtocolWinner::two_shot, S = ProtocolWinner::staged,
+                         D = ProtocolWinner::dma;
 
 // One-shot rows from 1 KiB up, doubling: `winner` takes 1 µs, the other 2.
 std::vector<OneShotProtocolTimes> one_shot_rows(std::initializer_list<ProtocolWinner> winners) {
@@ -51,6 +54,25 @@ std::vector<FusedProtocolTimes> fused_rows(const std::vector<ProtocolWinner>& wi
   return out;
 }
 
+// Two-shot rows from 1 MiB up, doubling: `winner` takes 1 µs, the other 2.
+std::vector<TwoShotProtocolTimes> two_shot_rows(const std::vector<ProtocolWinner>& winners) {
+  std::vector<TwoShotProtocolTimes> out;
+  std::size_t bytes = 1 * MiB;
+  for (ProtocolWinner w : winners) {
+    out.push_back({bytes, w == S ? 1.0 : 2.0, w == D ? 1.0 : 2.0});
+    bytes *= 2;
+  }
+  return out;
+}
+
+std::size_t dma_after(const std::vector<TwoShotProtocolTimes>& rows) {
+  return derive_protocols({}, {}, rows).two_shot_dma_after_bytes;
+}
+
+std::size_t dma_after(const std::vector<ProtocolWinner>& winners) {
+  return dma_after(two_shot_rows(winners));
+}
+
 routing::ProtocolTuning fused_only(const std::vector<ProtocolWinner>& winners) {
   return derive_protocols({}, fused_rows(winners));
 }
@@ -71,9 +93,58 @@ TEST(ProtocolFastest, FusedTiesGoToTwoShotThenLamport) {
   EXPECT_EQ(fastest_protocol(FusedProtocolTimes{0, 1, 1, 1, 1}), T);
 }
 
+TEST(ProtocolFastest, DmaMustBeStrictlyFaster) {
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 2, 1}), D);
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 1, 2}), S);
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 1, 1}), S);  // a tie: the staged kernel
+  EXPECT_STREQ(to_string(S), "staged");
+  EXPECT_STREQ(to_string(D), "dma");
+}
+
 TEST(DeriveProtocols, NothingMeasuredLeavesEveryFieldAuto) {
   EXPECT_EQ(derive_protocols({}, {}), routing::ProtocolTuning{});
   EXPECT_TRUE(routing::is_empty(derive_protocols({}, {})));
+  EXPECT_TRUE(routing::is_empty(derive_protocols({}, {}, {})));
+}
+
+TEST(DeriveProtocols, TwoShotRowsSetOnlyTheCopyEngineWindow) {
+  routing::ProtocolTuning expected;
+  expected.two_shot_dma_after_bytes = 1 * MiB;
+  EXPECT_EQ(derive_protocols({}, {}, two_shot_rows({S, D})), expected);
+  // Pull mode (or the host backend) times no two-shot protocols: auto.
+  const auto others = derive_protocols(one_shot_rows({L, M}), fused_rows({L, M, T}));
+  EXPECT_EQ(others.two_shot_dma_after_bytes, kAutoCutoff);
+  EXPECT_EQ(derive_protocols(one_shot_rows({L, M}), fused_rows({L, M, T}), two_shot_rows({D})),
+            [&] {
+              auto with_dma = others;
+              with_dma.two_shot_dma_after_bytes = 0;
+              return with_dma;
+            }())
+      << "the two-shot rows change no other window";
+}
+
+TEST(DeriveProtocols, TwoShotDmaAfterTheLastStagedWin) {
+  // Rows of 1, 2, 4, 8, 16 MiB.
+  EXPECT_EQ(dma_after({S, S, S, D, D}), 4 * MiB);  // dma only at the largest sizes
+  EXPECT_EQ(dma_after({D, D, D}), 0u);              // dma everywhere: at every size
+  EXPECT_EQ(dma_after({D}), 0u);
+  // A staged win above a dma win: the window starts after it.
+  EXPECT_EQ(dma_after({S, D, S, D, D}), 4 * MiB);
+  EXPECT_EQ(dma_after({D, S, D}), 2 * MiB);
+  // A tie is the staged kernel's, so it moves the window up.
+  const std::vector<TwoShotProtocolTimes> tie{{1 * MiB, 2, 1}, {2 * MiB, 1, 1}, {4 * MiB, 2, 1}};
+  EXPECT_EQ(dma_after(tie), 2 * MiB);
+}
+
+TEST(DeriveProtocols, NoDmaWinAtTheTopMeansStagedAtEveryMeasuredSize) {
+  // dma wins nowhere, or not at the largest size: the window starts past
+  // the largest measured size, where the tuned two-shot cutoff ends (an
+  // explicit value: the transport's default does not decide instead).
+  EXPECT_EQ(dma_after({S, S, S}), 4 * MiB);
+  EXPECT_EQ(dma_after({S}), 1 * MiB);
+  EXPECT_EQ(dma_after({D, D, S}), 4 * MiB);
+  const std::vector<TwoShotProtocolTimes> all_ties{{1 * MiB, 1, 1}, {2 * MiB, 3, 3}};
+  EXPECT_EQ(dma_after(all_ties), 2 * MiB);
 }
 
 TEST(DeriveProtocols, EachPartWithoutRowsStaysAuto) {
@@ -251,6 +322,41 @@ TEST(DeriveProtocols, RouterGivesEverySizeItsWinnerWhereTheWindowsCan) {
     }
   }
   EXPECT_GT(expressible_patterns, 50);  // 98 of the 729: the exact check did run
+}
+
+// Whether one window can give every size its winner: staged wins, then dma wins.
+bool expressible_two_shot(const std::vector<ProtocolWinner>& winners) {
+  for (std::size_t i = 1; i < winners.size(); ++i)
+    if (winners[i - 1] == D && winners[i] == S) return false;
+  return true;
+}
+
+TEST(DeriveProtocols, RouterRunsDmaOnlyWhereItWon) {
+  constexpr int kSizes = 6;
+  int expressible_patterns = 0;
+  for (int code = 0; code < (1 << kSizes); ++code) {  // every staged/dma pattern of 6 sizes
+    std::vector<ProtocolWinner> winners;
+    for (int i = 0; i < kSizes; ++i) winners.push_back((code >> i) & 1 ? D : S);
+    const auto rows = two_shot_rows(winners);
+    const auto w = tuned_cuda_push(derive_protocols({}, {}, rows));
+    const bool exact = expressible_two_shot(winners);
+    expressible_patterns += exact;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto d = Declaration::all_reduce(
+          "ar", DataType::bf16, TensorLayout{static_cast<std::int64_t>(rows[i].bytes / 2)});
+      const Protocol ran =
+          routing::choose_protocol(Route::two_shot, d, rows[i].bytes, w).protocol;
+      SCOPED_TRACE(testing::Message() << "pattern " << code << ", size " << rows[i].bytes);
+      if (exact) {
+        EXPECT_EQ(ran, winners[i] == D ? Protocol::dma : Protocol::staged);
+      }
+      // Never an unmeasured win: dma only where it won.
+      if (ran == Protocol::dma) {
+        EXPECT_EQ(winners[i], D);
+      }
+    }
+  }
+  EXPECT_EQ(expressible_patterns, kSizes + 1);  // S...S D...D: the exact check did run
 }
 
 TEST(DeriveProtocols, RouterRunsTheOneShotWinners) {

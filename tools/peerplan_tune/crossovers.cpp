@@ -53,6 +53,15 @@ std::size_t fused_ll_max(std::span<const FusedProtocolTimes> rows, const Run& la
   return ll_max;
 }
 
+// The last size the staged kernel won: copy engines above it.
+std::size_t two_shot_dma_after(std::span<const TwoShotProtocolTimes> rows) {
+  if (rows.empty()) return kAutoCutoff;
+  std::size_t after = 0;  // dma at every size, unless staged won one
+  for (const TwoShotProtocolTimes& row : rows)
+    if (fastest_protocol(row) == ProtocolWinner::staged) after = row.bytes;
+  return after;
+}
+
 }  // namespace
 
 const char* to_string(Winner winner) noexcept {
@@ -69,6 +78,8 @@ const char* to_string(ProtocolWinner winner) noexcept {
     case ProtocolWinner::ll: return "LL";
     case ProtocolWinner::lamport: return "Lamport";
     case ProtocolWinner::two_shot: return "two-shot";
+    case ProtocolWinner::staged: return "staged";
+    case ProtocolWinner::dma: return "dma";
   }
   return "?";
 }
@@ -110,10 +121,16 @@ ProtocolWinner fastest_protocol(const FusedProtocolTimes& t) noexcept {
   return ProtocolWinner::two_shot;
 }
 
+ProtocolWinner fastest_protocol(const TwoShotProtocolTimes& t) noexcept {
+  return t.dma_us < t.staged_us ? ProtocolWinner::dma : ProtocolWinner::staged;
+}
+
 routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> one_shot,
-                                         std::span<const FusedProtocolTimes> fused) {
+                                         std::span<const FusedProtocolTimes> fused,
+                                         std::span<const TwoShotProtocolTimes> two_shot) {
   routing::ProtocolTuning tuning;  // every field auto
   tuning.one_shot_ll_max_bytes = one_shot_ll_max(one_shot);
+  tuning.two_shot_dma_after_bytes = two_shot_dma_after(two_shot);
   if (fused.empty()) return tuning;
   const Run lamport = longest_run(fused, 0, ProtocolWinner::lamport);
   if (lamport.length == 0) {

@@ -73,15 +73,28 @@ struct FusedProtocolTimes {
   double two_shot_us = 0;
 };
 
-enum class ProtocolWinner { ll, lamport, two_shot };
+// Median time per call (µs) of one push two-shot all-reduce size (a
+// contiguous layout), forced onto each protocol.
+struct TwoShotProtocolTimes {
+  std::size_t bytes = 0;
+  double staged_us = 0;
+  double dma_us = 0;
+};
+
+// ll, lamport, two_shot: the one-shot and fused protocols; staged, dma:
+// the two-shot's.
+enum class ProtocolWinner { ll, lamport, two_shot, staged, dma };
 const char* to_string(ProtocolWinner winner) noexcept;
 
 // The fastest protocol at one size. LL lines move twice the bytes over the
 // links for the same data, so LL must be strictly faster: a tie goes to
 // Lamport (one-shot), or to two-shot, then Lamport (fused; two-shot is
 // what the fused op runs past every window anyway).
+// The two-shot's copy engines must be strictly faster too: a tie goes to
+// the staged kernel, the default.
 ProtocolWinner fastest_protocol(const OneShotProtocolTimes& times) noexcept;
 ProtocolWinner fastest_protocol(const FusedProtocolTimes& times) noexcept;
+ProtocolWinner fastest_protocol(const TwoShotProtocolTimes& times) noexcept;
 
 // The protocol windows the measurements support (rows in increasing size),
 // for the router's order: a fused message in the Lamport window runs
@@ -100,6 +113,11 @@ ProtocolWinner fastest_protocol(const FusedProtocolTimes& times) noexcept;
 //    two-shot (inside the window Lamport runs whatever LL does there); 0
 //    when the two-shot is faster at the smallest size outside the window,
 //    or when every measured size is inside it.
+//  - two_shot_dma_after_bytes: the copy engines run above it, so it is the
+//    largest measured size at which the staged kernel won (dma won every
+//    measured size above it); 0 when dma won every size. When dma won
+//    none, or lost the largest, that is the largest measured size: staged
+//    at every size measured, nothing claimed for dma.
 // Applied in the router's order, every measured size then gets its winner,
 // except where the winners alternate more than these windows can say: a
 // Lamport win outside the longest run gets LL or the two-shot, whichever
@@ -107,8 +125,10 @@ ProtocolWinner fastest_protocol(const FusedProtocolTimes& times) noexcept;
 // two-shot was faster gets the two-shot. Like derive_cutoffs, a protocol
 // is admitted only up to the last size where it was seen to win.
 // An empty span leaves its fields auto (kAutoCutoff): the transport's
-// built-in windows stay (e.g. pull mode, which has no one-shot protocols).
+// built-in windows stay (e.g. pull mode, which has no one-shot or two-shot
+// protocols).
 routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> one_shot,
-                                         std::span<const FusedProtocolTimes> fused);
+                                         std::span<const FusedProtocolTimes> fused,
+                                         std::span<const TwoShotProtocolTimes> two_shot = {});
 
 }  // namespace peerplan::tune

@@ -9,9 +9,10 @@
 // size (rows of --hidden elements): the fused P2P route and the fallback.
 // On the cuda backend, for the sizes up to --protocols-max, the same for
 // the push kernels' protocols: one-shot LL and Lamport; fused LL, Lamport
-// and two-shot. Every rank holds the slowest rank's medians, so every rank
-// derives the same cutoffs and protocol windows (crossovers.hpp says how);
-// rank 0 prints the tables and writes the file.
+// and two-shot; and, for every all-reduce size, the two-shot on its staged
+// kernel and on copy engines (dma). Every rank holds the slowest rank's
+// medians, so every rank derives the same cutoffs and protocol windows
+// (crossovers.hpp says how); rank 0 prints the tables and writes the file.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -72,7 +73,8 @@ void ignore_route_and_protocol_variables() {
   for (const char* name :
        {"PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MIN_BYTES", "PEERPLAN_TWO_SHOT_MAX_BYTES",
         "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TUNING_FILE", "PEERPLAN_DISABLE_P2P",
-        "PEERPLAN_ONE_SHOT_PROTOCOL", "PEERPLAN_FUSED_PROTOCOL", "PEERPLAN_FUSED_LL_MAX_BYTES"}) {
+        "PEERPLAN_ONE_SHOT_PROTOCOL", "PEERPLAN_FUSED_PROTOCOL", "PEERPLAN_FUSED_LL_MAX_BYTES",
+        "PEERPLAN_TWO_SHOT_PROTOCOL"}) {
     if (std::getenv(name) == nullptr) continue;
     if (world_rank() == 0)
       std::printf("# ignoring %s=%s: peerplan_tune measures every route and protocol\n", name,
@@ -130,7 +132,7 @@ std::string protocols_text(const tune::SweepPlan& plan, const Options& options,
                            const tune::Sweep& sweep) {
   if (sweep.backend != Backend::cuda) return "";
   if (plan.protocols_max_bytes == 0) return ", protocols not measured";
-  return ", protocols up to " + options.protocols_max_text;
+  return ", protocols up to " + options.protocols_max_text + " (two-shot's up to -e)";
 }
 
 // What the entry's `measured` line records: enough to redo the run.
@@ -195,8 +197,19 @@ void print_fused_protocol_row(const tune::FusedProtocolTimes& row, bool first,
   std::fflush(stdout);
 }
 
+void print_two_shot_protocol_row(const tune::TwoShotProtocolTimes& row, bool first) {
+  if (first) {
+    std::printf("# two-shot all-reduce protocols\n%12s %12s %12s  %s\n", "size(B)", "staged",
+                "dma", "winner");
+  }
+  std::printf("%12zu %12.2f %12.2f  %s\n", row.bytes, row.staged_us, row.dma_us,
+              tune::to_string(tune::fastest_protocol(row)));
+  std::fflush(stdout);
+}
+
 nlohmann::json protocol_rows_json(const tune::Sweep& sweep) {
-  nlohmann::json one_shot = nlohmann::json::array(), fused = nlohmann::json::array();
+  nlohmann::json one_shot = nlohmann::json::array(), fused = nlohmann::json::array(),
+                 two_shot = nlohmann::json::array();
   for (const auto& row : sweep.one_shot_protocols) {
     one_shot.push_back({{"bytes", row.bytes}, {"ll_us", row.ll_us},
                         {"lamport_us", row.lamport_us},
@@ -207,7 +220,12 @@ nlohmann::json protocol_rows_json(const tune::Sweep& sweep) {
                      {"lamport_us", row.lamport_us}, {"two_shot_us", row.two_shot_us},
                      {"winner", tune::to_string(tune::fastest_protocol(row))}});
   }
-  return {{"one_shot", one_shot}, {"fused", fused}};
+  for (const auto& row : sweep.two_shot_protocols) {
+    two_shot.push_back({{"bytes", row.bytes}, {"staged_us", row.staged_us},
+                        {"dma_us", row.dma_us},
+                        {"winner", tune::to_string(tune::fastest_protocol(row))}});
+  }
+  return {{"one_shot", one_shot}, {"fused", fused}, {"two_shot", two_shot}};
 }
 
 // The derived windows; null where a field is auto (nothing measured).
@@ -294,6 +312,11 @@ tune::RowListener make_listener(const Options& options, const tune::SweepPlan& p
     if (root) print_fused_protocol_row(row, first, hidden);
     first = false;
   };
+  listener.two_shot_protocols = [root,
+                                 first = true](const tune::TwoShotProtocolTimes& row) mutable {
+    if (root) print_two_shot_protocol_row(row, first);
+    first = false;
+  };
   listener.skipped = [root](const std::string& why) {
     if (!root) return;
     std::printf("# %s\n", why.c_str());
@@ -345,7 +368,8 @@ int run(const Options& options, const tune::SweepPlan& plan) {
   routing::TuningEntry entry;
   entry.fingerprint = sweep.fingerprint;
   entry.cutoffs = tune::derive_cutoffs(sweep.all_reduce, sweep.fused);
-  entry.protocols = tune::derive_protocols(sweep.one_shot_protocols, sweep.fused_protocols);
+  entry.protocols = tune::derive_protocols(sweep.one_shot_protocols, sweep.fused_protocols,
+                                           sweep.two_shot_protocols);
   entry.measured = measured_text(plan, options, sweep, when);
 
   // Rank 0 writes; every rank learns whether that worked, so all exit alike.
@@ -378,7 +402,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--protocols-max", options.protocols_max_text,
                  "cuda backend: time the push protocols (LL, Lamport, fused two-shot) of the "
-                 "sizes up to this many bytes and tune their windows; 0: leave them auto")
+                 "sizes up to this many bytes, and the two-shot's (staged, dma) of every size, "
+                 "and tune their windows; 0: none, leave them auto")
       ->capture_default_str();
   app.add_flag("--allow-shared-gpus", options.allow_shared_gpus,
                "measure even where ranks share a GPU (to check the tool on one GPU): the times "

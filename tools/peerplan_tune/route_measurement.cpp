@@ -1,6 +1,7 @@
 #include "route_measurement.hpp"
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,8 @@ constexpr ForcedProtocol kOneShotLamport{"one-shot Lamport", Route::one_shot, Pr
 constexpr ForcedProtocol kFusedLl{"fused LL", Route::fused_one_shot, Protocol::ll};
 constexpr ForcedProtocol kFusedLamport{"fused Lamport", Route::fused_one_shot, Protocol::lamport};
 constexpr ForcedProtocol kFusedTwoShot{"fused two-shot", Route::fused_two_shot, Protocol::staged};
+constexpr ForcedProtocol kTwoShotStaged{"two-shot staged", Route::two_shot, Protocol::staged};
+constexpr ForcedProtocol kTwoShotDma{"two-shot dma", Route::two_shot, Protocol::dma};
 
 void expect_protocol(const CallResult& result, const ForcedProtocol& forced,
                      const Communicator& comm, const std::string& what) {
@@ -76,6 +79,15 @@ Config forcing_one_shot_protocol(Backend backend, std::size_t largest,
                                  std::size_t lamport_above) {
   Config config = forcing(backend, RouteCutoffs{largest, 0, 0, 0});
   config.kernels.one_shot_lamport_above_bytes = lamport_above;
+  return config;
+}
+
+// Every all-reduce up to `largest` bytes on the two-shot route, on the
+// protocol `dma_above` picks (kDmaNever: staged, kDmaAlways: copy engines).
+// Pieces as on the route sweep's two-shot communicator (the default).
+Config forcing_two_shot_protocol(Backend backend, std::size_t largest, std::size_t dma_above) {
+  Config config = forcing(backend, RouteCutoffs{0, largest, 0, 0});
+  config.kernels.two_shot_dma_above_bytes = dma_above;
   return config;
 }
 
@@ -145,21 +157,32 @@ std::vector<Declaration> fused_declarations(const std::vector<FusedSize>& sizes,
   return declarations;
 }
 
-// One-shot LL and Lamport communicators, created and closed here: their
-// staging (LL lines: twice each message) is held only while they run.
-void measure_one_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
-                                const std::vector<std::size_t>& sizes, CallTimer& timer,
-                                Sweep& sweep, const RowListener& listener) {
-  const std::size_t largest = sizes.back();
-  auto ll = Communicator::create(
-      comm, forcing_one_shot_protocol(sweep.backend, largest, kLamportNever));
-  auto lamport = Communicator::create(
-      comm, forcing_one_shot_protocol(sweep.backend, largest, kLamportAlways));
-  const auto declarations = all_reduce_declarations(sizes, plan.dtype);
-  for (Communicator* c : {ll.get(), lamport.get()}) c->declare(declarations);
-  require_p2p_after_declare({ll.get(), lamport.get()}, largest, "--protocols-max");
+// A communicator's config and the route and protocol it forces.
+struct ForcingConfig {
+  Config config;
+  ForcedProtocol forced;
+};
 
-  const CallBuffer in(sweep.backend, largest), out(sweep.backend, largest);
+// Every all-reduce size timed on two communicators, each forcing one
+// protocol, every call checked against what its communicator forces;
+// `row(bytes, first_us, second_us)` takes each size's times. The
+// communicators are created and closed here: their staging is held only
+// while they run. `option` names what bounds the sizes, should staging
+// for the largest turn P2P off.
+template <typename OnRow>
+void measure_all_reduce_protocols(MPI_Comm comm, const SweepPlan& plan,
+                                  const std::vector<std::size_t>& sizes,
+                                  const std::array<ForcingConfig, 2>& forcing_configs,
+                                  const char* option, CallTimer& timer, Backend backend,
+                                  OnRow row) {
+  const std::size_t largest = sizes.back();
+  auto first = Communicator::create(comm, forcing_configs[0].config);
+  auto second = Communicator::create(comm, forcing_configs[1].config);
+  const auto declarations = all_reduce_declarations(sizes, plan.dtype);
+  for (Communicator* c : {first.get(), second.get()}) c->declare(declarations);
+  require_p2p_after_declare({first.get(), second.get()}, largest, option);
+
+  const CallBuffer in(backend, largest), out(backend, largest);
   for (std::size_t bytes : sizes) {
     const TensorLayout layout{static_cast<std::int64_t>(bytes / element_size(plan.dtype))};
     const auto time_on = [&](Communicator& c, const ForcedProtocol& forced) {
@@ -170,15 +193,49 @@ void measure_one_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
       timer.synchronize();
       return timer.time([&] { call(); });
     };
-    OneShotProtocolTimes row;
-    row.bytes = bytes;
-    row.ll_us = time_on(*ll, kOneShotLl);
-    row.lamport_us = time_on(*lamport, kOneShotLamport);
-    sweep.one_shot_protocols.push_back(row);
-    if (listener.one_shot_protocols) listener.one_shot_protocols(row);
+    const double first_us = time_on(*first, forcing_configs[0].forced);
+    row(bytes, first_us, time_on(*second, forcing_configs[1].forced));
   }
   timer.synchronize();
-  for (Communicator* c : {ll.get(), lamport.get()}) c->close();
+  for (Communicator* c : {first.get(), second.get()}) c->close();
+}
+
+// The push one-shot on LL lines and on Lamport.
+void measure_one_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
+                                const std::vector<std::size_t>& sizes, CallTimer& timer,
+                                Sweep& sweep, const RowListener& listener) {
+  const std::size_t largest = sizes.back();
+  const Backend backend = sweep.backend;
+  const std::array<ForcingConfig, 2> protocols{{
+      {forcing_one_shot_protocol(backend, largest, kLamportNever), kOneShotLl},
+      {forcing_one_shot_protocol(backend, largest, kLamportAlways), kOneShotLamport},
+  }};
+  measure_all_reduce_protocols(
+      comm, plan, sizes, protocols, "--protocols-max", timer, backend,
+      [&](std::size_t bytes, double ll_us, double lamport_us) {
+        const OneShotProtocolTimes row{bytes, ll_us, lamport_us};
+        sweep.one_shot_protocols.push_back(row);
+        if (listener.one_shot_protocols) listener.one_shot_protocols(row);
+      });
+}
+
+// The push two-shot on the staged kernel and on copy engines (dma).
+void measure_two_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
+                                const std::vector<std::size_t>& sizes, CallTimer& timer,
+                                Sweep& sweep, const RowListener& listener) {
+  const std::size_t largest = sizes.back();
+  const Backend backend = sweep.backend;
+  const std::array<ForcingConfig, 2> protocols{{
+      {forcing_two_shot_protocol(backend, largest, kDmaNever), kTwoShotStaged},
+      {forcing_two_shot_protocol(backend, largest, kDmaAlways), kTwoShotDma},
+  }};
+  measure_all_reduce_protocols(
+      comm, plan, sizes, protocols, "-e", timer, backend,
+      [&](std::size_t bytes, double staged_us, double dma_us) {
+        const TwoShotProtocolTimes row{bytes, staged_us, dma_us};
+        sweep.two_shot_protocols.push_back(row);
+        if (listener.two_shot_protocols) listener.two_shot_protocols(row);
+      });
 }
 
 // Fused LL, Lamport and two-shot communicators, created and closed here.
@@ -352,6 +409,15 @@ void measure_protocols(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
             "--hidden elements");
   } else {
     measure_fused_protocols(comm, plan, fused, timer, sweep, listener);
+  }
+  // The copy-engine window applies wherever the two-shot runs: every size
+  // the route sweep timed the two-shot at (up to -e), not only those up to
+  // --protocols-max, which bounds the LL lines' doubled staging.
+  if (sweep.one_shot_protocol == Protocol::pull) {
+    skipped("two-shot protocols: not measured; the transport pulls (transfer mode pull), "
+            "and the pull two-shot has one protocol");
+  } else {
+    measure_two_shot_protocols(comm, plan, sweep_sizes(plan), timer, sweep, listener);
   }
 }
 

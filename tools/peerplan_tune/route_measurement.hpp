@@ -3,7 +3,8 @@
 // two-shot, or P2P disabled for the fallback), the same sizes declared on
 // each, and every size timed on every route. Then, on the cuda backend,
 // the same for the protocols of the push kernels: one communicator per
-// protocol, its KernelChoices forcing that protocol at every size.
+// protocol, its KernelChoices forcing that protocol at every size (the
+// two-shot's staged kernel and copy engines at every swept size).
 #pragma once
 
 #include <mpi.h>
@@ -26,7 +27,8 @@ struct SweepPlan {
   std::size_t max_bytes = 1024;
   DataType dtype = DataType::bf16;
   std::int64_t hidden = 7168;  // fused op: rows of this many elements, as many as fit a size
-  // Protocol sweep: the sizes above up to this many bytes (0: none). The
+  // Protocol sweep: the sizes above up to this many bytes (0: none, the
+  // two-shot's protocols included, which are timed at every size). The
   // LL communicators stage every size as LL lines, twice its bytes.
   std::size_t protocols_max_bytes = std::size_t{16} << 20;
   TimingPlan timing;
@@ -43,6 +45,7 @@ struct Sweep {
   Protocol one_shot_protocol = Protocol::none;
   std::vector<OneShotProtocolTimes> one_shot_protocols;  // increasing sizes; may be empty
   std::vector<FusedProtocolTimes> fused_protocols;       // likewise
+  std::vector<TwoShotProtocolTimes> two_shot_protocols;  // likewise
 };
 
 // Called on every rank after each measured row (rank 0 prints it).
@@ -52,6 +55,7 @@ struct RowListener {
   std::function<void(const FusedTimes&)> fused;
   std::function<void(const OneShotProtocolTimes&)> one_shot_protocols;
   std::function<void(const FusedProtocolTimes&)> fused_protocols;
+  std::function<void(const TwoShotProtocolTimes&)> two_shot_protocols;
   // Why a part of a sweep was left out (one line, same on every rank).
   std::function<void(const std::string&)> skipped;
 };
@@ -67,7 +71,9 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
 // The protocol sweep, after measure_routes (whose communicators are closed
 // by then): fills sweep.one_shot_protocols (push mode only) and
 // sweep.fused_protocols on the cuda backend, for the sizes up to
-// plan.protocols_max_bytes; on the host backend (one protocol) nothing.
+// plan.protocols_max_bytes, and sweep.two_shot_protocols (push mode only)
+// for every size up to plan.max_bytes; nothing when protocols_max_bytes
+// is 0, or on the host backend (one protocol).
 // Collective over `comm`; throws std::runtime_error when a call does not
 // run the route and protocol its communicator forces.
 void measure_protocols(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
