@@ -266,6 +266,16 @@ TEST(CommunicatorCreate, KernelChoicesThatMustAgreeFailCreateOnEveryRank) {
     EXPECT_TRUE(names_rank(o.message, last)) << o.message;
   }
   {
+    // The two-shot's copy engines: both ranks must stage, or both use dma.
+    ScopedEnv env("PEERPLAN_TWO_SHOT_PROTOCOL", test_rank() == last ? "dma" : "16M");
+    const CreateOutcome o = try_create({});
+    expect_same_failure_everywhere(o, ErrorCode::mismatch, "two-shot protocol on the last rank");
+    expect_names(o, "kernels.two_shot_dma_above_bytes", "PEERPLAN_TWO_SHOT_PROTOCOL");
+    EXPECT_NE(o.message.find("is 16777216 on rank 0 but dma on rank " + std::to_string(last)),
+              std::string::npos)
+        << o.message;
+  }
+  {
     // Two fields at once: both named.
     Config config;
     if (test_rank() == last) {
