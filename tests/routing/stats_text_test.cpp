@@ -15,7 +15,8 @@ TEST(StatsText, TotalsPlansAndUndeclaredKeys) {
   s.fallback_undeclared = 5;
   s.plans.push_back({"attn_out.t1", Operation::all_reduce, Route::one_shot, FallbackReason::none, 12, 0,
                      Protocol::lamport, "bf16 one-shot Lamport: 8 blocks x 512 threads"});
-  s.plans.push_back({"big", Operation::all_reduce, Route::fallback, FallbackReason::over_cutoff, 0, 3});
+  s.plans.push_back({"big", Operation::all_reduce, Route::fallback, FallbackReason::over_cutoff,
+                     0, 3, Protocol::none, {}});
   s.undeclared.push_back({"all_reduce bf16 [300, 4096]", 4, 0});
   s.undeclared.push_back({"all_reduce bf16 [7, 4096]", 1, 1});
   const std::string text = to_string(s);
