@@ -25,13 +25,15 @@ CallTimer::~CallTimer() {
 #endif
 }
 
-double CallTimer::time(const std::function<void()>& call) {
+double CallTimer::time(const std::function<void()>& call, bool capturable) {
 #if PEERPLAN_HAVE_CUDA
   if (backend_ == Backend::cuda) {
     return bench::time_cuda_calls(call, static_cast<cudaStream_t>(stream_), plan_.iters,
-                                  plan_.warmup, plan_.graph, MPI_COMM_WORLD, plan_.batches);
+                                  plan_.warmup, plan_.graph && capturable, MPI_COMM_WORLD,
+                                  plan_.batches);
   }
 #endif
+  (void)capturable;  // host calls are never captured
   return time_host_calls(call, plan_.iters, plan_.warmup, plan_.batches, MPI_COMM_WORLD);
 }
 

@@ -26,8 +26,10 @@ class CallTimer {
 
   // The stream calls must be issued on (nullptr on the host backend).
   StreamHandle stream() const noexcept { return stream_; }
-  // Median time per call (µs). Collective.
-  double time(const std::function<void()>& call);
+  // Median time per call (µs). Collective. `capturable` false times the
+  // calls eagerly even when the plan replays graphs: the MPI fallback (where
+  // ranks share a GPU) runs on the host and refuses capture.
+  double time(const std::function<void()>& call, bool capturable = true);
   // Waits until the calls issued so far have run (a no-op on the host).
   void synchronize();
 

@@ -291,7 +291,8 @@ tune::RowListener make_listener(const Options& options, const tune::SweepPlan& p
     print_header(sweep, plan, options);
     if (gpus_shared(sweep)) {
       std::printf("# ranks share a GPU (--allow-shared-gpus): the times below are time "
-                  "slices, not this machine's; no tuning file will be written\n");
+                  "slices, not this machine's; the MPI fallback is timed eagerly (it cannot "
+                  "be captured); no tuning file will be written\n");
       std::fflush(stdout);
     }
   };

@@ -10,6 +10,7 @@
 
 #include "call_buffers.hpp"
 #include "peerplan/communicator.hpp"
+#include "routing/fingerprint.hpp"
 
 namespace peerplan::tune {
 namespace {
@@ -326,6 +327,10 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
               "); lower -e (or, on the host backend, make /dev/shm larger)");
 
   CallTimer timer(backend, plan.timing);
+  // Where ranks share a GPU (--allow-shared-gpus) the fallback is MPI,
+  // which cannot be captured: timed eagerly then (the times only check
+  // the tool there).
+  const bool fallback_capturable = !routing::fingerprint_says_shared(sweep.fingerprint);
   {
     const CallBuffer in(backend, plan.max_bytes), out(backend, plan.max_bytes);
     for (std::size_t bytes : sizes) {
@@ -339,7 +344,7 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
         // Whether the transport pulls: the protocol sweep has no one-shot then.
         if (route == Route::one_shot) sweep.one_shot_protocol = first.protocol;
         timer.synchronize();
-        return timer.time([&] { call(); });
+        return timer.time([&] { call(); }, route != Route::fallback || fallback_capturable);
       };
       AllReduceTimes row;
       row.bytes = bytes;
@@ -362,7 +367,7 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
         expect_route(call(), route, c,
                      "a fused add + RMSNorm of " + std::to_string(size.bytes) + " bytes");
         timer.synchronize();
-        return timer.time([&] { call(); });
+        return timer.time([&] { call(); }, route != Route::fallback || fallback_capturable);
       };
       FusedTimes row;
       row.bytes = size.bytes;
