@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "support/cuda_all_reduce_check.hpp"
+#include "support/cuda_bitwise_check.hpp"
 #include "support/cuda_test_support.hpp"
 
 namespace peerplan::cuda_test {
@@ -66,21 +67,6 @@ std::unique_ptr<Communicator> create_with(const std::string& fused, const std::s
     }
   } unset;
   return create_cuda(std::move(config));
-}
-
-std::int64_t offset_in(const TensorLayout& layout, std::int64_t i) {
-  std::int64_t offset = 0;
-  for (int d = layout.rank() - 1; d >= 0; --d) {
-    offset += (i % layout.dim(d)) * layout.stride(d);
-    i /= layout.dim(d);
-  }
-  return offset;
-}
-
-std::int64_t extent_of(const TensorLayout& layout) {
-  std::int64_t extent = 1;
-  for (int d = 0; d < layout.rank(); ++d) extent += (layout.dim(d) - 1) * layout.stride(d);
-  return extent;
 }
 
 // Logical (row-major) bytes laid out as `layout`, padding all-ones.
@@ -206,23 +192,6 @@ std::int64_t count_fused_wrong(DataType dtype, std::int64_t rows, std::int64_t h
     }
   }
   return wrong;
-}
-
-// "" when equal, else where the first differing element is and both values' bits.
-std::string first_difference(DataType dtype, const std::vector<std::uint8_t>& a,
-                             const std::vector<std::uint8_t>& b) {
-  if (a.size() != b.size()) return "sizes differ";
-  const std::size_t e = element_size(dtype);
-  for (std::size_t o = 0; o < a.size(); o += e) {
-    if (std::memcmp(&a[o], &b[o], e) == 0) continue;
-    std::uint32_t x = 0, y = 0;
-    std::memcpy(&x, &a[o], e);
-    std::memcpy(&y, &b[o], e);
-    char text[96];
-    std::snprintf(text, sizeof text, "element %zu: 0x%x vs 0x%x", o / e, x, y);
-    return text;
-  }
-  return "";
 }
 
 std::unique_ptr<DeviceBuffer> device_copy(const std::vector<std::uint8_t>& host) {

@@ -3,6 +3,7 @@
 // padding of strided layouts untouched), bit-identical results on every rank.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -98,5 +99,30 @@ inline void check_all_reduce(Communicator& comm, DataType dtype, const TensorLay
 }
 
 inline TensorLayout vector_of(std::int64_t n) { return TensorLayout({n}); }
+
+// The ranks that make the call in a "rank that skips a call" test (all
+// but the last rank, which skips it): an all-reduce of `n` bf16 elements
+// on `comm` (timeout 1500 ms) waits out the timeout - the kernel exits,
+// never traps - and the next call raises Timeout naming the last rank.
+inline void expect_call_abandoned_by_last_rank(Communicator& comm, std::int64_t n) {
+  DeviceBuffer in(n * 2), out(n * 2);
+  in.upload(random_tensor(DataType::bf16, n, 2, rank()));
+  const auto start = std::chrono::steady_clock::now();
+  comm.all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(1000));
+  EXPECT_LT(waited, std::chrono::milliseconds(20000));
+  std::string message;
+  bool timed_out = false;
+  try {
+    comm.all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
+  } catch (const Timeout& e) {
+    timed_out = true;
+    message = e.what();
+  }
+  EXPECT_TRUE(timed_out) << "the call after the abandoned one must raise Timeout";
+  EXPECT_NE(message.find("rank " + std::to_string(size() - 1)), std::string::npos) << message;
+}
 
 }  // namespace peerplan::cuda_test
