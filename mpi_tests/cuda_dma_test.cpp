@@ -104,7 +104,8 @@ TEST(CudaDma, StridedRowsStayOnTheStagedKernel) {
   auto staged = create_cuda(two_shot_on(false));
   auto dma = create_cuda(two_shot_on(true));
   const TensorLayout padded =
-      TensorLayout::strided(std::vector<std::int64_t>{300, 1000}, std::vector<std::int64_t>{1032, 1});
+      TensorLayout::strided(std::vector<std::int64_t>{300, 1000},
+                            std::vector<std::int64_t>{1032, 1});
   const TensorLayout dense{300, 1000};
   std::vector<Declaration> declared{Declaration::all_reduce("padded", DataType::bf16, padded),
                                     Declaration::all_reduce("dense", DataType::bf16, dense)};
