@@ -108,7 +108,8 @@ cudaError_t launch_two_shot_dma(const LaunchRecipe& recipe, const PeerSet& peers
     return static_cast<std::size_t>(range.end - range.begin) * element;
   };
   // Each rank starts with the next one, so that the first copies of all
-  // ranks go to different peers.
+  // ranks go to different peers. cudaMemcpyDefault: the runtime takes the
+  // devices from the (unified) addresses, a peer's slab included.
   for (int k = 1; k < peers.size; ++k) {
     const int q = (peers.rank + k) % peers.size;
     std::size_t offset = 0;
@@ -116,7 +117,7 @@ cudaError_t launch_two_shot_dma(const LaunchRecipe& recipe, const PeerSet& peers
     if (bytes == 0) continue;
     const cudaError_t status =
         cudaMemcpyAsync(dma_area(peers, q, peers.rank), static_cast<const char*>(in) + offset,
-                        bytes, cudaMemcpyDeviceToDevice, stream);
+                        bytes, cudaMemcpyDefault, stream);
     if (status != cudaSuccess) return status;
   }
   // (PeerSet, const T* in, T* out, KernelLayout, count)
@@ -133,7 +134,7 @@ cudaError_t launch_two_shot_dma(const LaunchRecipe& recipe, const PeerSet& peers
     if (bytes == 0) continue;
     const cudaError_t copied = cudaMemcpyAsync(static_cast<char*>(out) + offset,
                                                dma_area(peers, q, q), bytes,
-                                               cudaMemcpyDeviceToDevice, stream);
+                                               cudaMemcpyDefault, stream);
     if (copied != cudaSuccess) return copied;
   }
   return cudaSuccess;
