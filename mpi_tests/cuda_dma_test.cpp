@@ -77,13 +77,7 @@ TEST(CudaDma, EveryDtypeAndCountMatchesTheStagedTwoShotBitForBit) {
   auto staged = create_cuda(two_shot_on(false));
   auto dma = create_cuda(two_shot_on(true));
   ASSERT_TRUE(staged->p2p_enabled() && dma->p2p_enabled()) << dma->p2p_disabled_reason();
-  std::vector<Declaration> declared;
-  for (DataType dtype : kDtypes) {
-    for (std::int64_t n : counts_of(dtype)) {
-      declared.push_back(Declaration::all_reduce(
-          std::string(to_string(dtype)) + "_" + std::to_string(n), dtype, vector_of(n)));
-    }
-  }
+  const auto declared = vector_declarations(kDtypes, counts_of);
   staged->declare(declared);
   dma->declare(declared);
   for (DataType dtype : kDtypes) {

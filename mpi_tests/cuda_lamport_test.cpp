@@ -108,13 +108,7 @@ TEST(CudaLamport, EveryDtypeAndCountMatchesFloat64AndTheLLOneShotBitForBit) {
     for (std::int64_t packs : {1, 2, 3, 7, 8, 9, 1001, 4097, 65537, (3 << 16) + 1}) n.push_back(packs * v);
     return n;
   };
-  std::vector<Declaration> declared;
-  for (DataType dtype : kDtypes) {
-    for (std::int64_t n : counts(dtype)) {
-      declared.push_back(Declaration::all_reduce(std::string(to_string(dtype)) + "_" + std::to_string(n),
-                                                 dtype, vector_of(n)));
-    }
-  }
+  const auto declared = vector_declarations(kDtypes, counts);
   ll->declare(declared);
   lamport->declare(declared);
   for (DataType dtype : kDtypes) {

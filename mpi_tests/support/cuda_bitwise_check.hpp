@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -150,6 +151,21 @@ inline std::vector<std::vector<std::uint8_t>> every_rank_input(DataType dtype, s
   std::vector<std::vector<std::uint8_t>> inputs;
   for (int r = 0; r < size(); ++r) inputs.push_back(tensor_with_specials(dtype, count, seed, r));
   return inputs;
+}
+
+// One all-reduce declaration of a vector per (dtype, count), counts given
+// per dtype, named "<dtype>_<count>".
+template <class CountsOf>
+std::vector<Declaration> vector_declarations(std::span<const DataType> dtypes,
+                                             CountsOf&& counts_of) {
+  std::vector<Declaration> declared;
+  for (DataType dtype : dtypes) {
+    for (std::int64_t n : counts_of(dtype)) {
+      declared.push_back(Declaration::all_reduce(
+          std::string(to_string(dtype)) + "_" + std::to_string(n), dtype, vector_of(n)));
+    }
+  }
+  return declared;
 }
 
 }  // namespace peerplan::cuda_test

@@ -69,6 +69,7 @@ constexpr std::uint64_t kLinesEverySize = ~std::uint64_t{0};
 constexpr std::uint64_t kLinesAutoMaxBytes = 64 * 1024;
 static_assert(kLamportNever == kLinesEverySize, "`ll` is the largest threshold");
 static_assert(routing::kNoLimit == kLinesEverySize, "\"never\" means the same to the router");
+static_assert(routing::kNoLimit == kDmaNever, "\"never\" means the same to the router");
 
 // Fused calls above this many bytes take the Lamport fused kernel
 // (cuda/fused_lamport.cu) where their rows are whole 16-byte packs and the
@@ -102,13 +103,12 @@ std::string describe_choices(const cuda_kernels::PeerSet& p, const routing::Prot
   }
   text += w.fused_ll_max_bytes == 0 ? std::string("; fused LL lines off")
                                     : "; fused LL lines up to " + bytes(w.fused_ll_max_bytes);
-  if (w.pull) {
-  } else if (w.two_shot_dma_after_bytes == kLinesEverySize) {
-    text += "; two-shot by copy engines off";
-  } else if (w.two_shot_dma_after_bytes == 0) {
-    text += "; two-shot by copy engines at every size";
-  } else {
-    text += "; two-shot by copy engines above " + bytes(w.two_shot_dma_after_bytes);
+  if (!w.pull) {  // the pull two-shot has one protocol
+    const std::size_t after = w.two_shot_dma_after_bytes;
+    text += "; two-shot by copy engines " +
+            (after == kDmaNever ? std::string("off")
+             : after == 0       ? std::string("at every size")
+                                : "above " + bytes(after));
   }
   return text + "; row clusters " + (p.cluster_rows ? "on" : "off");
 }
@@ -182,7 +182,7 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     // Copy engines for the two-shot: off until measured on the machine
     // (a tuning file from peerplan_tune, or the KernelChoices field).
     windows_.two_shot_dma_after_bytes =
-        pull ? kLinesEverySize : kernels.two_shot_dma_above_bytes.value_or(kLinesEverySize);
+        pull ? kDmaNever : kernels.two_shot_dma_above_bytes.value_or(kDmaNever);
     windows_.tunable = true;
     if (bootstrap.rank() == 0) {
       log::info(std::string(kBackend) + ": " + describe_choices(peers_, windows_));
@@ -317,9 +317,8 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   // copy-engine region holds the plans given Protocol::dma, which stage
   // nothing in the slots: `max_message_bytes` does not count them.
   const std::size_t lamport_bytes = std::min(max_message_bytes, max_lamport_bytes);
-  const std::size_t dma_bytes = max_dma_bytes;
   const bool needs_rebuild = broken_ || max_message_bytes != slot_capacity_ ||
-                             lamport_bytes != lamport_capacity_ || dma_bytes != dma_capacity_;
+                             lamport_bytes != lamport_capacity_ || max_dma_bytes != dma_capacity_;
   // Every rank rebuilds, or none: a rank that timed out resets every rank's epochs.
   if (bootstrap_.agree(!needs_rebuild)) return;
 
@@ -334,7 +333,7 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   dma_capacity_ = 0;
   broken_ = false;
   broken_reason_.clear();
-  if (max_message_bytes == 0 && dma_bytes == 0) return;
+  if (max_message_bytes == 0 && max_dma_bytes == 0) return;
 
   const std::size_t sub_slot = cuda_kernels::sub_slot_bytes_for(max_message_bytes, local_size_);
   const std::size_t slot = sub_slot * static_cast<std::size_t>(local_size_);
@@ -349,7 +348,7 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   // The copy-engine region after the slots: `local_size_` areas of a
   // shard each (none without a dma plan).
   const std::size_t dma_area =
-      dma_bytes == 0 ? 0 : cuda_kernels::dma_area_bytes_for(dma_bytes, local_size_);
+      max_dma_bytes == 0 ? 0 : cuda_kernels::dma_area_bytes_for(max_dma_bytes, local_size_);
   const std::size_t dma_offset = cuda_kernels::kSignalAreaBytes + 2 * slot;
   const std::size_t lamport_offset = dma_offset + static_cast<std::size_t>(local_size_) * dma_area;
   slabs_ = IpcSlabs::establish(
@@ -367,12 +366,12 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   peers_.lamport_max_bytes = lamport_sub == 0 ? 0 : lamport_bytes;
   peers_.dma_offset = dma_offset;
   peers_.dma_area_bytes = dma_area;
-  peers_.dma_max_bytes = dma_bytes;
+  peers_.dma_max_bytes = max_dma_bytes;
   if (across_nodes_) allocate_node_buffers(max_message_bytes);
-  capacity_ = std::max(max_message_bytes, dma_bytes);
+  capacity_ = std::max(max_message_bytes, max_dma_bytes);
   slot_capacity_ = max_message_bytes;
   lamport_capacity_ = lamport_bytes;
-  dma_capacity_ = dma_bytes;
+  dma_capacity_ = max_dma_bytes;
 }
 
 void CudaPeerTransport::allocate_node_buffers(std::size_t max_message_bytes) {
