@@ -120,6 +120,10 @@ inline constexpr std::size_t kLamportNever = std::numeric_limits<std::size_t>::m
 inline constexpr std::size_t kDmaAlways = 0;
 inline constexpr std::size_t kDmaNever = std::numeric_limits<std::size_t>::max();
 
+// KernelChoices::two_shot_lamport_max_bytes at its two ends.
+inline constexpr std::size_t kTwoShotLamportNever = 0;
+inline constexpr std::size_t kTwoShotLamportAlways = std::numeric_limits<std::size_t>::max();
+
 // The largest KernelChoices::one_shot_max_blocks (the kernels' own limit).
 inline constexpr int kOneShotMaxBlocksLimit = 1024;
 
@@ -160,6 +164,14 @@ struct KernelChoices {
   // or a tuning file's window. Pull mode ignores it. Must agree on every
   // rank.
   std::optional<std::size_t> two_shot_dma_above_bytes;
+  // Two-shot all-reduce, any layout: the Lamport protocol (both phases
+  // write plain data into the sentinel-filled region, no flag words and no
+  // barrier) for messages up to this many bytes, the staged kernel (or
+  // copy engines, above two_shot_dma_above_bytes) above.
+  // kTwoShotLamportNever (0) turns it off. nullopt = auto: the transport's
+  // default (off until measured), or a tuning file's window. Pull mode
+  // ignores it. Must agree on every rank.
+  std::optional<std::size_t> two_shot_lamport_max_bytes;
 
   friend bool operator==(const KernelChoices&, const KernelChoices&) = default;
 };

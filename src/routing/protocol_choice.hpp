@@ -45,6 +45,11 @@ struct ProtocolWindows {
   // for messages above this many bytes (kNoLimit: never; 0: every size).
   // Read only by a push transport (`pull` false).
   std::size_t two_shot_dma_after_bytes = kNoLimit;
+  // Two-shot all-reduce (any layout): the Lamport protocol for messages up
+  // to this many bytes (0: never; kNoLimit: every size). It comes before
+  // the copy-engine window: a message in both takes Lamport. Read only
+  // with `lines` (a push transport that has the Lamport region).
+  std::size_t two_shot_lamport_max_bytes = 0;
   // The windows above may be moved by a tuning file's entry
   // (routing/protocol_tuning.hpp): the transport runs every protocol they
   // choose between (the CUDA kernels). False: they are fixed.
