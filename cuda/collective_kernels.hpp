@@ -8,7 +8,8 @@
 // (launch_recipe.hpp: decided once at declare, launched per call). One file
 // per algorithm holds its kernel and its launch shape: one_shot_ll.cu,
 // one_shot_lamport.cu, two_shot.cu, pull_kernels.cu, fused_ll.cu,
-// fused_lamport.cu, fused_staged.cu, row_norm.cu (add + RMSNorm), pack.cu;
+// fused_lamport.cu, fused_staged.cu, row_norm.cu (add + RMSNorm), pack.cu,
+// two_shot_dma.cu, two_shot_lamport.cu;
 // launch_recipe.cu assembles and launches them; shard_geometry.cuh has the
 // two-shot shards, slab_sizing.cu the sizes below, device_sync.cuh the flag
 // protocol, ll_lines.cuh the LL lines, lamport.cuh the Lamport region.
@@ -96,8 +97,8 @@ struct PeerSet {
   void* const* registry = nullptr;
   // Where, inside a sub-slot, two-shot pull keeps its reduced shard.
   std::uint64_t result_offset = 0;
-  // The Lamport receive region (cuda/lamport.cuh; the one-shot and the
-  // fused op share it): its byte offset in every slab, and one source's
+  // The Lamport receive region (cuda/lamport.cuh; the one-shot, the
+  // two-shot and the fused op share it): its byte offset in every slab, and one source's
   // sub-slot in it (a parity holds size - 1 of them; 0: no region).
   std::uint64_t lamport_offset = 0;
   std::uint64_t lamport_sub_slot_bytes = 0;
@@ -165,11 +166,12 @@ cudaError_t launch_unpack(std::size_t element_bytes, const void* contiguous, voi
 std::size_t sub_slot_bytes_for(std::size_t max_message_bytes, int size);
 std::size_t result_offset_for(std::size_t max_message_bytes, int size);
 // Bytes one source's sub-slot of the Lamport region needs for messages up
-// to `max_message_bytes`; the region is 2 parities x (size - 1) of them and
-// must be filled with all-ones bytes (the sentinel) before any peer can
-// write into it.
+// to `max_message_bytes` on `size` ranks, one-shot or two-shot (two
+// shards); the region is 2 parities x (size - 1) of them and must be
+// filled with all-ones bytes (the sentinel) before any peer can write into
+// it.
 inline constexpr unsigned char kLamportSentinelByte = 0xff;
-std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes);
+std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes, int size);
 // Bytes of one area of the copy-engine two-shot's region for messages up
 // to `max_message_bytes` on `size` ranks: a shard, padded to whole packs;
 // the region is `size` of them.

@@ -43,7 +43,8 @@ bool all_reduce(Algorithm algorithm) {
     case Algorithm::pull_two_shot:
     case Algorithm::node_reduce_scatter:
     case Algorithm::node_all_gather:
-    case Algorithm::two_shot_dma: return true;
+    case Algorithm::two_shot_dma:
+    case Algorithm::two_shot_lamport: return true;
     default: return false;
   }
 }
@@ -111,6 +112,10 @@ void plan_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type
     case Algorithm::two_shot_dma:
       r.shard_elements = shard_of(type, count, shape.size);
       r.steps[0] = two_shot_dma_step(type, r.shard_elements);
+      break;
+    case Algorithm::two_shot_lamport:
+      r.shard_elements = shard_of(type, count, shape.size);
+      r.steps[0] = two_shot_lamport_step(shape, type, r.shard_elements);
       break;
     default: r.step_count = 0; break;
   }
@@ -189,6 +194,7 @@ const char* to_string(Algorithm algorithm) noexcept {
     case Algorithm::node_all_gather: return "node all-gather";
     case Algorithm::node_all_gather_row_norm: return "node all-gather + row norm";
     case Algorithm::two_shot_dma: return "two-shot by copy engines";
+    case Algorithm::two_shot_lamport: return "two-shot Lamport";
   }
   return "unknown";
 }
@@ -200,14 +206,24 @@ cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, Elemen
       shape.size > kMaxRanks) {
     return cudaErrorInvalidValue;
   }
-  const bool one_shot =
-      algorithm == Algorithm::one_shot_ll || algorithm == Algorithm::one_shot_lamport;
-  if (one_shot &&
+  const bool one_shot_grid = algorithm == Algorithm::one_shot_ll ||
+                             algorithm == Algorithm::one_shot_lamport ||
+                             algorithm == Algorithm::two_shot_lamport;
+  if (one_shot_grid &&
       (shape.one_shot_max_blocks < 1 || shape.one_shot_max_blocks > kMaxOneShotBlocks)) {
     return cudaErrorInvalidValue;
   }
   const std::uint64_t bytes = static_cast<std::uint64_t>(count) * detail::element_bytes(type);
   if (algorithm == Algorithm::one_shot_lamport && bytes > shape.lamport_max_bytes) {
+    return cudaErrorInvalidValue;
+  }
+  // Both halves of a sub-slot (two shards) fit the region's sub-slot; the
+  // kernel indexes its packs with 64-bit integers.
+  if (algorithm == Algorithm::two_shot_lamport &&
+      (bytes > shape.lamport_max_bytes ||
+       2 * static_cast<std::uint64_t>(shard_of(type, count, shape.size)) *
+               detail::element_bytes(type) >
+           shape.lamport_sub_slot_bytes)) {
     return cudaErrorInvalidValue;
   }
   // The copies move contiguous bytes; the region holds dma_max_bytes.
@@ -266,6 +282,7 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
     case Algorithm::one_shot_ll:
     case Algorithm::one_shot_lamport:
     case Algorithm::two_shot:
+    case Algorithm::two_shot_lamport:
     case Algorithm::node_reduce_scatter:
     case Algorithm::node_all_gather: {
       // (PeerSet, const T* in, T* out, KernelLayout, count)

@@ -28,6 +28,7 @@
 //   node_reduce_scatter,     node_shards.cu      the hierarchical route's kernels, before and
 //   node_all_gather(_row_norm)                   after the step between nodes (+ row_norm.cu)
 //   two_shot_dma             two_shot_dma.cu     copy engines move the shards, a kernel reduces
+//   two_shot_lamport         two_shot_lamport.cu push two-shot, both phases in the Lamport region
 // launch_recipe.cu holds prepare, launch and describe; shard_geometry.cuh
 // the two-shot shards; slab_sizing.cu the slab's sizes.
 #pragma once
@@ -68,13 +69,16 @@ enum class Algorithm : std::uint8_t {
   // their owners by cudaMemcpyAsync, a kernel reduces this rank's shard,
   // the reduced shards come back by cudaMemcpyAsync (two_shot_dma.cu).
   two_shot_dma,
+  // Two-shot through the Lamport region, any layout: both phases write
+  // plain data that is its own flag (two_shot_lamport.cu).
+  two_shot_lamport,
 };
 
 // "one-shot LL", "one-shot Lamport", "two-shot", "pull one-shot", "pull
 // two-shot", "fused Lamport", "fused LL", "fused staged", "fused two-shot +
 // row norm", "node reduce-scatter", "node all-gather", "node all-gather +
-// row norm", "two-shot by copy engines" ("unknown" for a value outside the
-// enum).
+// row norm", "two-shot by copy engines", "two-shot Lamport" ("unknown" for
+// a value outside the enum).
 const char* to_string(Algorithm algorithm) noexcept;
 
 // One kernel launch, fully decided.
@@ -126,9 +130,10 @@ struct CallPointers {
 // CUDA call, when the algorithm cannot carry the message: count (rows,
 // hidden) <= 0; shape.size outside 1..kMaxRanks; a dtype outside
 // ElementType; an all-reduce algorithm given to prepare_fused or the
-// reverse; a one-shot with shape.one_shot_max_blocks outside
-// 1..kMaxOneShotBlocks; a one-shot Lamport message above
-// shape.lamport_max_bytes; fused_lamport / fused_ll rows that are not whole
+// reverse; a one-shot or two_shot_lamport with shape.one_shot_max_blocks
+// outside 1..kMaxOneShotBlocks; a one-shot Lamport or two_shot_lamport
+// message above shape.lamport_max_bytes, or a two_shot_lamport one whose
+// two shards exceed shape.lamport_sub_slot_bytes; fused_lamport / fused_ll rows that are not whole
 // 16-byte packs; a fused Lamport message above shape.lamport_max_bytes or
 // with more packs than the kernel's 32-bit pack index holds;
 // fused_two_shot_row_norm on a non-dense layout; two_shot_dma on a

@@ -27,6 +27,9 @@ KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::in
 // Push two-shot: a thread per pack of a shard (`shard` elements,
 // shard_elements()), at most kTwoShotMaxBlocks blocks.
 KernelStep two_shot_step(const PeerSet& shape, ElementType type, std::int64_t shard);
+// Push two-shot through the Lamport region: a thread per pack of a shard
+// up to shape.one_shot_max_blocks (no per-block flags; two_shot_lamport.cu).
+KernelStep two_shot_lamport_step(const PeerSet& shape, ElementType type, std::int64_t shard);
 // The hierarchical route's two kernels (node_shards.cu): the same grid as
 // the push two-shot.
 KernelStep node_reduce_scatter_step(const PeerSet& shape, ElementType type, std::int64_t shard);

@@ -53,9 +53,15 @@ std::size_t sub_slot_bytes_for(std::size_t max_message_bytes, int size) {
   return round_up(line_bytes > pull_bytes ? line_bytes : pull_bytes, 256);
 }
 
-std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes) {
-  // Whole packs (a short last pack travels whole), 256-byte aligned sub-slots.
-  return round_up(round_up(max_message_bytes, kPackBytes), 256);
+std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes, int size) {
+  // Whole packs (a short last pack travels whole), 256-byte aligned
+  // sub-slots. A two-shot puts two shards there (two_shot_lamport.cu): a
+  // shard of any dtype is at most ceil(bytes / size) rounded up to a pack,
+  // plus one element (shard_geometry.cuh).
+  const std::size_t ranks = static_cast<std::size_t>(size);
+  const std::size_t one_shot = round_up(max_message_bytes, kPackBytes);
+  const std::size_t two_shot = 2 * ((max_message_bytes + ranks - 1) / ranks + 2 * kPackBytes);
+  return round_up(one_shot > two_shot ? one_shot : two_shot, 256);
 }
 
 std::size_t dma_area_bytes_for(std::size_t max_message_bytes, int size) {

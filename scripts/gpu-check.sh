@@ -116,12 +116,12 @@ fi
 # The GPU test binaries, for the GPU tests and for compute-sanitizer.
 TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test
               cuda_teardown_test cuda_lamport_test cuda_fused_lamport_test cuda_mpi_fallback_test
-              cuda_graph_replay_test cuda_hierarchical_test cuda_nccl_build_test cuda_dma_test)
+              cuda_graph_replay_test cuda_hierarchical_test cuda_nccl_build_test cuda_two_shot_protocols_test)
 TEST_REGEX='^cuda_.*\.np'  # + the rank count
 if [[ -n "${GPU_TESTS:-}" ]]; then
   read -r -a TEST_BINARIES <<<"$GPU_TESTS"
   TEST_REGEX="^($(IFS='|'; echo "${TEST_BINARIES[*]}"))\\.np"
-  [[ -z "${SKIP_SANITIZER:-}" ]] && TEST_BINARIES+=(cuda_collectives_test cuda_registration_test cuda_dma_test)
+  [[ -z "${SKIP_SANITIZER:-}" ]] && TEST_BINARIES+=(cuda_collectives_test cuda_registration_test cuda_two_shot_protocols_test)
 fi
 if [[ -z "${SKIP_TESTS:-}" || -z "${SKIP_SANITIZER:-}" ]]; then
   TARGETS=("${TEST_BINARIES[@]}" "${TARGETS[@]}")
@@ -266,12 +266,14 @@ if [[ -z "${SKIP_SANITIZER:-}" ]] && command -v compute-sanitizer >/dev/null; th
   cat "$OUT/sanitizer-race.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
   tstep memcheck-pull sanitizer-pull.tmp 120 "${MPIRUN[@]}" compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/mpi_tests/cuda_registration_test" '--gtest_filter=CudaRegistration.RanksMix*'
   cat "$OUT/sanitizer-pull.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
-  # The copy-engine two-shot: its reduce kernel and the copies around it.
-  D='--gtest_filter=CudaDma.StridedRows*:CudaDma.AMessageInPieces*'
-  tstep memcheck-dma sanitizer-dma.tmp 120 "${MPIRUN[@]}" compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/mpi_tests/cuda_dma_test" "$D"
-  cat "$OUT/sanitizer-dma.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
-  tstep racecheck-dma sanitizer-dma.tmp 120 "${MPIRUN[@]}" compute-sanitizer --tool racecheck --error-exitcode 9 "$BUILD/mpi_tests/cuda_dma_test" "$D"
-  cat "$OUT/sanitizer-dma.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
+  # The two-shot's other protocols: the copy engines' reduce kernel and
+  # the copies around it, and the Lamport two-shot (strided rows included).
+  D='--gtest_filter=*/CudaTwoShotProtocol.StridedRows*:*/CudaTwoShotProtocol.AMessageInPieces*'
+  W="$BUILD/mpi_tests/cuda_two_shot_protocols_test"
+  tstep memcheck-two-shot sanitizer-two-shot.tmp 180 "${MPIRUN[@]}" compute-sanitizer --tool memcheck --error-exitcode 9 "$W" "$D"
+  cat "$OUT/sanitizer-two-shot.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
+  tstep racecheck-two-shot sanitizer-two-shot.tmp 180 "${MPIRUN[@]}" compute-sanitizer --tool racecheck --error-exitcode 9 "$W" "$D"
+  cat "$OUT/sanitizer-two-shot.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
 fi
 
 if [[ -n "$FULL" ]]; then

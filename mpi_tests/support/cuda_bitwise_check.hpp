@@ -1,5 +1,5 @@
 // Bit-for-bit checks of GPU all-reduces shared by the protocol tests
-// (cuda_lamport_test, cuda_dma_test): inputs full of special bit
+// (cuda_lamport_test, cuda_two_shot_protocols_test): inputs full of special bit
 // patterns, one call through any path with poisoned padding checked
 // untouched, the float64 reference within one rounding, and the first
 // differing element of two results.

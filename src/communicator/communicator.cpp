@@ -269,11 +269,12 @@ class CommunicatorImpl final : public Communicator {
         // A plan run in pieces stages one piece at a time.
         const std::size_t piece = piece_bytes(declarations[i], d);
         const std::size_t staged = piece != 0 ? piece : d.message_bytes;
-        // Copy-engine plans have a region of their own, not the slots.
+        // Copy-engine and Lamport plans have regions of their own, not the
+        // slots (a Lamport two-shot in pieces needs room for a piece).
         if (d.protocol == Protocol::dma) max_dma_bytes = std::max(max_dma_bytes, staged);
+        else if (d.protocol == Protocol::lamport)
+          max_lamport_bytes = std::max(max_lamport_bytes, staged);
         else if (is_p2p(d.route)) max_bytes = std::max(max_bytes, staged);
-        if (d.protocol == Protocol::lamport)
-          max_lamport_bytes = std::max(max_lamport_bytes, d.message_bytes);
       }
       // A Timeout in reserve() propagates (the communicator is then
       // broken); any other failure, in reserve() or in preparing a plan's

@@ -36,6 +36,12 @@ RouteAndProtocol choose_protocol(Route route, const Declaration& declaration, st
       return {route, bytes > w.one_shot_ll_max_bytes ? Protocol::lamport : Protocol::ll};
     case Route::two_shot:
       if (w.pull) return {route, Protocol::pull};
+      // Lamport first: its window sits below the copy engines' (small
+      // messages, where a barrier's latency weighs most).
+      if (w.lines && w.two_shot_lamport_max_bytes != 0 && bytes <= w.two_shot_lamport_max_bytes &&
+          bytes / kPackBytes <= kLamportMaxPacks) {
+        return {route, Protocol::lamport};
+      }
       if (w.two_shot_dma_after_bytes != kNoLimit && bytes > w.two_shot_dma_after_bytes &&
           declaration.layout.is_contiguous()) {
         return {route, Protocol::dma};

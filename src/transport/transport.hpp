@@ -80,9 +80,9 @@ class PeerTransport {
   // the buffers and resets the call epochs on every rank.
   // `max_lamport_bytes`: the largest plan the router gave the Lamport
   // protocol (0: none), which needs a region of its own; `max_dma_bytes`
-  // likewise for the plans given Protocol::dma (copy engines), which stage
-  // nothing in the slots: `max_message_bytes` need not count them, and
-  // capacity_bytes() is the larger of the two.
+  // likewise for the plans given Protocol::dma (copy engines). Neither
+  // kind stages anything in the slots: `max_message_bytes` need not count
+  // them, and capacity_bytes() is the largest of the three.
   virtual void reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes = 0,
                        std::size_t max_dma_bytes = 0) = 0;
   virtual std::size_t capacity_bytes() const noexcept = 0;

@@ -94,6 +94,38 @@ TEST(ProtocolChoice, TwoShotTakesCopyEnginesAboveItsWindowOnContiguousLayoutsOnl
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(64 * kKiB * kKiB), w).protocol, Protocol::pull);
 }
 
+TEST(ProtocolChoice, TwoShotTakesLamportUpToItsWindowOnAnyLayoutBeforeCopyEngines) {
+  auto w = cuda_push();
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(2), w).protocol, Protocol::staged)
+      << "the default window is closed";
+  w.two_shot_lamport_max_bytes = 4 * kKiB * kKiB;
+  w.two_shot_dma_after_bytes = 0;  // copy engines everywhere else: Lamport still comes first
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(4 * kKiB * kKiB), w),
+            (RouteAndProtocol{Route::two_shot, Protocol::lamport}))
+      << "the window includes its bound";
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(4 * kKiB * kKiB + 2), w).protocol, Protocol::dma);
+  // Strided rows travel as packs of their elements, like the one-shot's.
+  const std::int64_t shape[] = {4, 128 * kKiB};
+  const std::int64_t strides[] = {256 * kKiB, 1};
+  const Declaration strided = Declaration::all_reduce("ar", DataType::bf16,
+                                                      TensorLayout::strided(shape, strides));
+  EXPECT_EQ(choose(Route::two_shot, strided, w).protocol, Protocol::lamport);
+  w.two_shot_dma_after_bytes = kNoLimit;
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(4 * kKiB * kKiB + 2), w).protocol,
+            Protocol::staged);
+  w.two_shot_lamport_max_bytes = kNoLimit;
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(1024 * kKiB * kKiB), w).protocol,
+            Protocol::lamport);
+  // The one-shot keeps its own window; pull and the host backend have no Lamport.
+  EXPECT_EQ(choose(Route::one_shot, all_reduce_of(2), w).protocol, Protocol::ll);
+  ProtocolWindows pull = w;
+  pull.pull = true;
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(2), pull).protocol, Protocol::pull);
+  ProtocolWindows host;
+  host.two_shot_lamport_max_bytes = kNoLimit;
+  EXPECT_EQ(choose(Route::two_shot, all_reduce_of(2), host).protocol, Protocol::staged);
+}
+
 TEST(ProtocolChoice, HostBackendStagesEveryRoute) {
   const ProtocolWindows host;  // the defaults
   for (Route route : {Route::one_shot, Route::two_shot, Route::hierarchical}) {

@@ -70,6 +70,7 @@ constexpr std::uint64_t kLinesAutoMaxBytes = 64 * 1024;
 static_assert(kLamportNever == kLinesEverySize, "`ll` is the largest threshold");
 static_assert(routing::kNoLimit == kLinesEverySize, "\"never\" means the same to the router");
 static_assert(routing::kNoLimit == kDmaNever, "\"never\" means the same to the router");
+static_assert(routing::kNoLimit == kTwoShotLamportAlways, "\"every size\" too");
 
 // Fused calls above this many bytes take the Lamport fused kernel
 // (cuda/fused_lamport.cu) where their rows are whole 16-byte packs and the
@@ -109,6 +110,11 @@ std::string describe_choices(const cuda_kernels::PeerSet& p, const routing::Prot
             (after == kDmaNever ? std::string("off")
              : after == 0       ? std::string("at every size")
                                 : "above " + bytes(after));
+    const std::size_t lamport = w.two_shot_lamport_max_bytes;
+    text += "; two-shot Lamport " +
+            (lamport == kTwoShotLamportNever    ? std::string("off")
+             : lamport == kTwoShotLamportAlways ? std::string("at every size")
+                                                : "up to " + bytes(lamport));
   }
   return text + "; row clusters " + (p.cluster_rows ? "on" : "off");
 }
@@ -183,6 +189,10 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     // (a tuning file from peerplan_tune, or the KernelChoices field).
     windows_.two_shot_dma_after_bytes =
         pull ? kDmaNever : kernels.two_shot_dma_above_bytes.value_or(kDmaNever);
+    // The Lamport two-shot likewise (it shares the one-shot's region).
+    windows_.two_shot_lamport_max_bytes =
+        pull ? kTwoShotLamportNever
+             : kernels.two_shot_lamport_max_bytes.value_or(kTwoShotLamportNever);
     windows_.tunable = true;
     if (bootstrap.rank() == 0) {
       log::info(std::string(kBackend) + ": " + describe_choices(peers_, windows_));
@@ -313,10 +323,11 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
     broken_ = true;
   }
   // The Lamport region holds exactly the plans the router gave the Lamport
-  // protocol (one-shot and fused alike): the largest of them. The
-  // copy-engine region holds the plans given Protocol::dma, which stage
-  // nothing in the slots: `max_message_bytes` does not count them.
-  const std::size_t lamport_bytes = std::min(max_message_bytes, max_lamport_bytes);
+  // protocol (one-shot, two-shot and fused alike): the largest of them.
+  // The copy-engine region holds the plans given Protocol::dma. Neither
+  // kind stages anything in the slots: `max_message_bytes` does not count
+  // them.
+  const std::size_t lamport_bytes = max_lamport_bytes;
   const bool needs_rebuild = broken_ || max_message_bytes != slot_capacity_ ||
                              lamport_bytes != lamport_capacity_ || max_dma_bytes != dma_capacity_;
   // Every rank rebuilds, or none: a rank that timed out resets every rank's epochs.
@@ -333,18 +344,17 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   dma_capacity_ = 0;
   broken_ = false;
   broken_reason_.clear();
-  if (max_message_bytes == 0 && max_dma_bytes == 0) return;
+  if (max_message_bytes == 0 && lamport_bytes == 0 && max_dma_bytes == 0) return;
 
   const std::size_t sub_slot = cuda_kernels::sub_slot_bytes_for(max_message_bytes, local_size_);
   const std::size_t slot = sub_slot * static_cast<std::size_t>(local_size_);
-  // The Lamport region after the slots, filled with the sentinel: 2
-  // parities x (ranks - 1) sources x the largest one-shot or fused message
-  // it may carry (none when no such message may use it: both protocols
-  // `ll` (the one-shot also in pull mode), or no declared message above
-  // their LL limits).
-  const std::size_t lamport_sub = lamport_bytes == 0 || local_size_ < 2
-                                      ? 0
-                                      : cuda_kernels::lamport_sub_slot_bytes_for(lamport_bytes);
+  // The Lamport region last, filled with the sentinel: 2 parities x
+  // (ranks - 1) sources x the largest Lamport message it may carry (none
+  // when the router gave no plan the Lamport protocol).
+  const std::size_t lamport_sub =
+      lamport_bytes == 0 || local_size_ < 2
+          ? 0
+          : cuda_kernels::lamport_sub_slot_bytes_for(lamport_bytes, local_size_);
   // The copy-engine region after the slots: `local_size_` areas of a
   // shard each (none without a dma plan).
   const std::size_t dma_area =
@@ -368,7 +378,7 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   peers_.dma_area_bytes = dma_area;
   peers_.dma_max_bytes = max_dma_bytes;
   if (across_nodes_) allocate_node_buffers(max_message_bytes);
-  capacity_ = std::max(max_message_bytes, max_dma_bytes);
+  capacity_ = std::max({max_message_bytes, peers_.lamport_max_bytes, max_dma_bytes});
   slot_capacity_ = max_message_bytes;
   lamport_capacity_ = lamport_bytes;
   dma_capacity_ = max_dma_bytes;
@@ -484,6 +494,7 @@ std::optional<Algorithm> algorithm_for(Route route, Protocol protocol) {
       if (protocol == Protocol::staged) return Algorithm::two_shot;
       if (protocol == Protocol::pull) return Algorithm::pull_two_shot;
       if (protocol == Protocol::dma) return Algorithm::two_shot_dma;
+      if (protocol == Protocol::lamport) return Algorithm::two_shot_lamport;
       break;
     case Route::fused_one_shot:
       if (protocol == Protocol::lamport) return Algorithm::fused_lamport;
@@ -508,9 +519,11 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& requ
                           to_string(request.route) + " plan on protocol " +
                           to_string(request.protocol) + ": " + why);
   };
-  // Copy-engine plans have a region of their own; the others stage
-  // through the slots (or their Lamport region, which prepare checks).
-  const std::size_t room = request.protocol == Protocol::dma ? dma_capacity_ : slot_capacity_;
+  // Copy-engine and Lamport plans have regions of their own; the others
+  // stage through the slots.
+  const std::size_t room = request.protocol == Protocol::dma       ? dma_capacity_
+                           : request.protocol == Protocol::lamport ? lamport_capacity_
+                                                                   : slot_capacity_;
   if (closed_ || room == 0 || request.message_bytes > room) {
     refuse_peer_call(kBackend, {closed_, false, {}, room}, "prepare", request.message_bytes);
   }

@@ -1,16 +1,21 @@
-// The two-shot all-reduce by copy engines (Protocol::dma, cuda/
-// two_shot_dma.cu) on real GPUs. Each check runs the same inputs through a
-// communicator whose two-shot runs on copy engines and one whose two-shot
-// stages through the kernel (KernelChoices::two_shot_dma_above_bytes at its
-// two ends), and requires: CallResult naming the protocol that ran, the
-// float64 reference within one rounding (NaN stays NaN, infinities exact),
-// the same bytes on every rank, and the same bytes from both protocols.
-// Covered: every dtype, shard counts that leave ranks with short or empty
-// shards, in == out; strided layouts (the router keeps them staged);
-// messages run in pieces; a CUDA graph mixing copy-engine and one-shot
-// plans, replayed with new inputs and eager calls in between; the timeout
-// and its recovery; the plan's launch text. Any world size from 2 to 8, one
-// GPU per rank or shared. Skipped (on every rank) without GPUs.
+// The two-shot all-reduce's other protocols on real GPUs: copy engines
+// (Protocol::dma, cuda/two_shot_dma.cu) and the Lamport region
+// (Protocol::lamport, cuda/two_shot_lamport.cu), each test run for both.
+// Each check runs the same inputs through a communicator whose two-shot
+// runs on the tested protocol and one whose two-shot stages through the
+// kernel (KernelChoices::two_shot_dma_above_bytes and
+// two_shot_lamport_max_bytes at their ends), and requires: CallResult
+// naming the protocol that ran, the float64 reference within one rounding
+// (NaN stays NaN, infinities exact; the inputs are full of special bit
+// patterns, the Lamport sentinel among them), the same bytes on every
+// rank, and the same bytes from both protocols. Covered: every dtype, shard
+// counts that leave ranks with short or empty shards, in == out; strided
+// layouts (copy engines leave them staged, Lamport takes them); messages
+// run in pieces; a CUDA graph mixing the protocol with one-shot plans (LL
+// and Lamport: the Lamport region's parities are shared), replayed with
+// new inputs and eager calls in between; the timeout and its recovery; the
+// plan's launch text. Any world size from 2 to 8, one GPU per rank or
+// shared. Skipped (on every rank) without GPUs.
 #include <array>
 #include <chrono>
 #include <memory>
@@ -26,12 +31,17 @@ namespace {
 
 constexpr std::array<DataType, 3> kDtypes{DataType::f16, DataType::bf16, DataType::f32};
 
-// Every declared all-reduce up to 64 MiB routed two-shot, on copy engines
-// (`dma`) or staged.
-Config two_shot_on(bool dma, Config config = forcing(Route::two_shot)) {
-  config.kernels.two_shot_dma_above_bytes = dma ? kDmaAlways : kDmaNever;
+// Every declared all-reduce up to 64 MiB routed two-shot, on `protocol`
+// (staged, dma or lamport) at every size.
+Config two_shot_on(Protocol protocol, Config config = forcing(Route::two_shot)) {
+  config.kernels.two_shot_dma_above_bytes = protocol == Protocol::dma ? kDmaAlways : kDmaNever;
+  config.kernels.two_shot_lamport_max_bytes =
+      protocol == Protocol::lamport ? kTwoShotLamportAlways : kTwoShotLamportNever;
   return config;
 }
+
+// Each test runs for both protocols.
+class CudaTwoShotProtocol : public ::testing::TestWithParam<Protocol> {};
 
 AllReduceCall expecting(Communicator& comm, DataType dtype, const TensorLayout& layout,
                         Protocol protocol, Route route = Route::two_shot) {
@@ -46,8 +56,7 @@ AllReduceCall expecting(Communicator& comm, DataType dtype, const TensorLayout& 
 // two-shot): float64 reference, same bytes on every rank, same bytes from
 // both. `protocol` is what `tested` must report for this layout.
 void expect_same_bits(Communicator& staged, Communicator& tested, DataType dtype,
-                      const TensorLayout& layout, bool in_place,
-                      Protocol protocol = Protocol::dma) {
+                      const TensorLayout& layout, bool in_place, Protocol protocol) {
   SCOPED_TRACE(std::string(to_string(dtype)) + " " + layout.to_string() +
                (in_place ? " in place" : "") + ", " + to_string(protocol));
   const auto inputs = every_rank_input(dtype, layout.numel(), next_seed());
@@ -72,31 +81,34 @@ std::vector<std::int64_t> counts_of(DataType dtype) {
   return n;
 }
 
-TEST(CudaDma, EveryDtypeAndCountMatchesTheStagedTwoShotBitForBit) {
+TEST_P(CudaTwoShotProtocol, EveryDtypeAndCountMatchesTheStagedTwoShotBitForBit) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto staged = create_cuda(two_shot_on(false));
-  auto dma = create_cuda(two_shot_on(true));
-  ASSERT_TRUE(staged->p2p_enabled() && dma->p2p_enabled()) << dma->p2p_disabled_reason();
+  const Protocol protocol = GetParam();
+  auto staged = create_cuda(two_shot_on(Protocol::staged));
+  auto tested = create_cuda(two_shot_on(protocol));
+  ASSERT_TRUE(staged->p2p_enabled() && tested->p2p_enabled()) << tested->p2p_disabled_reason();
   const auto declared = vector_declarations(kDtypes, counts_of);
   staged->declare(declared);
-  dma->declare(declared);
+  tested->declare(declared);
   for (DataType dtype : kDtypes) {
     bool in_place = false;
     for (std::int64_t n : counts_of(dtype)) {
-      expect_same_bits(*staged, *dma, dtype, vector_of(n), in_place);
+      expect_same_bits(*staged, *tested, dtype, vector_of(n), in_place, protocol);
       in_place = !in_place;
     }
   }
-  dma->close();
+  tested->close();
   staged->close();
 }
 
-TEST(CudaDma, StridedRowsStayOnTheStagedKernel) {
+TEST_P(CudaTwoShotProtocol, StridedRowsTakeLamportButStayStagedForCopyEngines) {
   // Copy engines move contiguous bytes: the router keeps padded rows on
-  // the staged two-shot even where the window admits copy engines.
+  // the staged two-shot even where the window admits copy engines. The
+  // Lamport kernel reads and writes through the layout.
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto staged = create_cuda(two_shot_on(false));
-  auto dma = create_cuda(two_shot_on(true));
+  const Protocol protocol = GetParam();
+  auto staged = create_cuda(two_shot_on(Protocol::staged));
+  auto tested = create_cuda(two_shot_on(protocol));
   const TensorLayout padded =
       TensorLayout::strided(std::vector<std::int64_t>{300, 1000},
                             std::vector<std::int64_t>{1032, 1});
@@ -104,25 +116,27 @@ TEST(CudaDma, StridedRowsStayOnTheStagedKernel) {
   std::vector<Declaration> declared{Declaration::all_reduce("padded", DataType::bf16, padded),
                                     Declaration::all_reduce("dense", DataType::bf16, dense)};
   staged->declare(declared);
-  dma->declare(declared);
+  tested->declare(declared);
+  const Protocol padded_protocol = protocol == Protocol::dma ? Protocol::staged : protocol;
   for (bool in_place : {false, true}) {
-    expect_same_bits(*staged, *dma, DataType::bf16, padded, in_place, Protocol::staged);
-    expect_same_bits(*staged, *dma, DataType::bf16, dense, in_place, Protocol::dma);
+    expect_same_bits(*staged, *tested, DataType::bf16, padded, in_place, padded_protocol);
+    expect_same_bits(*staged, *tested, DataType::bf16, dense, in_place, protocol);
   }
-  dma->close();
+  tested->close();
   staged->close();
 }
 
-TEST(CudaDma, AMessageInPiecesRunsEachPieceOnCopyEnginesWithTheSameBits) {
+TEST_P(CudaTwoShotProtocol, AMessageInPiecesRunsEachPieceOnTheProtocolWithTheSameBits) {
   // The same pieces on the staged kernel too: both must give the bits of
   // one whole staged two-shot.
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  Config dma_pieces = two_shot_on(true);
-  dma_pieces.cutoffs.two_shot_chunk_bytes = 64 * 1024;
-  Config staged_pieces = two_shot_on(false);
+  const Protocol protocol = GetParam();
+  Config tested_pieces = two_shot_on(protocol);
+  tested_pieces.cutoffs.two_shot_chunk_bytes = 64 * 1024;
+  Config staged_pieces = two_shot_on(Protocol::staged);
   staged_pieces.cutoffs.two_shot_chunk_bytes = 64 * 1024;
-  auto whole = create_cuda(two_shot_on(false));
-  auto dma = create_cuda(dma_pieces);
+  auto whole = create_cuda(two_shot_on(Protocol::staged));
+  auto tested = create_cuda(tested_pieces);
   auto staged = create_cuda(staged_pieces);
   // 3 pieces of 64 KiB and a short one, and a message that is one piece.
   const std::int64_t long_count = (3 * 64 * 1024 + 4000) / 2;
@@ -130,52 +144,58 @@ TEST(CudaDma, AMessageInPiecesRunsEachPieceOnCopyEnginesWithTheSameBits) {
   const std::vector<Declaration> declared{
       Declaration::all_reduce("long", DataType::bf16, vector_of(long_count)),
       Declaration::all_reduce("one", DataType::bf16, vector_of(one_piece))};
-  for (Communicator* c : {whole.get(), dma.get(), staged.get()}) c->declare(declared);
+  for (Communicator* c : {whole.get(), tested.get(), staged.get()}) c->declare(declared);
   const auto long_key = make_all_reduce_key(DataType::bf16, vector_of(long_count));
-  const PlanInfo plan = dma->plan_for(long_key);
-  EXPECT_EQ(plan.protocol, Protocol::dma);
-  EXPECT_NE(plan.launch.find("copy engines"), std::string::npos) << plan.launch;
+  const PlanInfo plan = tested->plan_for(long_key);
+  EXPECT_EQ(plan.protocol, protocol);
+  EXPECT_NE(plan.launch.find(protocol == Protocol::dma ? "copy engines" : "two-shot Lamport"),
+            std::string::npos)
+      << plan.launch;
   EXPECT_NE(plan.launch.find("in 3 pieces of 65536 bytes + 1 of 4000"), std::string::npos)
       << plan.launch;
   EXPECT_NE(staged->plan_for(long_key).launch.find("in 3 pieces"), std::string::npos)
       << staged->plan_for(long_key).launch;
   for (bool in_place : {false, true}) {
     for (std::int64_t n : {long_count, one_piece}) {
-      expect_same_bits(*whole, *dma, DataType::bf16, vector_of(n), in_place);
+      expect_same_bits(*whole, *tested, DataType::bf16, vector_of(n), in_place, protocol);
       expect_same_bits(*whole, *staged, DataType::bf16, vector_of(n), in_place, Protocol::staged);
     }
   }
-  for (Communicator* c : {staged.get(), dma.get(), whole.get()}) c->close();
+  for (Communicator* c : {staged.get(), tested.get(), whole.get()}) c->close();
 }
 
-TEST(CudaDma, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
+TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  // One graph with copy-engine two-shots and a one-shot kernel between
-  // them: the one-shot moves the epoch (and its slot parity) while the
-  // copy engines' addresses stay fixed.
-  Config mixed = two_shot_on(true);
+  // One graph with two-shots on the protocol and one-shot kernels between
+  // them, LL lines and Lamport: the one-shots move the epoch (and its
+  // parity) while the copy engines' addresses stay fixed, and the Lamport
+  // one-shot and two-shot share the region's parities.
+  const Protocol protocol = GetParam();
+  Config mixed = two_shot_on(protocol);
   mixed.cutoffs.one_shot_max_bytes = 16 * 1024;
-  auto dma = create_cuda(mixed);
-  auto staged = create_cuda(two_shot_on(false));
-  ASSERT_TRUE(staged->p2p_enabled() && dma->p2p_enabled()) << dma->p2p_disabled_reason();
+  mixed.kernels.one_shot_lamport_above_bytes = 4 * 1024;
+  auto tested = create_cuda(mixed);
+  auto staged = create_cuda(two_shot_on(Protocol::staged));
+  ASSERT_TRUE(staged->p2p_enabled() && tested->p2p_enabled()) << tested->p2p_disabled_reason();
   struct Shape {
     DataType dtype;
     std::int64_t count;
-    Route route;  // on the copy-engine communicator
+    Route route;  // on the tested communicator
   };
-  const std::array<Shape, 3> shapes{{{DataType::bf16, 600000, Route::two_shot},
+  const std::array<Shape, 4> shapes{{{DataType::bf16, 600000, Route::two_shot},
                                      {DataType::f32, 1000, Route::one_shot},
-                                     {DataType::f16, 40000, Route::two_shot}}};
+                                     {DataType::f16, 40000, Route::two_shot},
+                                     {DataType::bf16, 6000, Route::one_shot}}};
   std::vector<Declaration> declared;
   for (std::size_t s = 0; s < shapes.size(); ++s) {
     declared.push_back(Declaration::all_reduce("g" + std::to_string(s), shapes[s].dtype,
                                                vector_of(shapes[s].count)));
   }
-  dma->declare(declared);
+  tested->declare(declared);
   staged->declare(declared);
 
   constexpr int kSets = 5;
-  std::vector<std::unique_ptr<DeviceBuffer>> ins, outs, sets;  // sets[set * 3 + s]
+  std::vector<std::unique_ptr<DeviceBuffer>> ins, outs, sets;  // sets[set * 4 + s]
   for (const Shape& shape : shapes) {
     const std::size_t bytes = shape.count * element_size(shape.dtype);
     ins.push_back(std::make_unique<DeviceBuffer>(bytes));
@@ -226,18 +246,18 @@ TEST(CudaDma, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
     calls(*staged, false);
     expected.push_back(outputs());
     load_set(set);
-    calls(*dma, true);
+    calls(*tested, true);
     if (outputs() != expected.back()) ++eager_mismatches;
   }
-  EXPECT_EQ(eager_mismatches, 0) << "eager sets whose copy-engine bytes differ from staged";
+  EXPECT_EQ(eager_mismatches, 0) << "eager sets whose bytes differ from staged";
 
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  calls(*dma, true);
+  calls(*tested, true);
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  const int replays = gpus_shared(*dma) ? 20 : 60;
+  const int replays = gpus_shared(*tested) ? 20 : 60;
   int mismatches = 0;
   for (int i = 0; i < replays; ++i) {
     const int set = (i * 3 + 1) % kSets;
@@ -247,8 +267,8 @@ TEST(CudaDma, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
     if (i % 7 == 6) {  // eager calls between replays, once or twice
       const int e = (i / 7) % kSets;
       load_set(e);
-      calls(*dma, true);
-      if (i % 14 == 13) calls(*dma, true);  // the inputs are unchanged, so are the sums
+      calls(*tested, true);
+      if (i % 14 == 13) calls(*tested, true);  // the inputs are unchanged, so are the sums
       if (outputs() != expected[e]) ++mismatches;
     }
   }
@@ -259,32 +279,41 @@ TEST(CudaDma, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
   staged->close();
-  dma->close();
+  tested->close();
 }
 
-TEST(CudaDma, RankThatSkipsACallMakesTheOthersRaiseTimeoutThenDeclareRecovers) {
+TEST_P(CudaTwoShotProtocol, RankThatSkipsACallMakesTheOthersRaiseTimeoutThenDeclareRecovers) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  Config config = two_shot_on(true);
+  const Protocol protocol = GetParam();
+  Config config = two_shot_on(protocol);
   config.timeout = std::chrono::milliseconds(1500);
-  auto dma = create_cuda(config);
-  auto staged = create_cuda(two_shot_on(false));
-  ASSERT_TRUE(dma->p2p_enabled() && staged->p2p_enabled()) << dma->p2p_disabled_reason();
+  auto tested = create_cuda(config);
+  auto staged = create_cuda(two_shot_on(Protocol::staged));
+  ASSERT_TRUE(tested->p2p_enabled() && staged->p2p_enabled()) << tested->p2p_disabled_reason();
   const std::int64_t n = 1 << 18;
   const std::vector<Declaration> declared{
       Declaration::all_reduce("x", DataType::bf16, vector_of(n))};
-  dma->declare(declared);
+  tested->declare(declared);
   staged->declare(declared);
-  expect_same_bits(*staged, *dma, DataType::bf16, vector_of(n), false);
+  expect_same_bits(*staged, *tested, DataType::bf16, vector_of(n), false, protocol);
 
   if (rank() != size() - 1) {  // the last rank skips the call
-    expect_call_abandoned_by_last_rank(*dma, n);
+    expect_call_abandoned_by_last_rank(*tested, n);
   }
   MPI_Barrier(test_comm());
-  dma->declare(declared);  // re-creates the slabs and the region on every rank
-  for (int k = 0; k < 3; ++k) expect_same_bits(*staged, *dma, DataType::bf16, vector_of(n), k == 1);
+  tested->declare(declared);  // re-creates the slabs and the region on every rank
+  for (int k = 0; k < 3; ++k) {
+    expect_same_bits(*staged, *tested, DataType::bf16, vector_of(n), k == 1, protocol);
+  }
   staged->close();
-  dma->close();
+  tested->close();
 }
+
+INSTANTIATE_TEST_SUITE_P(Protocols, CudaTwoShotProtocol,
+                         ::testing::Values(Protocol::dma, Protocol::lamport),
+                         [](const ::testing::TestParamInfo<Protocol>& info) {
+                           return std::string(to_string(info.param));
+                         });
 
 }  // namespace
 }  // namespace peerplan::cuda_test
