@@ -276,6 +276,17 @@ TEST(CommunicatorCreate, KernelChoicesThatMustAgreeFailCreateOnEveryRank) {
         << o.message;
   }
   {
+    // The two-shot's Lamport window: a rank that runs Lamport writes into a
+    // region its peer, running the staged kernel, never reads.
+    ScopedEnv env("PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES", test_rank() == last ? "all" : "1M");
+    const CreateOutcome o = try_create({});
+    expect_same_failure_everywhere(o, ErrorCode::mismatch, "two-shot Lamport on the last rank");
+    expect_names(o, "kernels.two_shot_lamport_max_bytes", "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES");
+    EXPECT_NE(o.message.find("is 1048576 on rank 0 but all on rank " + std::to_string(last)),
+              std::string::npos)
+        << o.message;
+  }
+  {
     // Two fields at once: both named.
     Config config;
     if (test_rank() == last) {

@@ -222,7 +222,8 @@ inline constexpr int kMaxUndeclaredKeysTracked = 1024;
 // (1..1024|auto), PEERPLAN_ONE_SHOT_PROTOCOL and PEERPLAN_FUSED_PROTOCOL
 // (auto|ll|lamport|a size), PEERPLAN_FUSED_LL_MAX_BYTES (a size|auto),
 // PEERPLAN_ROW_CLUSTERS (auto|on|off or a boolean), PEERPLAN_TWO_SHOT_PROTOCOL
-// (auto|staged|dma|a size), PEERPLAN_FALLBACK (auto|nccl|mpi),
+// (auto|staged|dma|a size), PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES
+// (auto|off|all|a size), PEERPLAN_FALLBACK (auto|nccl|mpi),
 // PEERPLAN_TRACK_UNDECLARED (0..1024). Names and keywords are
 // case-insensitive; sizes take K/M/G suffixes (KiB multiples, e.g. 512K) or
 // "auto"; booleans 0/1/true/false/yes/no/on/off. A variable set to the empty

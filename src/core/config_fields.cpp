@@ -20,6 +20,13 @@ std::string two_shot_protocol_text(const std::optional<std::size_t>& dma_above_b
   return std::to_string(*dma_above_bytes);
 }
 
+std::string two_shot_lamport_text(const std::optional<std::size_t>& lamport_max_bytes) {
+  if (!lamport_max_bytes) return "auto";
+  if (*lamport_max_bytes == kTwoShotLamportNever) return "off";
+  if (*lamport_max_bytes == kTwoShotLamportAlways) return "all";
+  return std::to_string(*lamport_max_bytes);
+}
+
 std::vector<ConfigField> config_fields(const Config& c) {
   const RouteCutoffs& r = c.cutoffs;
   const KernelChoices& k = c.kernels;
@@ -61,6 +68,8 @@ std::vector<ConfigField> config_fields(const Config& c) {
       // Sender and receiver must run the same two-shot protocol.
       {"kernels.two_shot_dma_above_bytes", "PEERPLAN_TWO_SHOT_PROTOCOL",
        two_shot_protocol_text(k.two_shot_dma_above_bytes), true},
+      {"kernels.two_shot_lamport_max_bytes", "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES",
+       two_shot_lamport_text(k.two_shot_lamport_max_bytes), true},
       // Every rank must take the same fallback: the calls are collectives.
       {"fallback", "PEERPLAN_FALLBACK", to_string(c.fallback), true},
       // What this rank's Stats keep: no peer depends on it.

@@ -38,4 +38,8 @@ std::string protocol_text(const std::optional<std::size_t>& lamport_above_bytes)
 // "auto", "staged", "dma" or the number.
 std::string two_shot_protocol_text(const std::optional<std::size_t>& dma_above_bytes);
 
+// The two-shot's Lamport window (KernelChoices::two_shot_lamport_max_bytes):
+// "auto", "off", "all" or the number.
+std::string two_shot_lamport_text(const std::optional<std::size_t>& lamport_max_bytes);
+
 }  // namespace peerplan::core

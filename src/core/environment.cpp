@@ -23,6 +23,7 @@
 // | PEERPLAN_FUSED_LL_MAX_BYTES  | kernels.fused_ll_max_bytes           | size, or auto; 0 turns LL lines off     | auto (2 MiB)   |
 // | PEERPLAN_ROW_CLUSTERS        | kernels.row_clusters                 | auto, on, off, or a boolean             | auto           |
 // | PEERPLAN_TWO_SHOT_PROTOCOL   | kernels.two_shot_dma_above_bytes     | auto, staged, dma, or a size            | auto           |
+// | PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES | kernels.two_shot_lamport_max_bytes | auto, off (= 0), all, or a size    | auto           |
 // | PEERPLAN_FALLBACK            | fallback                             | auto, nccl, mpi                         | auto           |
 // | PEERPLAN_TRACK_UNDECLARED    | undeclared_keys_tracked              | integer 0 .. 1024 (0 = off)             | 0              |
 //
@@ -30,8 +31,11 @@
 // above; `ll` is LL at every size (kLamportNever), `lamport` Lamport at
 // every size (kLamportAlways, the same as 0). Likewise for the two-shot:
 // N is the staged kernel up to N bytes, copy engines (dma) above; `staged`
-// is kDmaNever, `dma` kDmaAlways (the same as 0). The kernel knobs are read
-// by the CUDA backend only (config.hpp, KernelChoices).
+// is kDmaNever, `dma` kDmaAlways (the same as 0). The two-shot's Lamport
+// window is a maximum, not a threshold between two protocols: N is Lamport
+// up to N bytes and the protocols above (staged or dma) past it; `off` is
+// kTwoShotLamportNever (the same as 0), `all` kTwoShotLamportAlways. The
+// kernel knobs are read by the CUDA backend only (config.hpp, KernelChoices).
 //
 // PEERPLAN_P2P_LEVEL=auto (P2PLevel::automatic) allows every link class up
 // to NODE: P2P within a NUMA node, never across the CPU interconnect (SYS)
@@ -174,6 +178,33 @@ const std::string kProtocolAccepted =
 const std::string kTwoShotProtocolAccepted =
     "auto, staged, dma (case-insensitive), or a byte count with an optional K, M or G suffix "
     "(the staged kernel up to it, copy engines above; e.g. 16777216 or 16M)";
+
+// The two-shot's Lamport window: auto (nullopt), off (also 0), all, or the
+// byte count up to which Lamport runs. Its own keywords rather than a
+// ProtocolPair: the protocol above the window is not one protocol but
+// whatever PEERPLAN_TWO_SHOT_PROTOCOL chooses there.
+std::optional<std::string> apply_two_shot_lamport(std::optional<std::size_t>& field,
+                                                  std::string_view value) {
+  if (core::equals_ignore_case(value, "auto")) {
+    field.reset();
+    return std::string("two-shot Lamport = the backend's default");
+  }
+  if (core::equals_ignore_case(value, "off")) {
+    field = kTwoShotLamportNever;
+  } else if (core::equals_ignore_case(value, "all")) {
+    field = kTwoShotLamportAlways;
+  } else {
+    field = parse_size(value);
+    if (!field) return std::nullopt;
+  }
+  if (*field == kTwoShotLamportNever) return std::string("two-shot Lamport off");
+  if (*field == kTwoShotLamportAlways) return std::string("two-shot Lamport at every size");
+  return "two-shot Lamport up to " + std::to_string(*field) + " bytes";
+}
+
+const std::string kTwoShotLamportAccepted =
+    "auto, off, all (case-insensitive), 0 (off), or a byte count with an optional K, M or G "
+    "suffix (Lamport up to it, the other two-shot protocols above; e.g. 1048576 or 1M)";
 
 template <typename Enum, std::size_t N>
 std::string one_of(const std::array<Enum, N>& values) {
@@ -340,6 +371,10 @@ const std::vector<Variable>& variables() {
       {"PEERPLAN_TWO_SHOT_PROTOCOL", kTwoShotProtocolAccepted,
        [](Config& c, std::string_view v) {
          return apply_protocol(c.kernels.two_shot_dma_above_bytes, v, "two-shot", kStagedOrDma);
+       }},
+      {"PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES", kTwoShotLamportAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_two_shot_lamport(c.kernels.two_shot_lamport_max_bytes, v);
        }},
       {"PEERPLAN_FALLBACK", one_of(kFallbacks),
        [](Config& c, std::string_view v) -> std::optional<std::string> {

@@ -27,6 +27,12 @@ ProtocolWindows apply_protocol_tuning(ProtocolWindows windows, const ProtocolTun
       tuned.two_shot_dma_after_bytes != kAutoCutoff) {
     windows.two_shot_dma_after_bytes = tuned.two_shot_dma_after_bytes;
   }
+  // The two-shot's Lamport writes into the Lamport region, which only a
+  // push transport with `lines` has: no other can open the window.
+  if (windows.lines && !windows.pull && !kernels.two_shot_lamport_max_bytes &&
+      tuned.two_shot_lamport_max_bytes != kAutoCutoff) {
+    windows.two_shot_lamport_max_bytes = tuned.two_shot_lamport_max_bytes;
+  }
   return windows;
 }
 

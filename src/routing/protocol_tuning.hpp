@@ -31,21 +31,26 @@ struct ProtocolTuning {
   std::size_t fused_ll_max_bytes = kAutoCutoff;
   // Push two-shot all-reduce of a contiguous layout: the staged kernel up
   // to this many bytes, copy engines (Protocol::dma) above; 0: dma at
-  // every size. (Last: brace initialisations of the fields above keep
-  // their meaning.)
+  // every size.
   std::size_t two_shot_dma_after_bytes = kAutoCutoff;
+  // Push two-shot all-reduce, any layout: the Lamport protocol up to this
+  // many bytes, the window above (staged or dma) past it; 0: never
+  // Lamport. (Last: brace initialisations of the fields above keep their
+  // meaning.)
+  std::size_t two_shot_lamport_max_bytes = kAutoCutoff;
 
   friend bool operator==(const ProtocolTuning&, const ProtocolTuning&) = default;
 };
 
 // The fields under the names the tuning file and the logs use.
 using ProtocolTuningField = ByteField<ProtocolTuning>;
-inline constexpr std::array<ProtocolTuningField, 5> kProtocolTuningFields{{
+inline constexpr std::array<ProtocolTuningField, 6> kProtocolTuningFields{{
     {"one_shot_ll_max_bytes", &ProtocolTuning::one_shot_ll_max_bytes},
     {"fused_lamport_after_bytes", &ProtocolTuning::fused_lamport_after_bytes},
     {"fused_lamport_max_bytes", &ProtocolTuning::fused_lamport_max_bytes},
     {"fused_ll_max_bytes", &ProtocolTuning::fused_ll_max_bytes},
     {"two_shot_dma_after_bytes", &ProtocolTuning::two_shot_dma_after_bytes},
+    {"two_shot_lamport_max_bytes", &ProtocolTuning::two_shot_lamport_max_bytes},
 }};
 
 // True when no field is set.
@@ -61,7 +66,10 @@ bool is_empty(const ProtocolTuning& tuning) noexcept;
 //    an automatic `after` with a set `max` keeps the transport's `after`;
 //  - fused_ll_max_bytes, unless kernels.fused_ll_max_bytes is set;
 //  - two_shot_dma_after_bytes, unless kernels.two_shot_dma_above_bytes is
-//    set or the transport pulls (the pull two-shot has one protocol).
+//    set or the transport pulls (the pull two-shot has one protocol);
+//  - two_shot_lamport_max_bytes, unless kernels.two_shot_lamport_max_bytes
+//    is set, the transport pulls or it has no Lamport region (`lines`
+//    false); 0 turns the two-shot's Lamport off.
 ProtocolWindows apply_protocol_tuning(ProtocolWindows windows, const ProtocolTuning& tuned,
                                       const KernelChoices& kernels) noexcept;
 

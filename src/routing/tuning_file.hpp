@@ -16,6 +16,8 @@
 //   fused_lamport_after_bytes = 65536
 //   fused_lamport_max_bytes = 4M
 //   fused_ll_max_bytes = 2M
+//   two_shot_dma_after_bytes = 64M
+//   two_shot_lamport_max_bytes = 256K
 //   measured = peerplan_tune 0.1.0, 2025-06-01T12:00:00Z, bf16, CUDA graphs
 //
 // - Lines are trimmed of surrounding blanks and of a trailing '\r' (files
@@ -28,12 +30,12 @@
 //   Communicator::topology_fingerprint(), see routing/fingerprint.hpp),
 //   one_shot_max_bytes, two_shot_min_bytes, two_shot_max_bytes,
 //   fused_max_bytes, the protocol windows one_shot_ll_max_bytes,
-//   fused_lamport_after_bytes, fused_lamport_max_bytes, fused_ll_max_bytes
-//   and two_shot_dma_after_bytes (routing/protocol_tuning.hpp; all byte
-//   counts with an optional K/M/G suffix, or "auto"; a key left out or
-//   "auto" keeps the built-in value), and measured (free text: what
-//   measured it, when, how). Each key at most once per entry, and each
-//   fingerprint in one entry only.
+//   fused_lamport_after_bytes, fused_lamport_max_bytes, fused_ll_max_bytes,
+//   two_shot_dma_after_bytes and two_shot_lamport_max_bytes
+//   (routing/protocol_tuning.hpp; all byte counts with an optional K/M/G
+//   suffix, or "auto"; a key left out or "auto" keeps the built-in value),
+//   and measured (free text: what measured it, when, how). Each key at most
+//   once per entry, and each fingerprint in one entry only.
 // Anything else is an error naming the file, the line and what to change:
 // a file that silently failed to apply would leave the cutoffs at the
 // defaults without anyone noticing.

@@ -41,6 +41,7 @@ TEST(ConfigFields, KernelChoicesDefaultToAuto) {
   EXPECT_EQ(field(fields, "kernels.fused_ll_max_bytes").value, "auto");
   EXPECT_EQ(field(fields, "kernels.row_clusters").value, "auto");
   EXPECT_EQ(field(fields, "kernels.two_shot_dma_above_bytes").value, "auto");
+  EXPECT_EQ(field(fields, "kernels.two_shot_lamport_max_bytes").value, "auto");
 }
 
 TEST(ConfigFields, KernelChoicesAsTheVariablesWriteThem) {
@@ -51,6 +52,7 @@ TEST(ConfigFields, KernelChoicesAsTheVariablesWriteThem) {
   c.kernels.fused_ll_max_bytes = 0;
   c.kernels.row_clusters = RowClusters::off;
   c.kernels.two_shot_dma_above_bytes = kDmaNever;
+  c.kernels.two_shot_lamport_max_bytes = kTwoShotLamportNever;
   const auto fields = config_fields(c);
   EXPECT_EQ(field(fields, "kernels.one_shot_max_blocks").value, "80");
   EXPECT_EQ(field(fields, "kernels.one_shot_lamport_above_bytes").value, "ll");
@@ -60,12 +62,19 @@ TEST(ConfigFields, KernelChoicesAsTheVariablesWriteThem) {
   EXPECT_EQ(field(fields, "kernels.two_shot_dma_above_bytes").value, "staged");
   EXPECT_EQ(field(fields, "kernels.two_shot_dma_above_bytes").variable,
             std::string("PEERPLAN_TWO_SHOT_PROTOCOL"));
+  EXPECT_EQ(field(fields, "kernels.two_shot_lamport_max_bytes").value, "off");
+  EXPECT_EQ(field(fields, "kernels.two_shot_lamport_max_bytes").variable,
+            std::string("PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES"));
   c.kernels.one_shot_lamport_above_bytes = 16384;
   EXPECT_EQ(field(config_fields(c), "kernels.one_shot_lamport_above_bytes").value, "16384");
   c.kernels.two_shot_dma_above_bytes = kDmaAlways;
   EXPECT_EQ(field(config_fields(c), "kernels.two_shot_dma_above_bytes").value, "dma");
   c.kernels.two_shot_dma_above_bytes = std::size_t{16} << 20;
   EXPECT_EQ(field(config_fields(c), "kernels.two_shot_dma_above_bytes").value, "16777216");
+  c.kernels.two_shot_lamport_max_bytes = kTwoShotLamportAlways;
+  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_lamport_max_bytes").value, "all");
+  c.kernels.two_shot_lamport_max_bytes = std::size_t{1} << 20;
+  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_lamport_max_bytes").value, "1048576");
 
   // Each value, given back to its variable, gives the same field.
   for (const auto& f : fields) {
@@ -84,6 +93,7 @@ TEST(ConfigFields, AgreedAreThoseThatChangeWhatPeersRun) {
   EXPECT_TRUE(field(fields, "kernels.fused_lamport_above_bytes").agreed);
   EXPECT_TRUE(field(fields, "kernels.fused_ll_max_bytes").agreed);
   EXPECT_TRUE(field(fields, "kernels.two_shot_dma_above_bytes").agreed);
+  EXPECT_TRUE(field(fields, "kernels.two_shot_lamport_max_bytes").agreed);
   // Launch shapes no peer depends on (no per-block flags; same bits).
   EXPECT_FALSE(field(fields, "kernels.one_shot_max_blocks").agreed);
   EXPECT_FALSE(field(fields, "kernels.row_clusters").agreed);
@@ -127,6 +137,7 @@ TEST(ConfigFields, EveryAgreedFieldShowsItsAutoValueAsAuto) {
       "kernels.fused_lamport_above_bytes",
       "kernels.fused_ll_max_bytes",
       "kernels.two_shot_dma_above_bytes",
+      "kernels.two_shot_lamport_max_bytes",
       "fallback"};
   // Config{} holds every auto value; the agreed fields without one are
   // plain numbers or booleans (timeout, disable_p2p, expected_world_size).
@@ -150,6 +161,7 @@ TEST(ConfigFields, NoFieldShowsASentinelNumber) {
     c.kernels.one_shot_lamport_above_bytes = sentinel;
     c.kernels.fused_lamport_above_bytes = sentinel;
     c.kernels.two_shot_dma_above_bytes = sentinel;
+    c.kernels.two_shot_lamport_max_bytes = sentinel;
     for (const auto& f : config_fields(c)) {
       EXPECT_EQ(f.value.find(std::to_string(std::numeric_limits<std::size_t>::max())),
                 std::string::npos)
@@ -177,6 +189,7 @@ TEST(ConfigFields, EveryFieldReadsBackThroughItsVariable) {
   set.kernels.one_shot_lamport_above_bytes = kLamportAlways;
   set.kernels.fused_ll_max_bytes = 1u << 20;
   set.kernels.two_shot_dma_above_bytes = 8u << 20;
+  set.kernels.two_shot_lamport_max_bytes = 256u << 10;
   set.fallback = Fallback::mpi;
   for (const Config& config : {Config{}, set}) {
     for (const auto& f : config_fields(config)) {
@@ -198,6 +211,10 @@ TEST(ConfigFields, ProtocolText) {
   EXPECT_EQ(two_shot_protocol_text(kDmaNever), "staged");
   EXPECT_EQ(two_shot_protocol_text(kDmaAlways), "dma");
   EXPECT_EQ(two_shot_protocol_text(std::size_t{16} << 20), "16777216");
+  EXPECT_EQ(two_shot_lamport_text(std::nullopt), "auto");
+  EXPECT_EQ(two_shot_lamport_text(kTwoShotLamportNever), "off");
+  EXPECT_EQ(two_shot_lamport_text(kTwoShotLamportAlways), "all");
+  EXPECT_EQ(two_shot_lamport_text(std::size_t{1} << 20), "1048576");
   EXPECT_EQ(bytes_or_auto(kAutoCutoff), "auto");
   EXPECT_EQ(bytes_or_auto(0), "0");
 }

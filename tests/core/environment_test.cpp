@@ -66,6 +66,7 @@ TEST(Environment, ReadsExactlyTheDocumentedVariables) {
       "PEERPLAN_ONE_SHOT_MAX_BLOCKS", "PEERPLAN_ONE_SHOT_PROTOCOL",
       "PEERPLAN_FUSED_PROTOCOL",  "PEERPLAN_FUSED_LL_MAX_BYTES",
       "PEERPLAN_ROW_CLUSTERS",    "PEERPLAN_TWO_SHOT_PROTOCOL",
+      "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES",
       "PEERPLAN_FALLBACK",        "PEERPLAN_TRACK_UNDECLARED"};
   EXPECT_EQ(environment_variable_names(), documented);
 
@@ -383,6 +384,57 @@ TEST(Environment, TwoShotProtocolDescribesItsEffect) {
             "PEERPLAN_TWO_SHOT_PROTOCOL=auto (two-shot protocol = the backend's default)");
 }
 
+TEST(Environment, TwoShotLamportMaxBytes) {
+  const char* name = "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES";
+  const auto lamport_max = [&](const char* value) {
+    return with(name, value).kernels.two_shot_lamport_max_bytes;
+  };
+  for (const char* off : {"off", "OFF", "Off", "0"})
+    EXPECT_EQ(lamport_max(off), kTwoShotLamportNever) << off;
+  for (const char* all : {"all", "ALL", "All"})
+    EXPECT_EQ(lamport_max(all), kTwoShotLamportAlways) << all;
+  EXPECT_EQ(lamport_max("1048576"), std::size_t{1} << 20);
+  EXPECT_EQ(lamport_max("1M"), std::size_t{1} << 20);
+  EXPECT_EQ(lamport_max("256k"), std::size_t{256} << 10);
+  EXPECT_EQ(lamport_max("2G"), std::size_t{2} << 30);
+  // auto resets a value given in code.
+  Config code;
+  code.kernels.two_shot_lamport_max_bytes = kTwoShotLamportAlways;
+  for (const char* automatic : {"auto", "AUTO"}) {
+    EXPECT_EQ(apply({{name, automatic}}, code).kernels.two_shot_lamport_max_bytes, std::nullopt)
+        << automatic;
+  }
+  // Only the field changes: not the copy-engine knob it shares a kernel with.
+  KernelChoices expected;
+  expected.two_shot_lamport_max_bytes = std::size_t{512} << 10;
+  EXPECT_EQ(with(name, "512K").kernels, expected);
+  EXPECT_EQ(with(name, "512K").cutoffs, RouteCutoffs{});
+
+  // Not the protocol knobs' keywords: this one is a window, not a choice.
+  for (const char* bad : {"lamport", "staged", "dma", "ll", "on", "none", "-1", "1.5M", "1MB",
+                          "off ", " all", "all1M", "99999999999999999999"})
+    expect_rejected(name, bad, "auto, off, all");
+  const std::string message = rejection(name, "lamport");
+  EXPECT_NE(message.find("Lamport up to it, the other two-shot protocols above"),
+            std::string::npos)
+      << message;
+}
+
+TEST(Environment, TwoShotLamportMaxBytesDescribesItsEffect) {
+  std::vector<std::string> applied;
+  for (const char* value : {"1M", "off", "0", "all", "auto"})
+    apply({{"PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES", value}}, Config{}, &applied);
+  ASSERT_EQ(applied.size(), 5u);
+  EXPECT_EQ(applied[0],
+            "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=1M (two-shot Lamport up to 1048576 bytes)");
+  EXPECT_EQ(applied[1], "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=off (two-shot Lamport off)");
+  EXPECT_EQ(applied[2], "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=0 (two-shot Lamport off)");
+  EXPECT_EQ(applied[3],
+            "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=all (two-shot Lamport at every size)");
+  EXPECT_EQ(applied[4],
+            "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=auto (two-shot Lamport = the backend's default)");
+}
+
 TEST(Environment, FusedLlMaxBytes) {
   EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "2097152").kernels.fused_ll_max_bytes, 2u << 20);
   EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "2M").kernels.fused_ll_max_bytes, 2u << 20);
@@ -454,13 +506,15 @@ TEST(Environment, KernelKnobsUnsetOrEmptyLeaveTheCodesChoices) {
   code.kernels.fused_ll_max_bytes = 0;
   code.kernels.row_clusters = RowClusters::off;
   code.kernels.two_shot_dma_above_bytes = kDmaNever;
+  code.kernels.two_shot_lamport_max_bytes = 64 << 10;
   std::vector<std::string> applied;
   const Config result = apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", ""},
                                {"PEERPLAN_ONE_SHOT_PROTOCOL", ""},
                                {"PEERPLAN_FUSED_PROTOCOL", ""},
                                {"PEERPLAN_FUSED_LL_MAX_BYTES", ""},
                                {"PEERPLAN_ROW_CLUSTERS", ""},
-                               {"PEERPLAN_TWO_SHOT_PROTOCOL", ""}},
+                               {"PEERPLAN_TWO_SHOT_PROTOCOL", ""},
+                               {"PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES", ""}},
                               code, &applied);
   EXPECT_EQ(result.kernels, code.kernels);
   EXPECT_TRUE(applied.empty());
@@ -473,6 +527,7 @@ TEST(Environment, KernelKnobsUnsetOrEmptyLeaveTheCodesChoices) {
   EXPECT_EQ(defaults.fused_ll_max_bytes, kAutoCutoff);
   EXPECT_EQ(defaults.row_clusters, RowClusters::automatic);
   EXPECT_EQ(defaults.two_shot_dma_above_bytes, std::nullopt);
+  EXPECT_EQ(defaults.two_shot_lamport_max_bytes, std::nullopt);
 }
 
 TEST(Environment, BadKernelKnobsAreReportedTogether) {

@@ -2,7 +2,8 @@
 // transport's windows, field by field; an explicit Config window wins; a
 // transport whose windows are fixed (the host backend) or that pulls (the
 // one-shot and the two-shot) keeps its own; max = 0 closes the fused
-// Lamport window. And the router then chooses by the moved windows.
+// Lamport window and the two-shot's. And the router then chooses by the
+// moved windows.
 #include "routing/protocol_tuning.hpp"
 
 #include <gtest/gtest.h>
@@ -28,6 +29,7 @@ ProtocolTuning every_field() {
   t.fused_lamport_max_bytes = 8 * kMiB;
   t.fused_ll_max_bytes = 512 * kKiB;
   t.two_shot_dma_after_bytes = 32 * kMiB;
+  t.two_shot_lamport_max_bytes = 1 * kMiB;
   return t;
 }
 
@@ -44,6 +46,7 @@ TEST(ProtocolTuning, EveryFieldMovesItsWindow) {
   EXPECT_EQ(w.fused_lamport_max_bytes, 8 * kMiB);
   EXPECT_EQ(w.fused_ll_max_bytes, 512 * kKiB);
   EXPECT_EQ(w.two_shot_dma_after_bytes, 32 * kMiB);
+  EXPECT_EQ(w.two_shot_lamport_max_bytes, 1 * kMiB);
   EXPECT_TRUE(w.lines && w.tunable && w.fused_two_shot && !w.pull) << "capabilities stay";
 }
 
@@ -71,6 +74,27 @@ TEST(ProtocolTuning, OneFieldAtATime) {
     expected.two_shot_dma_after_bytes = after;
     EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), expected) << after;
   }
+  // The two-shot's Lamport window alone, on a transport that has it shut.
+  ASSERT_EQ(cuda_push().two_shot_lamport_max_bytes, 0u);
+  for (const std::size_t max : {256 * kKiB, 64 * kMiB}) {
+    t = ProtocolTuning{};
+    t.two_shot_lamport_max_bytes = max;
+    expected = cuda_push();
+    expected.two_shot_lamport_max_bytes = max;
+    EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), expected) << max;
+  }
+}
+
+TEST(ProtocolTuning, MaxZeroClosesTheTwoShotLamportWindow) {
+  ProtocolWindows open = cuda_push();
+  open.two_shot_lamport_max_bytes = 512 * kKiB;  // a transport whose default is open
+  ProtocolTuning t;
+  t.two_shot_lamport_max_bytes = 0;
+  const ProtocolWindows w = apply_protocol_tuning(open, t, KernelChoices{});
+  EXPECT_EQ(w.two_shot_lamport_max_bytes, 0u) << "0 is never, not every size";
+  ProtocolWindows expected = open;
+  expected.two_shot_lamport_max_bytes = 0;
+  EXPECT_EQ(w, expected) << "no other window moves";
 }
 
 TEST(ProtocolTuning, MaxZeroClosesTheFusedLamportWindow) {
@@ -92,6 +116,7 @@ TEST(ProtocolTuning, AnExplicitConfigWindowWins) {
   kernels.fused_lamport_above_bytes = 32 * kKiB;
   kernels.fused_ll_max_bytes = 1 * kMiB;
   kernels.two_shot_dma_above_bytes = kDmaNever;
+  kernels.two_shot_lamport_max_bytes = kTwoShotLamportNever;
   // The transport's windows already hold the config's values; the file's
   // must not replace them.
   EXPECT_EQ(apply_protocol_tuning(cuda_push(), every_field(), kernels), cuda_push());
@@ -101,6 +126,7 @@ TEST(ProtocolTuning, AnExplicitConfigWindowWins) {
   EXPECT_EQ(w.fused_ll_max_bytes, 2 * kMiB) << "the config's (transport's) value";
   EXPECT_EQ(w.one_shot_ll_max_bytes, 256 * kKiB) << "the file's: the config left it automatic";
   EXPECT_EQ(w.two_shot_dma_after_bytes, 32 * kMiB) << "the file's: the config left it automatic";
+  EXPECT_EQ(w.two_shot_lamport_max_bytes, 1 * kMiB) << "the file's: the config left it automatic";
   // Each explicit two-shot choice keeps the transport's window (which
   // already holds it), even a size that happens to equal the file's.
   for (const std::size_t above : {kDmaNever, kDmaAlways, 32 * kMiB, 64 * kMiB}) {
@@ -109,6 +135,15 @@ TEST(ProtocolTuning, AnExplicitConfigWindowWins) {
     EXPECT_EQ(apply_protocol_tuning(cuda_push(), every_field(), dma).two_shot_dma_after_bytes,
               kNoLimit)
         << above;
+  }
+  // Likewise for the two-shot's Lamport window: the transport's window
+  // (here shut) stays, whatever the config chose.
+  for (const std::size_t max : {kTwoShotLamportNever, kTwoShotLamportAlways, 1 * kMiB}) {
+    KernelChoices lamport;
+    lamport.two_shot_lamport_max_bytes = max;
+    const ProtocolWindows moved = apply_protocol_tuning(cuda_push(), every_field(), lamport);
+    EXPECT_EQ(moved.two_shot_lamport_max_bytes, 0u) << max;
+    EXPECT_EQ(moved.two_shot_dma_after_bytes, 32 * kMiB) << "the other two-shot window moves";
   }
 }
 
@@ -128,6 +163,23 @@ TEST(ProtocolTuning, FixedWindowsAndPullKeepTheirOwn) {
   EXPECT_EQ(w.one_shot_ll_max_bytes, kNoLimit) << "pull has one one-shot protocol";
   EXPECT_EQ(w.fused_ll_max_bytes, 512 * kKiB) << "the fused op pushes in pull mode too";
   EXPECT_EQ(w.two_shot_dma_after_bytes, kNoLimit) << "the pull two-shot has one protocol";
+  EXPECT_EQ(w.two_shot_lamport_max_bytes, 0u) << "the pull two-shot has one protocol";
+  ProtocolWindows pull_with_lines = cuda_push();
+  pull_with_lines.pull = true;
+  EXPECT_EQ(apply_protocol_tuning(pull_with_lines, every_field(), KernelChoices{})
+                .two_shot_lamport_max_bytes,
+            0u)
+      << "pulling alone keeps the window shut";
+  // A tunable push transport without the Lamport region cannot open it.
+  ProtocolWindows no_lines = cuda_push();
+  no_lines.lines = false;
+  EXPECT_EQ(apply_protocol_tuning(no_lines, every_field(), KernelChoices{})
+                .two_shot_lamport_max_bytes,
+            0u);
+  EXPECT_EQ(apply_protocol_tuning(ProtocolWindows{}, every_field(), KernelChoices{})
+                .two_shot_lamport_max_bytes,
+            0u)
+      << "the host two-shot has no Lamport protocol";
 }
 
 TEST(ProtocolTuning, TheRouterChoosesByTheMovedWindows) {
@@ -154,11 +206,11 @@ TEST(ProtocolTuning, DescribeNamesEveryField) {
   EXPECT_EQ(describe_protocol_tuning(ProtocolTuning{}),
             "one_shot_ll_max_bytes=auto fused_lamport_after_bytes=auto "
             "fused_lamport_max_bytes=auto fused_ll_max_bytes=auto "
-            "two_shot_dma_after_bytes=auto");
+            "two_shot_dma_after_bytes=auto two_shot_lamport_max_bytes=auto");
   EXPECT_EQ(describe_protocol_tuning(every_field()),
             "one_shot_ll_max_bytes=262144 fused_lamport_after_bytes=16384 "
             "fused_lamport_max_bytes=8388608 fused_ll_max_bytes=524288 "
-            "two_shot_dma_after_bytes=33554432");
+            "two_shot_dma_after_bytes=33554432 two_shot_lamport_max_bytes=1048576");
 }
 
 }  // namespace

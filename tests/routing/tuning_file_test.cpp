@@ -112,7 +112,37 @@ TEST(TuningFile, ReadsTheTwoShotCopyEngineWindow) {
   EXPECT_EQ(dma_after("auto"), kAutoCutoff);
   // The unknown-key message lists it with the other keys.
   expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_dma_after = 1\n"), 4,
-                     "fused_ll_max_bytes, two_shot_dma_after_bytes, measured");
+                     "fused_ll_max_bytes, two_shot_dma_after_bytes, two_shot_lamport_max_bytes, "
+                     "measured");
+}
+
+TEST(TuningFile, ReadsTheTwoShotLamportWindow) {
+  const auto lamport_max = [](const std::string& value) {
+    const TuningFile file = parse(header_and(
+        "[entry]\nfingerprint = cuda ranks=2\ntwo_shot_lamport_max_bytes = " + value + "\n"));
+    EXPECT_EQ(file.entries.at(0).cutoffs, RouteCutoffs{}) << "not a cutoff";
+    ProtocolTuning others = file.entries.at(0).protocols;
+    others.two_shot_lamport_max_bytes = kAutoCutoff;
+    EXPECT_TRUE(is_empty(others)) << "no other protocol window";
+    return file.entries.at(0).protocols.two_shot_lamport_max_bytes;
+  };
+  EXPECT_EQ(lamport_max("256K"), std::size_t{256} << 10);
+  EXPECT_EQ(lamport_max("1048576"), std::size_t{1} << 20);
+  EXPECT_EQ(lamport_max("0"), 0u);  // never Lamport
+  EXPECT_EQ(lamport_max("auto"), kAutoCutoff);
+  // The environment variable's keywords are not byte counts here.
+  for (const char* keyword : {"off", "all", "lamport"}) {
+    expect_rejected_at(header_and(std::string("[entry]\nfingerprint = f\n"
+                                              "two_shot_lamport_max_bytes = ") +
+                                  keyword + "\n"),
+                       4, "byte count");
+  }
+  // Together with the copy-engine window: each keeps its own value.
+  const TuningFile both = parse(header_and(
+      "[entry]\nfingerprint = cuda ranks=2\ntwo_shot_lamport_max_bytes = 512K\n"
+      "two_shot_dma_after_bytes = 32M\n"));
+  EXPECT_EQ(both.entries.at(0).protocols.two_shot_lamport_max_bytes, std::size_t{512} << 10);
+  EXPECT_EQ(both.entries.at(0).protocols.two_shot_dma_after_bytes, std::size_t{32} << 20);
 }
 
 TEST(TuningFile, SeveralEntriesInFileOrder) {
@@ -249,8 +279,14 @@ TEST(TuningFileFormat, RoundTrip) {
   file.entries[0].protocols.fused_lamport_max_bytes = 0;
   file.entries[0].protocols.two_shot_dma_after_bytes = 67108864;
   file.entries[1].protocols.two_shot_dma_after_bytes = 0;
+  file.entries[0].protocols.two_shot_lamport_max_bytes = 262144;
+  file.entries[1].protocols.two_shot_lamport_max_bytes = 0;
   const std::string text = format_tuning_file(file, "written by a test\n\nsecond line");
   EXPECT_NE(text.find("two_shot_dma_after_bytes = 67108864\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("two_shot_lamport_max_bytes = 262144\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("two_shot_lamport_max_bytes = 0\n", text.find("host ranks=3")),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("two_shot_dma_after_bytes = 0\n", text.find("host ranks=3")),
             std::string::npos)
       << text;

@@ -1,9 +1,10 @@
 // derive_protocols: the one-shot LL prefix, the fused Lamport window (its
 // lower bound, the longest run, none at all), the fused LL prefix outside
-// that window, the two-shot's copy-engine window, ties, empty input,
-// winner patterns the windows cannot say; and, over every pattern of a few
-// sizes, what the router then runs when the derived windows are applied
-// (apply_protocol_tuning, choose_protocol).
+// that window, the two-shot's Lamport prefix and copy-engine window, ties,
+// empty input, winner patterns the windows cannot say; and, over every
+// pattern of a few sizes, what the router then runs when the derived
+// windows are applied (apply_protocol_tuning, choose_protocol; for the
+// two-shot's Lamport, the router's documented order).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -54,12 +55,13 @@ std::vector<FusedProtocolTimes> fused_rows(const std::vector<ProtocolWinner>& wi
   return out;
 }
 
-// Two-shot rows from 1 MiB up, doubling: `winner` takes 1 µs, the other 2.
+// Two-shot rows from 1 MiB up, doubling: `winner` takes 1 µs, the others
+// 2 (staged, Lamport and dma all timed).
 std::vector<TwoShotProtocolTimes> two_shot_rows(const std::vector<ProtocolWinner>& winners) {
   std::vector<TwoShotProtocolTimes> out;
   std::size_t bytes = 1 * MiB;
   for (ProtocolWinner w : winners) {
-    out.push_back({bytes, w == S ? 1.0 : 2.0, w == D ? 1.0 : 2.0});
+    out.push_back({bytes, w == S ? 1.0 : 2.0, w == D ? 1.0 : 2.0, w == M ? 1.0 : 2.0});
     bytes *= 2;
   }
   return out;
@@ -71,6 +73,14 @@ std::size_t dma_after(const std::vector<TwoShotProtocolTimes>& rows) {
 
 std::size_t dma_after(const std::vector<ProtocolWinner>& winners) {
   return dma_after(two_shot_rows(winners));
+}
+
+std::size_t lamport_max(const std::vector<TwoShotProtocolTimes>& rows) {
+  return derive_protocols({}, {}, rows).two_shot_lamport_max_bytes;
+}
+
+std::size_t lamport_max(const std::vector<ProtocolWinner>& winners) {
+  return lamport_max(two_shot_rows(winners));
 }
 
 routing::ProtocolTuning fused_only(const std::vector<ProtocolWinner>& winners) {
@@ -101,26 +111,102 @@ TEST(ProtocolFastest, DmaMustBeStrictlyFaster) {
   EXPECT_STREQ(to_string(D), "dma");
 }
 
+TEST(ProtocolFastest, TwoShotTiesGoToStagedThenLamport) {
+  // {bytes, staged, dma, lamport}
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 2, 3, 1}), M);
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 2, 1, 3}), D);
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 1, 2, 3}), S);
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 1, 2, 1}), S);  // Lamport = staged, ahead
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 1, 1, 2}), S);  // dma = staged, ahead
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 2, 1, 1}), M);  // Lamport = dma, ahead
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 1, 1, 1}), S);
+  // A row without a Lamport time (the fields before it only) is staged or
+  // dma, as before Lamport was timed.
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 2, 3}), S);
+  EXPECT_EQ(fastest_protocol(TwoShotProtocolTimes{0, 3, 2}), D);
+  EXPECT_STREQ(to_string(M), "Lamport");
+}
+
 TEST(DeriveProtocols, NothingMeasuredLeavesEveryFieldAuto) {
   EXPECT_EQ(derive_protocols({}, {}), routing::ProtocolTuning{});
   EXPECT_TRUE(routing::is_empty(derive_protocols({}, {})));
   EXPECT_TRUE(routing::is_empty(derive_protocols({}, {}, {})));
 }
 
-TEST(DeriveProtocols, TwoShotRowsSetOnlyTheCopyEngineWindow) {
+TEST(DeriveProtocols, TwoShotRowsSetOnlyTheTwoShotWindows) {
   routing::ProtocolTuning expected;
   expected.two_shot_dma_after_bytes = 1 * MiB;
+  expected.two_shot_lamport_max_bytes = 0;  // measured, never the fastest: off
   EXPECT_EQ(derive_protocols({}, {}, two_shot_rows({S, D})), expected);
   // Pull mode (or the host backend) times no two-shot protocols: auto.
   const auto others = derive_protocols(one_shot_rows({L, M}), fused_rows({L, M, T}));
   EXPECT_EQ(others.two_shot_dma_after_bytes, kAutoCutoff);
-  EXPECT_EQ(derive_protocols(one_shot_rows({L, M}), fused_rows({L, M, T}), two_shot_rows({D})),
+  EXPECT_EQ(others.two_shot_lamport_max_bytes, kAutoCutoff);
+  EXPECT_EQ(derive_protocols(one_shot_rows({L, M}), fused_rows({L, M, T}), two_shot_rows({M, D})),
             [&] {
-              auto with_dma = others;
-              with_dma.two_shot_dma_after_bytes = 0;
-              return with_dma;
+              auto with_two_shot = others;
+              with_two_shot.two_shot_lamport_max_bytes = 1 * MiB;
+              with_two_shot.two_shot_dma_after_bytes = 1 * MiB;
+              return with_two_shot;
             }())
       << "the two-shot rows change no other window";
+}
+
+TEST(DeriveProtocols, TwoShotLamportSmallStagedMiddleDmaLarge) {
+  // Rows of 1, 2, 4, ... 64 MiB: the shape the three protocols are built
+  // for (no barrier for small messages, copy engines for large ones).
+  const auto rows = two_shot_rows({M, M, S, S, D, D, D});
+  const auto t = derive_protocols({}, {}, rows);
+  EXPECT_EQ(t.two_shot_lamport_max_bytes, 2 * MiB);
+  EXPECT_EQ(t.two_shot_dma_after_bytes, 8 * MiB);
+  // Lamport straight into dma: dma's window starts where Lamport's ends.
+  const auto no_staged = derive_protocols({}, {}, two_shot_rows({M, M, M, D}));
+  EXPECT_EQ(no_staged.two_shot_lamport_max_bytes, 4 * MiB);
+  EXPECT_EQ(no_staged.two_shot_dma_after_bytes, 4 * MiB);
+  // Lamport everywhere: up to the largest measured size, and no dma.
+  EXPECT_EQ(lamport_max({M, M, M}), 4 * MiB);
+  EXPECT_EQ(dma_after({M, M, M}), 4 * MiB);
+}
+
+TEST(DeriveProtocols, TwoShotLamportPrefix) {
+  // Lamport must win the smallest size, and its window ends at its first loss.
+  EXPECT_EQ(lamport_max({S, M, M}), 0u);  // off: a later win does not open it
+  EXPECT_EQ(lamport_max({D, M}), 0u);
+  EXPECT_EQ(lamport_max({M, S, M, M}), 1 * MiB);
+  EXPECT_EQ(lamport_max({M, D, M}), 1 * MiB);
+  // Lamport winning above a staged size keeps dma's window above it too:
+  // it is not dma's win.
+  EXPECT_EQ(dma_after({M, S, M, D}), 4 * MiB);
+}
+
+TEST(DeriveProtocols, TwoShotLamportNeverWinsMeansOff) {
+  EXPECT_EQ(lamport_max({S, S, D, D}), 0u);
+  EXPECT_EQ(dma_after({S, S, D, D}), 2 * MiB);  // as when only staged and dma were timed
+  EXPECT_EQ(lamport_max({D, D}), 0u);
+  EXPECT_EQ(dma_after({D, D}), 0u);
+  // Second everywhere (faster than staged, slower than dma): never the fastest.
+  const std::vector<TwoShotProtocolTimes> second{{1 * MiB, 3, 1, 2}, {2 * MiB, 3, 1, 2}};
+  EXPECT_EQ(lamport_max(second), 0u);
+  EXPECT_EQ(dma_after(second), 0u);
+}
+
+TEST(DeriveProtocols, TwoShotWindowsOnTies) {
+  // {bytes, staged, dma, lamport}. Lamport tied with staged is staged's:
+  // the prefix ends there, and dma (slower) starts above.
+  const std::vector<TwoShotProtocolTimes> lamport_ties_staged{
+      {1 * MiB, 2, 3, 1}, {2 * MiB, 1, 3, 1}, {4 * MiB, 2, 1, 3}};
+  EXPECT_EQ(lamport_max(lamport_ties_staged), 1 * MiB);
+  EXPECT_EQ(dma_after(lamport_ties_staged), 2 * MiB);
+  // Lamport tied with dma (both faster than staged) is Lamport's: the
+  // prefix goes on, and dma's window stays above it.
+  const std::vector<TwoShotProtocolTimes> lamport_ties_dma{
+      {1 * MiB, 2, 3, 1}, {2 * MiB, 2, 1, 1}, {4 * MiB, 2, 1, 3}};
+  EXPECT_EQ(lamport_max(lamport_ties_dma), 2 * MiB);
+  EXPECT_EQ(dma_after(lamport_ties_dma), 2 * MiB);
+  // Every protocol tied: staged everywhere measured.
+  const std::vector<TwoShotProtocolTimes> all_ties{{1 * MiB, 1, 1, 1}, {2 * MiB, 2, 2, 2}};
+  EXPECT_EQ(lamport_max(all_ties), 0u);
+  EXPECT_EQ(dma_after(all_ties), 2 * MiB);
 }
 
 TEST(DeriveProtocols, TwoShotDmaAfterTheLastStagedWin) {
@@ -357,6 +443,53 @@ TEST(DeriveProtocols, RouterRunsDmaOnlyWhereItWon) {
     }
   }
   EXPECT_EQ(expressible_patterns, kSizes + 1);  // S...S D...D: the exact check did run
+}
+
+// What the two-shot runs under the derived windows, in the router's order
+// (routing/protocol_choice.hpp, ProtocolWindows): Lamport up to its
+// maximum, else copy engines above dma's `after`, else the staged kernel.
+// Written out here rather than asked of choose_protocol, whose Lamport
+// two-shot comes with the CUDA transport's.
+ProtocolWinner two_shot_run(std::size_t bytes, const routing::ProtocolWindows& w) {
+  if (bytes <= w.two_shot_lamport_max_bytes) return M;
+  if (w.two_shot_dma_after_bytes != routing::kNoLimit && bytes > w.two_shot_dma_after_bytes)
+    return D;
+  return S;
+}
+
+// Whether the two windows can give every size its winner: Lamport wins,
+// then staged wins, then dma wins (each run possibly empty).
+bool expressible_three_way(const std::vector<ProtocolWinner>& winners) {
+  const auto rank = [](ProtocolWinner w) { return w == M ? 0 : w == S ? 1 : 2; };
+  for (std::size_t i = 1; i < winners.size(); ++i)
+    if (rank(winners[i - 1]) > rank(winners[i])) return false;
+  return true;
+}
+
+TEST(DeriveProtocols, TwoShotWindowsRunLamportAndDmaOnlyWhereTheyWon) {
+  constexpr int kSizes = 6;
+  constexpr ProtocolWinner kTwoShotWinners[] = {S, M, D};
+  int expressible_patterns = 0;
+  for (int code = 0; code < 729; ++code) {  // 3^6: every winner pattern of 6 sizes
+    std::vector<ProtocolWinner> winners;
+    for (int i = 0, c = code; i < kSizes; ++i, c /= 3) winners.push_back(kTwoShotWinners[c % 3]);
+    const auto rows = two_shot_rows(winners);
+    const auto w = tuned_cuda_push(derive_protocols({}, {}, rows));
+    const bool exact = expressible_three_way(winners);
+    expressible_patterns += exact;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const ProtocolWinner ran = two_shot_run(rows[i].bytes, w);
+      SCOPED_TRACE(testing::Message() << "pattern " << code << ", size " << rows[i].bytes);
+      if (exact) {
+        EXPECT_EQ(ran, winners[i]);
+      }
+      // Never an unmeasured win: Lamport and dma only where they won.
+      if (ran != S) {
+        EXPECT_EQ(ran, winners[i]);
+      }
+    }
+  }
+  EXPECT_EQ(expressible_patterns, 28);  // M...M S...S D...D: C(8, 2) patterns
 }
 
 TEST(DeriveProtocols, RouterRunsTheOneShotWinners) {

@@ -53,12 +53,24 @@ std::size_t fused_ll_max(std::span<const FusedProtocolTimes> rows, const Run& la
   return ll_max;
 }
 
-// The last size the staged kernel won: copy engines above it.
+// The Lamport prefix of the two-shot rows: Lamport comes first in the
+// router, up to this size.
+std::size_t two_shot_lamport_max(std::span<const TwoShotProtocolTimes> rows) {
+  if (rows.empty()) return kAutoCutoff;
+  std::size_t lamport_max = 0;  // off, unless Lamport wins the smallest size
+  for (const TwoShotProtocolTimes& row : rows) {
+    if (fastest_protocol(row) != ProtocolWinner::lamport) break;
+    lamport_max = row.bytes;
+  }
+  return lamport_max;
+}
+
+// The last size dma did not win (staged or Lamport did): copy engines above it.
 std::size_t two_shot_dma_after(std::span<const TwoShotProtocolTimes> rows) {
   if (rows.empty()) return kAutoCutoff;
-  std::size_t after = 0;  // dma at every size, unless staged won one
+  std::size_t after = 0;  // dma at every size, unless another protocol won one
   for (const TwoShotProtocolTimes& row : rows)
-    if (fastest_protocol(row) == ProtocolWinner::staged) after = row.bytes;
+    if (fastest_protocol(row) != ProtocolWinner::dma) after = row.bytes;
   return after;
 }
 
@@ -122,7 +134,9 @@ ProtocolWinner fastest_protocol(const FusedProtocolTimes& t) noexcept {
 }
 
 ProtocolWinner fastest_protocol(const TwoShotProtocolTimes& t) noexcept {
-  return t.dma_us < t.staged_us ? ProtocolWinner::dma : ProtocolWinner::staged;
+  if (t.lamport_us < t.staged_us && t.lamport_us <= t.dma_us) return ProtocolWinner::lamport;
+  if (t.dma_us < t.staged_us && t.dma_us < t.lamport_us) return ProtocolWinner::dma;
+  return ProtocolWinner::staged;
 }
 
 routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> one_shot,
@@ -131,6 +145,7 @@ routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> o
   routing::ProtocolTuning tuning;  // every field auto
   tuning.one_shot_ll_max_bytes = one_shot_ll_max(one_shot);
   tuning.two_shot_dma_after_bytes = two_shot_dma_after(two_shot);
+  tuning.two_shot_lamport_max_bytes = two_shot_lamport_max(two_shot);
   if (fused.empty()) return tuning;
   const Run lamport = longest_run(fused, 0, ProtocolWinner::lamport);
   if (lamport.length == 0) {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "peerplan/config.hpp"
@@ -74,15 +75,19 @@ struct FusedProtocolTimes {
 };
 
 // Median time per call (µs) of one push two-shot all-reduce size (a
-// contiguous layout), forced onto each protocol.
+// contiguous layout), forced onto each protocol. lamport_us comes last and
+// defaults to never the fastest, so that a row of {bytes, staged, dma}
+// keeps the meaning it had before Lamport was timed (rather than a 0 µs
+// Lamport winning it).
 struct TwoShotProtocolTimes {
   std::size_t bytes = 0;
   double staged_us = 0;
   double dma_us = 0;
+  double lamport_us = std::numeric_limits<double>::infinity();
 };
 
-// ll, lamport, two_shot: the one-shot and fused protocols; staged, dma:
-// the two-shot's.
+// ll, lamport, two_shot: the one-shot and fused protocols; staged, lamport,
+// dma: the two-shot's.
 enum class ProtocolWinner { ll, lamport, two_shot, staged, dma };
 const char* to_string(ProtocolWinner winner) noexcept;
 
@@ -90,8 +95,9 @@ const char* to_string(ProtocolWinner winner) noexcept;
 // links for the same data, so LL must be strictly faster: a tie goes to
 // Lamport (one-shot), or to two-shot, then Lamport (fused; two-shot is
 // what the fused op runs past every window anyway).
-// The two-shot's copy engines must be strictly faster too: a tie goes to
-// the staged kernel, the default.
+// The two-shot's Lamport and copy engines must be strictly faster than
+// the staged kernel, the default, to win; a tie between them goes to
+// Lamport (its window comes first in the router).
 ProtocolWinner fastest_protocol(const OneShotProtocolTimes& times) noexcept;
 ProtocolWinner fastest_protocol(const FusedProtocolTimes& times) noexcept;
 ProtocolWinner fastest_protocol(const TwoShotProtocolTimes& times) noexcept;
@@ -113,17 +119,24 @@ ProtocolWinner fastest_protocol(const TwoShotProtocolTimes& times) noexcept;
 //    two-shot (inside the window Lamport runs whatever LL does there); 0
 //    when the two-shot is faster at the smallest size outside the window,
 //    or when every measured size is inside it.
+//  - two_shot_lamport_max_bytes: the two-shot's Lamport runs up to it, so
+//    it is the largest measured size s such that Lamport is the fastest
+//    of the three two-shot protocols at every measured size <= s; 0 (off)
+//    when it does not win the smallest size.
 //  - two_shot_dma_after_bytes: the copy engines run above it, so it is the
-//    largest measured size at which the staged kernel won (dma won every
-//    measured size above it); 0 when dma won every size. When dma won
-//    none, or lost the largest, that is the largest measured size: staged
-//    at every size measured, nothing claimed for dma.
+//    largest measured size at which dma was not the fastest (staged or
+//    Lamport won; dma won every measured size above it); 0 when dma won
+//    every size. When dma won none, or lost the largest, that is the
+//    largest measured size: nothing claimed for dma.
 // Applied in the router's order, every measured size then gets its winner,
 // except where the winners alternate more than these windows can say: a
 // Lamport win outside the longest run gets LL or the two-shot, whichever
 // was faster there; an LL win above a size (outside the window) where the
-// two-shot was faster gets the two-shot. Like derive_cutoffs, a protocol
-// is admitted only up to the last size where it was seen to win.
+// two-shot was faster gets the two-shot; a two-shot Lamport win above a
+// size Lamport lost gets the staged kernel (Lamport's window ended below
+// it, and dma's starts above it); a dma win below a size dma lost gets
+// Lamport (inside its window) or the staged kernel. Like derive_cutoffs, a
+// protocol is admitted only up to the last size where it was seen to win.
 // An empty span leaves its fields auto (kAutoCutoff): the transport's
 // built-in windows stay (e.g. pull mode, which has no one-shot or two-shot
 // protocols).

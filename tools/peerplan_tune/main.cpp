@@ -10,9 +10,10 @@
 // On the cuda backend, for the sizes up to --protocols-max, the same for
 // the push kernels' protocols: one-shot LL and Lamport; fused LL, Lamport
 // and two-shot; and, for every all-reduce size, the two-shot on its staged
-// kernel and on copy engines (dma). Every rank holds the slowest rank's
-// medians, so every rank derives the same cutoffs and protocol windows
-// (crossovers.hpp says how); rank 0 prints the tables and writes the file.
+// kernel, on copy engines (dma) and on Lamport. Every rank holds the
+// slowest rank's medians, so every rank derives the same cutoffs and
+// protocol windows (crossovers.hpp says how); rank 0 prints the tables and
+// writes the file.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -74,7 +75,7 @@ void ignore_route_and_protocol_variables() {
        {"PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MIN_BYTES", "PEERPLAN_TWO_SHOT_MAX_BYTES",
         "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TUNING_FILE", "PEERPLAN_DISABLE_P2P",
         "PEERPLAN_ONE_SHOT_PROTOCOL", "PEERPLAN_FUSED_PROTOCOL", "PEERPLAN_FUSED_LL_MAX_BYTES",
-        "PEERPLAN_TWO_SHOT_PROTOCOL"}) {
+        "PEERPLAN_TWO_SHOT_PROTOCOL", "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES"}) {
     if (std::getenv(name) == nullptr) continue;
     if (world_rank() == 0)
       std::printf("# ignoring %s=%s: peerplan_tune measures every route and protocol\n", name,
@@ -199,11 +200,11 @@ void print_fused_protocol_row(const tune::FusedProtocolTimes& row, bool first,
 
 void print_two_shot_protocol_row(const tune::TwoShotProtocolTimes& row, bool first) {
   if (first) {
-    std::printf("# two-shot all-reduce protocols\n%12s %12s %12s  %s\n", "size(B)", "staged",
-                "dma", "winner");
+    std::printf("# two-shot all-reduce protocols\n%12s %12s %12s %12s  %s\n", "size(B)",
+                "staged", "Lamport", "dma", "winner");
   }
-  std::printf("%12zu %12.2f %12.2f  %s\n", row.bytes, row.staged_us, row.dma_us,
-              tune::to_string(tune::fastest_protocol(row)));
+  std::printf("%12zu %12.2f %12.2f %12.2f  %s\n", row.bytes, row.staged_us, row.lamport_us,
+              row.dma_us, tune::to_string(tune::fastest_protocol(row)));
   std::fflush(stdout);
 }
 
@@ -222,7 +223,7 @@ nlohmann::json protocol_rows_json(const tune::Sweep& sweep) {
   }
   for (const auto& row : sweep.two_shot_protocols) {
     two_shot.push_back({{"bytes", row.bytes}, {"staged_us", row.staged_us},
-                        {"dma_us", row.dma_us},
+                        {"lamport_us", row.lamport_us}, {"dma_us", row.dma_us},
                         {"winner", tune::to_string(tune::fastest_protocol(row))}});
   }
   return {{"one_shot", one_shot}, {"fused", fused}, {"two_shot", two_shot}};
@@ -403,8 +404,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--protocols-max", options.protocols_max_text,
                  "cuda backend: time the push protocols (LL, Lamport, fused two-shot) of the "
-                 "sizes up to this many bytes, and the two-shot's (staged, dma) of every size, "
-                 "and tune their windows; 0: none, leave them auto")
+                 "sizes up to this many bytes, and the two-shot's (staged, Lamport, dma) of "
+                 "every size, and tune their windows; 0: none, leave them auto")
       ->capture_default_str();
   app.add_flag("--allow-shared-gpus", options.allow_shared_gpus,
                "measure even where ranks share a GPU (to check the tool on one GPU): the times "

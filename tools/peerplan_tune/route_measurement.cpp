@@ -61,6 +61,7 @@ constexpr ForcedProtocol kFusedLamport{"fused Lamport", Route::fused_one_shot, P
 constexpr ForcedProtocol kFusedTwoShot{"fused two-shot", Route::fused_two_shot, Protocol::staged};
 constexpr ForcedProtocol kTwoShotStaged{"two-shot staged", Route::two_shot, Protocol::staged};
 constexpr ForcedProtocol kTwoShotDma{"two-shot dma", Route::two_shot, Protocol::dma};
+constexpr ForcedProtocol kTwoShotLamport{"two-shot Lamport", Route::two_shot, Protocol::lamport};
 
 void expect_protocol(const CallResult& result, const ForcedProtocol& forced,
                      const Communicator& comm, const std::string& what) {
@@ -83,12 +84,23 @@ Config forcing_one_shot_protocol(Backend backend, std::size_t largest,
   return config;
 }
 
-// Every all-reduce up to `largest` bytes on the two-shot route, on the
-// protocol `dma_above` picks (kDmaNever: staged, kDmaAlways: copy engines).
-// Pieces as on the route sweep's two-shot communicator (the default).
-Config forcing_two_shot_protocol(Backend backend, std::size_t largest, std::size_t dma_above) {
+// The two-shot's protocols, each forced at every size through both of its
+// knobs: Lamport's window comes first in the router, so the staged and
+// dma communicators shut it (whatever the transport's default), and the
+// Lamport one opens it at every size with dma off, so that nothing else
+// can run there whatever order a transport gives them.
+enum class TwoShotProtocol { staged, dma, lamport };
+
+// Every all-reduce up to `largest` bytes on the two-shot route, on
+// `protocol`. Pieces as on the route sweep's two-shot communicator (the
+// default).
+Config forcing_two_shot_protocol(Backend backend, std::size_t largest, TwoShotProtocol protocol) {
   Config config = forcing(backend, RouteCutoffs{0, largest, 0, 0});
-  config.kernels.two_shot_dma_above_bytes = dma_above;
+  const bool lamport = protocol == TwoShotProtocol::lamport;
+  config.kernels.two_shot_lamport_max_bytes =
+      lamport ? kTwoShotLamportAlways : kTwoShotLamportNever;
+  config.kernels.two_shot_dma_above_bytes =
+      protocol == TwoShotProtocol::dma ? kDmaAlways : kDmaNever;
   return config;
 }
 
@@ -164,24 +176,28 @@ struct ForcingConfig {
   ForcedProtocol forced;
 };
 
-// Every all-reduce size timed on two communicators, each forcing one
+// Every all-reduce size timed on N communicators, each forcing one
 // protocol, every call checked against what its communicator forces;
-// `row(bytes, first_us, second_us)` takes each size's times. The
-// communicators are created and closed here: their staging is held only
-// while they run. `option` names what bounds the sizes, should staging
-// for the largest turn P2P off.
-template <typename OnRow>
+// `row(bytes, times)` takes each size's times (µs, in the order of
+// `forcing_configs`). The communicators are created and closed here: their
+// staging is held only while they run. `option` names what bounds the
+// sizes, should staging for the largest turn P2P off.
+template <std::size_t N, typename OnRow>
 void measure_all_reduce_protocols(MPI_Comm comm, const SweepPlan& plan,
                                   const std::vector<std::size_t>& sizes,
-                                  const std::array<ForcingConfig, 2>& forcing_configs,
+                                  const std::array<ForcingConfig, N>& forcing_configs,
                                   const char* option, CallTimer& timer, Backend backend,
                                   OnRow row) {
   const std::size_t largest = sizes.back();
-  auto first = Communicator::create(comm, forcing_configs[0].config);
-  auto second = Communicator::create(comm, forcing_configs[1].config);
+  std::array<std::unique_ptr<Communicator>, N> owned;
+  std::vector<const Communicator*> comms;
+  for (std::size_t i = 0; i < N; ++i) {
+    owned[i] = Communicator::create(comm, forcing_configs[i].config);
+    comms.push_back(owned[i].get());
+  }
   const auto declarations = all_reduce_declarations(sizes, plan.dtype);
-  for (Communicator* c : {first.get(), second.get()}) c->declare(declarations);
-  require_p2p_after_declare({first.get(), second.get()}, largest, option);
+  for (auto& c : owned) c->declare(declarations);
+  require_p2p_after_declare(comms, largest, option);
 
   const CallBuffer in(backend, largest), out(backend, largest);
   for (std::size_t bytes : sizes) {
@@ -194,11 +210,12 @@ void measure_all_reduce_protocols(MPI_Comm comm, const SweepPlan& plan,
       timer.synchronize();
       return timer.time([&] { call(); });
     };
-    const double first_us = time_on(*first, forcing_configs[0].forced);
-    row(bytes, first_us, time_on(*second, forcing_configs[1].forced));
+    std::array<double, N> times{};
+    for (std::size_t i = 0; i < N; ++i) times[i] = time_on(*owned[i], forcing_configs[i].forced);
+    row(bytes, times);
   }
   timer.synchronize();
-  for (Communicator* c : {first.get(), second.get()}) c->close();
+  for (auto& c : owned) c->close();
 }
 
 // The push one-shot on LL lines and on Lamport.
@@ -213,27 +230,29 @@ void measure_one_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
   }};
   measure_all_reduce_protocols(
       comm, plan, sizes, protocols, "--protocols-max", timer, backend,
-      [&](std::size_t bytes, double ll_us, double lamport_us) {
-        const OneShotProtocolTimes row{bytes, ll_us, lamport_us};
+      [&](std::size_t bytes, const std::array<double, 2>& times) {
+        const OneShotProtocolTimes row{bytes, times[0], times[1]};
         sweep.one_shot_protocols.push_back(row);
         if (listener.one_shot_protocols) listener.one_shot_protocols(row);
       });
 }
 
-// The push two-shot on the staged kernel and on copy engines (dma).
+// The push two-shot on the staged kernel, on copy engines (dma) and on
+// Lamport.
 void measure_two_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
                                 const std::vector<std::size_t>& sizes, CallTimer& timer,
                                 Sweep& sweep, const RowListener& listener) {
   const std::size_t largest = sizes.back();
   const Backend backend = sweep.backend;
-  const std::array<ForcingConfig, 2> protocols{{
-      {forcing_two_shot_protocol(backend, largest, kDmaNever), kTwoShotStaged},
-      {forcing_two_shot_protocol(backend, largest, kDmaAlways), kTwoShotDma},
+  const std::array<ForcingConfig, 3> protocols{{
+      {forcing_two_shot_protocol(backend, largest, TwoShotProtocol::staged), kTwoShotStaged},
+      {forcing_two_shot_protocol(backend, largest, TwoShotProtocol::dma), kTwoShotDma},
+      {forcing_two_shot_protocol(backend, largest, TwoShotProtocol::lamport), kTwoShotLamport},
   }};
   measure_all_reduce_protocols(
       comm, plan, sizes, protocols, "-e", timer, backend,
-      [&](std::size_t bytes, double staged_us, double dma_us) {
-        const TwoShotProtocolTimes row{bytes, staged_us, dma_us};
+      [&](std::size_t bytes, const std::array<double, 3>& times) {
+        const TwoShotProtocolTimes row{bytes, times[0], times[1], times[2]};
         sweep.two_shot_protocols.push_back(row);
         if (listener.two_shot_protocols) listener.two_shot_protocols(row);
       });

@@ -4,7 +4,7 @@
 // each, and every size timed on every route. Then, on the cuda backend,
 // the same for the protocols of the push kernels: one communicator per
 // protocol, its KernelChoices forcing that protocol at every size (the
-// two-shot's staged kernel and copy engines at every swept size).
+// two-shot's staged kernel, copy engines and Lamport at every swept size).
 #pragma once
 
 #include <mpi.h>
