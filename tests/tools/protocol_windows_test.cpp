@@ -445,16 +445,15 @@ TEST(DeriveProtocols, RouterRunsDmaOnlyWhereItWon) {
   EXPECT_EQ(expressible_patterns, kSizes + 1);  // S...S D...D: the exact check did run
 }
 
-// What the two-shot runs under the derived windows, in the router's order
-// (routing/protocol_choice.hpp, ProtocolWindows): Lamport up to its
-// maximum, else copy engines above dma's `after`, else the staged kernel.
-// Written out here rather than asked of choose_protocol, whose Lamport
-// two-shot comes with the CUDA transport's.
+// What the router runs for a bf16 two-shot of `bytes` under the derived windows.
 ProtocolWinner two_shot_run(std::size_t bytes, const routing::ProtocolWindows& w) {
-  if (bytes <= w.two_shot_lamport_max_bytes) return M;
-  if (w.two_shot_dma_after_bytes != routing::kNoLimit && bytes > w.two_shot_dma_after_bytes)
-    return D;
-  return S;
+  const auto d = Declaration::all_reduce("ar", DataType::bf16,
+                                         TensorLayout{static_cast<std::int64_t>(bytes / 2)});
+  switch (routing::choose_protocol(Route::two_shot, d, bytes, w).protocol) {
+    case Protocol::lamport: return M;
+    case Protocol::dma: return D;
+    default: return S;
+  }
 }
 
 // Whether the two windows can give every size its winner: Lamport wins,
