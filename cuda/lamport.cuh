@@ -1,7 +1,8 @@
 // The Lamport protocol's device side (DESIGN §5), shared by the Lamport
-// one-shot all-reduce (one_shot_lamport.cu) and the fused all-reduce +
-// residual add + RMSNorm on it (fused_lamport.cu): the data is its own
-// flag. Every rank's slab holds a receive region that is kept filled with a
+// one-shot all-reduce (one_shot_lamport.cu), the Lamport two-shot
+// (two_shot_lamport.cu: both halves of its sub-slot layout are there) and
+// the fused all-reduce + residual add + RMSNorm on it (fused_lamport.cu):
+// the data is its own flag. Every rank's slab holds a receive region that is kept filled with a
 // sentinel bit pattern; a sender writes its plain input, 16 bytes at a
 // time, into its sub-slot of every peer's region; a receiver polls its own
 // region until no element of a pack equals the sentinel, uses the pack, and
@@ -50,8 +51,9 @@
 //      arrive flags: every P2P kernel waits for data or flags that each
 //      peer sends after its own griddepcontrol.wait);
 //   3. S's call-e+1 kernel completes only after it has seen what R sent in
-//      2 (a kernel that did not see it failed: see below); the one-shot and
-//      the fused op alike take in every pack of every peer before they end;
+//      2 (a kernel that did not see it failed: see below); the one-shot,
+//      the two-shot and the fused op alike take in every pack of every
+//      peer before they end;
 //   4. S's call-e+2 kernel stores into R's buffer e % 2 only after its
 //      griddepcontrol.wait, i.e. after 3.
 // So S's call-e+2 data reaches R's memory after R's resets of call e were
