@@ -29,6 +29,8 @@ bool fused(Algorithm algorithm) {
     case Algorithm::fused_ll:
     case Algorithm::fused_staged:
     case Algorithm::fused_two_shot_row_norm:
+    case Algorithm::fused_two_shot_lamport_row_norm:
+    case Algorithm::fused_two_shot_dma_row_norm:
     case Algorithm::node_all_gather_row_norm: return true;
     default: return false;
   }
@@ -57,6 +59,16 @@ std::int64_t shard_of(ElementType type, std::int64_t count, int ranks) {
     shard = shard_elements<static_cast<int>(kPackBytes / sizeof(T))>(count, ranks);
   });
   return shard;
+}
+
+// A Lamport two-shot of `count` elements fits the region: the message is
+// within its limit and both halves of a sub-slot (two shards) fit one
+// sub-slot. (Its kernel indexes packs with 64-bit integers.)
+bool lamport_two_shot_fits(const PeerSet& shape, ElementType type, std::int64_t count) {
+  const std::uint64_t element = detail::element_bytes(type);
+  const std::uint64_t shard = static_cast<std::uint64_t>(shard_of(type, count, shape.size));
+  return static_cast<std::uint64_t>(count) * element <= shape.lamport_max_bytes &&
+         2 * shard * element <= shape.lamport_sub_slot_bytes;
 }
 
 void start(LaunchRecipe& r, Algorithm algorithm, const PeerSet& shape, ElementType type,
@@ -132,12 +144,19 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
     case Algorithm::fused_ll: r.steps[0] = fused_ll_step(shape, type, rows); break;
     case Algorithm::fused_staged: r.steps[0] = fused_staged_step(shape, type, rows); break;
     case Algorithm::fused_two_shot_row_norm:
+    case Algorithm::fused_two_shot_lamport_row_norm:
+    case Algorithm::fused_two_shot_dma_row_norm:
       // The two-shot all-reduce of the whole message in place, then the
       // fallback's own add + RMSNorm kernel on the reduced rows: the same
       // sums (fixed rank order, one rounding) and the same row function as
-      // the other fused kernels, so the same bits.
+      // the other fused kernels, so the same bits, whichever protocol
+      // the two-shot runs on.
       r.shard_elements = shard_of(type, r.count, shape.size);
-      r.steps[0] = two_shot_step(shape, type, r.shard_elements);
+      r.steps[0] = algorithm == Algorithm::fused_two_shot_lamport_row_norm
+                       ? two_shot_lamport_step(shape, type, r.shard_elements)
+                   : algorithm == Algorithm::fused_two_shot_dma_row_norm
+                       ? two_shot_dma_step(type, r.shard_elements)
+                       : two_shot_step(shape, type, r.shard_elements);
       r.steps[1] = row_norm_step(type, rows, shape.cluster_rows);
       r.step_count = 2;
       break;
@@ -195,6 +214,9 @@ const char* to_string(Algorithm algorithm) noexcept {
     case Algorithm::node_all_gather_row_norm: return "node all-gather + row norm";
     case Algorithm::two_shot_dma: return "two-shot by copy engines";
     case Algorithm::two_shot_lamport: return "two-shot Lamport";
+    case Algorithm::fused_two_shot_lamport_row_norm: return "fused two-shot Lamport + row norm";
+    case Algorithm::fused_two_shot_dma_row_norm:
+      return "fused two-shot by copy engines + row norm";
   }
   return "unknown";
 }
@@ -217,13 +239,7 @@ cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, Elemen
   if (algorithm == Algorithm::one_shot_lamport && bytes > shape.lamport_max_bytes) {
     return cudaErrorInvalidValue;
   }
-  // Both halves of a sub-slot (two shards) fit the region's sub-slot; the
-  // kernel indexes its packs with 64-bit integers.
-  if (algorithm == Algorithm::two_shot_lamport &&
-      (bytes > shape.lamport_max_bytes ||
-       2 * static_cast<std::uint64_t>(shard_of(type, count, shape.size)) *
-               detail::element_bytes(type) >
-           shape.lamport_sub_slot_bytes)) {
+  if (algorithm == Algorithm::two_shot_lamport && !lamport_two_shot_fits(shape, type, count)) {
     return cudaErrorInvalidValue;
   }
   // The copies move contiguous bytes; the region holds dma_max_bytes.
@@ -257,6 +273,15 @@ cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType
       break;
     case Algorithm::fused_two_shot_row_norm:
       if (!layout.dense) return cudaErrorInvalidValue;  // the two-shot reduces in place
+      break;
+    case Algorithm::fused_two_shot_lamport_row_norm:
+      if (!layout.dense || !lamport_two_shot_fits(shape, type, rows * hidden) ||
+          shape.one_shot_max_blocks < 1 || shape.one_shot_max_blocks > kMaxOneShotBlocks) {
+        return cudaErrorInvalidValue;
+      }
+      break;
+    case Algorithm::fused_two_shot_dma_row_norm:
+      if (!layout.dense || bytes > shape.dma_max_bytes) return cudaErrorInvalidValue;
       break;
     default: break;
   }
@@ -313,12 +338,18 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
       void* args[] = {peer_set, &inout, &residual, &weight, &eps, layout, rows, hidden};
       return failed(detail::launch_step(recipe.steps[0], args, stream));
     }
-    case Algorithm::fused_two_shot_row_norm: {
-      // The two-shot all-reduce in place: (PeerSet, const T* in, T* out, KernelLayout, count).
+    case Algorithm::fused_two_shot_row_norm:
+    case Algorithm::fused_two_shot_lamport_row_norm:
+    case Algorithm::fused_two_shot_dma_row_norm: {
+      // The two-shot all-reduce in place: (PeerSet, const T* in, T* out,
+      // KernelLayout, count), or the copies and the kernel by copy engines.
       const void* in = pointers.inout;
       void* out = pointers.inout;
       void* reduce[] = {peer_set, &in, &out, layout, count};
-      const cudaError_t status = detail::launch_step(recipe.steps[0], reduce, stream);
+      const cudaError_t status =
+          recipe.algorithm == Algorithm::fused_two_shot_dma_row_norm
+              ? detail::launch_two_shot_dma(recipe, peers, in, out, stream)
+              : detail::launch_step(recipe.steps[0], reduce, stream);
       if (status != cudaSuccess) return failed(status);
       // Then (const T* reduced, T* inout, T* residual, const T* weight,
       // eps, KernelLayout, rows, hidden, const uint32_t* aborted): after a
@@ -381,12 +412,14 @@ std::string describe(const LaunchRecipe& recipe) {
   std::string text = std::string(type_name(recipe.type)) + " " + to_string(recipe.algorithm);
   if (recipe.shard_elements > 0) text += ", shards of " + std::to_string(recipe.shard_elements);
   if (recipe.step_count < 1) return text + ": not prepared";
-  if (recipe.algorithm == Algorithm::two_shot_dma) {
+  if (recipe.algorithm == Algorithm::two_shot_dma ||
+      recipe.algorithm == Algorithm::fused_two_shot_dma_row_norm) {
     const std::string copies = std::to_string(recipe.ranks - 1) +
                                (recipe.ranks == 2 ? " copy" : " copies");
-    return text + ": " + copies + " out, " + step_text(recipe.steps[0]) + ", " + copies + " back";
+    text += ": " + copies + " out, " + step_text(recipe.steps[0]) + ", " + copies + " back";
+  } else {
+    text += ": " + step_text(recipe.steps[0]);
   }
-  text += ": " + step_text(recipe.steps[0]);
   if (recipe.step_count > 1) text += "; then " + step_text(recipe.steps[1]);
   return text;
 }

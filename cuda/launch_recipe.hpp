@@ -25,6 +25,8 @@
 //   fused_ll                 fused_ll.cu         fused op, LL lines (clusters or blocks)
 //   fused_staged             fused_staged.cu     fused op, staged packs + flag barrier
 //   fused_two_shot_row_norm  two_shot.cu, then row_norm.cu (the add + RMSNorm kernel)
+//   fused_two_shot_lamport_row_norm, fused_two_shot_dma_row_norm
+//                            the same with two_shot_lamport.cu / two_shot_dma.cu first
 //   node_reduce_scatter,     node_shards.cu      the hierarchical route's kernels, before and
 //   node_all_gather(_row_norm)                   after the step between nodes (+ row_norm.cu)
 //   two_shot_dma             two_shot_dma.cu     copy engines move the shards, a kernel reduces
@@ -72,13 +74,19 @@ enum class Algorithm : std::uint8_t {
   // Two-shot through the Lamport region, any layout: both phases write
   // plain data that is its own flag (two_shot_lamport.cu).
   two_shot_lamport,
+  // The dense fused op's two-shot + row norm with its all-reduce on the
+  // Lamport two-shot / on copy engines (the protocol a plain two-shot of
+  // the same bytes takes), then the same row kernel.
+  fused_two_shot_lamport_row_norm,
+  fused_two_shot_dma_row_norm,
 };
 
 // "one-shot LL", "one-shot Lamport", "two-shot", "pull one-shot", "pull
 // two-shot", "fused Lamport", "fused LL", "fused staged", "fused two-shot +
 // row norm", "node reduce-scatter", "node all-gather", "node all-gather +
-// row norm", "two-shot by copy engines", "two-shot Lamport" ("unknown" for
-// a value outside the enum).
+// row norm", "two-shot by copy engines", "two-shot Lamport", "fused
+// two-shot Lamport + row norm", "fused two-shot by copy engines + row norm"
+// ("unknown" for a value outside the enum).
 const char* to_string(Algorithm algorithm) noexcept;
 
 // One kernel launch, fully decided.
@@ -136,8 +144,10 @@ struct CallPointers {
 // two shards exceed shape.lamport_sub_slot_bytes; fused_lamport / fused_ll rows that are not whole
 // 16-byte packs; a fused Lamport message above shape.lamport_max_bytes or
 // with more packs than the kernel's 32-bit pack index holds;
-// fused_two_shot_row_norm on a non-dense layout; two_shot_dma on a
-// non-dense layout or a message above shape.dma_max_bytes. The limits that depend on
+// a fused two-shot + row norm on a non-dense layout, its Lamport variant
+// under the two_shot_lamport limits, its copy-engine variant above
+// shape.dma_max_bytes; two_shot_dma on a non-dense layout or a message
+// above shape.dma_max_bytes. The limits that depend on
 // the slab (a message larger than reserve() sized the slots for) are the
 // caller's to check.
 //

@@ -11,7 +11,7 @@
 // rank, and the same bytes from both protocols. Covered: every dtype, shard
 // counts that leave ranks with short or empty shards, in == out; strided
 // layouts (copy engines leave them staged, Lamport takes them); messages
-// run in pieces; a CUDA graph mixing the protocol with one-shot plans (LL
+// run in pieces; the fused op's two-shot + row norm on the protocol; a CUDA graph mixing the protocol with one-shot plans (LL
 // and Lamport: the Lamport region's parities are shared), replayed with
 // new inputs and eager calls in between; the timeout and its recovery; the
 // plan's launch text. Any world size from 2 to 8, one GPU per rank or
@@ -162,6 +162,57 @@ TEST_P(CudaTwoShotProtocol, AMessageInPiecesRunsEachPieceOnTheProtocolWithTheSam
     }
   }
   for (Communicator* c : {staged.get(), tested.get(), whole.get()}) c->close();
+}
+
+TEST_P(CudaTwoShotProtocol, TheFusedTwoShotReducesOnTheProtocolWithTheStagedOnesBits) {
+  // Past the fused op's one-shot windows (closed here) a dense fused
+  // message runs the two-shot all-reduce in place, on the protocol a
+  // plain two-shot of its bytes takes, then the row kernel: the same bits
+  // as on the staged two-shot, on every rank.
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  const Protocol protocol = GetParam();
+  const auto fused_two_shot_on = [](Protocol p) {
+    Config config = two_shot_on(p, forcing(Route::fused_one_shot));
+    config.kernels.fused_lamport_above_bytes = kLamportNever;
+    config.kernels.fused_ll_max_bytes = 0;
+    return config;
+  };
+  auto staged = create_cuda(fused_two_shot_on(Protocol::staged));
+  auto tested = create_cuda(fused_two_shot_on(protocol));
+  ASSERT_TRUE(staged->p2p_enabled() && tested->p2p_enabled()) << tested->p2p_disabled_reason();
+  constexpr float kEps = 1e-6f;
+  constexpr std::int64_t kHidden = 4104;  // 513 packs of bf16: shards end mid-row
+  for (DataType dtype : kDtypes) {
+    const auto weight_bytes = random_tensor(dtype, kHidden, 77, -2);
+    DeviceBuffer weight(weight_bytes.size());
+    weight.upload(weight_bytes);
+    const std::vector<std::int64_t> row_counts{1, 3, 64, 257};
+    std::vector<Declaration> declared;
+    for (std::int64_t rows : row_counts) {
+      declared.push_back(Declaration::fused_add_rms_norm(
+          "r" + std::to_string(rows), dtype, TensorLayout({rows, kHidden}), weight.ptr, kEps));
+    }
+    staged->declare(declared);
+    tested->declare(declared);
+    for (std::int64_t rows : row_counts) {
+      SCOPED_TRACE(std::string(to_string(dtype)) + " rows " + std::to_string(rows));
+      const std::uint64_t seed = next_seed();
+      const FusedRun got = run_fused(*tested, dtype, rows, kHidden, weight, kEps, seed);
+      const FusedRun by_staged = run_fused(*staged, dtype, rows, kHidden, weight, kEps, seed);
+      EXPECT_EQ(got.result.route, Route::fused_two_shot);
+      EXPECT_EQ(got.result.protocol, protocol);
+      EXPECT_EQ(by_staged.result.route, Route::fused_two_shot);
+      EXPECT_EQ(by_staged.result.protocol, Protocol::staged);
+      EXPECT_EQ(first_difference(dtype, got.out, by_staged.out), "") << "outputs";
+      EXPECT_EQ(first_difference(dtype, got.residual, by_staged.residual), "") << "residuals";
+      EXPECT_TRUE(same_on_every_rank(got.out) && same_on_every_rank(got.residual));
+    }
+    const PlanInfo plan =
+        tested->plan_for(make_fused_key(dtype, TensorLayout({257, kHidden}), weight.ptr, kEps));
+    EXPECT_NE(plan.launch.find("+ row norm"), std::string::npos) << plan.launch;
+  }
+  tested->close();
+  staged->close();
 }
 
 TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {

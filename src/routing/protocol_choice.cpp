@@ -7,6 +7,23 @@ constexpr std::size_t kPackBytes = 16;  // one vector store: LL and Lamport move
 // The Lamport kernels index the region's packs with 32-bit integers.
 constexpr std::size_t kLamportMaxPacks = 0x7fffffffu;
 
+// The push two-shot all-reduce's protocol for a message of `bytes` bytes:
+// Lamport up to its window (its window sits below the copy engines': small
+// messages, where a barrier's latency weighs most), copy engines above
+// theirs (contiguous layouts only), else the staged kernel.
+Protocol push_two_shot_protocol(const TensorLayout& layout, std::size_t bytes,
+                                const ProtocolWindows& w) noexcept {
+  if (w.lines && w.two_shot_lamport_max_bytes != 0 && bytes <= w.two_shot_lamport_max_bytes &&
+      bytes / kPackBytes <= kLamportMaxPacks) {
+    return Protocol::lamport;
+  }
+  if (w.two_shot_dma_after_bytes != kNoLimit && bytes > w.two_shot_dma_after_bytes &&
+      layout.is_contiguous()) {
+    return Protocol::dma;
+  }
+  return Protocol::staged;
+}
+
 RouteAndProtocol fused_protocol(const Declaration& declaration, std::size_t bytes,
                                 const ProtocolWindows& w) noexcept {
   const TensorLayout& layout = declaration.layout;
@@ -21,7 +38,11 @@ RouteAndProtocol fused_protocol(const Declaration& declaration, std::size_t byte
     return {Route::fused_one_shot, Protocol::lamport};
   }
   if (whole_packs && bytes <= w.fused_ll_max_bytes) return {Route::fused_one_shot, Protocol::ll};
-  if (w.fused_two_shot && layout.is_contiguous()) return {Route::fused_two_shot, Protocol::staged};
+  // The two-shot all-reduce in place, on the protocol a plain two-shot of
+  // the same bytes takes, then the row kernel.
+  if (w.fused_two_shot && layout.is_contiguous()) {
+    return {Route::fused_two_shot, push_two_shot_protocol(layout, bytes, w)};
+  }
   return {Route::fused_one_shot, Protocol::staged};
 }
 
@@ -36,17 +57,7 @@ RouteAndProtocol choose_protocol(Route route, const Declaration& declaration, st
       return {route, bytes > w.one_shot_ll_max_bytes ? Protocol::lamport : Protocol::ll};
     case Route::two_shot:
       if (w.pull) return {route, Protocol::pull};
-      // Lamport first: its window sits below the copy engines' (small
-      // messages, where a barrier's latency weighs most).
-      if (w.lines && w.two_shot_lamport_max_bytes != 0 && bytes <= w.two_shot_lamport_max_bytes &&
-          bytes / kPackBytes <= kLamportMaxPacks) {
-        return {route, Protocol::lamport};
-      }
-      if (w.two_shot_dma_after_bytes != kNoLimit && bytes > w.two_shot_dma_after_bytes &&
-          declaration.layout.is_contiguous()) {
-        return {route, Protocol::dma};
-      }
-      return {route, Protocol::staged};
+      return {route, push_two_shot_protocol(declaration.layout, bytes, w)};
     case Route::fused_one_shot:
     case Route::fused_two_shot:
       return fused_protocol(declaration, bytes, w);

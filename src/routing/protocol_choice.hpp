@@ -36,7 +36,9 @@ struct ProtocolWindows {
   // (fused_lamport_after_bytes, fused_lamport_max_bytes] (after = kNoLimit:
   // never); LL lines for rows of whole packs up to fused_ll_max_bytes (0:
   // never); past both, a dense message takes the two-shot all-reduce + row
-  // norm when `fused_two_shot`, everything else the staged fused kernel.
+  // norm when `fused_two_shot` (its all-reduce on the protocol a plain
+  // two-shot of the same bytes takes: the two-shot windows below),
+  // everything else the staged fused kernel.
   std::size_t fused_lamport_after_bytes = kNoLimit;
   std::size_t fused_lamport_max_bytes = kNoLimit;
   std::size_t fused_ll_max_bytes = 0;

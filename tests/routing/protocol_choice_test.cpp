@@ -190,6 +190,31 @@ TEST(ProtocolChoice, FusedWindowsCanBeClosed) {
             (RouteAndProtocol{Route::fused_one_shot, Protocol::staged}));
 }
 
+TEST(ProtocolChoice, FusedTwoShotReducesOnThePlainTwoShotsProtocolForTheSameBytes) {
+  auto w = cuda_push();
+  w.two_shot_lamport_max_bytes = 4 * kKiB * kKiB;
+  w.two_shot_dma_after_bytes = 8 * kKiB * kKiB;
+  // 8 MiB and 16 MiB + 8 KiB dense messages past the fused windows (4 MiB).
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(1024, 4096), w),
+            (RouteAndProtocol{Route::fused_two_shot, Protocol::staged}));
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(2049, 4096), w),
+            (RouteAndProtocol{Route::fused_two_shot, Protocol::dma}));
+  // Below the fused windows' end only when they are closed: then Lamport.
+  w.fused_lamport_after_bytes = kNoLimit;
+  w.fused_ll_max_bytes = 0;
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(64, 4096), w),
+            (RouteAndProtocol{Route::fused_two_shot, Protocol::lamport}));
+  // Padded rows never take the two-shot (it reduces in place).
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(64, 4096, 4352), w),
+            (RouteAndProtocol{Route::fused_one_shot, Protocol::staged}));
+  // Pull mode has no Lamport and no copy engines (the transport closes
+  // the dma window; `lines` is off): the staged two-shot.
+  w.lines = false;
+  w.two_shot_dma_after_bytes = kNoLimit;
+  EXPECT_EQ(choose(Route::fused_one_shot, fused_of(64, 4096), w),
+            (RouteAndProtocol{Route::fused_two_shot, Protocol::staged}));
+}
+
 TEST(ProtocolChoice, FallbackHasNoProtocol) {
   EXPECT_EQ(choose(Route::fallback, all_reduce_of(2), cuda_push()),
             (RouteAndProtocol{Route::fallback, Protocol::none}));

@@ -503,6 +503,8 @@ std::optional<Algorithm> algorithm_for(Route route, Protocol protocol) {
       break;
     case Route::fused_two_shot:
       if (protocol == Protocol::staged) return Algorithm::fused_two_shot_row_norm;
+      if (protocol == Protocol::lamport) return Algorithm::fused_two_shot_lamport_row_norm;
+      if (protocol == Protocol::dma) return Algorithm::fused_two_shot_dma_row_norm;
       break;
     case Route::fallback:
     case Route::hierarchical:
