@@ -69,6 +69,7 @@ class CommunicatorImpl final : public Communicator {
     if (p2p_enabled_) {
       windows_ = routing::apply_protocol_tuning(peer_->protocol_windows(), resolved.protocols,
                                                 config_.kernels);
+      peer_->set_launch_shapes(resolved.shapes);
     }
   }
 

@@ -132,7 +132,8 @@ ResolvedRouting resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Con
   const ResolvedRouting resolved{
       routing::resolve_cutoffs(config.cutoffs, entry ? entry->cutoffs : RouteCutoffs{},
                                bootstrap.size(), backend),
-      entry ? entry->protocols : routing::ProtocolTuning{}};
+      entry ? entry->protocols : routing::ProtocolTuning{},
+      entry ? entry->shapes : routing::LaunchShapeTuning{}};
   if (bootstrap.rank() == 0) {
     if (tuning && shared) {
       log::info("tuning file " + config.tuning_file + " not applied: ranks share a GPU (" +

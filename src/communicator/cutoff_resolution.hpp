@@ -25,6 +25,7 @@ std::optional<routing::TuningFile> load_tuning_file(bootstrap::Bootstrap& bootst
 struct ResolvedRouting {
   RouteCutoffs cutoffs;               // no field at kAutoCutoff
   routing::ProtocolTuning protocols;  // the entry's (every field auto without one)
+  routing::LaunchShapeTuning shapes;  // the entry's (no steps without one)
 };
 
 // Resolves the cutoffs, warns once (rank 0) when the file has no entry for

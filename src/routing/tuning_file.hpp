@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "peerplan/config.hpp"
+#include "routing/launch_shape_tuning.hpp"
 #include "routing/protocol_tuning.hpp"
 
 namespace peerplan::routing {
@@ -60,6 +61,8 @@ struct TuningEntry {
   // Last, so that brace initialisations of the fields above keep their
   // meaning. Fields the entry leaves out stay kAutoCutoff.
   ProtocolTuning protocols;
+  // The kernels' launch shapes (no steps: the transport's defaults).
+  LaunchShapeTuning shapes;
 
   friend bool operator==(const TuningEntry&, const TuningEntry&) = default;
 };

@@ -16,6 +16,7 @@
 #include "peerplan/layout.hpp"
 #include "peerplan/operation.hpp"
 #include "peerplan/route.hpp"
+#include "routing/launch_shape_tuning.hpp"
 #include "routing/protocol_choice.hpp"
 
 namespace peerplan::transport {
@@ -90,6 +91,10 @@ class PeerTransport {
   // chooses each plan's from it. The same on every rank (built from the
   // agreed config only).
   virtual routing::ProtocolWindows protocol_windows() const noexcept = 0;
+  // Local, before the first prepare(): the launch shapes a tuning file
+  // measured for this machine. A transport whose kernels have no tunable
+  // shape ignores them.
+  virtual void set_launch_shapes(const routing::LaunchShapeTuning& shapes) { (void)shapes; }
   // Local: the launch of one plan the router admitted, after reserve() (a
   // Lamport plan needs its region). Throws InvalidArgument when this
   // transport cannot run the request (a route or protocol it lacks, a

@@ -168,6 +168,7 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     check_cuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount,
                                       mine.device),
                "cudaDeviceGetAttribute");
+    configured_one_shot_blocks_ = kernels.one_shot_max_blocks;
     peers_.one_shot_max_blocks =
         kernels.one_shot_max_blocks > 0 ? kernels.one_shot_max_blocks : multiprocessors;
     peers_.cluster_rows = use_row_clusters(kernels.row_clusters, mine.device);
@@ -515,6 +516,16 @@ std::optional<Algorithm> algorithm_for(Route route, Protocol protocol) {
 
 }  // namespace
 
+void CudaPeerTransport::set_launch_shapes(const routing::LaunchShapeTuning& shapes) {
+  shapes_ = shapes;
+  if (bootstrap_.rank() == 0 && !shapes.one_shot_grid.empty()) {
+    log::info(std::string(kBackend) + ": one-shot grid by message size (bytes:blocks) " +
+              routing::describe_one_shot_grid(shapes.one_shot_grid) +
+              (configured_one_shot_blocks_ > 0 ? ", not applied: one_shot_max_blocks is set"
+                                               : ", the default above"));
+  }
+}
+
 std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& request) {
   const auto refuse = [&](const std::string& why) -> std::unique_ptr<PlanLaunch> {
     throw InvalidArgument(std::string(kBackend) + ": cannot prepare a " +
@@ -548,12 +559,17 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& requ
   }
   const auto& layout = *request.layout;
   const auto type = element_type(request.dtype);
+  // The one-shot kernels' grid for this message (a local choice: they have
+  // no per-block flags); every other kernel ignores it.
+  cuda_kernels::PeerSet shape = peers_;
+  shape.one_shot_max_blocks = routing::one_shot_grid_for(
+      configured_one_shot_blocks_, shapes_, request.message_bytes, peers_.one_shot_max_blocks);
   cuda_kernels::LaunchRecipe recipe;
   const cudaError_t status =
-      fused ? cuda_kernels::prepare_fused(*algorithm, peers_, type, kernel_layout(layout),
+      fused ? cuda_kernels::prepare_fused(*algorithm, shape, type, kernel_layout(layout),
                                           layout.numel() / layout.last_dim(), layout.last_dim(),
                                           recipe)
-            : cuda_kernels::prepare_all_reduce(*algorithm, peers_, type, kernel_layout(layout),
+            : cuda_kernels::prepare_all_reduce(*algorithm, shape, type, kernel_layout(layout),
                                                layout.numel(), recipe);
   if (status != cudaSuccess) {
     cudaGetLastError();

@@ -59,6 +59,10 @@ class CudaPeerTransport final : public PeerTransport {
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
   // From the agreed KernelChoices and transfer mode (the same on every rank).
   routing::ProtocolWindows protocol_windows() const noexcept override { return windows_; }
+  // The one-shot kernels' grid by message size (routing/
+  // launch_shape_tuning.hpp), unless KernelChoices::one_shot_max_blocks
+  // fixes it; used by every later prepare().
+  void set_launch_shapes(const routing::LaunchShapeTuning& shapes) override;
   // The plan's kernel recipe (cuda/launch_recipe.hpp): kernel, grid, shard
   // geometry and launch attributes, with the occupancy queries made here.
   std::unique_ptr<PlanLaunch> prepare(const LaunchRequest& request) override;
@@ -103,6 +107,8 @@ class CudaPeerTransport final : public PeerTransport {
   // The agreed KernelChoices and transfer mode, resolved: which protocol
   // the router gives which plan.
   routing::ProtocolWindows windows_;
+  int configured_one_shot_blocks_ = 0;  // KernelChoices::one_shot_max_blocks (0: auto)
+  routing::LaunchShapeTuning shapes_;   // a tuning file's, for "auto"
   std::size_t slot_capacity_ = 0;     // the largest plan the staging slots hold
   std::size_t lamport_capacity_ = 0;  // the largest Lamport plan the region holds
   std::size_t dma_capacity_ = 0;      // the largest copy-engine plan its region holds
