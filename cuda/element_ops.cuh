@@ -72,25 +72,41 @@ __device__ __forceinline__ bool aligned16(const void* p) {
   return (reinterpret_cast<std::uintptr_t>(p) & (kPackBytes - 1)) == 0;
 }
 
-// The sum of parts[0..size) element by element: fp32, added in rank order
-// starting from 0.0f, one rounding at the end - the order every kernel
-// sums in, so that every route gives the same bits.
+// The order every kernel sums in, so that every route gives the same bits:
+// fp32, starting from 0.0f, the sources added in rank order, one rounding
+// at the end. Kernels that wait for each source add it as it arrives.
+template <class T>
+struct RankOrderSum {
+  float acc[Pack<T>::kCount];
+
+  __device__ __forceinline__ RankOrderSum() {
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = 0.0f;
+  }
+  // The next rank's pack.
+  __device__ __forceinline__ void add(const Pack<T>& source) {
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = __fadd_rn(acc[k], to_float(source.v[k]));
+  }
+  __device__ __forceinline__ Pack<T> rounded() const {
+    Pack<T> sum;
+#pragma unroll
+    for (int k = 0; k < Pack<T>::kCount; ++k) sum.v[k] = from_float<T>(acc[k]);
+    return sum;
+  }
+};
+
+// The sum of parts[0..size) element by element, in that order.
 template <class T>
 __device__ __forceinline__ Pack<T> sum_in_rank_order(const Pack<T> (&parts)[kMaxRanks],
                                                      int size) {
-  float acc[Pack<T>::kCount];
-#pragma unroll
-  for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = 0.0f;
+  RankOrderSum<T> sum;
 #pragma unroll
   for (int r = 0; r < kMaxRanks; ++r) {
     if (r >= size) break;
-#pragma unroll
-    for (int k = 0; k < Pack<T>::kCount; ++k) acc[k] = __fadd_rn(acc[k], to_float(parts[r].v[k]));
+    sum.add(parts[r]);
   }
-  Pack<T> sum;
-#pragma unroll
-  for (int k = 0; k < Pack<T>::kCount; ++k) sum.v[k] = from_float<T>(acc[k]);
-  return sum;
+  return sum.rounded();
 }
 
 // Elements [first, first + kCount) of the tensor (zeros past `count`).

@@ -95,9 +95,7 @@ __global__ void __launch_bounds__(kThreads)
       if (j >= packs) break;
       // The LL one-shot's arithmetic exactly: fp32, ranks 0..n-1, one
       // rounding at the end, so both protocols give the same bits.
-      float acc[V];
-#pragma unroll
-      for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+      RankOrderSum<T> acc;
 #pragma unroll
       for (int r = 0; r < kMaxRanks; ++r) {
         if (r >= p.size) break;
@@ -111,13 +109,10 @@ __global__ void __launch_bounds__(kThreads)
           }
           source.raw = seen[u][r];
         }
-#pragma unroll
-        for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], to_float(source.v[k]));
+        acc.add(source);
       }
       if (!ok) break;
-      Pack<T> sum;
-#pragma unroll
-      for (int k = 0; k < V; ++k) sum.v[k] = from_float<T>(acc[k]);
+      const Pack<T> sum = acc.rounded();
       store_tensor(out, layout, out_vec, j * V, count, sum);
       // Ready for call epoch + 2 (lamport.cuh): after the loads above
       // saw the data (same thread, same addresses: program order).

@@ -64,18 +64,30 @@ __global__ void __launch_bounds__(kThreads)
   for (std::int64_t j = walk.begin; j < shard / V; j += walk.stride) {
     const std::int64_t first = p.rank * shard + j * V;
     if (first >= count) break;
-    Pack<T> parts[kMaxRanks];
+    // Every load in flight before the first add.
+    const Pack<T> own = load_tensor(in, layout, in_vec, first, count);
+    uint4 parts[kMaxRanks];
+#pragma unroll
+    for (int s = 0; s < kMaxRanks; ++s) {
+      if (s >= p.size) break;
+      if (s != p.rank) {
+        parts[s] = *reinterpret_cast<const uint4*>(
+            reinterpret_cast<const T*>(dma_area(p, p.rank, s)) + j * V);
+      }
+    }
+    RankOrderSum<T> acc;
 #pragma unroll
     for (int s = 0; s < kMaxRanks; ++s) {
       if (s >= p.size) break;
       if (s == p.rank) {
-        parts[s] = load_tensor(in, layout, in_vec, first, count);
+        acc.add(own);
       } else {
-        parts[s].raw = *reinterpret_cast<const uint4*>(
-            reinterpret_cast<const T*>(dma_area(p, p.rank, s)) + j * V);
+        Pack<T> source;
+        source.raw = parts[s];
+        acc.add(source);
       }
     }
-    const Pack<T> sum = sum_in_rank_order(parts, p.size);
+    const Pack<T> sum = acc.rounded();
     store_tensor(out, layout, out_vec, first, count, sum);
     *reinterpret_cast<uint4*>(reduced + j * V) = sum.raw;
   }

@@ -109,11 +109,8 @@ __global__ void __launch_bounds__(kThreads)
       if (r >= p.size) break;
       if (r != p.rank) seen[r] = load_volatile_pack(lamport_of(p, p.rank, r, epoch) + j);
     }
-    // sum_in_rank_order's arithmetic, a source at a time as it arrives:
-    // fp32 from 0.0f, ranks 0..n-1, one rounding at the end.
-    float acc[V];
-#pragma unroll
-    for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+    // A source at a time as it arrives, in rank order (RankOrderSum).
+    RankOrderSum<T> acc;
 #pragma unroll
     for (int r = 0; r < kMaxRanks; ++r) {
       if (r >= p.size) break;
@@ -127,13 +124,10 @@ __global__ void __launch_bounds__(kThreads)
         }
         source.raw = seen[r];
       }
-#pragma unroll
-      for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], to_float(source.v[k]));
+      acc.add(source);
     }
     if (!ok) break;
-    Pack<T> sum;
-#pragma unroll
-    for (int k = 0; k < V; ++k) sum.v[k] = from_float<T>(acc[k]);
+    Pack<T> sum = acc.rounded();
     sum.raw = without_sentinel<T>(sum.raw);
     for (int k = 1; k < p.size; ++k) {
       const int q = p.rank + k < p.size ? p.rank + k : p.rank + k - p.size;
