@@ -71,6 +71,29 @@ bool lamport_two_shot_fits(const PeerSet& shape, ElementType type, std::int64_t 
          2 * shard * element <= shape.lamport_sub_slot_bytes;
 }
 
+// A copy-engine two-shot of `count` elements: its pieces, the first
+// piece's shards and the reduce kernel's grid for them.
+void plan_dma(LaunchRecipe& r, ElementType type, std::int64_t count, int ranks) {
+  r.pieces = detail::dma_pieces_for(static_cast<std::size_t>(count) * detail::element_bytes(type));
+  const std::int64_t pack = static_cast<std::int64_t>(kPackBytes / detail::element_bytes(type));
+  r.piece_elements = ((count + r.pieces - 1) / r.pieces + pack - 1) / pack * pack;
+  r.shard_elements = shard_of(type, r.piece_elements, ranks);
+  r.steps[0] = detail::two_shot_dma_step(type, r.shard_elements);
+}
+
+// A copy-engine two-shot of `count` elements fits the region: the message
+// is within its limit, and every piece's shard (at the piece's offset in
+// each area) fits an area.
+bool dma_fits(const PeerSet& shape, ElementType type, std::int64_t count) {
+  LaunchRecipe r;
+  plan_dma(r, type, count, shape.size);
+  const std::uint64_t element = detail::element_bytes(type);
+  return static_cast<std::uint64_t>(count) * element <= shape.dma_max_bytes &&
+         static_cast<std::uint64_t>(r.pieces) * static_cast<std::uint64_t>(r.shard_elements) *
+                 element <=
+             shape.dma_area_bytes;
+}
+
 void start(LaunchRecipe& r, Algorithm algorithm, const PeerSet& shape, ElementType type,
            const KernelLayout& layout, std::int64_t count) {
   r = LaunchRecipe{};
@@ -121,10 +144,7 @@ void plan_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type
       r.shard_elements = shard_of(type, count, shape.size);
       r.steps[0] = node_all_gather_step(type, r.shard_elements);
       break;
-    case Algorithm::two_shot_dma:
-      r.shard_elements = shard_of(type, count, shape.size);
-      r.steps[0] = two_shot_dma_step(type, r.shard_elements);
-      break;
+    case Algorithm::two_shot_dma: plan_dma(r, type, count, shape.size); break;
     case Algorithm::two_shot_lamport:
       r.shard_elements = shard_of(type, count, shape.size);
       r.steps[0] = two_shot_lamport_step(shape, type, r.shard_elements);
@@ -151,12 +171,14 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
       // sums (fixed rank order, one rounding) and the same row function as
       // the other fused kernels, so the same bits, whichever protocol
       // the two-shot runs on.
-      r.shard_elements = shard_of(type, r.count, shape.size);
-      r.steps[0] = algorithm == Algorithm::fused_two_shot_lamport_row_norm
-                       ? two_shot_lamport_step(shape, type, r.shard_elements)
-                   : algorithm == Algorithm::fused_two_shot_dma_row_norm
-                       ? two_shot_dma_step(type, r.shard_elements)
-                       : two_shot_step(shape, type, r.shard_elements);
+      if (algorithm == Algorithm::fused_two_shot_dma_row_norm) {
+        plan_dma(r, type, r.count, shape.size);
+      } else {
+        r.shard_elements = shard_of(type, r.count, shape.size);
+        r.steps[0] = algorithm == Algorithm::fused_two_shot_lamport_row_norm
+                         ? two_shot_lamport_step(shape, type, r.shard_elements)
+                         : two_shot_step(shape, type, r.shard_elements);
+      }
       r.steps[1] = row_norm_step(type, rows, shape.cluster_rows);
       r.step_count = 2;
       break;
@@ -243,7 +265,7 @@ cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, Elemen
     return cudaErrorInvalidValue;
   }
   // The copies move contiguous bytes; the region holds dma_max_bytes.
-  if (algorithm == Algorithm::two_shot_dma && (!layout.dense || bytes > shape.dma_max_bytes)) {
+  if (algorithm == Algorithm::two_shot_dma && (!layout.dense || !dma_fits(shape, type, count))) {
     return cudaErrorInvalidValue;
   }
   detail::plan_all_reduce(algorithm, shape, type, layout, count, out);
@@ -281,7 +303,7 @@ cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType
       }
       break;
     case Algorithm::fused_two_shot_dma_row_norm:
-      if (!layout.dense || bytes > shape.dma_max_bytes) return cudaErrorInvalidValue;
+      if (!layout.dense || !dma_fits(shape, type, rows * hidden)) return cudaErrorInvalidValue;
       break;
     default: break;
   }
@@ -317,7 +339,8 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
       return failed(detail::launch_step(recipe.steps[0], args, stream));
     }
     case Algorithm::two_shot_dma:
-      return failed(detail::launch_two_shot_dma(recipe, peers, pointers.in, pointers.out, stream));
+      return failed(detail::launch_two_shot_dma(recipe, peers, pointers.in, pointers.out,
+                                                pointers.dma, stream));
     case Algorithm::pull_one_shot:
     case Algorithm::pull_two_shot: {
       // (PeerSet, const T* in, T* out, KernelLayout, count, PullSource)
@@ -348,7 +371,7 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
       void* reduce[] = {peer_set, &in, &out, layout, count};
       const cudaError_t status =
           recipe.algorithm == Algorithm::fused_two_shot_dma_row_norm
-              ? detail::launch_two_shot_dma(recipe, peers, in, out, stream)
+              ? detail::launch_two_shot_dma(recipe, peers, in, out, pointers.dma, stream)
               : detail::launch_step(recipe.steps[0], reduce, stream);
       if (status != cudaSuccess) return failed(status);
       // Then (const T* reduced, T* inout, T* residual, const T* weight,
@@ -410,6 +433,7 @@ std::string step_text(const KernelStep& step) {
 
 std::string describe(const LaunchRecipe& recipe) {
   std::string text = std::string(type_name(recipe.type)) + " " + to_string(recipe.algorithm);
+  if (recipe.pieces > 1) text += " in " + std::to_string(recipe.pieces) + " pipelined pieces";
   if (recipe.shard_elements > 0) text += ", shards of " + std::to_string(recipe.shard_elements);
   if (recipe.step_count < 1) return text + ": not prepared";
   if (recipe.algorithm == Algorithm::two_shot_dma ||

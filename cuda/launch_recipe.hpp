@@ -107,9 +107,34 @@ struct LaunchRecipe {
   std::int64_t rows = 0, hidden = 0;  // fused only (count == rows * hidden)
   std::int64_t shard_elements = 0;    // two-shot variants: elements per shard (whole packs)
   std::size_t message_bytes = 0;
+  // Copy-engine two-shots: the message runs as `pieces` consecutive
+  // two-shots of piece_elements each (the last one shorter), their copies
+  // pipelined on the DmaStreams (1: one two-shot, all on the call's
+  // stream). shard_elements and steps[0] are the first piece's.
+  int pieces = 1;
+  std::int64_t piece_elements = 0;
   KernelStep steps[2]{};
   int step_count = 0;
 };
+
+// The copy-engine two-shot's pipeline (two_shot_dma.cu): a message of
+// several pieces copies them out on `out` and back on `back`, two streams
+// of the transport's, so that the copies of the next pieces overlap the
+// reduction of this one on the call's stream; the events order the three
+// streams (and join the two into a CUDA-graph capture of the call).
+inline constexpr int kMaxDmaPieces = 8;
+struct DmaStreams {
+  cudaStream_t out = nullptr;
+  cudaStream_t back = nullptr;
+  cudaEvent_t start = nullptr;  // the call's stream reached the call
+  cudaEvent_t done = nullptr;   // every copy back enqueued before it is done
+  cudaEvent_t copied_out[kMaxDmaPieces] = {};
+  cudaEvent_t reduced[kMaxDmaPieces] = {};
+};
+// Both streams (non-blocking) and every event (no timing) on the current
+// device; on failure, what was created is destroyed again.
+cudaError_t create_dma_streams(DmaStreams& streams);
+void destroy_dma_streams(DmaStreams& streams);
 
 // What a call adds to its recipe.
 struct CallPointers {
@@ -124,6 +149,9 @@ struct CallPointers {
   float eps = 0.0f;
   // Pull variants: where this rank's input is.
   PullSource source{};
+  // Copy-engine recipes of several pieces: the pipeline's streams (null:
+  // launch() refuses such a recipe).
+  const DmaStreams* dma = nullptr;
   // node_all_gather_row_norm: the shard summed over the nodes is `in`, the
   // dense buffer of the reduced message (rows * hidden elements) is `out`.
 };
@@ -131,8 +159,9 @@ struct CallPointers {
 // Everything but the pointers and the stream, decided once per declared
 // plan. `shape` is the transport's PeerSet; only its rank-invariant and
 // launch-shape fields are read (size, one_shot_max_blocks, cluster_rows,
-// overlap_launch, lamport_max_bytes, dma_max_bytes; not rank, not the slabs, which may be
-// unset: launch() takes those from the current PeerSet).
+// overlap_launch, lamport_max_bytes, lamport_sub_slot_bytes, dma_max_bytes,
+// dma_area_bytes; not rank, not the slabs, which may be unset: launch()
+// takes those from the current PeerSet).
 //
 // Returns cudaErrorInvalidValue, leaving `out` untouched and without any
 // CUDA call, when the algorithm cannot carry the message: count (rows,
@@ -146,8 +175,9 @@ struct CallPointers {
 // with more packs than the kernel's 32-bit pack index holds;
 // a fused two-shot + row norm on a non-dense layout, its Lamport variant
 // under the two_shot_lamport limits, its copy-engine variant above
-// shape.dma_max_bytes; two_shot_dma on a non-dense layout or a message
-// above shape.dma_max_bytes. The limits that depend on
+// shape.dma_max_bytes; two_shot_dma on a non-dense layout, a message
+// above shape.dma_max_bytes, or pieces whose shards overflow
+// shape.dma_area_bytes. The limits that depend on
 // the slab (a message larger than reserve() sized the slots for) are the
 // caller's to check.
 //

@@ -42,10 +42,16 @@ KernelStep pull_two_shot_step(const PeerSet& shape, ElementType type, std::int64
 // a shard, at most kTwoShotMaxBlocks blocks (two_shot_dma.cu) ...
 KernelStep two_shot_dma_step(ElementType type, std::int64_t shard);
 // ... and the call: the copies out, the kernel (recipe.steps[0]) with its
-// arguments, the copies back, on `stream`. The first failing enqueue's
-// status.
+// arguments, the copies back, on `stream`; a recipe of several pieces
+// pipelines them over `streams` (null: refused). The first failing
+// enqueue's status.
 cudaError_t launch_two_shot_dma(const LaunchRecipe& recipe, const PeerSet& peers, const void* in,
-                                void* out, cudaStream_t stream);
+                                void* out, const DmaStreams* streams, cudaStream_t stream);
+// The pieces a copy-engine message of `message_bytes` runs as: one per
+// kDmaPieceTargetBytes, at least 1 and at most kMaxDmaPieces (messages
+// under twice the target run whole).
+inline constexpr std::size_t kDmaPieceTargetBytes = 8u << 20;
+int dma_pieces_for(std::size_t message_bytes);
 // Fused op, Lamport: the variant for shape.cluster_rows and shape.size, as
 // many rows at once as the device holds (occupancy query, cached per
 // device and variant).

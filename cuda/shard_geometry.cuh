@@ -27,11 +27,16 @@
 namespace peerplan::cuda_kernels {
 
 // Elements per shard: ceil(count / ranks), rounded up to a multiple of
-// kPackElements. ranks >= 1, count >= 0.
+// pack_elements. ranks >= 1, count >= 0, pack_elements >= 1.
+PEERPLAN_HOST_DEVICE constexpr std::int64_t shard_elements_of(std::int64_t count, int ranks,
+                                                              int pack_elements) {
+  return ((count + ranks - 1) / ranks + pack_elements - 1) / pack_elements * pack_elements;
+}
+
 template <int kPackElements>
 PEERPLAN_HOST_DEVICE constexpr std::int64_t shard_elements(std::int64_t count, int ranks) {
   static_assert(kPackElements >= 1);
-  return ((count + ranks - 1) / ranks + kPackElements - 1) / kPackElements * kPackElements;
+  return shard_elements_of(count, ranks, kPackElements);
 }
 
 // Rank `rank`'s elements [begin, end) of a message of `count` elements cut

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "collective_kernels.hpp"
+#include "launch_recipe.hpp"
 #include "shard_geometry.cuh"
 
 namespace peerplan::cuda_kernels {
@@ -67,9 +68,14 @@ std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes, int size) 
 std::size_t dma_area_bytes_for(std::size_t max_message_bytes, int size) {
   // A shard of any dtype is at most ceil(bytes / size) plus one element,
   // rounded up to a pack (shard_geometry.cuh); the kernel reads and writes
-  // whole packs.
+  // whole packs. A message in pipelined pieces (at most kMaxDmaPieces,
+  // each rounded up to a pack) keeps each piece's shard at its own offset:
+  // every piece adds less than two packs of rounding, and a pack to the
+  // pieces' total.
   const std::size_t ranks = static_cast<std::size_t>(size);
-  return round_up((max_message_bytes + ranks - 1) / ranks + 2 * kPackBytes, 256);
+  return round_up((max_message_bytes + ranks - 1) / ranks + 2 * kPackBytes +
+                      static_cast<std::size_t>(kMaxDmaPieces) * 3 * kPackBytes,
+                  256);
 }
 
 }  // namespace peerplan::cuda_kernels

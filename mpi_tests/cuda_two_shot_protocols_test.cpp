@@ -11,7 +11,8 @@
 // rank, and the same bytes from both protocols. Covered: every dtype, shard
 // counts that leave ranks with short or empty shards, in == out; strided
 // layouts (copy engines leave them staged, Lamport takes them); messages
-// run in pieces; the fused op's two-shot + row norm on the protocol; a CUDA graph mixing the protocol with one-shot plans (LL
+// run in pieces; messages of 16 MiB and more (copy engines pipeline them
+// in pieces over their own streams); the fused op's two-shot + row norm on the protocol; a CUDA graph mixing the protocol with one-shot plans (LL
 // and Lamport: the Lamport region's parities are shared), replayed with
 // new inputs and eager calls in between; the timeout and its recovery; the
 // plan's launch text. Any world size from 2 to 8, one GPU per rank or
@@ -96,6 +97,44 @@ TEST_P(CudaTwoShotProtocol, EveryDtypeAndCountMatchesTheStagedTwoShotBitForBit) 
       expect_same_bits(*staged, *tested, dtype, vector_of(n), in_place, protocol);
       in_place = !in_place;
     }
+  }
+  tested->close();
+  staged->close();
+}
+
+TEST_P(CudaTwoShotProtocol, LargeMessagesMatchTheStagedTwoShotBitForBit) {
+  // From 16 MiB on, copy engines run a message as pipelined pieces (their
+  // copies on the transport's two streams, overlapping the adds): 2, 5
+  // and 7 pieces here, odd counts, in place and not. Lamport takes the
+  // same messages whole.
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  const Protocol protocol = GetParam();
+  auto staged = create_cuda(two_shot_on(Protocol::staged));
+  auto tested = create_cuda(two_shot_on(protocol));
+  ASSERT_TRUE(staged->p2p_enabled() && tested->p2p_enabled()) << tested->p2p_disabled_reason();
+  struct Large {
+    DataType dtype;
+    std::int64_t count;
+    int pieces;  // on copy engines
+  };
+  const std::array<Large, 3> messages{{{DataType::bf16, (8 << 20) + 5, 2},
+                                       {DataType::f32, (10 << 20) + 1, 5},
+                                       {DataType::bf16, (30 << 20) + 3, 7}}};
+  std::vector<Declaration> declared;
+  for (const Large& m : messages) {
+    declared.push_back(Declaration::all_reduce("large" + std::to_string(m.count), m.dtype,
+                                               vector_of(m.count)));
+  }
+  staged->declare(declared);
+  tested->declare(declared);
+  bool in_place = false;
+  for (const Large& m : messages) {
+    const PlanInfo plan = tested->plan_for(make_all_reduce_key(m.dtype, vector_of(m.count)));
+    const std::string pieces = "in " + std::to_string(m.pieces) + " pipelined pieces";
+    EXPECT_EQ(plan.launch.find(pieces) != std::string::npos, protocol == Protocol::dma)
+        << plan.launch;
+    expect_same_bits(*staged, *tested, m.dtype, vector_of(m.count), in_place, protocol);
+    in_place = !in_place;
   }
   tested->close();
   staged->close();
@@ -233,10 +272,13 @@ TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetw
     std::int64_t count;
     Route route;  // on the tested communicator
   };
-  const std::array<Shape, 4> shapes{{{DataType::bf16, 600000, Route::two_shot},
+  // The last shape is 18 MiB: on copy engines, two pipelined pieces (the
+  // capture takes in the transport's copy streams through the events).
+  const std::array<Shape, 5> shapes{{{DataType::bf16, 600000, Route::two_shot},
                                      {DataType::f32, 1000, Route::one_shot},
                                      {DataType::f16, 40000, Route::two_shot},
-                                     {DataType::bf16, 6000, Route::one_shot}}};
+                                     {DataType::bf16, 6000, Route::one_shot},
+                                     {DataType::bf16, 9000003, Route::two_shot}}};
   std::vector<Declaration> declared;
   for (std::size_t s = 0; s < shapes.size(); ++s) {
     declared.push_back(Declaration::all_reduce("g" + std::to_string(s), shapes[s].dtype,
@@ -246,7 +288,7 @@ TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetw
   staged->declare(declared);
 
   constexpr int kSets = 5;
-  std::vector<std::unique_ptr<DeviceBuffer>> ins, outs, sets;  // sets[set * 4 + s]
+  std::vector<std::unique_ptr<DeviceBuffer>> ins, outs, sets;  // sets[set * 5 + s]
   for (const Shape& shape : shapes) {
     const std::size_t bytes = shape.count * element_size(shape.dtype);
     ins.push_back(std::make_unique<DeviceBuffer>(bytes));

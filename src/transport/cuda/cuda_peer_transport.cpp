@@ -308,6 +308,8 @@ void CudaPeerTransport::close() {
   slabs_.release_local();
   registry_.release_local();
   release_node_buffers();
+  if (dma_streams_) cuda_kernels::destroy_dma_streams(*dma_streams_);
+  dma_streams_.reset();
   if (across_nodes_) across_nodes_->close();
   if (error_host_ != nullptr) cudaFreeHost(error_host_);
   cudaGetLastError();
@@ -576,6 +578,12 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& requ
     refuse(std::string(cuda_kernels::to_string(*algorithm)) + " cannot carry this message (" +
            cudaGetErrorString(status) + ")");
   }
+  if (recipe.pieces > 1 && !dma_streams_) {
+    auto streams = std::make_unique<cuda_kernels::DmaStreams>();
+    check_cuda(cuda_kernels::create_dma_streams(*streams),
+               "creating the copy-engine pipeline's streams and events");
+    dma_streams_ = std::move(streams);
+  }
   return std::make_unique<CudaPlanLaunch>(
       recipe, std::string(fused ? "fused_add_rms_norm (" : "all_reduce (") +
                   cuda_kernels::to_string(*algorithm) + ")");
@@ -656,6 +664,7 @@ bool CudaPeerTransport::all_reduce(const PlanLaunch& launch, const AllReduceArgs
   cuda_kernels::CallPointers pointers;
   pointers.in = args.in;
   pointers.out = args.out;
+  pointers.dma = dma_streams_.get();
   const bool pulls = recipe.algorithm == Algorithm::pull_one_shot ||
                      recipe.algorithm == Algorithm::pull_two_shot;
   if (pulls) pointers.source = pull_source(args, recipe.message_bytes);
@@ -697,6 +706,7 @@ void CudaPeerTransport::fused_add_rms_norm(const PlanLaunch& launch, const Fused
   pointers.residual = args.residual;
   pointers.weight = args.weight;
   pointers.eps = args.eps;
+  pointers.dma = dma_streams_.get();
   check_launch(cuda_kernels::launch(recipe, peers_, pointers, static_cast<cudaStream_t>(args.stream)),
                plan.what.c_str());
 }

@@ -109,6 +109,9 @@ class CudaPeerTransport final : public PeerTransport {
   routing::ProtocolWindows windows_;
   int configured_one_shot_blocks_ = 0;  // KernelChoices::one_shot_max_blocks (0: auto)
   routing::LaunchShapeTuning shapes_;   // a tuning file's, for "auto"
+  // The copy-engine pipeline's streams and events, created at the first
+  // plan that runs in pipelined pieces (null before).
+  std::unique_ptr<cuda_kernels::DmaStreams> dma_streams_;
   std::size_t slot_capacity_ = 0;     // the largest plan the staging slots hold
   std::size_t lamport_capacity_ = 0;  // the largest Lamport plan the region holds
   std::size_t dma_capacity_ = 0;      // the largest copy-engine plan its region holds
