@@ -106,11 +106,17 @@ TEST_P(CudaTwoShotProtocol, LargeMessagesMatchTheStagedTwoShotBitForBit) {
   // From 16 MiB on, copy engines run a message as pipelined pieces (their
   // copies on the transport's two streams, overlapping the adds): 2, 5
   // and 7 pieces here, the last one shorter, in place and not. Lamport takes the
-  // same messages whole.
+  // same messages whole. Never split by the communicator (whose pieces
+  // start at 128 MiB / ranks): each message is one plan launch.
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const Protocol protocol = GetParam();
-  auto staged = create_cuda(two_shot_on(Protocol::staged));
-  auto tested = create_cuda(two_shot_on(protocol));
+  const auto whole = [](Protocol p) {
+    Config config = two_shot_on(p);
+    config.cutoffs.two_shot_chunk_bytes = 0;
+    return config;
+  };
+  auto staged = create_cuda(whole(Protocol::staged));
+  auto tested = create_cuda(whole(protocol));
   ASSERT_TRUE(staged->p2p_enabled() && tested->p2p_enabled()) << tested->p2p_disabled_reason();
   struct Large {
     DataType dtype;
