@@ -113,7 +113,8 @@ class CommunicatorTuning : public testing::Test {
   void SetUp() override {
     for (const char* name :
          {"PEERPLAN_TUNING_FILE", "PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MIN_BYTES",
-          "PEERPLAN_TWO_SHOT_MAX_BYTES", "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_DISABLE_P2P"})
+          "PEERPLAN_TWO_SHOT_MAX_BYTES", "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_DISABLE_P2P",
+          "PEERPLAN_ONE_SHOT_MAX_BLOCKS", "PEERPLAN_DEBUG"})
       cleared_.push_back(std::make_unique<ScopedEnv>(name, nullptr));
   }
   std::vector<std::unique_ptr<ScopedEnv>> cleared_;
@@ -310,6 +311,46 @@ TEST_F(CommunicatorTuning, RanksResolvingDifferentProtocolWindowsAreAMismatch) {
   EXPECT_TRUE(names_rank(o.message, last)) << o.message;
   EXPECT_NE(o.message.find("one_shot_ll_max_bytes=4096"), std::string::npos)
       << "the message shows the differing windows: " << o.message;
+}
+
+// A one-shot grid in an entry: the host backend has no grid to shape, but
+// the entry is read, logged with the rest at INFO, and agreed like the
+// cutoffs, so ranks that loaded different grids fail create() alike.
+const char* const kGridKey = "one_shot_grid = 64K:8 1M:64\n";
+
+TEST_F(CommunicatorTuning, OneShotGridIsLoggedWithTheEntry) {
+  PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "the ranks span several nodes");
+  const SharedTuningFile file(
+      "grid.tune", "peerplan-tuning 1\n" + entry_text(expected_fingerprint(), kTuned) + kGridKey);
+  Config config;
+  config.tuning_file = file.path();
+  config.log_level = LogLevel::info;
+  testing::internal::CaptureStderr();
+  auto comm = create_on_world(config);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(comm->cutoffs(), kTuned) << "the entry's cutoffs apply with its grid";
+  if (test_rank() == 0) {
+    EXPECT_NE(log.find("the entry's one-shot grid (bytes:blocks): 65536:8 1048576:64;"),
+              std::string::npos)
+        << log;
+  }
+  comm->close();
+}
+
+TEST_F(CommunicatorTuning, RanksResolvingDifferentOneShotGridsAreAMismatch) {
+  PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "the ranks span several nodes");
+  const std::string plain = "peerplan-tuning 1\n" + entry_text(expected_fingerprint(), kTuned);
+  const SharedTuningFile without("no_grid.tune", plain);
+  const SharedTuningFile with("with_grid.tune", plain + kGridKey);
+  const int last = test_size() - 1;
+  Config config;
+  config.tuning_file = test_rank() == last ? with.path() : without.path();
+  const CreateOutcome o = try_create(config);
+  expect_same_failure_everywhere(o, ErrorCode::mismatch, "a one-shot grid on the last rank only");
+  EXPECT_TRUE(names_rank(o.message, last)) << o.message;
+  EXPECT_NE(o.message.find("one-shot grid 65536:8 1048576:64"), std::string::npos)
+      << "the message shows the differing grids: " << o.message;
+  EXPECT_NE(o.message.find("one-shot grid default"), std::string::npos) << o.message;
 }
 
 }  // namespace

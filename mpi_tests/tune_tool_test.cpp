@@ -3,7 +3,7 @@
 // communicator's fingerprint, and a communicator created with
 // PEERPLAN_TUNING_FILE pointing at it resolves exactly those cutoffs and
 // routes the measured sizes by them; on the host backend the entry sets no
-// protocol window.
+// protocol window and no one-shot grid.
 #include <mpi.h>
 
 #include <gtest/gtest.h>
@@ -60,6 +60,9 @@ TEST(TuneTool, CommunicatorLoadsTheWrittenEntry) {
   if (comm->backend() == Backend::host) {
     EXPECT_TRUE(routing::is_empty(entry->protocols))
         << routing::describe_protocol_tuning(entry->protocols);
+    // Nor does it launch kernels: no one-shot grid sweep, no grid steps.
+    EXPECT_TRUE(entry->shapes.one_shot_grid.empty())
+        << routing::describe_one_shot_grid(entry->shapes.one_shot_grid);
   }
 
   std::vector<Declaration> declarations;

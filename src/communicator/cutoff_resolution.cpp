@@ -11,6 +11,7 @@
 #include "peerplan/errors.hpp"
 #include "routing/cutoffs.hpp"
 #include "routing/fingerprint.hpp"
+#include "routing/launch_shape_tuning.hpp"
 
 namespace peerplan::communicator {
 namespace {
@@ -64,6 +65,17 @@ void log_resolution(const Config& config, const std::string& fingerprint,
     line += "; the entry's protocol windows: " +
             routing::describe_protocol_tuning(entry->protocols);
   }
+  if (entry != nullptr && !entry->shapes.one_shot_grid.empty()) {
+    line += "; the entry's one-shot grid (bytes:blocks): " +
+            routing::describe_one_shot_grid(entry->shapes.one_shot_grid);
+    // The transport applies the Config's fixed grid instead (a local
+    // choice, so the entry is still agreed and logged).
+    if (config.kernels.one_shot_max_blocks > 0) {
+      line += " (not applied: one_shot_max_blocks is " +
+              std::to_string(config.kernels.one_shot_max_blocks) +
+              " from code or PEERPLAN_ONE_SHOT_MAX_BLOCKS)";
+    }
+  }
   if (entry != nullptr) {
     line += "; applied the entry of tuning file " + config.tuning_file + " line " +
             std::to_string(entry->line);
@@ -74,11 +86,21 @@ void log_resolution(const Config& config, const std::string& fingerprint,
   log::info(line);
 }
 
+// What the one-shot grid steps say, for the agreement text.
+std::string grid_text(const routing::LaunchShapeTuning& shapes) {
+  if (shapes.one_shot_grid.empty()) return "one-shot grid default";
+  return "one-shot grid " + routing::describe_one_shot_grid(shapes.one_shot_grid);
+}
+
 // Every rank must route alike: compare the resolved cutoffs with rank 0's.
+// The launch shapes are compared too: a grid is a local choice that no peer
+// depends on, but ranks that loaded different entries (or files) are
+// misconfigured all the same, and should hear it as they do for cutoffs.
 void check_agreement(bootstrap::Bootstrap& bootstrap, const ResolvedRouting& resolved,
                      const Config& config, const std::string& fingerprint) {
   const std::string cutoffs = routing::describe_cutoffs(resolved.cutoffs) + ", " +
-                              routing::describe_protocol_tuning(resolved.protocols);
+                              routing::describe_protocol_tuning(resolved.protocols) + ", " +
+                              grid_text(resolved.shapes);
   const std::string mine = cutoffs + " [fingerprint '" + fingerprint + "', tuning file '" +
                            config.tuning_file + "']";
   const auto all = bootstrap.allgather(bytes_of(mine));
@@ -99,7 +121,8 @@ void check_agreement(bootstrap::Bootstrap& bootstrap, const ResolvedRouting& res
   std::string details;
   for (const auto& [text, ranks] : others) details += "; " + bootstrap::describe_ranks(ranks) + ": " + text;
   throw Mismatch("create: " + bootstrap::describe_ranks(differing) +
-                 " resolved other route cutoffs or protocol windows than rank 0 (rank 0: " +
+                 " resolved other route cutoffs, protocol windows or launch shapes than rank 0 "
+                 "(rank 0: " +
                  as_text(all[0]) + details +
                  "). Routing must be identical on every rank: give every rank the same "
                  "PEERPLAN_*_BYTES settings and the same tuning file (PEERPLAN_TUNING_FILE), or "

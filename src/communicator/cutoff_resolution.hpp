@@ -3,7 +3,9 @@
 // machine's fingerprint, else the built-in default table — checked to be
 // the same on every rank, since ranks that route differently deadlock. The
 // entry's protocol windows come with them (applied to the P2P transport's
-// windows by routing::apply_protocol_tuning), checked alike.
+// windows by routing::apply_protocol_tuning), checked alike, and so do its
+// launch shapes (the one-shot grid by message size, which the transport
+// applies unless KernelChoices::one_shot_max_blocks is set).
 #pragma once
 
 #include <optional>

@@ -18,6 +18,7 @@ constexpr std::string_view kHeaderWord = "peerplan-tuning";
 constexpr std::string_view kEntrySection = "[entry]";
 constexpr std::string_view kFingerprintKey = "fingerprint";
 constexpr std::string_view kMeasuredKey = "measured";
+constexpr std::string_view kOneShotGridKey = "one_shot_grid";
 
 std::string_view trim(std::string_view text) noexcept {
   const auto blank = [](char c) {
@@ -42,11 +43,11 @@ std::string known_keys() {
   for (const CutoffField& field : kCutoffFields) keys += std::string(", ") + field.name;
   for (const ProtocolTuningField& field : kProtocolTuningFields)
     keys += std::string(", ") + field.name;
-  return keys + ", " + std::string(kMeasuredKey);
+  return keys + ", " + std::string(kOneShotGridKey) + ", " + std::string(kMeasuredKey);
 }
 
 bool is_known_key(std::string_view key) noexcept {
-  return key == kFingerprintKey || key == kMeasuredKey ||
+  return key == kFingerprintKey || key == kMeasuredKey || key == kOneShotGridKey ||
          find_byte_field(kCutoffFields, key) != nullptr ||
          find_byte_field(kProtocolTuningFields, key) != nullptr;
 }
@@ -159,6 +160,8 @@ class Parser {
       current_->fingerprint = std::string(value);
     } else if (key == kMeasuredKey) {
       current_->measured = std::string(value);
+    } else if (key == kOneShotGridKey) {
+      current_->shapes.one_shot_grid = parse_grid(value, number);
     } else if (const CutoffField* cutoff = find_byte_field(kCutoffFields, key)) {
       current_->cutoffs.*cutoff->member = parse_cutoff(key, value, number);
     } else {
@@ -173,6 +176,27 @@ class Parser {
     fail(number, "'" + key + " = " + std::string(value) + "' is not a byte count",
          "write a number of bytes with an optional K, M or G suffix (e.g. 65536 or 64K), 0 "
          "(no route or protocol, or no lower bound for two_shot_min_bytes), or auto");
+  }
+
+  // "auto" (like the byte keys) means no steps: the transport's default
+  // grid at every size. An empty value is rejected as the byte keys' is:
+  // more likely a value lost in editing than a wish for the default.
+  std::vector<GridStep> parse_grid(std::string_view value, int number) const {
+    const std::string fix =
+        "write space-separated <size>:<blocks> steps with increasing sizes (K, M or G "
+        "suffixes) and blocks from 1 to " +
+        std::to_string(kOneShotMaxBlocksLimit) +
+        ", e.g. 'one_shot_grid = 64K:8 1M:64', or auto (the transport's default grid)";
+    if (core::equals_ignore_case(value, "auto")) return {};
+    if (value.empty()) fail(number, "'" + std::string(kOneShotGridKey) + "' is empty", fix);
+    std::string problem;
+    auto steps = parse_one_shot_grid(value, problem);
+    if (!steps) {
+      fail(number, "'" + std::string(kOneShotGridKey) + " = " + std::string(value) +
+                       "' is not a one-shot grid: " + problem,
+           fix);
+    }
+    return std::move(*steps);
   }
 
   void finish_entry() {
@@ -260,6 +284,11 @@ std::string format_tuning_file(const TuningFile& file, std::string_view comment)
     text << kFingerprintKey << " = " << one_line(entry.fingerprint) << '\n';
     write_set_fields(text, entry.cutoffs, kCutoffFields);
     write_set_fields(text, entry.protocols, kProtocolTuningFields);
+    // No steps: the key is left out, like an automatic cutoff.
+    if (!entry.shapes.one_shot_grid.empty()) {
+      text << kOneShotGridKey << " = " << describe_one_shot_grid(entry.shapes.one_shot_grid)
+           << '\n';
+    }
     if (const std::string measured = one_line(entry.measured); !measured.empty())
       text << kMeasuredKey << " = " << measured << '\n';
   }

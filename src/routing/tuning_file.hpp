@@ -18,6 +18,7 @@
 //   fused_ll_max_bytes = 2M
 //   two_shot_dma_after_bytes = 64M
 //   two_shot_lamport_max_bytes = 256K
+//   one_shot_grid = 64K:8 1M:64
 //   measured = peerplan_tune 0.1.0, 2025-06-01T12:00:00Z, bf16, CUDA graphs
 //
 // - Lines are trimmed of surrounding blanks and of a trailing '\r' (files
@@ -34,6 +35,12 @@
 //   two_shot_dma_after_bytes and two_shot_lamport_max_bytes
 //   (routing/protocol_tuning.hpp; all byte counts with an optional K/M/G
 //   suffix, or "auto"; a key left out or "auto" keeps the built-in value),
+//   one_shot_grid (the one-shot kernels' largest grid by message size,
+//   routing/launch_shape_tuning.hpp: space-separated "<size>:<blocks>"
+//   steps with increasing sizes, blocks 1..kOneShotMaxBlocksLimit; a
+//   message above the last step, or any message when the key is left out
+//   or "auto", keeps the transport's default of one block per
+//   multiprocessor; KernelChoices::one_shot_max_blocks wins over it),
 //   and measured (free text: what measured it, when, how). Each key at most
 //   once per entry, and each fingerprint in one entry only.
 // Anything else is an error naming the file, the line and what to change:
@@ -88,7 +95,8 @@ void upsert_entry(TuningFile& file, TuningEntry entry);
 
 // The file's text: `comment` (each of its lines prefixed with "# "), the
 // header, then every entry; parse_tuning_file reads it back to the same
-// entries (apart from `line`). Cutoffs at kAutoCutoff are left out. Line
+// entries (apart from `line`). Cutoffs at kAutoCutoff, and a one-shot grid
+// without steps, are left out. Line
 // breaks inside a fingerprint or measured text become spaces.
 std::string format_tuning_file(const TuningFile& file, std::string_view comment = {});
 

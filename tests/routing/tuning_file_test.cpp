@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "peerplan/errors.hpp"
 
@@ -113,7 +114,7 @@ TEST(TuningFile, ReadsTheTwoShotCopyEngineWindow) {
   // The unknown-key message lists it with the other keys.
   expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_dma_after = 1\n"), 4,
                      "fused_ll_max_bytes, two_shot_dma_after_bytes, two_shot_lamport_max_bytes, "
-                     "measured");
+                     "one_shot_grid, measured");
 }
 
 TEST(TuningFile, ReadsTheTwoShotLamportWindow) {
@@ -143,6 +144,43 @@ TEST(TuningFile, ReadsTheTwoShotLamportWindow) {
       "two_shot_dma_after_bytes = 32M\n"));
   EXPECT_EQ(both.entries.at(0).protocols.two_shot_lamport_max_bytes, std::size_t{512} << 10);
   EXPECT_EQ(both.entries.at(0).protocols.two_shot_dma_after_bytes, std::size_t{32} << 20);
+}
+
+TEST(TuningFile, ReadsTheOneShotGrid) {
+  const TuningFile file = parse(header_and(
+      "[entry]\nfingerprint = cuda ranks=2\none_shot_grid = 64K:8 1M:64  4194304:132\n"));
+  ASSERT_EQ(file.entries.size(), 1u);
+  const std::vector<GridStep> expected{{65536, 8}, {1 << 20, 64}, {4 << 20, 132}};
+  EXPECT_EQ(file.entries[0].shapes.one_shot_grid, expected);
+  EXPECT_EQ(file.entries[0].cutoffs, RouteCutoffs{}) << "not a cutoff";
+  EXPECT_TRUE(is_empty(file.entries[0].protocols)) << "not a protocol window";
+  // "auto" keeps the transport's default, like the byte keys' "auto".
+  const TuningFile automatic =
+      parse(header_and("[entry]\nfingerprint = cuda ranks=2\none_shot_grid = AUTO\n"));
+  EXPECT_TRUE(automatic.entries.at(0).shapes.one_shot_grid.empty());
+  // Left out: no steps either.
+  EXPECT_TRUE(parse(kGoodFile).entries.at(0).shapes.one_shot_grid.empty());
+}
+
+TEST(TuningFileErrors, MalformedOneShotGrid) {
+  const auto grid_at_line_5 = [](const std::string& value) {
+    return header_and("[entry]\nfingerprint = x\n\none_shot_grid = " + value + "\n");
+  };
+  // Each names the line, the problem parse_one_shot_grid found, and what to write.
+  expect_rejected_at(grid_at_line_5("64K"), 5, "is not a one-shot grid: \"64K\" is not");
+  expect_rejected_at(grid_at_line_5("64K:eight"), 5, "is not <size>:<blocks>");
+  expect_rejected_at(grid_at_line_5("64K:0"), 5, "blocks must be 1..1024");
+  expect_rejected_at(grid_at_line_5("64K:1025"), 5, "blocks must be 1..1024");
+  expect_rejected_at(grid_at_line_5("1M:64 64K:8"), 5, "sizes must increase");
+  expect_rejected_at(grid_at_line_5("64K:8 64K:16"), 5, "sizes must increase");
+  expect_rejected_at(grid_at_line_5("64K:8 1M"), 5, "e.g. 'one_shot_grid = 64K:8 1M:64'");
+  expect_rejected_at(grid_at_line_5(""), 5, "'one_shot_grid' is empty");
+  expect_rejected_at(grid_at_line_5("off"), 5, "or auto (the transport's default grid)");
+  // At most once per entry.
+  const std::string twice =
+      header_and("[entry]\nfingerprint = x\none_shot_grid = 64K:8\none_shot_grid = 1M:64\n");
+  expect_rejected_at(twice, 5, "'one_shot_grid' is set again");
+  expect_rejected_at(twice, 5, "first on line 4");
 }
 
 TEST(TuningFile, SeveralEntriesInFileOrder) {
@@ -281,7 +319,12 @@ TEST(TuningFileFormat, RoundTrip) {
   file.entries[1].protocols.two_shot_dma_after_bytes = 0;
   file.entries[0].protocols.two_shot_lamport_max_bytes = 262144;
   file.entries[1].protocols.two_shot_lamport_max_bytes = 0;
+  file.entries[0].shapes.one_shot_grid = {{65536, 8}, {1048576, 64}, {4194304, 132}};
   const std::string text = format_tuning_file(file, "written by a test\n\nsecond line");
+  EXPECT_NE(text.find("one_shot_grid = 65536:8 1048576:64 4194304:132\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("one_shot_grid", text.find("host ranks=3")), std::string::npos)
+      << "a grid without steps is left out:\n" << text;
   EXPECT_NE(text.find("two_shot_dma_after_bytes = 67108864\n"), std::string::npos) << text;
   EXPECT_NE(text.find("two_shot_lamport_max_bytes = 262144\n"), std::string::npos) << text;
   EXPECT_NE(text.find("two_shot_lamport_max_bytes = 0\n", text.find("host ranks=3")),
@@ -300,6 +343,7 @@ TEST(TuningFileFormat, RoundTrip) {
     EXPECT_EQ(back.entries[i].fingerprint, file.entries[i].fingerprint);
     EXPECT_EQ(back.entries[i].cutoffs, file.entries[i].cutoffs);
     EXPECT_EQ(back.entries[i].protocols, file.entries[i].protocols);
+    EXPECT_EQ(back.entries[i].shapes, file.entries[i].shapes);
     EXPECT_EQ(back.entries[i].measured, file.entries[i].measured);
   }
 }

@@ -1,5 +1,9 @@
 #include "crossovers.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
 namespace peerplan::tune {
 namespace {
 
@@ -156,6 +160,49 @@ routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> o
   }
   tuning.fused_ll_max_bytes = fused_ll_max(fused, lamport);
   return tuning;
+}
+
+std::vector<int> one_shot_grid_candidates(int multiprocessors) {
+  std::vector<int> candidates;
+  if (multiprocessors < 1) return candidates;
+  for (int divisor : {8, 4, 2, 1}) {
+    const int blocks = std::max(1, multiprocessors / divisor);
+    if (candidates.empty() || candidates.back() != blocks) candidates.push_back(blocks);
+  }
+  return candidates;
+}
+
+int fastest_grid(const OneShotGridTimes& times, std::span<const int> candidates) {
+  if (candidates.empty() || times.us_by_candidate.size() != candidates.size()) {
+    throw std::invalid_argument(
+        "the " + std::to_string(times.bytes) + "-byte one-shot grid row has " +
+        std::to_string(times.us_by_candidate.size()) + " times for " +
+        std::to_string(candidates.size()) + " candidate grids");
+  }
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < candidates.size(); ++i) {
+    const double us = times.us_by_candidate[i], best_us = times.us_by_candidate[best];
+    if (us < best_us || (us == best_us && candidates[i] > candidates[best])) best = i;
+  }
+  return candidates[best];
+}
+
+routing::LaunchShapeTuning derive_launch_shapes(std::span<const OneShotGridTimes> rows,
+                                                std::span<const int> candidates) {
+  routing::LaunchShapeTuning shapes;
+  if (rows.empty()) return shapes;
+  auto& steps = shapes.one_shot_grid;
+  for (const OneShotGridTimes& row : rows) {
+    const int winner = fastest_grid(row, candidates);
+    if (!steps.empty() && steps.back().blocks == winner) {
+      steps.back().max_bytes = row.bytes;  // the run goes on
+    } else {
+      steps.push_back({row.bytes, winner});
+    }
+  }
+  const int default_blocks = *std::max_element(candidates.begin(), candidates.end());
+  while (!steps.empty() && steps.back().blocks == default_blocks) steps.pop_back();
+  return shapes;
 }
 
 }  // namespace peerplan::tune

@@ -1,6 +1,7 @@
 // From measured times to route cutoffs (where each P2P route beats the
-// others) and to protocol windows (where each CUDA push protocol beats the
-// others). Pure functions of the medians, so that every rank (which holds
+// others), to protocol windows (where each CUDA push protocol beats the
+// others) and to launch shapes (the one-shot grid that is fastest at each
+// message size). Pure functions of the medians, so that every rank (which holds
 // the same, agreed medians) derives the same values, and so that the rules
 // are tested without timing anything.
 #pragma once
@@ -9,8 +10,10 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <vector>
 
 #include "peerplan/config.hpp"
+#include "routing/launch_shape_tuning.hpp"
 #include "routing/protocol_tuning.hpp"
 
 namespace peerplan::tune {
@@ -143,5 +146,39 @@ ProtocolWinner fastest_protocol(const TwoShotProtocolTimes& times) noexcept;
 routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> one_shot,
                                          std::span<const FusedProtocolTimes> fused,
                                          std::span<const TwoShotProtocolTimes> two_shot = {});
+
+// Median time per call (µs) of one one-shot all-reduce size (on the
+// protocol the router gives it) with its grid capped at each candidate
+// (KernelChoices::one_shot_max_blocks), in the order of the candidates.
+struct OneShotGridTimes {
+  std::size_t bytes = 0;
+  std::vector<double> us_by_candidate;
+};
+
+// The grid caps the sweep times on a GPU of `multiprocessors` SMs:
+// multiprocessors / 8, / 4, / 2 and multiprocessors (the transport's
+// default, one block per SM), each at least 1, without repeats, in
+// increasing order. Empty when `multiprocessors` < 1.
+std::vector<int> one_shot_grid_candidates(int multiprocessors);
+
+// The fastest candidate's blocks at one size. A tie goes to the largest
+// grid: the default (the largest candidate) must be beaten to be replaced,
+// and a larger grid is the safer guess for the sizes between those measured.
+// Throws std::invalid_argument when the row's times do not match the
+// candidates one to one.
+int fastest_grid(const OneShotGridTimes& times, std::span<const int> candidates);
+
+// The one-shot grid steps the measurements support (rows in increasing
+// size; the largest candidate is the transport's default):
+//  - each measured size's winner is fastest_grid;
+//  - consecutive sizes with the same winner form one step, whose
+//    max_bytes is the largest size of the run (a message between two
+//    measured sizes takes the larger one's step);
+//  - trailing steps whose winner is the default are dropped: past the last
+//    step the transport's default applies anyway. So when the default wins
+//    every size (or nothing was measured) there are no steps.
+// routing::one_shot_grid_for then gives every measured size its winner.
+routing::LaunchShapeTuning derive_launch_shapes(std::span<const OneShotGridTimes> rows,
+                                                std::span<const int> candidates);
 
 }  // namespace peerplan::tune

@@ -10,10 +10,13 @@
 // On the cuda backend, for the sizes up to --protocols-max, the same for
 // the push kernels' protocols: one-shot LL and Lamport; fused LL, Lamport
 // and two-shot; and, for every all-reduce size, the two-shot on its staged
-// kernel, on copy engines (dma) and on Lamport. Every rank holds the
-// slowest rank's medians, so every rank derives the same cutoffs and
-// protocol windows (crossovers.hpp says how); rank 0 prints the tables and
-// writes the file.
+// kernel, on copy engines (dma) and on Lamport. Then, on the cuda backend
+// in push mode, the one-shot (on the protocol the router picks) for the
+// sizes up to --protocols-max with its grid capped at an eighth, a quarter,
+// a half and all of the GPU's multiprocessors, from which the entry's
+// one-shot grid steps come. Every rank holds the slowest rank's medians,
+// so every rank derives the same cutoffs, protocol windows and grid steps
+// (crossovers.hpp says how); rank 0 prints the tables and writes the file.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +30,7 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/value_parsing.hpp"
 #include "crossovers.hpp"
@@ -35,6 +39,7 @@
 #include "route_measurement.hpp"
 #include "routing/cutoffs.hpp"
 #include "routing/fingerprint.hpp"
+#include "routing/launch_shape_tuning.hpp"
 #include "routing/protocol_tuning.hpp"
 #include "tuning_output.hpp"
 
@@ -75,11 +80,12 @@ void ignore_route_and_protocol_variables() {
        {"PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MIN_BYTES", "PEERPLAN_TWO_SHOT_MAX_BYTES",
         "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TUNING_FILE", "PEERPLAN_DISABLE_P2P",
         "PEERPLAN_ONE_SHOT_PROTOCOL", "PEERPLAN_FUSED_PROTOCOL", "PEERPLAN_FUSED_LL_MAX_BYTES",
-        "PEERPLAN_TWO_SHOT_PROTOCOL", "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES"}) {
+        "PEERPLAN_TWO_SHOT_PROTOCOL", "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES",
+        "PEERPLAN_ONE_SHOT_MAX_BLOCKS"}) {
     if (std::getenv(name) == nullptr) continue;
     if (world_rank() == 0)
-      std::printf("# ignoring %s=%s: peerplan_tune measures every route and protocol\n", name,
-                  std::getenv(name));
+      std::printf("# ignoring %s=%s: peerplan_tune measures every route, protocol and grid\n",
+                  name, std::getenv(name));
     ::unsetenv(name);
   }
 }
@@ -133,7 +139,8 @@ std::string protocols_text(const tune::SweepPlan& plan, const Options& options,
                            const tune::Sweep& sweep) {
   if (sweep.backend != Backend::cuda) return "";
   if (plan.protocols_max_bytes == 0) return ", protocols not measured";
-  return ", protocols up to " + options.protocols_max_text + " (two-shot's up to -e)";
+  return ", protocols and one-shot grid up to " + options.protocols_max_text +
+         " (two-shot's protocols up to -e)";
 }
 
 // What the entry's `measured` line records: enough to redo the run.
@@ -208,6 +215,38 @@ void print_two_shot_protocol_row(const tune::TwoShotProtocolTimes& row, bool fir
   std::fflush(stdout);
 }
 
+void print_one_shot_grid_row(const std::vector<int>& candidates,
+                             const tune::OneShotGridTimes& row, bool first) {
+  if (first) {
+    std::printf("# one-shot all-reduce grid (protocol as the router picks), us at most "
+                "<n> blocks; the last is the default (one per multiprocessor)\n%12s",
+                "size(B)");
+    for (int blocks : candidates)
+      std::printf(" %12s", (std::to_string(blocks) + " blocks").c_str());
+    std::printf("  %s\n", "winner");
+  }
+  std::printf("%12zu", row.bytes);
+  for (double us : row.us_by_candidate) std::printf(" %12.2f", us);
+  std::printf("  %d blocks\n", tune::fastest_grid(row, candidates));
+  std::fflush(stdout);
+}
+
+nlohmann::json one_shot_grid_rows_json(const tune::Sweep& sweep) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : sweep.one_shot_grid) {
+    rows.push_back({{"bytes", row.bytes}, {"us_by_candidate", row.us_by_candidate},
+                    {"winner_blocks", tune::fastest_grid(row, sweep.grid_candidates)}});
+  }
+  return {{"candidates", sweep.grid_candidates}, {"rows", rows}};
+}
+
+// The derived steps as the tuning file writes them, or what runs without.
+std::string grid_text(const routing::LaunchShapeTuning& shapes) {
+  if (shapes.one_shot_grid.empty()) return "default (one block per multiprocessor)";
+  return routing::describe_one_shot_grid(shapes.one_shot_grid) +
+         " (bytes:blocks; the default above)";
+}
+
 nlohmann::json protocol_rows_json(const tune::Sweep& sweep) {
   nlohmann::json one_shot = nlohmann::json::array(), fused = nlohmann::json::array(),
                  two_shot = nlohmann::json::array();
@@ -239,8 +278,7 @@ nlohmann::json protocol_windows_json(const routing::ProtocolTuning& protocols) {
   return windows;
 }
 
-nlohmann::json as_json(const tune::Sweep& sweep, const RouteCutoffs& cutoffs,
-                       const routing::ProtocolTuning& protocols, const std::string& measured) {
+nlohmann::json as_json(const tune::Sweep& sweep, const routing::TuningEntry& entry) {
   nlohmann::json all_reduce = nlohmann::json::array(), fused = nlohmann::json::array();
   for (const auto& row : sweep.all_reduce) {
     all_reduce.push_back({{"bytes", row.bytes}, {"one_shot_us", row.one_shot_us},
@@ -252,11 +290,19 @@ nlohmann::json as_json(const tune::Sweep& sweep, const RouteCutoffs& cutoffs,
                      {"fallback_us", row.fallback_us}});
   }
   nlohmann::json resolved;
-  for (const auto& field : routing::kCutoffFields) resolved[field.name] = cutoffs.*field.member;
-  return {{"fingerprint", sweep.fingerprint}, {"backend", to_string(sweep.backend)},
-          {"ranks", sweep.ranks}, {"measured", measured}, {"all_reduce", all_reduce},
-          {"fused", fused}, {"cutoffs", resolved}, {"protocol_rows", protocol_rows_json(sweep)},
-          {"protocols", protocol_windows_json(protocols)}};
+  for (const auto& field : routing::kCutoffFields)
+    resolved[field.name] = entry.cutoffs.*field.member;
+  return {{"fingerprint", sweep.fingerprint},
+          {"backend", to_string(sweep.backend)},
+          {"ranks", sweep.ranks},
+          {"measured", entry.measured},
+          {"all_reduce", all_reduce},
+          {"fused", fused},
+          {"cutoffs", resolved},
+          {"protocol_rows", protocol_rows_json(sweep)},
+          {"protocols", protocol_windows_json(entry.protocols)},
+          {"one_shot_grid_rows", one_shot_grid_rows_json(sweep)},
+          {"one_shot_grid", routing::describe_one_shot_grid(entry.shapes.one_shot_grid)}};
 }
 
 // Raised on every rank alike (the fingerprint is the same everywhere) when
@@ -319,6 +365,11 @@ tune::RowListener make_listener(const Options& options, const tune::SweepPlan& p
     if (root) print_two_shot_protocol_row(row, first);
     first = false;
   };
+  listener.one_shot_grid = [root, first = true](const std::vector<int>& candidates,
+                                               const tune::OneShotGridTimes& row) mutable {
+    if (root) print_one_shot_grid_row(candidates, row, first);
+    first = false;
+  };
   listener.skipped = [root](const std::string& why) {
     if (!root) return;
     std::printf("# %s\n", why.c_str());
@@ -339,6 +390,7 @@ bool publish(const Options& options, const tune::Sweep& sweep, const routing::Tu
              const std::string& when) {
   std::printf("# cutoffs: %s\n", routing::describe_cutoffs(entry.cutoffs).c_str());
   std::printf("# protocols: %s\n", routing::describe_protocol_tuning(entry.protocols).c_str());
+  std::printf("# one-shot grid: %s\n", grid_text(entry.shapes).c_str());
   try {
     if (gpus_shared(sweep)) {
       std::printf("# no tuning file written: ranks share a GPU, the times are time slices (%s "
@@ -350,8 +402,7 @@ bool publish(const Options& options, const tune::Sweep& sweep, const routing::Tu
                   sweep.fingerprint.c_str(), options.out.c_str());
     }
     if (!options.json_path.empty()) {
-      std::ofstream(options.json_path)
-          << as_json(sweep, entry.cutoffs, entry.protocols, entry.measured).dump(2) << "\n";
+      std::ofstream(options.json_path) << as_json(sweep, entry).dump(2) << "\n";
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "peerplan_tune: cannot write %s: %s\n", options.out.c_str(), e.what());
@@ -365,6 +416,7 @@ int run(const Options& options, const tune::SweepPlan& plan) {
   const tune::RowListener listener = make_listener(options, plan);
   tune::Sweep sweep = tune::measure_routes(MPI_COMM_WORLD, plan, listener);
   tune::measure_protocols(MPI_COMM_WORLD, plan, sweep, listener);
+  tune::measure_one_shot_grid(MPI_COMM_WORLD, plan, sweep, listener);
 
   const std::string when = utc_now();
   routing::TuningEntry entry;
@@ -372,6 +424,7 @@ int run(const Options& options, const tune::SweepPlan& plan) {
   entry.cutoffs = tune::derive_cutoffs(sweep.all_reduce, sweep.fused);
   entry.protocols = tune::derive_protocols(sweep.one_shot_protocols, sweep.fused_protocols,
                                            sweep.two_shot_protocols);
+  entry.shapes = tune::derive_launch_shapes(sweep.one_shot_grid, sweep.grid_candidates);
   entry.measured = measured_text(plan, options, sweep, when);
 
   // Rank 0 writes; every rank learns whether that worked, so all exit alike.
@@ -403,9 +456,11 @@ int main(int argc, char** argv) {
   app.add_option("--batches", options.timing.batches, "timed batches; the median counts")
       ->capture_default_str();
   app.add_option("--protocols-max", options.protocols_max_text,
-                 "cuda backend: time the push protocols (LL, Lamport, fused two-shot) of the "
-                 "sizes up to this many bytes, and the two-shot's (staged, Lamport, dma) of "
-                 "every size, and tune their windows; 0: none, leave them auto")
+                 "cuda backend: time the push protocols (LL, Lamport, fused two-shot) and the "
+                 "one-shot's grid (1/8, 1/4, 1/2 and all of the multiprocessors) of the sizes "
+                 "up to this many bytes, and the two-shot's protocols (staged, Lamport, dma) "
+                 "of every size, and tune their windows and the grid steps; 0: none, leave "
+                 "them auto")
       ->capture_default_str();
   app.add_flag("--allow-shared-gpus", options.allow_shared_gpus,
                "measure even where ranks share a GPU (to check the tool on one GPU): the times "

@@ -3,10 +3,16 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+#if PEERPLAN_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include "call_buffers.hpp"
 #include "peerplan/communicator.hpp"
@@ -47,11 +53,12 @@ void expect_route(const CallResult& result, Route expected, const Communicator& 
 }
 
 // What a protocol sweep communicator forces, route included: a time taken
-// on anything else would be filed under the wrong protocol.
+// on anything else would be filed under the wrong protocol. No protocol:
+// whichever the router gives the route (the grid sweep forces the grid).
 struct ForcedProtocol {
   const char* name;
   Route route;
-  Protocol protocol;
+  std::optional<Protocol> protocol;
 };
 
 constexpr ForcedProtocol kOneShotLl{"one-shot LL", Route::one_shot, Protocol::ll};
@@ -65,10 +72,12 @@ constexpr ForcedProtocol kTwoShotLamport{"two-shot Lamport", Route::two_shot, Pr
 
 void expect_protocol(const CallResult& result, const ForcedProtocol& forced,
                      const Communicator& comm, const std::string& what) {
-  if (result.route == forced.route && result.protocol == forced.protocol) return;
+  if (result.route == forced.route && (!forced.protocol || result.protocol == *forced.protocol))
+    return;
   std::string message = what + " on the " + forced.name + " communicator ran " +
                         to_string(result.route) + " with protocol " + to_string(result.protocol) +
-                        ", not " + to_string(forced.route) + " with " + to_string(forced.protocol);
+                        ", not " + to_string(forced.route);
+  if (forced.protocol) message += std::string(" with ") + to_string(*forced.protocol);
   if (result.route == Route::fallback)
     message += std::string(" (reason ") + to_string(result.reason) + ")";
   if (!comm.p2p_enabled()) message += "; P2P is disabled: " + comm.p2p_disabled_reason();
@@ -176,24 +185,25 @@ struct ForcingConfig {
   ForcedProtocol forced;
 };
 
-// Every all-reduce size timed on N communicators, each forcing one
-// protocol, every call checked against what its communicator forces;
-// `row(bytes, times)` takes each size's times (µs, in the order of
-// `forcing_configs`). The communicators are created and closed here: their
-// staging is held only while they run. `option` names what bounds the
-// sizes, should staging for the largest turn P2P off.
-template <std::size_t N, typename OnRow>
+// Every all-reduce size timed on one communicator per forcing config, each
+// forcing one protocol (or grid), every call checked against what its
+// communicator forces; `row(bytes, times)` takes each size's times (µs, in
+// the order of `forcing_configs`). The communicators are created and
+// closed here: their staging is held only while they run. `option` names
+// what bounds the sizes, should staging for the largest turn P2P off.
+template <typename OnRow>
 void measure_all_reduce_protocols(MPI_Comm comm, const SweepPlan& plan,
                                   const std::vector<std::size_t>& sizes,
-                                  const std::array<ForcingConfig, N>& forcing_configs,
+                                  std::span<const ForcingConfig> forcing_configs,
                                   const char* option, CallTimer& timer, Backend backend,
                                   OnRow row) {
   const std::size_t largest = sizes.back();
-  std::array<std::unique_ptr<Communicator>, N> owned;
+  const std::size_t count = forcing_configs.size();
+  std::vector<std::unique_ptr<Communicator>> owned;
   std::vector<const Communicator*> comms;
-  for (std::size_t i = 0; i < N; ++i) {
-    owned[i] = Communicator::create(comm, forcing_configs[i].config);
-    comms.push_back(owned[i].get());
+  for (const ForcingConfig& forcing_config : forcing_configs) {
+    owned.push_back(Communicator::create(comm, forcing_config.config));
+    comms.push_back(owned.back().get());
   }
   const auto declarations = all_reduce_declarations(sizes, plan.dtype);
   for (auto& c : owned) c->declare(declarations);
@@ -210,8 +220,9 @@ void measure_all_reduce_protocols(MPI_Comm comm, const SweepPlan& plan,
       timer.synchronize();
       return timer.time([&] { call(); });
     };
-    std::array<double, N> times{};
-    for (std::size_t i = 0; i < N; ++i) times[i] = time_on(*owned[i], forcing_configs[i].forced);
+    std::vector<double> times(count);
+    for (std::size_t i = 0; i < count; ++i)
+      times[i] = time_on(*owned[i], forcing_configs[i].forced);
     row(bytes, times);
   }
   timer.synchronize();
@@ -230,7 +241,7 @@ void measure_one_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
   }};
   measure_all_reduce_protocols(
       comm, plan, sizes, protocols, "--protocols-max", timer, backend,
-      [&](std::size_t bytes, const std::array<double, 2>& times) {
+      [&](std::size_t bytes, const std::vector<double>& times) {
         const OneShotProtocolTimes row{bytes, times[0], times[1]};
         sweep.one_shot_protocols.push_back(row);
         if (listener.one_shot_protocols) listener.one_shot_protocols(row);
@@ -251,10 +262,53 @@ void measure_two_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
   }};
   measure_all_reduce_protocols(
       comm, plan, sizes, protocols, "-e", timer, backend,
-      [&](std::size_t bytes, const std::array<double, 3>& times) {
+      [&](std::size_t bytes, const std::vector<double>& times) {
         const TwoShotProtocolTimes row{bytes, times[0], times[1], times[2]};
         sweep.two_shot_protocols.push_back(row);
         if (listener.two_shot_protocols) listener.two_shot_protocols(row);
+      });
+}
+
+// The multiprocessor count of this rank's GPU (selected by the
+// communicators created before), the smallest over `comm`: every rank must
+// create the same communicators, so all take the same candidates (GPUs of
+// one fingerprint normally agree anyway). 0 when it cannot be read.
+int smallest_multiprocessor_count(MPI_Comm comm) {
+  int multiprocessors = 0;
+#if PEERPLAN_HAVE_CUDA
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) !=
+          cudaSuccess) {
+    multiprocessors = 0;
+  }
+#endif
+  MPI_Allreduce(MPI_IN_PLACE, &multiprocessors, 1, MPI_INT, MPI_MIN, comm);
+  return multiprocessors;
+}
+
+// The one-shot at each candidate grid cap, its protocol left to the
+// router (the default windows, as a tuned machine runs it).
+void measure_one_shot_grid_caps(MPI_Comm comm, const SweepPlan& plan,
+                                const std::vector<std::size_t>& sizes, CallTimer& timer,
+                                Sweep& sweep, const RowListener& listener) {
+  const std::size_t largest = sizes.back();
+  // The communicators' names in error messages; kept alive while they run.
+  std::vector<std::string> names;
+  for (int blocks : sweep.grid_candidates)
+    names.push_back("one-shot grid of at most " + std::to_string(blocks) + " blocks");
+  std::vector<ForcingConfig> grids;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    Config config = forcing(sweep.backend, RouteCutoffs{largest, 0, 0, 0});
+    config.kernels.one_shot_max_blocks = sweep.grid_candidates[i];
+    grids.push_back({config, {names[i].c_str(), Route::one_shot, std::nullopt}});
+  }
+  measure_all_reduce_protocols(
+      comm, plan, sizes, std::span<const ForcingConfig>(grids), "--protocols-max", timer,
+      sweep.backend, [&](std::size_t bytes, const std::vector<double>& times) {
+        const OneShotGridTimes row{bytes, times};
+        sweep.one_shot_grid.push_back(row);
+        if (listener.one_shot_grid) listener.one_shot_grid(sweep.grid_candidates, row);
       });
 }
 
@@ -443,6 +497,41 @@ void measure_protocols(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
   } else {
     measure_two_shot_protocols(comm, plan, sweep_sizes(plan), timer, sweep, listener);
   }
+}
+
+void measure_one_shot_grid(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
+                           const RowListener& listener) {
+  const auto skipped = [&](const std::string& why) {
+    if (listener.skipped) listener.skipped(why);
+  };
+  const std::string keeps = "; the entry keeps the transport's default grid";
+  if (plan.protocols_max_bytes == 0) {
+    skipped("one-shot grid: not measured (--protocols-max 0)" + keeps);
+    return;
+  }
+  if (sweep.backend != Backend::cuda) {
+    skipped(std::string("one-shot grid: not measured; the ") + to_string(sweep.backend) +
+            " backend launches no kernels");
+    return;
+  }
+  if (sweep.one_shot_protocol == Protocol::pull) {
+    skipped("one-shot grid: not measured; the transport pulls (transfer mode pull), and the "
+            "pull one-shot's grid is not tuned" + keeps);
+    return;
+  }
+  const auto sizes = sizes_up_to(plan, plan.protocols_max_bytes);
+  if (sizes.empty()) {
+    skipped("one-shot grid: not measured; no all-reduce size up to --protocols-max" + keeps);
+    return;
+  }
+  sweep.grid_candidates = one_shot_grid_candidates(smallest_multiprocessor_count(comm));
+  if (sweep.grid_candidates.empty()) {
+    skipped("one-shot grid: not measured; the GPU's multiprocessor count could not be read" +
+            keeps);
+    return;
+  }
+  CallTimer timer(sweep.backend, plan.timing);
+  measure_one_shot_grid_caps(comm, plan, sizes, timer, sweep, listener);
 }
 
 }  // namespace peerplan::tune

@@ -5,6 +5,8 @@
 // the same for the protocols of the push kernels: one communicator per
 // protocol, its KernelChoices forcing that protocol at every size (the
 // two-shot's staged kernel, copy engines and Lamport at every swept size).
+// Last, the one-shot's grid: one communicator per candidate cap
+// (KernelChoices::one_shot_max_blocks), the protocol left to the router.
 #pragma once
 
 #include <mpi.h>
@@ -46,6 +48,10 @@ struct Sweep {
   std::vector<OneShotProtocolTimes> one_shot_protocols;  // increasing sizes; may be empty
   std::vector<FusedProtocolTimes> fused_protocols;       // likewise
   std::vector<TwoShotProtocolTimes> two_shot_protocols;  // likewise
+  // The one-shot grid sweep: the caps timed (one_shot_grid_candidates, the
+  // last the transport's default) and a row per size; both may be empty.
+  std::vector<int> grid_candidates;
+  std::vector<OneShotGridTimes> one_shot_grid;
 };
 
 // Called on every rank after each measured row (rank 0 prints it).
@@ -56,6 +62,7 @@ struct RowListener {
   std::function<void(const OneShotProtocolTimes&)> one_shot_protocols;
   std::function<void(const FusedProtocolTimes&)> fused_protocols;
   std::function<void(const TwoShotProtocolTimes&)> two_shot_protocols;
+  std::function<void(const std::vector<int>& candidates, const OneShotGridTimes&)> one_shot_grid;
   // Why a part of a sweep was left out (one line, same on every rank).
   std::function<void(const std::string&)> skipped;
 };
@@ -78,5 +85,18 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
 // run the route and protocol its communicator forces.
 void measure_protocols(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
                        const RowListener& listener);
+
+// The one-shot grid sweep, after measure_protocols: on the cuda backend in
+// push mode, for the all-reduce sizes up to plan.protocols_max_bytes, times
+// the one-shot route (on the protocol the router gives each size) with its
+// grid capped at each of one_shot_grid_candidates(the GPU's multiprocessor
+// count, the smallest over `comm`), one communicator per cap; fills
+// sweep.grid_candidates and sweep.one_shot_grid. Nothing (a `skipped`
+// line) when protocols_max_bytes is 0, on the host backend, in pull mode
+// (the pull one-shot's grid is not tuned) or when no size is that small.
+// Collective over `comm`; throws std::runtime_error when a call does not
+// run the one-shot route.
+void measure_one_shot_grid(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
+                           const RowListener& listener);
 
 }  // namespace peerplan::tune
