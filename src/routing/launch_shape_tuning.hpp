@@ -1,8 +1,8 @@
 // Launch shapes measured on one machine (peerplan_tune), carried by its
 // tuning file entry next to the cutoffs and the protocol windows. Unlike
 // those, a launch shape is a local choice: it only applies to kernels
-// without per-block flags (the one-shot on LL lines or Lamport, the
-// Lamport two-shot), whose grid no peer depends on, so ranks could differ
+// without per-block flags (the one-shot on LL lines or Lamport, whose grid
+// the tool sweeps), whose grid no peer depends on, so ranks could differ
 // without harm (they do not: the file's entry is agreed like the rest).
 #pragma once
 
@@ -24,7 +24,7 @@ struct GridStep {
 };
 
 struct LaunchShapeTuning {
-  // The one-shot kernels' largest grid by message size, in increasing
+  // The one-shot's largest grid by message size, in increasing
   // max_bytes; blocks in 1..kOneShotMaxBlocksLimit. A message past the last
   // step (or with no steps) keeps the transport's default.
   std::vector<GridStep> one_shot_grid;

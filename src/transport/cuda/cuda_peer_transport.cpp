@@ -561,11 +561,15 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& requ
   }
   const auto& layout = *request.layout;
   const auto type = element_type(request.dtype);
-  // The one-shot kernels' grid for this message (a local choice: they have
-  // no per-block flags); every other kernel ignores it.
+  // The one-shot's grid for this message (a local choice: its kernels have
+  // no per-block flags), as the tuning file's sweep measured it for the
+  // one-shot; the Lamport two-shot, which shares the cap, keeps the
+  // default; every other kernel ignores it.
   cuda_kernels::PeerSet shape = peers_;
-  shape.one_shot_max_blocks = routing::one_shot_grid_for(
-      configured_one_shot_blocks_, shapes_, request.message_bytes, peers_.one_shot_max_blocks);
+  if (request.route == Route::one_shot) {
+    shape.one_shot_max_blocks = routing::one_shot_grid_for(
+        configured_one_shot_blocks_, shapes_, request.message_bytes, peers_.one_shot_max_blocks);
+  }
   cuda_kernels::LaunchRecipe recipe;
   const cudaError_t status =
       fused ? cuda_kernels::prepare_fused(*algorithm, shape, type, kernel_layout(layout),

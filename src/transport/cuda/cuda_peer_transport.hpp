@@ -59,9 +59,9 @@ class CudaPeerTransport final : public PeerTransport {
   std::size_t capacity_bytes() const noexcept override { return capacity_; }
   // From the agreed KernelChoices and transfer mode (the same on every rank).
   routing::ProtocolWindows protocol_windows() const noexcept override { return windows_; }
-  // The one-shot kernels' grid by message size (routing/
-  // launch_shape_tuning.hpp), unless KernelChoices::one_shot_max_blocks
-  // fixes it; used by every later prepare().
+  // The one-shot's grid by message size (routing/launch_shape_tuning.hpp),
+  // unless KernelChoices::one_shot_max_blocks fixes it; used by every later
+  // prepare() of a one-shot plan.
   void set_launch_shapes(const routing::LaunchShapeTuning& shapes) override;
   // The plan's kernel recipe (cuda/launch_recipe.hpp): kernel, grid, shard
   // geometry and launch attributes, with the occupancy queries made here.
