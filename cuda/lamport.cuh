@@ -79,6 +79,7 @@
 
 #include "collective_kernels.hpp"
 #include "device_sync.cuh"
+#include "element_ops.cuh"
 
 namespace peerplan::cuda_kernels {
 
@@ -181,6 +182,53 @@ __device__ __forceinline__ bool take_pack(const PeerSet& p, const uint4* pack, i
     }
   }
   return true;
+}
+
+// Pack j of every peer's sub-slot in this rank's region for call `epoch`
+// (what the one-shot and the two-shot's reduce-scatter take in): a first
+// look at each, all loads in flight together.
+__device__ __forceinline__ void look_at_arrivals(const PeerSet& p, std::uint32_t epoch,
+                                                 std::int64_t j, uint4 (&seen)[kMaxRanks]) {
+#pragma unroll
+  for (int r = 0; r < kMaxRanks; ++r) {
+    if (r >= p.size) break;
+    if (r != p.rank) seen[r] = load_volatile_pack(lamport_of(p, p.rank, r, epoch) + j);
+  }
+}
+
+// `own` and those packs summed in rank order (RankOrderSum: the bits of
+// every other route), each waited for (take_pack) where the first look
+// found it pending. False when the call failed.
+template <class T>
+__device__ __forceinline__ bool sum_arrivals(const PeerSet& p, std::uint32_t epoch,
+                                             std::int64_t j, const uint4& own,
+                                             uint4 (&seen)[kMaxRanks], Pack<T>& sum) {
+  RankOrderSum<T> acc;
+#pragma unroll
+  for (int r = 0; r < kMaxRanks; ++r) {
+    if (r >= p.size) break;
+    Pack<T> source;
+    if (r == p.rank) {
+      source.raw = own;
+    } else {
+      if (!take_pack<T>(p, lamport_of(p, p.rank, r, epoch) + j, r, epoch, seen[r])) return false;
+      source.raw = seen[r];
+    }
+    acc.add(source);
+  }
+  sum = acc.rounded();
+  return true;
+}
+
+// Those packs back to the sentinel, ready for call epoch + 2 (see above):
+// after the same thread's reads of the same addresses (program order).
+__device__ __forceinline__ void reset_arrivals(const PeerSet& p, std::uint32_t epoch,
+                                               std::int64_t j) {
+#pragma unroll
+  for (int r = 0; r < kMaxRanks; ++r) {
+    if (r >= p.size) break;
+    if (r != p.rank) store_volatile_pack(lamport_of(p, p.rank, r, epoch) + j, sentinel_pack());
+  }
 }
 
 }  // namespace peerplan::cuda_kernels

@@ -75,8 +75,10 @@ bool lamport_two_shot_fits(const PeerSet& shape, ElementType type, std::int64_t 
 // piece's shards and the reduce kernel's grid for them.
 void plan_dma(LaunchRecipe& r, ElementType type, std::int64_t count, int ranks) {
   r.pieces = detail::dma_pieces_for(static_cast<std::size_t>(count) * detail::element_bytes(type));
-  const std::int64_t pack = static_cast<std::int64_t>(kPackBytes / detail::element_bytes(type));
-  r.piece_elements = ((count + r.pieces - 1) / r.pieces + pack - 1) / pack * pack;
+  // Pieces are cut like shards (shard_geometry.cuh): whole packs, the last
+  // one shorter.
+  const int pack = static_cast<int>(kPackBytes / detail::element_bytes(type));
+  r.piece_elements = shard_elements_of(count, r.pieces, pack);
   r.shard_elements = shard_of(type, r.piece_elements, ranks);
   r.steps[0] = detail::two_shot_dma_step(type, r.shard_elements);
 }
@@ -92,6 +94,12 @@ bool dma_fits(const PeerSet& shape, ElementType type, std::int64_t count) {
          static_cast<std::uint64_t>(r.pieces) * static_cast<std::uint64_t>(r.shard_elements) *
                  element <=
              shape.dma_area_bytes;
+}
+
+// The one-shot grid cap (PeerSet::one_shot_max_blocks) is one the kernels
+// without per-block flags can launch.
+bool one_shot_grid_valid(const PeerSet& shape) {
+  return shape.one_shot_max_blocks >= 1 && shape.one_shot_max_blocks <= kMaxOneShotBlocks;
 }
 
 void start(LaunchRecipe& r, Algorithm algorithm, const PeerSet& shape, ElementType type,
@@ -253,10 +261,7 @@ cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, Elemen
   const bool one_shot_grid = algorithm == Algorithm::one_shot_ll ||
                              algorithm == Algorithm::one_shot_lamport ||
                              algorithm == Algorithm::two_shot_lamport;
-  if (one_shot_grid &&
-      (shape.one_shot_max_blocks < 1 || shape.one_shot_max_blocks > kMaxOneShotBlocks)) {
-    return cudaErrorInvalidValue;
-  }
+  if (one_shot_grid && !one_shot_grid_valid(shape)) return cudaErrorInvalidValue;
   const std::uint64_t bytes = static_cast<std::uint64_t>(count) * detail::element_bytes(type);
   if (algorithm == Algorithm::one_shot_lamport && bytes > shape.lamport_max_bytes) {
     return cudaErrorInvalidValue;
@@ -298,7 +303,7 @@ cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType
       break;
     case Algorithm::fused_two_shot_lamport_row_norm:
       if (!layout.dense || !lamport_two_shot_fits(shape, type, rows * hidden) ||
-          shape.one_shot_max_blocks < 1 || shape.one_shot_max_blocks > kMaxOneShotBlocks) {
+          !one_shot_grid_valid(shape)) {
         return cudaErrorInvalidValue;
       }
       break;

@@ -73,7 +73,6 @@ __global__ void __launch_bounds__(kThreads)
   // that read pack j of `in`, after it did, so in == out is fine, strided
   // layouts included (the packs partition the elements).
   constexpr int kPacksAtOnce = 1;
-  const uint4 sentinel = sentinel_pack();
   bool ok = true;
   for (std::int64_t i = begin; ok && i < packs; i += kPacksAtOnce * stride) {
     uint4 own[kPacksAtOnce];
@@ -83,44 +82,19 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t j = i + u * stride;
       if (j >= packs) break;
       own[u] = j == begin ? first : load_input(j);
-#pragma unroll
-      for (int r = 0; r < kMaxRanks; ++r) {
-        if (r >= p.size) break;
-        if (r != p.rank) seen[u][r] = load_volatile_pack(lamport_of(p, p.rank, r, epoch) + j);
-      }
+      look_at_arrivals(p, epoch, j, seen[u]);
     }
 #pragma unroll
     for (int u = 0; u < kPacksAtOnce; ++u) {
       const std::int64_t j = i + u * stride;
       if (j >= packs) break;
-      // The LL one-shot's arithmetic exactly: fp32, ranks 0..n-1, one
-      // rounding at the end, so both protocols give the same bits.
-      RankOrderSum<T> acc;
-#pragma unroll
-      for (int r = 0; r < kMaxRanks; ++r) {
-        if (r >= p.size) break;
-        Pack<T> source;
-        if (r == p.rank) {
-          source.raw = own[u];
-        } else {
-          if (!take_pack<T>(p, lamport_of(p, p.rank, r, epoch) + j, r, epoch, seen[u][r])) {
-            ok = false;
-            break;
-          }
-          source.raw = seen[u][r];
-        }
-        acc.add(source);
-      }
+      // The LL one-shot's arithmetic exactly (RankOrderSum), so both
+      // protocols give the same bits.
+      Pack<T> sum;
+      ok = sum_arrivals<T>(p, epoch, j, own[u], seen[u], sum);
       if (!ok) break;
-      const Pack<T> sum = acc.rounded();
       store_tensor(out, layout, out_vec, j * V, count, sum);
-      // Ready for call epoch + 2 (lamport.cuh): after the loads above
-      // saw the data (same thread, same addresses: program order).
-#pragma unroll
-      for (int r = 0; r < kMaxRanks; ++r) {
-        if (r >= p.size) break;
-        if (r != p.rank) store_volatile_pack(lamport_of(p, p.rank, r, epoch) + j, sentinel);
-      }
+      reset_arrivals(p, epoch, j);
     }
   }
   // A failed call leaves the epoch where it was; the transport is broken

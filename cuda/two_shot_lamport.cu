@@ -104,42 +104,17 @@ __global__ void __launch_bounds__(kThreads)
     if (!at.exists) break;  // the packs past the shard's end come later in j
     const uint4 own = load_tensor(in, layout, in_vec, at.first, count).raw;
     uint4 seen[kMaxRanks];
-#pragma unroll
-    for (int r = 0; r < kMaxRanks; ++r) {
-      if (r >= p.size) break;
-      if (r != p.rank) seen[r] = load_volatile_pack(lamport_of(p, p.rank, r, epoch) + j);
-    }
-    // A source at a time as it arrives, in rank order (RankOrderSum).
-    RankOrderSum<T> acc;
-#pragma unroll
-    for (int r = 0; r < kMaxRanks; ++r) {
-      if (r >= p.size) break;
-      Pack<T> source;
-      if (r == p.rank) {
-        source.raw = own;
-      } else {
-        if (!take_pack<T>(p, lamport_of(p, p.rank, r, epoch) + j, r, epoch, seen[r])) {
-          ok = false;
-          break;
-        }
-        source.raw = seen[r];
-      }
-      acc.add(source);
-    }
+    look_at_arrivals(p, epoch, j, seen);
+    Pack<T> sum;
+    ok = sum_arrivals<T>(p, epoch, j, own, seen, sum);
     if (!ok) break;
-    Pack<T> sum = acc.rounded();
     sum.raw = without_sentinel<T>(sum.raw);
     for (int k = 1; k < p.size; ++k) {
       const int q = p.rank + k < p.size ? p.rank + k : p.rank + k - p.size;
       store_volatile_pack(lamport_of(p, q, p.rank, epoch) + shard_packs + j, sum.raw);
     }
     store_tensor(out, layout, out_vec, at.first, count, sum);
-    // Ready for call epoch + 2 (lamport.cuh), after the reads above.
-#pragma unroll
-    for (int r = 0; r < kMaxRanks; ++r) {
-      if (r >= p.size) break;
-      if (r != p.rank) store_volatile_pack(lamport_of(p, p.rank, r, epoch) + j, sentinel);
-    }
+    reset_arrivals(p, epoch, j);
   }
 
   // 3. Gather the peers' reduced shards. Writing pack j of shard q of
