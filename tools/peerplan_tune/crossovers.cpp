@@ -35,14 +35,18 @@ bool inside(const Run& run, std::size_t index) noexcept {
   return index >= run.first && index < run.first + run.length;
 }
 
-std::size_t one_shot_ll_max(std::span<const OneShotProtocolTimes> rows) {
+// The largest measured size up to which `winner` was the fastest at
+// every measured size (the router runs it below everything else): 0 when
+// it lost the smallest size, auto without rows.
+template <typename Row>
+std::size_t winning_prefix_max(std::span<const Row> rows, ProtocolWinner winner) {
   if (rows.empty()) return kAutoCutoff;
-  std::size_t ll_max = 0;
-  for (const OneShotProtocolTimes& row : rows) {
-    if (fastest_protocol(row) != ProtocolWinner::ll) break;
-    ll_max = row.bytes;
+  std::size_t prefix_max = 0;
+  for (const Row& row : rows) {
+    if (fastest_protocol(row) != winner) break;
+    prefix_max = row.bytes;
   }
-  return ll_max;
+  return prefix_max;
 }
 
 // The LL prefix of the rows outside the Lamport window: there the router
@@ -55,18 +59,6 @@ std::size_t fused_ll_max(std::span<const FusedProtocolTimes> rows, const Run& la
     ll_max = rows[i].bytes;
   }
   return ll_max;
-}
-
-// The Lamport prefix of the two-shot rows: Lamport comes first in the
-// router, up to this size.
-std::size_t two_shot_lamport_max(std::span<const TwoShotProtocolTimes> rows) {
-  if (rows.empty()) return kAutoCutoff;
-  std::size_t lamport_max = 0;  // off, unless Lamport wins the smallest size
-  for (const TwoShotProtocolTimes& row : rows) {
-    if (fastest_protocol(row) != ProtocolWinner::lamport) break;
-    lamport_max = row.bytes;
-  }
-  return lamport_max;
 }
 
 // The last size dma did not win (staged or Lamport did): copy engines above it.
@@ -147,9 +139,9 @@ routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> o
                                          std::span<const FusedProtocolTimes> fused,
                                          std::span<const TwoShotProtocolTimes> two_shot) {
   routing::ProtocolTuning tuning;  // every field auto
-  tuning.one_shot_ll_max_bytes = one_shot_ll_max(one_shot);
+  tuning.one_shot_ll_max_bytes = winning_prefix_max(one_shot, ProtocolWinner::ll);
   tuning.two_shot_dma_after_bytes = two_shot_dma_after(two_shot);
-  tuning.two_shot_lamport_max_bytes = two_shot_lamport_max(two_shot);
+  tuning.two_shot_lamport_max_bytes = winning_prefix_max(two_shot, ProtocolWinner::lamport);
   if (fused.empty()) return tuning;
   const Run lamport = longest_run(fused, 0, ProtocolWinner::lamport);
   if (lamport.length == 0) {
