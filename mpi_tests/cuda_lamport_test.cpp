@@ -323,29 +323,13 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   }
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  auto load_set = [&](int set) {
-    for (std::size_t s = 0; s < shapes.size(); ++s) {
-      check_cuda(cudaMemcpyAsync(ins[s]->ptr, sets[set * shapes.size() + s]->ptr, ins[s]->bytes,
-                                 cudaMemcpyDeviceToDevice, stream),
-                 "copy");
-    }
-  };
+  auto load_set = [&](int set) { load_input_set(ins, sets, set, stream); };
   auto calls = [&](Communicator& comm) {
     for (std::size_t s = 0; s < shapes.size(); ++s) {
       comm.all_reduce(ins[s]->ptr, outs[s]->ptr, shapes[s].dtype, vector_of(shapes[s].count), stream);
     }
   };
-  auto outputs = [&] {
-    check_cuda(cudaStreamSynchronize(stream), "sync");
-    std::vector<std::uint8_t> all;
-    for (auto& out : outs) {
-      auto part = out->download(out->bytes);
-      all.insert(all.end(), part.begin(), part.end());
-    }
-    for (auto& out : outs) out->poison();
-    check_cuda(cudaDeviceSynchronize(), "poison");  // before the non-blocking stream writes
-    return all;
-  };
+  auto outputs = [&] { return take_outputs(outs, stream); };
   // Expected bytes of each set: eager LL calls. The mixed communicator's
   // eager calls must give them too, and lie within the float64 reference.
   std::vector<std::vector<std::uint8_t>> expected;
@@ -380,20 +364,9 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   // Ranks time-slicing one GPU make every replay milliseconds long: fewer
   // there, still with eager calls (single and double) in between.
   const int replays = gpus_shared(*mixed) ? 30 : 100;
-  int mismatches = 0;
-  for (int i = 0; i < replays; ++i) {
-    const int set = (i * 5 + 3) % kSets;
-    load_set(set);
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    if (outputs() != expected[set]) ++mismatches;
-    if (i % 10 == 9) {  // eager calls between replays shift the epoch parity
-      const int e = (i / 10) % kSets;
-      load_set(e);
-      calls(*mixed);
-      if (i % 20 == 19) calls(*mixed);  // twice: the inputs are unchanged, so are the sums
-      if (outputs() != expected[e]) ++mismatches;
-    }
-  }
+  const int mismatches = replay_mismatches(
+      exec, stream, ReplayCadence{replays, kSets, 5, 3, 10}, load_set, [&] { calls(*mixed); },
+      outputs, expected);
   EXPECT_EQ(mismatches, 0) << "of " << replays
                            << " replays and their eager calls, those whose bytes differ from the "
                               "eager LL run";

@@ -309,13 +309,7 @@ TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetw
   }
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  auto load_set = [&](int set) {
-    for (std::size_t s = 0; s < shapes.size(); ++s) {
-      check_cuda(cudaMemcpyAsync(ins[s]->ptr, sets[set * shapes.size() + s]->ptr, ins[s]->bytes,
-                                 cudaMemcpyDeviceToDevice, stream),
-                 "copy");
-    }
-  };
+  auto load_set = [&](int set) { load_input_set(ins, sets, set, stream); };
   auto calls = [&](Communicator& comm, bool check_routes) {
     for (std::size_t s = 0; s < shapes.size(); ++s) {
       const CallResult result = comm.all_reduce(ins[s]->ptr, outs[s]->ptr, shapes[s].dtype,
@@ -325,17 +319,7 @@ TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetw
       }
     }
   };
-  auto outputs = [&] {
-    check_cuda(cudaStreamSynchronize(stream), "sync");
-    std::vector<std::uint8_t> all;
-    for (auto& out : outs) {
-      auto part = out->download(out->bytes);
-      all.insert(all.end(), part.begin(), part.end());
-    }
-    for (auto& out : outs) out->poison();
-    check_cuda(cudaDeviceSynchronize(), "poison");  // before the non-blocking stream writes
-    return all;
-  };
+  auto outputs = [&] { return take_outputs(outs, stream); };
   // Expected bytes of each set: eager staged calls; the eager copy-engine
   // calls must give them too.
   std::vector<std::vector<std::uint8_t>> expected;
@@ -357,20 +341,9 @@ TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetw
   CUDA_OK(cudaStreamEndCapture(stream, &graph));
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   const int replays = gpus_shared(*tested) ? 20 : 60;
-  int mismatches = 0;
-  for (int i = 0; i < replays; ++i) {
-    const int set = (i * 3 + 1) % kSets;
-    load_set(set);
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    if (outputs() != expected[set]) ++mismatches;
-    if (i % 7 == 6) {  // eager calls between replays, once or twice
-      const int e = (i / 7) % kSets;
-      load_set(e);
-      calls(*tested, true);
-      if (i % 14 == 13) calls(*tested, true);  // the inputs are unchanged, so are the sums
-      if (outputs() != expected[e]) ++mismatches;
-    }
-  }
+  const int mismatches = replay_mismatches(
+      exec, stream, ReplayCadence{replays, kSets, 3, 1, 7}, load_set,
+      [&] { calls(*tested, true); }, outputs, expected);
   EXPECT_EQ(mismatches, 0) << "of " << replays
                            << " replays and their eager calls, those whose bytes differ from the "
                               "eager staged run";

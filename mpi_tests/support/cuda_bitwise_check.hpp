@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -166,6 +167,75 @@ std::vector<Declaration> vector_declarations(std::span<const DataType> dtypes,
     }
   }
   return declared;
+}
+
+// Graph replays with new inputs: every input set holds one buffer per
+// call, sets[set * ins.size() + s] for ins[s].
+using DeviceBuffers = std::vector<std::unique_ptr<DeviceBuffer>>;
+
+// Enqueues input set `set` into `ins` on `stream`.
+inline void load_input_set(const DeviceBuffers& ins, const DeviceBuffers& sets, int set,
+                           cudaStream_t stream) {
+  for (std::size_t s = 0; s < ins.size(); ++s) {
+    check_cuda(cudaMemcpyAsync(ins[s]->ptr, sets[set * ins.size() + s]->ptr, ins[s]->bytes,
+                               cudaMemcpyDeviceToDevice, stream),
+               "copy");
+  }
+}
+
+// Every output's bytes, concatenated, once `stream` is done; the outputs
+// are poisoned again for the next calls.
+inline std::vector<std::uint8_t> take_outputs(const DeviceBuffers& outs, cudaStream_t stream) {
+  check_cuda(cudaStreamSynchronize(stream), "sync");
+  std::vector<std::uint8_t> all;
+  for (const auto& out : outs) {
+    auto part = out->download(out->bytes);
+    all.insert(all.end(), part.begin(), part.end());
+  }
+  for (const auto& out : outs) out->poison();
+  check_cuda(cudaDeviceSynchronize(), "poison");  // before the non-blocking stream writes
+  return all;
+}
+
+// How graph replays interleave with eager calls (replay_mismatches):
+// replay i runs on input set (i * set_stride + set_offset) % sets; after
+// every `eager_every`-th replay, eager calls on set (i / eager_every) %
+// sets, made twice every second time, so that an odd and an even number
+// of calls between replays both occur (they shift the epoch parity).
+struct ReplayCadence {
+  int replays = 0;
+  int sets = 1;
+  int set_stride = 1;
+  int set_offset = 0;
+  int eager_every = 1;
+};
+
+// Replays `exec` on `stream` as `cadence` says: `load_set(set)` enqueues a
+// set's inputs, `eager_calls()` the eager calls, `outputs()` synchronises
+// and returns every output's bytes. Returns how many of the outputs
+// differed from expected[set] (after each replay and each eager round).
+inline int replay_mismatches(cudaGraphExec_t exec, cudaStream_t stream,
+                             const ReplayCadence& cadence,
+                             const std::function<void(int)>& load_set,
+                             const std::function<void()>& eager_calls,
+                             const std::function<std::vector<std::uint8_t>()>& outputs,
+                             const std::vector<std::vector<std::uint8_t>>& expected) {
+  int mismatches = 0;
+  for (int i = 0; i < cadence.replays; ++i) {
+    const int set = (i * cadence.set_stride + cadence.set_offset) % cadence.sets;
+    load_set(set);
+    check_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    if (outputs() != expected[static_cast<std::size_t>(set)]) ++mismatches;
+    if (i % cadence.eager_every == cadence.eager_every - 1) {
+      const int e = (i / cadence.eager_every) % cadence.sets;
+      load_set(e);
+      eager_calls();
+      // Twice: the inputs are unchanged, so are the sums.
+      if (i % (2 * cadence.eager_every) == 2 * cadence.eager_every - 1) eager_calls();
+      if (outputs() != expected[static_cast<std::size_t>(e)]) ++mismatches;
+    }
+  }
+  return mismatches;
 }
 
 }  // namespace peerplan::cuda_test
