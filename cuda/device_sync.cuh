@@ -57,6 +57,26 @@ __device__ __forceinline__ std::uint64_t global_ns() {
   return t;
 }
 
+// 16 bytes that a peer writes (LL lines, Lamport packs, a peer's pulled
+// data), loaded and stored volatile (relaxed, system scope): never served
+// from a cache line filled earlier, each 32-bit lane single-copy atomic.
+// The "memory" clobber keeps the compiler from moving other accesses
+// across them.
+__device__ __forceinline__ uint4 load_volatile_pack(const void* address) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(address)
+               : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void store_volatile_pack(void* address, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(address), "r"(v.x),
+               "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 // Epochs wrap at 2^32: compare by signed difference.
 __device__ __forceinline__ bool reached(std::uint32_t value, std::uint32_t target) {
   return static_cast<std::int32_t>(value - target) >= 0;
@@ -161,6 +181,29 @@ __device__ __forceinline__ void signal_peers(const PeerSet& p, FlagRow row, std:
   }
 }
 
+// What every bounded wait checks now and then (not on each poll: these
+// are loads of their own): whether peer `source` gave up (it raised
+// abandoned in `own`, this rank's signals), whether another block of this
+// rank's call gave up (aborted), and the timeout, counted from the first
+// check (`start`, 0 before it). False when the wait must end; give_up has
+// then recorded why, where this block is the first to know.
+__device__ __forceinline__ bool may_wait_on(const PeerSet& p, const Signals* own, int source,
+                                            Phase phase, std::uint32_t epoch,
+                                            std::uint64_t& start) {
+  if (*static_cast<const volatile std::uint32_t*>(&own->abandoned[source]) != 0u) {
+    give_up(p, ErrorCode::peer_gave_up, phase, epoch, source);
+    return false;
+  }
+  if (*static_cast<const volatile std::uint32_t*>(&own->aborted) != 0u) return false;
+  const std::uint64_t now = global_ns();
+  if (start == 0) start = now;
+  if (now - start > p.timeout_ns) {
+    give_up(p, ErrorCode::timeout, phase, epoch, source);
+    return false;
+  }
+  return true;
+}
+
 // Waits until every peer's flag in `flags` (this rank's area, indexed by
 // writer) reached `target`. Thread q polls peer q. Returns false on every
 // thread of the block when the wait failed (timeout or a peer gave up).
@@ -175,19 +218,7 @@ __device__ __forceinline__ bool wait_peers(const PeerSet& p, const std::uint32_t
     std::uint64_t start = 0;
     for (std::uint32_t spins = 0; !reached(load_acquire(&flags[q]), target); ++spins) {
       if ((spins & 127u) != 127u) continue;
-      if (*static_cast<const volatile std::uint32_t*>(&own->abandoned[q]) != 0u) {
-        give_up(p, ErrorCode::peer_gave_up, phase, epoch, q);
-        failed = 1;
-        break;
-      }
-      if (*static_cast<const volatile std::uint32_t*>(&own->aborted) != 0u) {
-        failed = 1;  // another block of this call already gave up
-        break;
-      }
-      const std::uint64_t now = global_ns();
-      if (start == 0) start = now;
-      if (now - start > p.timeout_ns) {
-        give_up(p, ErrorCode::timeout, phase, epoch, q);
+      if (!may_wait_on(p, own, q, phase, epoch, start)) {
         failed = 1;
         break;
       }

@@ -86,8 +86,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
       for (int r = 0; r < kAhead; ++r) {
         if (r < p.size) {
           const uint4* lines = data_of<uint4>(p, p.rank, r, epoch) + line;
-          seen[r][0] = load_line(lines);
-          seen[r][1] = load_line(lines + 1);
+          seen[r][0] = load_volatile_pack(lines);
+          seen[r][1] = load_volatile_pack(lines + 1);
         }
       }
       float acc[V];
@@ -98,8 +98,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
         if (r >= p.size) break;
         const uint4* lines = data_of<uint4>(p, p.rank, r, epoch) + line;
         if (r >= kAhead) {
-          seen[0][0] = load_line(lines);
-          seen[0][1] = load_line(lines + 1);
+          seen[0][0] = load_volatile_pack(lines);
+          seen[0][1] = load_volatile_pack(lines + 1);
         }
         const uint4 low_seen = seen[r < kAhead ? r : 0][0];
         const uint4 high_seen = seen[r < kAhead ? r : 0][1];

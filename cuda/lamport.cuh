@@ -96,21 +96,6 @@ __device__ __forceinline__ uint4* lamport_of(const PeerSet& p, int owner, int so
           p.lamport_sub_slot_bytes);
 }
 
-__device__ __forceinline__ uint4 load_volatile_pack(const uint4* address) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(address)
-               : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void store_volatile_pack(uint4* address, uint4 v) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(address), "r"(v.x),
-               "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
-
 // 16-bit elements: either half of `word` all ones.
 __device__ __forceinline__ bool has_sentinel_half(std::uint32_t word) {
   return (word & 0xffffu) == 0xffffu || (word >> 16) == 0xffffu;
@@ -169,17 +154,7 @@ __device__ __forceinline__ bool take_pack(const PeerSet& p, const uint4* pack, i
   for (std::uint32_t spins = 0; pending<T>(v); v = load_volatile_pack(pack)) {
     if ((++spins & 255u) != 0u) continue;
     const Signals* own = signals_of(p, p.rank);
-    if (*static_cast<const volatile std::uint32_t*>(&own->abandoned[source]) != 0u) {
-      give_up(p, ErrorCode::peer_gave_up, Phase::arrive, epoch, source);
-      return false;
-    }
-    if (*static_cast<const volatile std::uint32_t*>(&own->aborted) != 0u) return false;
-    const std::uint64_t now = global_ns();
-    if (start == 0) start = now;
-    if (now - start > p.timeout_ns) {
-      give_up(p, ErrorCode::timeout, Phase::arrive, epoch, source);
-      return false;
-    }
+    if (!may_wait_on(p, own, source, Phase::arrive, epoch, start)) return false;
   }
   return true;
 }

@@ -17,40 +17,19 @@ namespace peerplan::cuda_kernels {
 // flag write, hence no fence that would wait for the data writes to be
 // acknowledged across the link. Line i of source r lies in sub-slot r.
 __device__ __forceinline__ void store_line(uint4* line, uint2 data, std::uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(line), "r"(data.x),
-               "r"(flag), "r"(data.y), "r"(flag)
-               : "memory");
-}
-
-__device__ __forceinline__ uint4 load_line(const uint4* line) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(line)
-               : "memory");
-  return v;
+  store_volatile_pack(line, make_uint4(data.x, flag, data.y, flag));
 }
 
 // Waits (bounded) until `line` carries `epoch`; false when the call failed
 // (timeout, or a peer or another block of this rank gave up).
 __device__ __forceinline__ bool wait_line(const PeerSet& p, const uint4* line, int source,
                                           std::uint32_t epoch, uint2& data) {
-  uint4 v = load_line(line);
+  uint4 v = load_volatile_pack(line);
   std::uint64_t start = 0;
-  for (std::uint32_t spins = 0; v.y != epoch || v.w != epoch; v = load_line(line)) {
+  for (std::uint32_t spins = 0; v.y != epoch || v.w != epoch; v = load_volatile_pack(line)) {
     if ((++spins & 255u) != 0u) continue;
     const Signals* own = signals_of(p, p.rank);
-    if (*static_cast<const volatile std::uint32_t*>(&own->abandoned[source]) != 0u) {
-      give_up(p, ErrorCode::peer_gave_up, Phase::arrive, epoch, source);
-      return false;
-    }
-    if (*static_cast<const volatile std::uint32_t*>(&own->aborted) != 0u) return false;
-    const std::uint64_t now = global_ns();
-    if (start == 0) start = now;
-    if (now - start > p.timeout_ns) {
-      give_up(p, ErrorCode::timeout, Phase::arrive, epoch, source);
-      return false;
-    }
+    if (!may_wait_on(p, own, source, Phase::arrive, epoch, start)) return false;
   }
   data = make_uint2(v.x, v.z);
   return true;

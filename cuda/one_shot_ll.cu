@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t line = i + u * stride;
 #pragma unroll
       for (int r = 0; r < kMaxRanks; ++r) {
-        if (r < p.size && line < lines) seen[u][r] = load_line(data_of<uint4>(p, p.rank, r, epoch) + line);
+        if (r < p.size && line < lines) seen[u][r] = load_volatile_pack(data_of<uint4>(p, p.rank, r, epoch) + line);
       }
     }
 #pragma unroll

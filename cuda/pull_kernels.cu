@@ -26,17 +26,6 @@
 namespace peerplan::cuda_kernels {
 namespace {
 
-// Loads of peer memory (or of this rank's slot, which peers wrote) after an
-// acquire: volatile, so nothing is served from a cache line filled earlier.
-__device__ __forceinline__ uint4 load_volatile16(const void* address) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(address)
-               : "memory");
-  return v;
-}
-
 template <class T>
 __device__ __forceinline__ T load_volatile_element(const T* address) {
   using Bits = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned int>;
@@ -53,7 +42,7 @@ __device__ __forceinline__ Pack<T> load_source(const T* source, std::int64_t fir
                                                std::int64_t count) {
   Pack<T> pack;
   if (aligned16(source) && first + Pack<T>::kCount <= count) {
-    pack.raw = load_volatile16(source + first);
+    pack.raw = load_volatile_pack(source + first);
     return pack;
   }
   for (int k = 0; k < Pack<T>::kCount && first + k < count; ++k) {
@@ -230,7 +219,7 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t first = s * shard + j * V;
       if (first >= count) break;
       Pack<T> sum;
-      sum.raw = load_volatile16(result_of<T>(p, s, epoch) + first);
+      sum.raw = load_volatile_pack(result_of<T>(p, s, epoch) + first);
       store_tensor(out, layout, out_vec, first, count, sum);
     }
   }

@@ -161,41 +161,42 @@ std::size_t shard_bytes(const DmaPiece& piece, std::size_t element, int q, std::
   return static_cast<std::size_t>(range.end - range.begin) * element;
 }
 
-// Shard q of the piece of `in` -> rank q's area <own rank>, for every peer
-// q. Each rank starts with the next one, so that the first copies of all
-// ranks go to different peers. cudaMemcpyDefault: the runtime takes the
-// devices from the (unified) addresses, a peer's slab included.
-cudaError_t copy_out(const LaunchRecipe& recipe, const PeerSet& peers, const DmaPiece& piece,
-                     const char* in, cudaStream_t stream) {
+// copy(q, offset, bytes) for every peer q's shard of the piece
+// ([offset, offset + bytes) from the piece's start; empty shards skipped),
+// each rank starting with the next one, so that the first copies of all
+// ranks go to different peers. Stops at the first copy that fails.
+template <class CopyShard>
+cudaError_t for_each_peer_shard(const LaunchRecipe& recipe, const PeerSet& peers,
+                                const DmaPiece& piece, CopyShard&& copy) {
   const std::size_t element = element_bytes(recipe.type);
   for (int k = 1; k < peers.size; ++k) {
     const int q = (peers.rank + k) % peers.size;
     std::size_t offset = 0;
     const std::size_t bytes = shard_bytes(piece, element, q, offset);
     if (bytes == 0) continue;
-    const cudaError_t status =
-        cudaMemcpyAsync(dma_area(peers, q, peers.rank) + piece.area_offset, in + offset, bytes,
-                        cudaMemcpyDefault, stream);
-    if (status != cudaSuccess) return status;
+    if (const cudaError_t status = copy(q, offset, bytes); status != cudaSuccess) return status;
   }
   return cudaSuccess;
+}
+
+// Shard q of the piece of `in` -> rank q's area <own rank>, for every peer
+// q. cudaMemcpyDefault: the runtime takes the devices from the (unified)
+// addresses, a peer's slab included.
+cudaError_t copy_out(const LaunchRecipe& recipe, const PeerSet& peers, const DmaPiece& piece,
+                     const char* in, cudaStream_t stream) {
+  return for_each_peer_shard(recipe, peers, piece, [&](int q, std::size_t offset, std::size_t bytes) {
+    return cudaMemcpyAsync(dma_area(peers, q, peers.rank) + piece.area_offset, in + offset, bytes,
+                           cudaMemcpyDefault, stream);
+  });
 }
 
 // Every peer q's reduced shard of the piece (its area q) -> `out`.
 cudaError_t copy_back(const LaunchRecipe& recipe, const PeerSet& peers, const DmaPiece& piece,
                       char* out, cudaStream_t stream) {
-  const std::size_t element = element_bytes(recipe.type);
-  for (int k = 1; k < peers.size; ++k) {
-    const int q = (peers.rank + k) % peers.size;
-    std::size_t offset = 0;
-    const std::size_t bytes = shard_bytes(piece, element, q, offset);
-    if (bytes == 0) continue;
-    const cudaError_t status = cudaMemcpyAsync(out + offset, dma_area(peers, q, q) +
-                                                   piece.area_offset,
-                                               bytes, cudaMemcpyDefault, stream);
-    if (status != cudaSuccess) return status;
-  }
-  return cudaSuccess;
+  return for_each_peer_shard(recipe, peers, piece, [&](int q, std::size_t offset, std::size_t bytes) {
+    return cudaMemcpyAsync(out + offset, dma_area(peers, q, q) + piece.area_offset, bytes,
+                           cudaMemcpyDefault, stream);
+  });
 }
 
 cudaError_t reduce(const LaunchRecipe& recipe, const PeerSet& peers, const DmaPiece& piece,
