@@ -576,40 +576,25 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
   }
   EXPECT_EQ(eager_mismatches, 0) << "eager sets whose mixed-protocol bytes differ from LL's";
 
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  calls(*mixed);
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   // Ranks time-slicing one GPU make every replay milliseconds long: fewer
   // there, still with eager calls (and an odd count of them) in between.
   const int replays = gpus_shared(*mixed) ? 30 : 100;
   int mismatches = 0;
-  for (int i = 0; i < replays; ++i) {
-    const int set = (i * 5 + 1) % ShapeSets::kSets;
-    load_set(set);
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    if (outputs() != expected[static_cast<std::size_t>(set)]) ++mismatches;
-    if (i % 10 == 9) {  // eager calls between replays
-      const int e = (i / 10) % ShapeSets::kSets;
-      load_set(e);
-      calls(*mixed);
-      if (outputs() != expected[static_cast<std::size_t>(e)]) ++mismatches;
-      if (i % 20 == 19) {
-        // One more all-reduce (its input is unchanged, so is its output):
-        // an odd number of calls between replays shifts the epoch parity.
-        mixed->all_reduce(first_buffers[1]->ptr, second_buffers[1]->ptr, kShapes[1].dtype,
-                          kShapes[1].layout(), stream);
-        if (outputs() != expected[static_cast<std::size_t>(e)]) ++mismatches;
-      }
-    }
+  {
+    const CapturedGraph graph(stream, [&] { calls(*mixed); });
+    // The odd call: one more all-reduce, whose input is unchanged, so is
+    // its output (a fused call again would add the sums twice).
+    auto one_all_reduce = [&] {
+      mixed->all_reduce(first_buffers[1]->ptr, second_buffers[1]->ptr, kShapes[1].dtype,
+                        kShapes[1].layout(), stream);
+    };
+    mismatches = replay_mismatches(
+        graph.exec(), stream, ReplayCadence{replays, ShapeSets::kSets, 5, 1, 10}, load_set,
+        [&] { calls(*mixed); }, outputs, expected, one_all_reduce);
   }
   EXPECT_EQ(mismatches, 0) << "of " << replays
                            << " replays and their eager calls, those whose bytes differ from the "
                               "eager LL run";
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
   mixed->close();
   ll->close();

@@ -355,23 +355,16 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   EXPECT_EQ(eager_mismatches, 0) << "eager sets whose mixed-protocol bytes differ from LL's";
   EXPECT_EQ(wrong, 0) << "first: " << first;
 
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  calls(*mixed);
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  const CapturedGraph graph(stream, [&] { calls(*mixed); });
   // Ranks time-slicing one GPU make every replay milliseconds long: fewer
   // there, still with eager calls (single and double) in between.
   const int replays = gpus_shared(*mixed) ? 30 : 100;
   const int mismatches = replay_mismatches(
-      exec, stream, ReplayCadence{replays, kSets, 5, 3, 10}, load_set, [&] { calls(*mixed); },
+      graph.exec(), stream, ReplayCadence{replays, kSets, 5, 3, 10}, load_set, [&] { calls(*mixed); },
       outputs, expected);
   EXPECT_EQ(mismatches, 0) << "of " << replays
                            << " replays and their eager calls, those whose bytes differ from the "
                               "eager LL run";
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
   mixed->close();
   ll->close();

@@ -334,21 +334,14 @@ TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetw
   }
   EXPECT_EQ(eager_mismatches, 0) << "eager sets whose bytes differ from staged";
 
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  calls(*tested, true);
-  CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  const CapturedGraph graph(stream, [&] { calls(*tested, true); });
   const int replays = gpus_shared(*tested) ? 20 : 60;
   const int mismatches = replay_mismatches(
-      exec, stream, ReplayCadence{replays, kSets, 3, 1, 7}, load_set,
+      graph.exec(), stream, ReplayCadence{replays, kSets, 3, 1, 7}, load_set,
       [&] { calls(*tested, true); }, outputs, expected);
   EXPECT_EQ(mismatches, 0) << "of " << replays
                            << " replays and their eager calls, those whose bytes differ from the "
                               "eager staged run";
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
   CUDA_OK(cudaStreamDestroy(stream));
   staged->close();
   tested->close();

@@ -1,8 +1,9 @@
 // Bit-for-bit checks of GPU all-reduces shared by the protocol tests
-// (cuda_lamport_test, cuda_two_shot_protocols_test): inputs full of special bit
-// patterns, one call through any path with poisoned padding checked
-// untouched, the float64 reference within one rounding, and the first
-// differing element of two results.
+// (cuda_lamport_test, cuda_two_shot_protocols_test; the graph replays also
+// cuda_fused_lamport_test): inputs full of special bit patterns, one call
+// through any path with poisoned padding checked untouched, the float64
+// reference within one rounding, the first differing element of two
+// results, and graph replays interleaved with eager calls.
 #pragma once
 
 #include <cmath>
@@ -200,8 +201,8 @@ inline std::vector<std::uint8_t> take_outputs(const DeviceBuffers& outs, cudaStr
 // How graph replays interleave with eager calls (replay_mismatches):
 // replay i runs on input set (i * set_stride + set_offset) % sets; after
 // every `eager_every`-th replay, eager calls on set (i / eager_every) %
-// sets, made twice every second time, so that an odd and an even number
-// of calls between replays both occur (they shift the epoch parity).
+// sets, with one call more every second time, so that an odd and an even
+// number of calls between replays both occur (they shift the epoch parity).
 struct ReplayCadence {
   int replays = 0;
   int sets = 1;
@@ -210,16 +211,44 @@ struct ReplayCadence {
   int eager_every = 1;
 };
 
+// `calls()` captured from `stream` into an instantiated graph; the graph
+// and its instance go with this object.
+class CapturedGraph {
+ public:
+  CapturedGraph(cudaStream_t stream, const std::function<void()>& calls) {
+    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "begin capture");
+    calls();
+    check_cuda(cudaStreamEndCapture(stream, &graph_), "end capture");
+    check_cuda(cudaGraphInstantiate(&exec_, graph_, 0), "instantiate");
+  }
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  ~CapturedGraph() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  }
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 // Replays `exec` on `stream` as `cadence` says: `load_set(set)` enqueues a
 // set's inputs, `eager_calls()` the eager calls, `outputs()` synchronises
-// and returns every output's bytes. Returns how many of the outputs
-// differed from expected[set] (after each replay and each eager round).
+// and returns every output's bytes. Every second eager round makes one
+// more call, `parity_shift()` (by default eager_calls() again): it must
+// leave the outputs as they are - an all-reduce whose inputs are unchanged
+// - since an in-place fused call run twice would not. Returns how many of
+// the outputs differed from expected[set] (after each replay and each eager
+// round).
 inline int replay_mismatches(cudaGraphExec_t exec, cudaStream_t stream,
                              const ReplayCadence& cadence,
                              const std::function<void(int)>& load_set,
                              const std::function<void()>& eager_calls,
                              const std::function<std::vector<std::uint8_t>()>& outputs,
-                             const std::vector<std::vector<std::uint8_t>>& expected) {
+                             const std::vector<std::vector<std::uint8_t>>& expected,
+                             const std::function<void()>& parity_shift = {}) {
   int mismatches = 0;
   for (int i = 0; i < cadence.replays; ++i) {
     const int set = (i * cadence.set_stride + cadence.set_offset) % cadence.sets;
@@ -230,8 +259,10 @@ inline int replay_mismatches(cudaGraphExec_t exec, cudaStream_t stream,
       const int e = (i / cadence.eager_every) % cadence.sets;
       load_set(e);
       eager_calls();
-      // Twice: the inputs are unchanged, so are the sums.
-      if (i % (2 * cadence.eager_every) == 2 * cadence.eager_every - 1) eager_calls();
+      if (i % (2 * cadence.eager_every) == 2 * cadence.eager_every - 1) {
+        if (parity_shift) parity_shift();
+        else eager_calls();  // the inputs are unchanged, so are the sums
+      }
       if (outputs() != expected[static_cast<std::size_t>(e)]) ++mismatches;
     }
   }
