@@ -13,6 +13,7 @@
 #                                            test binaries), SKIP_DEMO=1, FALLBACK_BENCH=1,
 #                                            RANKS="2 3 4 8" (rank counts of the GPU tests and the example),
 #                                            TUNE=1 (peerplan_tune first; the benchmarks then use its file),
+#                                            TUNE_MAX (its largest size: 256M with FULL=1, else BENCH_MAX),
 #                                            TUNING_FILE=path (the benchmarks use this tuning file),
 #                                            TUNE_CHECK=1 (peerplan_tune's paths on any GPU count; writes no file)
 #
@@ -160,9 +161,13 @@ fi
 # The crossovers and protocol windows of this machine, as peerplan_tune
 # measures them (TUNE=1), before the benchmarks: with FULL=1 these then run
 # on the fresh tuning file. TUNING_FILE=path runs the benchmarks on a file
-# from an earlier call instead (carried in the checkout).
+# from an earlier call instead (carried in the checkout). It sweeps up to
+# TUNE_MAX: 256M with FULL=1, so that the two-shot's limit is measured over
+# the sizes FULL benchmarks (128-256 MiB go to NCCL unless the file raises
+# it), else BENCH_MAX.
 if [[ -n "${TUNE:-}" ]]; then
-  tstep tune tune.log 300 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$BENCH_MAX" --graph 1
+  TUNE_MAX=${TUNE_MAX:-$([[ -n "$FULL" ]] && echo 256M || echo "$BENCH_MAX")}
+  tstep tune tune.log 300 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$TUNE_MAX" --graph 1
   [[ -s "$OUT/h200.tune" ]] && TUNING_FILE="$OUT/h200.tune"
 fi
 # TUNE_CHECK=1: peerplan_tune's paths (routes and the CUDA protocol sweep,
