@@ -579,19 +579,15 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
   // Ranks time-slicing one GPU make every replay milliseconds long: fewer
   // there, still with eager calls (and an odd count of them) in between.
   const int replays = gpus_shared(*mixed) ? 30 : 100;
-  int mismatches = 0;
-  {
-    const CapturedGraph graph(stream, [&] { calls(*mixed); });
-    // The odd call: one more all-reduce, whose input is unchanged, so is
-    // its output (a fused call again would add the sums twice).
-    auto one_all_reduce = [&] {
-      mixed->all_reduce(first_buffers[1]->ptr, second_buffers[1]->ptr, kShapes[1].dtype,
-                        kShapes[1].layout(), stream);
-    };
-    mismatches = replay_mismatches(
-        graph.exec(), stream, ReplayCadence{replays, ShapeSets::kSets, 5, 1, 10}, load_set,
-        [&] { calls(*mixed); }, outputs, expected, one_all_reduce);
-  }
+  // The odd call: one more all-reduce, whose input is unchanged, so is
+  // its output (a fused call again would add the sums twice).
+  auto one_all_reduce = [&] {
+    mixed->all_reduce(first_buffers[1]->ptr, second_buffers[1]->ptr, kShapes[1].dtype,
+                      kShapes[1].layout(), stream);
+  };
+  const int mismatches =
+      replay_mismatches(stream, ReplayCadence{replays, ShapeSets::kSets, 5, 1, 10}, load_set,
+                        [&] { calls(*mixed); }, outputs, expected, one_all_reduce);
   EXPECT_EQ(mismatches, 0) << "of " << replays
                            << " replays and their eager calls, those whose bytes differ from the "
                               "eager LL run";

@@ -234,34 +234,35 @@ class CapturedGraph {
   cudaGraphExec_t exec_ = nullptr;
 };
 
-// Replays `exec` on `stream` as `cadence` says: `load_set(set)` enqueues a
-// set's inputs, `eager_calls()` the eager calls, `outputs()` synchronises
-// and returns every output's bytes. Every second eager round makes one
-// more call, `parity_shift()` (by default eager_calls() again): it must
-// leave the outputs as they are - an all-reduce whose inputs are unchanged
-// - since an in-place fused call run twice would not. Returns how many of
-// the outputs differed from expected[set] (after each replay and each eager
-// round).
-inline int replay_mismatches(cudaGraphExec_t exec, cudaStream_t stream,
-                             const ReplayCadence& cadence,
+// Captures `calls()` from `stream` into a graph and replays it as
+// `cadence` says, with eager rounds of `calls()` in between. `load_set(set)`
+// enqueues a set's inputs (before each replay and each eager round);
+// `outputs()` synchronises and returns every output's bytes. Every second
+// eager round makes one call more, `parity_shift()` (by default calls()
+// again): it must leave the outputs as they are - an all-reduce whose
+// inputs are unchanged - since an in-place fused call run twice would not.
+// Returns how many of the outputs differed from expected[set] (after each
+// replay and each eager round); the graph is freed before it returns.
+inline int replay_mismatches(cudaStream_t stream, const ReplayCadence& cadence,
                              const std::function<void(int)>& load_set,
-                             const std::function<void()>& eager_calls,
+                             const std::function<void()>& calls,
                              const std::function<std::vector<std::uint8_t>()>& outputs,
                              const std::vector<std::vector<std::uint8_t>>& expected,
                              const std::function<void()>& parity_shift = {}) {
+  const CapturedGraph graph(stream, calls);
   int mismatches = 0;
   for (int i = 0; i < cadence.replays; ++i) {
     const int set = (i * cadence.set_stride + cadence.set_offset) % cadence.sets;
     load_set(set);
-    check_cuda(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    check_cuda(cudaGraphLaunch(graph.exec(), stream), "cudaGraphLaunch");
     if (outputs() != expected[static_cast<std::size_t>(set)]) ++mismatches;
     if (i % cadence.eager_every == cadence.eager_every - 1) {
       const int e = (i / cadence.eager_every) % cadence.sets;
       load_set(e);
-      eager_calls();
+      calls();
       if (i % (2 * cadence.eager_every) == 2 * cadence.eager_every - 1) {
         if (parity_shift) parity_shift();
-        else eager_calls();  // the inputs are unchanged, so are the sums
+        else calls();  // the inputs are unchanged, so are the sums
       }
       if (outputs() != expected[static_cast<std::size_t>(e)]) ++mismatches;
     }
