@@ -207,21 +207,12 @@ constexpr std::array<Shape, 7> kShapes{{{DataType::bf16, 1000},    // 2000 B
                                         {DataType::f16, 8200},     // 16400 B
                                         {DataType::bf16, 24}}};    // 48 B
 
-std::vector<Declaration> shape_declarations() {
-  std::vector<Declaration> declared;
-  for (std::size_t s = 0; s < kShapes.size(); ++s) {
-    declared.push_back(Declaration::all_reduce("s" + std::to_string(s), kShapes[s].dtype,
-                                               vector_of(kShapes[s].count)));
-  }
-  return declared;
-}
-
 TEST(CudaLamport, TwoHundredBackToBackCallsChangingDtypeSizeAndProtocol) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   auto ll = create_with_protocol("ll");
   auto lamport = create_with_protocol("lamport");
   auto mixed = create_with_protocol(kMixedThreshold);  // Lamport and LL calls interleaved
-  const auto declared = shape_declarations();
+  const auto declared = message_declarations(kShapes);
   for (Communicator* c : {ll.get(), lamport.get(), mixed.get()}) c->declare(declared);
 
   constexpr int kSets = 3;
@@ -298,22 +289,14 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   // Without P2P the calls would go to the fallback, which (MPI) refuses capture.
   ASSERT_TRUE(ll->p2p_enabled() && mixed->p2p_enabled()) << mixed->p2p_disabled_reason();
   const std::array<Shape, 3> shapes{{{DataType::bf16, 4096}, {DataType::f32, 1004}, {DataType::f16, 300000}}};
-  std::vector<Declaration> declared;
-  for (std::size_t s = 0; s < shapes.size(); ++s) {
-    declared.push_back(Declaration::all_reduce("g" + std::to_string(s), shapes[s].dtype,
-                                               vector_of(shapes[s].count)));
-  }
+  const std::vector<Declaration> declared = message_declarations(shapes);
   ll->declare(declared);
   mixed->declare(declared);
 
   constexpr int kSets = 6;
-  std::vector<std::unique_ptr<DeviceBuffer>> ins, outs, sets;  // sets[set * 3 + s]
+  const DeviceBuffers ins = message_buffers(shapes), outs = message_buffers(shapes);
+  DeviceBuffers sets;  // sets[set * 3 + s]
   std::vector<std::vector<std::vector<std::vector<std::uint8_t>>>> host(kSets);
-  for (const Shape& shape : shapes) {
-    const std::size_t bytes = shape.count * element_size(shape.dtype);
-    ins.push_back(std::make_unique<DeviceBuffer>(bytes));
-    outs.push_back(std::make_unique<DeviceBuffer>(bytes));
-  }
   for (int set = 0; set < kSets; ++set) {
     for (const Shape& shape : shapes) {
       host[set].push_back(every_rank_input(shape.dtype, shape.count, next_seed()));

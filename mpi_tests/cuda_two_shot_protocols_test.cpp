@@ -126,11 +126,7 @@ TEST_P(CudaTwoShotProtocol, LargeMessagesMatchTheStagedTwoShotBitForBit) {
   const std::array<Large, 3> messages{{{DataType::bf16, (8 << 20) + 24, 2},
                                        {DataType::f32, (10 << 20) + 4, 5},
                                        {DataType::bf16, (30 << 20) + 8, 7}}};
-  std::vector<Declaration> declared;
-  for (const Large& m : messages) {
-    declared.push_back(Declaration::all_reduce("large" + std::to_string(m.count), m.dtype,
-                                               vector_of(m.count)));
-  }
+  const std::vector<Declaration> declared = message_declarations(messages);
   staged->declare(declared);
   tested->declare(declared);
   bool in_place = false;
@@ -285,21 +281,13 @@ TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetw
                                      {DataType::f16, 40000, Route::two_shot},
                                      {DataType::bf16, 6000, Route::one_shot},
                                      {DataType::bf16, 9000008, Route::two_shot}}};
-  std::vector<Declaration> declared;
-  for (std::size_t s = 0; s < shapes.size(); ++s) {
-    declared.push_back(Declaration::all_reduce("g" + std::to_string(s), shapes[s].dtype,
-                                               vector_of(shapes[s].count)));
-  }
+  const std::vector<Declaration> declared = message_declarations(shapes);
   tested->declare(declared);
   staged->declare(declared);
 
   constexpr int kSets = 5;
-  std::vector<std::unique_ptr<DeviceBuffer>> ins, outs, sets;  // sets[set * 5 + s]
-  for (const Shape& shape : shapes) {
-    const std::size_t bytes = shape.count * element_size(shape.dtype);
-    ins.push_back(std::make_unique<DeviceBuffer>(bytes));
-    outs.push_back(std::make_unique<DeviceBuffer>(bytes));
-  }
+  const DeviceBuffers ins = message_buffers(shapes), outs = message_buffers(shapes);
+  DeviceBuffers sets;  // sets[set * 5 + s]
   for (int set = 0; set < kSets; ++set) {
     for (const Shape& shape : shapes) {
       const auto inputs = every_rank_input(shape.dtype, shape.count, next_seed());

@@ -155,24 +155,46 @@ inline std::vector<std::vector<std::uint8_t>> every_rank_input(DataType dtype, s
   return inputs;
 }
 
-// One all-reduce declaration of a vector per (dtype, count), counts given
-// per dtype, named "<dtype>_<count>".
+// The all-reduce of a vector of `n` elements, named "<dtype>_<n>".
+inline Declaration vector_declaration(DataType dtype, std::int64_t n) {
+  return Declaration::all_reduce(std::string(to_string(dtype)) + "_" + std::to_string(n), dtype,
+                                 vector_of(n));
+}
+
+// One vector all-reduce per (dtype, count), counts given per dtype.
 template <class CountsOf>
 std::vector<Declaration> vector_declarations(std::span<const DataType> dtypes,
                                              CountsOf&& counts_of) {
   std::vector<Declaration> declared;
   for (DataType dtype : dtypes) {
-    for (std::int64_t n : counts_of(dtype)) {
-      declared.push_back(Declaration::all_reduce(
-          std::string(to_string(dtype)) + "_" + std::to_string(n), dtype, vector_of(n)));
-    }
+    for (std::int64_t n : counts_of(dtype)) declared.push_back(vector_declaration(dtype, n));
   }
   return declared;
 }
 
+// One vector all-reduce per message (anything with .dtype and .count).
+template <class Messages>
+std::vector<Declaration> message_declarations(const Messages& messages) {
+  std::vector<Declaration> declared;
+  for (const auto& m : messages) declared.push_back(vector_declaration(m.dtype, m.count));
+  return declared;
+}
+
+using DeviceBuffers = std::vector<std::unique_ptr<DeviceBuffer>>;
+
+// A device buffer of each message's bytes (messages as above).
+template <class Messages>
+DeviceBuffers message_buffers(const Messages& messages) {
+  DeviceBuffers buffers;
+  for (const auto& m : messages) {
+    buffers.push_back(std::make_unique<DeviceBuffer>(
+        static_cast<std::size_t>(m.count) * element_size(m.dtype)));
+  }
+  return buffers;
+}
+
 // Graph replays with new inputs: every input set holds one buffer per
 // call, sets[set * ins.size() + s] for ins[s].
-using DeviceBuffers = std::vector<std::unique_ptr<DeviceBuffer>>;
 
 // Enqueues input set `set` into `ins` on `stream`.
 inline void load_input_set(const DeviceBuffers& ins, const DeviceBuffers& sets, int set,
