@@ -56,6 +56,19 @@ void expect_rejected_at(const std::string& text, int line, const std::string& hi
 
 std::string header_and(const std::string& body) { return "peerplan-tuning 1\n" + body; }
 
+// The protocol window `member` as an entry holding only `key = value`
+// reads it; that entry must set no cutoff and no other window.
+std::size_t window_read_alone(std::size_t ProtocolTuning::*member, const std::string& key,
+                              const std::string& value) {
+  const TuningFile file =
+      parse(header_and("[entry]\nfingerprint = cuda ranks=2\n" + key + " = " + value + "\n"));
+  EXPECT_EQ(file.entries.at(0).cutoffs, RouteCutoffs{}) << key << ": not a cutoff";
+  ProtocolTuning others = file.entries.at(0).protocols;
+  others.*member = kAutoCutoff;
+  EXPECT_TRUE(is_empty(others)) << key << ": no other protocol window";
+  return file.entries.at(0).protocols.*member;
+}
+
 TEST(TuningFile, ReadsEveryField) {
   const TuningFile file = parse(kGoodFile);
   ASSERT_EQ(file.entries.size(), 1u);
@@ -99,13 +112,8 @@ TEST(TuningFile, ReadsTheProtocolWindows) {
 
 TEST(TuningFile, ReadsTheTwoShotCopyEngineWindow) {
   const auto dma_after = [](const std::string& value) {
-    const TuningFile file = parse(header_and(
-        "[entry]\nfingerprint = cuda ranks=2\ntwo_shot_dma_after_bytes = " + value + "\n"));
-    EXPECT_EQ(file.entries.at(0).cutoffs, RouteCutoffs{}) << "not a cutoff";
-    ProtocolTuning others = file.entries.at(0).protocols;
-    others.two_shot_dma_after_bytes = kAutoCutoff;
-    EXPECT_TRUE(is_empty(others)) << "no other protocol window";
-    return file.entries.at(0).protocols.two_shot_dma_after_bytes;
+    return window_read_alone(&ProtocolTuning::two_shot_dma_after_bytes,
+                             "two_shot_dma_after_bytes", value);
   };
   EXPECT_EQ(dma_after("16M"), std::size_t{16} << 20);
   EXPECT_EQ(dma_after("33554432"), std::size_t{32} << 20);
@@ -119,13 +127,8 @@ TEST(TuningFile, ReadsTheTwoShotCopyEngineWindow) {
 
 TEST(TuningFile, ReadsTheTwoShotLamportWindow) {
   const auto lamport_max = [](const std::string& value) {
-    const TuningFile file = parse(header_and(
-        "[entry]\nfingerprint = cuda ranks=2\ntwo_shot_lamport_max_bytes = " + value + "\n"));
-    EXPECT_EQ(file.entries.at(0).cutoffs, RouteCutoffs{}) << "not a cutoff";
-    ProtocolTuning others = file.entries.at(0).protocols;
-    others.two_shot_lamport_max_bytes = kAutoCutoff;
-    EXPECT_TRUE(is_empty(others)) << "no other protocol window";
-    return file.entries.at(0).protocols.two_shot_lamport_max_bytes;
+    return window_read_alone(&ProtocolTuning::two_shot_lamport_max_bytes,
+                             "two_shot_lamport_max_bytes", value);
   };
   EXPECT_EQ(lamport_max("256K"), std::size_t{256} << 10);
   EXPECT_EQ(lamport_max("1048576"), std::size_t{1} << 20);
@@ -309,10 +312,10 @@ TEST(TuningFileErrors, SameFingerprintTwice) {
 TEST(TuningFileFormat, RoundTrip) {
   TuningFile file;
   file.entries.push_back({"cuda ranks=2 gpu=\"NVIDIA H200\" links=NV18",
-                          RouteCutoffs{65536, 16777216, 3670016, 1048576}, "tool 1, today", 0, {}});
+                          RouteCutoffs{65536, 16777216, 3670016, 1048576}, "tool 1, today", 0, {}, {}});
   RouteCutoffs partial;
   partial.fused_max_bytes = 0;
-  file.entries.push_back({"host ranks=3", partial, "", 0, {}});
+  file.entries.push_back({"host ranks=3", partial, "", 0, {}, {}});
   file.entries[0].protocols.one_shot_ll_max_bytes = 131072;
   file.entries[0].protocols.fused_lamport_max_bytes = 0;
   file.entries[0].protocols.two_shot_dma_after_bytes = 67108864;
@@ -350,7 +353,7 @@ TEST(TuningFileFormat, RoundTrip) {
 
 TEST(TuningFileFormat, LineBreaksInTextBecomeSpaces) {
   TuningFile file;
-  file.entries.push_back({"host ranks=2", RouteCutoffs{}, "line one\nline two\r\n", 0, {}});
+  file.entries.push_back({"host ranks=2", RouteCutoffs{}, "line one\nline two\r\n", 0, {}, {}});
   const TuningFile back = parse(format_tuning_file(file));
   ASSERT_EQ(back.entries.size(), 1u);
   EXPECT_EQ(back.entries[0].measured, "line one line two");
@@ -358,9 +361,9 @@ TEST(TuningFileFormat, LineBreaksInTextBecomeSpaces) {
 
 TEST(TuningFileFormat, UpsertReplacesTheSameFingerprintAndKeepsOthers) {
   TuningFile file;
-  upsert_entry(file, {"a", RouteCutoffs{1, 1, 1, 1}, "", 0, {}});
-  upsert_entry(file, {"b", RouteCutoffs{2, 2, 2, 2}, "", 0, {}});
-  upsert_entry(file, {"a", RouteCutoffs{3, 3, 3, 3}, "new", 0, {}});
+  upsert_entry(file, {"a", RouteCutoffs{1, 1, 1, 1}, "", 0, {}, {}});
+  upsert_entry(file, {"b", RouteCutoffs{2, 2, 2, 2}, "", 0, {}, {}});
+  upsert_entry(file, {"a", RouteCutoffs{3, 3, 3, 3}, "new", 0, {}, {}});
   ASSERT_EQ(file.entries.size(), 2u);
   EXPECT_EQ(file.entries[0].fingerprint, "a");  // replaced in place
   EXPECT_EQ(file.entries[0].cutoffs, (RouteCutoffs{3, 3, 3, 3}));
