@@ -35,7 +35,7 @@ class WriteEntry : public testing::Test {
 };
 
 TEST_F(WriteEntry, CreatesTheFile) {
-  EXPECT_FALSE(write_entry(path_, {"host ranks=2", RouteCutoffs{1, 2, 3, 4}, "run 1", 0, {}},
+  EXPECT_FALSE(write_entry(path_, {"host ranks=2", RouteCutoffs{1, 2, 3, 4}, "run 1", 0, {}, {}},
                            "written by a test"));
   const auto file = routing::read_tuning_file(path_);
   ASSERT_EQ(file.entries.size(), 1u);
@@ -46,9 +46,9 @@ TEST_F(WriteEntry, CreatesTheFile) {
 }
 
 TEST_F(WriteEntry, ReplacesItsOwnEntryAndKeepsOthers) {
-  write_entry(path_, {"host ranks=2", RouteCutoffs{1, 1, 1, 1}, "run 1", 0, {}}, "");
-  write_entry(path_, {"host ranks=4", RouteCutoffs{4, 4, 4, 4}, "other", 0, {}}, "");
-  EXPECT_TRUE(write_entry(path_, {"host ranks=2", RouteCutoffs{2, 2, 2, 2}, "run 2", 0, {}}, ""));
+  write_entry(path_, {"host ranks=2", RouteCutoffs{1, 1, 1, 1}, "run 1", 0, {}, {}}, "");
+  write_entry(path_, {"host ranks=4", RouteCutoffs{4, 4, 4, 4}, "other", 0, {}, {}}, "");
+  EXPECT_TRUE(write_entry(path_, {"host ranks=2", RouteCutoffs{2, 2, 2, 2}, "run 2", 0, {}, {}}, ""));
   const auto file = routing::read_tuning_file(path_);
   ASSERT_EQ(file.entries.size(), 2u);
   EXPECT_EQ(file.entries[0].fingerprint, "host ranks=2");
@@ -58,10 +58,10 @@ TEST_F(WriteEntry, ReplacesItsOwnEntryAndKeepsOthers) {
 }
 
 TEST_F(WriteEntry, KeepsTheProtocolWindows) {
-  routing::TuningEntry entry{"cuda ranks=2", RouteCutoffs{1, 2, 3, 4}, "run 1", 0, {}};
+  routing::TuningEntry entry{"cuda ranks=2", RouteCutoffs{1, 2, 3, 4}, "run 1", 0, {}, {}};
   entry.protocols = {65536, 65536, 4194304, 0};  // fused LL off: 0 is a value, not auto
   write_entry(path_, entry, "");
-  routing::TuningEntry lamport_never{"cuda ranks=4", RouteCutoffs{1, 2, 3, 4}, "run 2", 0, {}};
+  routing::TuningEntry lamport_never{"cuda ranks=4", RouteCutoffs{1, 2, 3, 4}, "run 2", 0, {}, {}};
   lamport_never.protocols = {0, kAutoCutoff, 0, 2097152};
   write_entry(path_, lamport_never, "");
   const auto file = routing::read_tuning_file(path_);
@@ -77,7 +77,7 @@ TEST_F(WriteEntry, KeepsTheProtocolWindows) {
 
 TEST_F(WriteEntry, LeavesAFileItCannotParseAlone) {
   std::ofstream(path_) << "not a tuning file\n";
-  EXPECT_THROW(write_entry(path_, {"host ranks=2", RouteCutoffs{1, 1, 1, 1}, "", 0, {}}, ""),
+  EXPECT_THROW(write_entry(path_, {"host ranks=2", RouteCutoffs{1, 1, 1, 1}, "", 0, {}, {}}, ""),
                InvalidArgument);
   EXPECT_EQ(contents(), "not a tuning file\n");
 }
