@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host time per eager call from C++ (DESIGN §7): what the calling thread
 // pays until a call returns (lookup, admission, launch), not the GPU's
 // completion. The yardstick for python/benchmarks/call_overhead.py, which
@@ -95,13 +96,13 @@ class Buffer {
 };
 
 struct Timing {
-  double ns_per_call = 0;             // median batch, slowest rank
-  std::vector<double> rank_ns;        // each rank's median batch
+  double ns_per_call = 0;       // median batch, slowest rank
+  std::vector<double> rank_ns;  // each rank's median batch
 };
 
 // The method in the header: collective over MPI_COMM_WORLD.
-Timing time_calls(const std::function<void()>& call, const std::function<void()>& drain,
-                  int calls, int batches, int warmup) {
+Timing time_calls(const std::function<void()>& call, const std::function<void()>& drain, int calls,
+                  int batches, int warmup) {
   for (int i = 0; i < warmup; ++i) call();
   std::vector<double> per_call;
   per_call.reserve(batches);
@@ -153,8 +154,9 @@ int main(int argc, char** argv) {
   app.add_option("-b,--batches", batches, "timed batches (median)")->check(CLI::PositiveNumber);
   app.add_option("-w,--warmup", warmup, "untimed calls before the batches")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("-d,--dtype", dtype_text,
-                 "auto (bf16 on the cuda backend, f16 on host: NumPy has no bf16) | f16 | bf16 | f32");
+  app.add_option(
+      "-d,--dtype", dtype_text,
+      "auto (bf16 on the cuda backend, f16 on host: NumPy has no bf16) | f16 | bf16 | f32");
   app.add_option("--json", json_path, "write the rows as JSON to this file (rank 0)");
   try {
     app.parse(argc, argv);
@@ -181,7 +183,8 @@ int main(int argc, char** argv) {
   if (dtype_text != "auto") {
     const auto parsed = parse_data_type(dtype_text);
     if (!parsed) {
-      if (rank == 0) std::fprintf(stderr, "-d %s: expected auto, f16, bf16 or f32\n", dtype_text.c_str());
+      if (rank == 0)
+        std::fprintf(stderr, "-d %s: expected auto, f16, bf16 or f32\n", dtype_text.c_str());
       comm->close();
       peerplan_comm_close(c_comm);
       peerplan_comm_destroy(c_comm);
@@ -200,7 +203,8 @@ int main(int argc, char** argv) {
                                    {"fused_1x4096", "fused", 1, 4096},
                                    {"fused_16x4096", "fused", 16, 4096}};
   std::size_t max_bytes = 0;
-  for (const auto& c : cases) max_bytes = std::max(max_bytes, static_cast<std::size_t>(c.rows * c.hidden) * esize);
+  for (const auto& c : cases)
+    max_bytes = std::max(max_bytes, static_cast<std::size_t>(c.rows * c.hidden) * esize);
   Buffer in(backend, max_bytes), out(backend, max_bytes), residual(backend, max_bytes),
       weight(backend, static_cast<std::size_t>(hidden) * esize);
   const float eps = 1e-6f;
@@ -212,14 +216,16 @@ int main(int argc, char** argv) {
   for (const auto& c : cases) {
     if (c.op == "empty") continue;
     const TensorLayout layout({c.rows, c.hidden});
-    declared.push_back(c.op == "fused"
-                           ? Declaration::fused_add_rms_norm(c.name, dtype, layout, weight.get(), eps)
-                           : Declaration::all_reduce(c.name, dtype, layout));
+    declared.push_back(
+        c.op == "fused" ? Declaration::fused_add_rms_norm(c.name, dtype, layout, weight.get(), eps)
+                        : Declaration::all_reduce(c.name, dtype, layout));
     shapes.push_back({c.rows, c.hidden});
     c_declared.push_back({c.name.c_str(),
                           c.op == "fused" ? PEERPLAN_FUSED_ADD_RMS_NORM : PEERPLAN_ALL_REDUCE,
-                          c_dtype, {2, shapes.back().data(), nullptr},
-                          c.op == "fused" ? weight.get() : nullptr, c.op == "fused" ? eps : 0.0f});
+                          c_dtype,
+                          {2, shapes.back().data(), nullptr},
+                          c.op == "fused" ? weight.get() : nullptr,
+                          c.op == "fused" ? eps : 0.0f});
   }
   comm->declare(declared);
   check_c(peerplan_declare(c_comm, c_declared.data(), c_declared.size()), "peerplan_declare");
@@ -251,10 +257,11 @@ int main(int argc, char** argv) {
           : "host backend: every call returns when its exchange is done, so the host time "
             "includes the exchange";
   if (rank == 0) {
-    std::printf("# peerplan call overhead (C++): %s backend (%s), %d ranks, %s, %d batches of %d "
-                "calls (empty: %d), %d warm-up calls%s\n# %s\n",
-                to_string(backend), device.c_str(), size, to_string(dtype), batches, calls,
-                empty_calls, warmup, gpus_shared ? ", GPUs SHARED by ranks" : "", note);
+    std::printf(
+        "# peerplan call overhead (C++): %s backend (%s), %d ranks, %s, %d batches of %d "
+        "calls (empty: %d), %d warm-up calls%s\n# %s\n",
+        to_string(backend), device.c_str(), size, to_string(dtype), batches, calls, empty_calls,
+        warmup, gpus_shared ? ", GPUs SHARED by ranks" : "", note);
     std::printf("%-18s %-10s %-10s %8s %-4s %-15s %12s\n", "case", "op", "shape", "bytes", "api",
                 "route", "ns/call");
   }
@@ -272,53 +279,75 @@ int main(int argc, char** argv) {
       Route cpp_route = Route::fallback;
       peerplan_call_result_t c_result{};
       if (c.op == "empty") {
-        if (api == "cpp") call = [&] { sink = comm->rank(); };
-        else call = [&] { sink = peerplan_comm_rank(c_comm); };
+        if (api == "cpp")
+          call = [&] { sink = comm->rank(); };
+        else
+          call = [&] { sink = peerplan_comm_rank(c_comm); };
       } else if (api == "cpp") {
         if (c.op == "fused")
-          call = [&] { cpp_route = comm->fused_add_rms_norm(out.get(), residual.get(), weight.get(), eps, dtype, layout, stream).route; };
+          call = [&] {
+            cpp_route = comm->fused_add_rms_norm(out.get(), residual.get(), weight.get(), eps,
+                                                 dtype, layout, stream)
+                            .route;
+          };
         else
-          call = [&] { cpp_route = comm->all_reduce(in.get(), out.get(), dtype, layout, stream).route; };
+          call = [&] {
+            cpp_route = comm->all_reduce(in.get(), out.get(), dtype, layout, stream).route;
+          };
       } else {
         if (c.op == "fused")
           call = [&] {
-            check_c(peerplan_fused_add_rms_norm(c_comm, out.get(), residual.get(), weight.get(), eps,
-                                                c_dtype, c_layout, stream, &c_result),
+            check_c(peerplan_fused_add_rms_norm(c_comm, out.get(), residual.get(), weight.get(),
+                                                eps, c_dtype, c_layout, stream, &c_result),
                     "peerplan_fused_add_rms_norm");
           };
         else
           call = [&] {
-            check_c(peerplan_all_reduce(c_comm, in.get(), out.get(), c_dtype, c_layout, stream, &c_result),
+            check_c(peerplan_all_reduce(c_comm, in.get(), out.get(), c_dtype, c_layout, stream,
+                                        &c_result),
                     "peerplan_all_reduce");
           };
       }
       const Timing t = time_calls(call, drain, n, batches, warmup);
       const std::string route = c.op == "empty" ? "-"
-                                : api == "cpp"   ? to_string(cpp_route)
-                                                 : peerplan_route_name(c_result.route);
+                                : api == "cpp"  ? to_string(cpp_route)
+                                                : peerplan_route_name(c_result.route);
       if (rank == 0) {
         const std::string shape =
             c.op == "empty" ? "-" : std::to_string(c.rows) + "x" + std::to_string(c.hidden);
         std::printf("%-18s %-10s %-10s %8zu %-4s %-15s %12.1f\n", c.name.c_str(), c.op.c_str(),
                     shape.c_str(), bytes, api.c_str(), route.c_str(), t.ns_per_call);
-        nlohmann::json row{{"case", c.name}, {"op", c.op}, {"api", api},
+        nlohmann::json row{{"case", c.name},
+                           {"op", c.op},
+                           {"api", api},
                            {"dtype", c.op == "empty" ? "-" : to_string(dtype)},
                            {"shape", c.op == "empty" ? std::vector<std::int64_t>{}
                                                      : std::vector<std::int64_t>{c.rows, c.hidden}},
-                           {"bytes", bytes}, {"route", route}, {"calls_per_batch", n},
-                           {"batches", batches}, {"ns_per_call", t.ns_per_call},
+                           {"bytes", bytes},
+                           {"route", route},
+                           {"calls_per_batch", n},
+                           {"batches", batches},
+                           {"ns_per_call", t.ns_per_call},
                            {"rank_ns_per_call", t.rank_ns}};
         rows.push_back(std::move(row));
       }
     }
   }
   if (rank == 0 && !json_path.empty()) {
-    nlohmann::json doc{{"tool", "peerplan_call_overhead_bench"}, {"language", "cpp"},
-                       {"peerplan_version", peerplan_version()}, {"backend", to_string(backend)},
-                       {"device", device}, {"ranks", size}, {"dtype", to_string(dtype)},
-                       {"gpus_shared", gpus_shared}, {"calls_per_batch", calls},
-                       {"empty_calls_per_batch", empty_calls}, {"batches", batches},
-                       {"warmup", warmup}, {"note", note}, {"rows", rows}};
+    nlohmann::json doc{{"tool", "peerplan_call_overhead_bench"},
+                       {"language", "cpp"},
+                       {"peerplan_version", peerplan_version()},
+                       {"backend", to_string(backend)},
+                       {"device", device},
+                       {"ranks", size},
+                       {"dtype", to_string(dtype)},
+                       {"gpus_shared", gpus_shared},
+                       {"calls_per_batch", calls},
+                       {"empty_calls_per_batch", empty_calls},
+                       {"batches", batches},
+                       {"warmup", warmup},
+                       {"note", note},
+                       {"rows", rows}};
     std::ofstream file(json_path);
     file << doc.dump(2) << "\n";
     if (!file) {

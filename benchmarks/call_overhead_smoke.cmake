@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DCOMMAND=<args joined by @@> -DJSON=<file> -DAPIS=<apis joined by @@>
 #       [-DCOMPARE=<args joined by @@>] -P call_overhead_smoke.cmake
 #

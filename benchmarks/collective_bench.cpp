@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Collective benchmark in the style of nccl-tests (DESIGN §7): peerplan's
 // all-reduce or fused all-reduce + add + RMSNorm, per message size, next to
 // NCCL on the same buffers in the same run. Times are per call (µs), the
@@ -96,9 +97,11 @@ int main(int argc, char** argv) {
   app.add_option("--op", op, "allreduce | fused")->check(CLI::IsMember({"allreduce", "fused"}));
   app.add_option("--hidden", hidden, "fused op: hidden size (row length)");
   bool nccl_first = false;
-  app.add_flag("--nccl-first", nccl_first, "create the reference NCCL communicator before peerplan's");
-  app.add_option("--route", route_text,
-                 "auto (default cutoffs) | p2p (P2P up to -e) | one_shot (one-shot up to -e) | nccl")
+  app.add_flag("--nccl-first", nccl_first,
+               "create the reference NCCL communicator before peerplan's");
+  app.add_option(
+         "--route", route_text,
+         "auto (default cutoffs) | p2p (P2P up to -e) | one_shot (one-shot up to -e) | nccl")
       ->check(CLI::IsMember({"auto", "p2p", "one_shot", "nccl"}));
   std::string protocols_text;
   app.add_option("--protocols", protocols_text,
@@ -166,7 +169,8 @@ int main(int argc, char** argv) {
   // Ranks sharing a GPU time-slice it: their times describe no machine.
   if (routing::fingerprint_says_shared(comm->topology_fingerprint())) {
     if (rank == 0) {
-      std::fprintf(stderr, "peerplan_collective_bench: ranks share a GPU (%s); timings would be "
+      std::fprintf(stderr,
+                   "peerplan_collective_bench: ranks share a GPU (%s); timings would be "
                    "time slices, not speeds. Run one rank per GPU.\n",
                    comm->topology_fingerprint().c_str());
     }
@@ -186,8 +190,10 @@ int main(int argc, char** argv) {
       setenv(variable, protocol.c_str(), 1);
       protocol_comms.push_back(Communicator::create(MPI_COMM_WORLD, config));
     }
-    if (before) setenv(variable, saved.c_str(), 1);
-    else unsetenv(variable);
+    if (before)
+      setenv(variable, saved.c_str(), 1);
+    else
+      unsetenv(variable);
   }
   int nccl_version = 0;
   ncclGetVersion(&nccl_version);
@@ -207,15 +213,22 @@ int main(int argc, char** argv) {
   std::vector<std::uint8_t> host(max_bytes);
   const std::size_t max_count = max_bytes / esize;
   for (std::size_t i = 0; i < max_count; ++i)
-    transport::host::store_from_float(dtype, static_cast<float>(static_cast<int>((i * 7 + rank * 3) % 16) - 8), &host[i * esize]);
+    transport::host::store_from_float(
+        dtype, static_cast<float>(static_cast<int>((i * 7 + rank * 3) % 16) - 8), &host[i * esize]);
   check(cudaMemcpy(in, host.data(), max_bytes, cudaMemcpyHostToDevice), "upload");
   std::vector<std::uint8_t> w(static_cast<std::size_t>(hidden) * esize);
-  for (std::int64_t j = 0; j < hidden; ++j) transport::host::store_from_float(dtype, 0.5f + (j % 5) * 0.25f, &w[j * esize]);
+  for (std::int64_t j = 0; j < hidden; ++j)
+    transport::host::store_from_float(dtype, 0.5f + (j % 5) * 0.25f, &w[j * esize]);
   check(cudaMemcpy(weight, w.data(), w.size(), cudaMemcpyHostToDevice), "upload");
 
-  struct Row { std::size_t bytes; std::int64_t count; std::int64_t rows; };
+  struct Row {
+    std::size_t bytes;
+    std::int64_t count;
+    std::int64_t rows;
+  };
   std::vector<Row> rows;
-  for (double b = static_cast<double>(min_bytes); b <= static_cast<double>(max_bytes) * 1.0000001; b *= factor) {
+  for (double b = static_cast<double>(min_bytes); b <= static_cast<double>(max_bytes) * 1.0000001;
+       b *= factor) {
     std::int64_t count = static_cast<std::int64_t>(b) / static_cast<std::int64_t>(esize);
     std::int64_t nrows = 0;
     if (fused) {
@@ -231,10 +244,13 @@ int main(int argc, char** argv) {
   if (route_text != "nccl") {
     for (const auto& r : rows) {
       const std::string name = "s" + std::to_string(r.bytes);
-      declared.push_back(fused ? Declaration::fused_add_rms_norm(name, dtype, TensorLayout({r.rows, hidden}), weight, eps)
+      declared.push_back(fused ? Declaration::fused_add_rms_norm(
+                                     name, dtype, TensorLayout({r.rows, hidden}), weight, eps)
                                : Declaration::all_reduce(name, dtype, TensorLayout({r.count})));
       // The fused op's yardstick: a plain all-reduce of the same [rows, hidden].
-      if (fused) declared.push_back(Declaration::all_reduce("p" + std::to_string(r.bytes), dtype, TensorLayout({r.rows, hidden})));
+      if (fused)
+        declared.push_back(Declaration::all_reduce("p" + std::to_string(r.bytes), dtype,
+                                                   TensorLayout({r.rows, hidden})));
     }
   }
   comm->declare(declared);
@@ -243,12 +259,13 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, local_rank % devices);
   if (rank == 0) {
-    std::printf("# peerplan collective benchmark: %s, %d ranks, %s, op %s%s, route %s, %s, NCCL %d\n",
-                prop.name, size, dtype_text.c_str(), op.c_str(),
-                fused ? (" hidden " + std::to_string(hidden)).c_str() : "", route_text.c_str(),
-                graph ? "CUDA graph replay" : "eager", nccl_version);
-    std::printf("%12s %12s %6s %15s %10s %9s %9s %7s %10s %7s", "size(B)", "count", "type",
-                "route", "time(us)", "algbw", "busbw", "#wrong", "nccl(us)", "ratio");
+    std::printf(
+        "# peerplan collective benchmark: %s, %d ranks, %s, op %s%s, route %s, %s, NCCL %d\n",
+        prop.name, size, dtype_text.c_str(), op.c_str(),
+        fused ? (" hidden " + std::to_string(hidden)).c_str() : "", route_text.c_str(),
+        graph ? "CUDA graph replay" : "eager", nccl_version);
+    std::printf("%12s %12s %6s %15s %10s %9s %9s %7s %10s %7s", "size(B)", "count", "type", "route",
+                "time(us)", "algbw", "busbw", "#wrong", "nccl(us)", "ratio");
     if (fused) std::printf(" %10s %11s", "plain(us)", "fused/plain");
     for (const auto& protocol : protocols) std::printf(" %12s", (protocol + "(us)").c_str());
     if (!graph) std::printf(" %9s %14s", "host(ns)", "nccl_host(ns)");
@@ -264,12 +281,15 @@ int main(int argc, char** argv) {
     std::function<void()> ours, theirs, plain;
     if (fused) {
       ours = [&] {
-        const CallResult result = comm->fused_add_rms_norm(out, residual, weight, eps, dtype, layout, stream);
+        const CallResult result =
+            comm->fused_add_rms_norm(out, residual, weight, eps, dtype, layout, stream);
         route = result.route;
         protocol_ran = result.protocol;
       };
       // NCCL + separate add + RMSNorm: the same op under another eps (an undeclared key).
-      theirs = [&] { comm->fused_add_rms_norm(out, residual, weight, eps * 2, dtype, layout, stream); };
+      theirs = [&] {
+        comm->fused_add_rms_norm(out, residual, weight, eps * 2, dtype, layout, stream);
+      };
       // A plain all-reduce of the same bytes (declared with the same layout),
       // out of place as in --op allreduce; into check_out, so the fused op's
       // buffers keep their contents.
@@ -280,10 +300,14 @@ int main(int argc, char** argv) {
         route = result.route;
         protocol_ran = result.protocol;
       };
-      const ncclDataType_t t = dtype == DataType::bf16 ? ncclBfloat16 : dtype == DataType::f16 ? ncclFloat16 : ncclFloat32;
+      const ncclDataType_t t = dtype == DataType::bf16  ? ncclBfloat16
+                               : dtype == DataType::f16 ? ncclFloat16
+                                                        : ncclFloat32;
       // `t` and the count by value: the lambda outlives this block.
       const auto count = static_cast<std::size_t>(r.count);
-      theirs = [&, t, count] { check(ncclAllReduce(in, out, count, t, ncclSum, nccl, stream), "ncclAllReduce"); };
+      theirs = [&, t, count] {
+        check(ncclAllReduce(in, out, count, t, ncclSum, nccl, stream), "ncclAllReduce");
+      };
     }
     // Correctness first, on fresh outputs.
     std::int64_t wrong = 0, plain_wrong = 0;
@@ -355,7 +379,9 @@ int main(int argc, char** argv) {
       std::function<void()> call;
       std::int64_t protocol_wrong = 0;
       if (fused) {
-        call = [&, pc] { pc->fused_add_rms_norm(check_out, check_res, weight, eps, dtype, layout, stream); };
+        call = [&, pc] {
+          pc->fused_add_rms_norm(check_out, check_res, weight, eps, dtype, layout, stream);
+        };
         check(cudaMemcpy(check_out, in, r.bytes, cudaMemcpyDeviceToDevice), "copy");
         check(cudaMemset(check_res, 0, r.bytes), "zero");
         call();
@@ -364,7 +390,8 @@ int main(int argc, char** argv) {
         check(cudaMemcpy(a.data(), check_out, r.bytes, cudaMemcpyDeviceToHost), "download");
         check(cudaMemcpy(b.data(), check_res, r.bytes, cudaMemcpyDeviceToHost), "download");
         for (std::size_t i = 0; i < r.bytes; i += esize) {
-          if (std::memcmp(&a[i], &fused_out[i], esize) != 0 || std::memcmp(&b[i], &fused_res[i], esize) != 0) {
+          if (std::memcmp(&a[i], &fused_out[i], esize) != 0 ||
+              std::memcmp(&b[i], &fused_res[i], esize) != 0) {
             ++protocol_wrong;
           }
         }
@@ -384,18 +411,24 @@ int main(int argc, char** argv) {
     const double algbw = static_cast<double>(r.bytes) / (us * 1e3);  // GB/s
     if (rank == 0) {
       std::printf("%12zu %12lld %6s %15s %10.2f %9.2f %9.2f %7lld %10.2f %7.2f", r.bytes,
-                  static_cast<long long>(r.count), dtype_text.c_str(), to_string(route), us,
-                  algbw, algbw * bus_factor, static_cast<long long>(wrong + plain_wrong), nccl_us,
+                  static_cast<long long>(r.count), dtype_text.c_str(), to_string(route), us, algbw,
+                  algbw * bus_factor, static_cast<long long>(wrong + plain_wrong), nccl_us,
                   nccl_us / us);
       if (fused) std::printf(" %10.2f %11.2f", t_plain.us_per_call, us / t_plain.us_per_call);
       for (double t : protocol_us) std::printf(" %12.2f", t);
       if (!graph) std::printf(" %9.0f %14.0f", t_ours.host_ns_per_call, t_nccl.host_ns_per_call);
       std::printf("\n");
-      nlohmann::json row{{"bytes", r.bytes}, {"count", r.count}, {"type", dtype_text},
-                         {"route", to_string(route)}, {"protocol", to_string(protocol_ran)},
-                         {"time_us", us}, {"algbw_gbs", algbw},
-                         {"busbw_gbs", algbw * bus_factor}, {"wrong", wrong},
-                         {"nccl_time_us", nccl_us}, {"ratio_nccl_over_peerplan", nccl_us / us}};
+      nlohmann::json row{{"bytes", r.bytes},
+                         {"count", r.count},
+                         {"type", dtype_text},
+                         {"route", to_string(route)},
+                         {"protocol", to_string(protocol_ran)},
+                         {"time_us", us},
+                         {"algbw_gbs", algbw},
+                         {"busbw_gbs", algbw * bus_factor},
+                         {"wrong", wrong},
+                         {"nccl_time_us", nccl_us},
+                         {"ratio_nccl_over_peerplan", nccl_us / us}};
       for (std::size_t k = 0; k < protocols.size(); ++k) {
         row["protocol_time_us"][protocols[k]] = protocol_us[k];
       }
@@ -418,17 +451,29 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf("# total #wrong %lld\n", static_cast<long long>(total_wrong));
     if (!json_path.empty()) {
-      nlohmann::json doc{{"device", prop.name}, {"ranks", size}, {"dtype", dtype_text}, {"op", op},
-                         {"hidden", fused ? hidden : 0}, {"route", route_text},
-                         {"mode", graph ? "graph" : "eager"}, {"iters", iters}, {"warmup", warmup},
-                         {"nccl_version", nccl_version}, {"rows", results}};
+      nlohmann::json doc{{"device", prop.name},
+                         {"ranks", size},
+                         {"dtype", dtype_text},
+                         {"op", op},
+                         {"hidden", fused ? hidden : 0},
+                         {"route", route_text},
+                         {"mode", graph ? "graph" : "eager"},
+                         {"iters", iters},
+                         {"warmup", warmup},
+                         {"nccl_version", nccl_version},
+                         {"rows", results}};
       std::ofstream(json_path) << doc.dump(2) << "\n";
     }
   }
   for (auto& c : protocol_comms) c->close();
   comm->close();
   ncclCommDestroy(nccl);
-  cudaFree(in); cudaFree(out); cudaFree(residual); cudaFree(weight); cudaFree(check_out); cudaFree(check_res);
+  cudaFree(in);
+  cudaFree(out);
+  cudaFree(residual);
+  cudaFree(weight);
+  cudaFree(check_out);
+  cudaFree(check_res);
   MPI_Comm_free(&local);
   MPI_Finalize();
   return total_wrong == 0 ? 0 : 2;

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Python's call overhead over C++'s: the JSON of
 benchmarks/call_overhead_bench.cpp (--json) next to that of
 python/benchmarks/call_overhead.py (--json), per case.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Markdown tables: peerplan's collective benchmark next to the PyTorch references.
 
 Inputs:

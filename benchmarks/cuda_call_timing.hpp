@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Timing of collective calls on a CUDA stream, shared by the collective
 // benchmark and peerplan_tune: CUDA events around batches of eager calls or
 // of CUDA-graph replays, the median batch, and the slowest rank's median

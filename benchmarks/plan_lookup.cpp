@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Plan-lookup benchmark: the cost of one dispatch-time lookup (build the
 // call's canonical key, find the declared plan) with the hash index and with
 // the linear scan, at 64, 512 and 4096 declared plans (DESIGN §2 point 11).
@@ -98,8 +99,8 @@ struct Model {
 Model make_model(std::size_t declared, const Options& options) {
   const std::size_t per_layer = 2 * options.token_counts.size();
   if (declared % per_layer != 0) {
-    throw std::runtime_error("--declared values must be multiples of " +
-                             std::to_string(per_layer) + " (2 ops x token counts)");
+    throw std::runtime_error("--declared values must be multiples of " + std::to_string(per_layer) +
+                             " (2 ops x token counts)");
   }
   const std::size_t layers = declared / per_layer;
   Model model;
@@ -207,13 +208,17 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", options.token_counts, "token counts declared per layer")
       ->capture_default_str();
   app.add_option("--hidden", options.hidden, "hidden size (innermost dimension)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--samples", options.samples, "timed samples per case (at least 5)")
-      ->capture_default_str()->check(CLI::Range(5, 1000000));
+      ->capture_default_str()
+      ->check(CLI::Range(5, 1000000));
   app.add_option("--calls", options.calls, "calls per sample (at least 1000)")
-      ->capture_default_str()->check(CLI::Range(1000, 100000000));
+      ->capture_default_str()
+      ->check(CLI::Range(1000, 100000000));
   app.add_option("--warmup", options.warmup_calls, "untimed calls before each case")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--json", options.json_path, "write every sample and the configuration here");
   CLI11_PARSE(app, argc, argv);
 
@@ -257,10 +262,16 @@ int main(int argc, char** argv) {
       std::printf("%9zu  %-9s  %12.1f  %12.2f  %9.0fx\n", declared, c.name, scan_median,
                   index_median, scan_median / index_median);
       std::fflush(stdout);
-      results.push_back({{"declared", declared}, {"case", c.name}, {"impl", "scan"},
-                         {"median_ns", scan_median}, {"samples_ns", scan_ns}});
-      results.push_back({{"declared", declared}, {"case", c.name}, {"impl", "index"},
-                         {"median_ns", index_median}, {"samples_ns", index_ns}});
+      results.push_back({{"declared", declared},
+                         {"case", c.name},
+                         {"impl", "scan"},
+                         {"median_ns", scan_median},
+                         {"samples_ns", scan_ns}});
+      results.push_back({{"declared", declared},
+                         {"case", c.name},
+                         {"impl", "index"},
+                         {"median_ns", index_median},
+                         {"samples_ns", index_ns}});
     }
   }
 
@@ -290,8 +301,7 @@ int main(int argc, char** argv) {
                        {"build_type", PEERPLAN_BENCH_BUILD_TYPE},
                        {"cxx_standard", __cplusplus},
                        {"flags", PEERPLAN_BENCH_CXX_FLAGS}};
-    out["host"] = {{"cpu", cpu_model()},
-                   {"hardware_threads", std::thread::hardware_concurrency()}};
+    out["host"] = {{"cpu", cpu_model()}, {"hardware_threads", std::thread::hardware_concurrency()}};
     out["index_table"] = tables;
     out["timestamp_utc"] = utc_now();
     std::ofstream file(options.json_path);

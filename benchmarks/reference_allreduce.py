@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Reference timings for peerplan's collective benchmark, on the same GPUs.
 
 Measures, per message size and dtype, in eager mode and under CUDA graph replay:

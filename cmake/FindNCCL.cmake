@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # FindNCCL
 # --------
 # Finds NVIDIA's NCCL and provides the imported target NCCL::nccl.

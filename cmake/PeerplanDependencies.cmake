@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Finds everything peerplan builds against. Nothing is downloaded: a missing
 # required dependency stops configuration with the package to install.
 

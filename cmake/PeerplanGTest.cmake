@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # GoogleTest: the installed config package first, else the sources Debian
 # ships in /usr/src/googletest (package googletest). Never downloaded.
 find_package(GTest CONFIG QUIET)

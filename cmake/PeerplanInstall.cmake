@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installs the library, its headers, a CMake package (find_package(peerplan)
 # -> peerplan::peerplan) and a pkg-config file, both of which say whether the
 # build has the CUDA backend and NCCL (PeerplanPackageDependencies.cmake).

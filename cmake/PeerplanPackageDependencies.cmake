@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # What the installed package says about the build it comes from, for
 # cmake/peerplanConfig.cmake.in and cmake/peerplan.pc.in (included by
 # PeerplanInstall.cmake):

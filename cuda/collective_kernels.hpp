@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's kernels as the host sees them (DESIGN §5): the types
 // every kernel takes (PeerSet, KernelLayout, PullSource, the error word),
 // the slab's sizes, and host launchers. Only the CUDA transport
@@ -42,10 +43,10 @@
 namespace peerplan::cuda_kernels {
 
 inline constexpr int kMaxRanks = 8;
-inline constexpr int kMaxBlocks = 128;             // per-block flags exist for this many blocks
-inline constexpr int kMaxOneShotBlocks = 1024;     // the one-shot kernel has none
+inline constexpr int kMaxBlocks = 128;          // per-block flags exist for this many blocks
+inline constexpr int kMaxOneShotBlocks = 1024;  // the one-shot kernel has none
 inline constexpr std::size_t kSignalAreaBytes = 16384;
-inline constexpr std::size_t kPackBytes = 16;      // one vector load/store
+inline constexpr std::size_t kPackBytes = 16;  // one vector load/store
 
 enum class ElementType : std::uint8_t { f16 = 0, bf16 = 1, f32 = 2 };
 
@@ -67,7 +68,7 @@ struct DeviceError {
   std::uint32_t code;
   std::uint32_t epoch;
   std::uint32_t phase;
-  std::uint32_t peer;   // local rank waited for
+  std::uint32_t peer;  // local rank waited for
   std::uint32_t block;
   std::uint32_t reserved[3];
 };
@@ -88,10 +89,10 @@ struct PeerSet {
   void* slabs[kMaxRanks] = {};
   std::int32_t rank = 0;
   std::int32_t size = 0;
-  std::uint64_t slot_bytes = 0;   // each staging slot: size * sub_slot_bytes
+  std::uint64_t slot_bytes = 0;      // each staging slot: size * sub_slot_bytes
   std::uint64_t sub_slot_bytes = 0;  // one source rank's part of a slot
   std::uint64_t timeout_ns = 0;
-  DeviceError* error = nullptr;   // device pointer of the host-mapped error word
+  DeviceError* error = nullptr;  // device pointer of the host-mapped error word
   // Pull kernels only. Device table [size][kMaxRegisteredBuffers]: local
   // rank r's registered buffer j as mapped on this device (null: none).
   void* const* registry = nullptr;
@@ -142,10 +143,10 @@ struct PullSource {
 // The same add + RMSNorm from already reduced values (row_norm.cu):
 // `reduced` holds rows * hidden contiguous elements (it may be `inout`
 // itself when inout is dense). Rounds exactly like the fused kernels.
-cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout,
-                                void* residual, const void* weight, float eps,
-                                const KernelLayout& layout, std::int64_t rows,
-                                std::int64_t hidden, bool clusters, cudaStream_t stream);
+cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout, void* residual,
+                                const void* weight, float eps, const KernelLayout& layout,
+                                std::int64_t rows, std::int64_t hidden, bool clusters,
+                                cudaStream_t stream);
 // True when this device and this build can launch the fused kernel's row
 // clusters (compute capability 9.0+ and sm_90+ device code): the results
 // are the same bits either way, only the speed differs (fused_ll.cu).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device-side flag protocol shared by the collective kernels: the signal
 // area, system-scope release/acquire flags, bounded waits and the end-of-call
 // bookkeeping. See collective_kernels.hpp for the protocol.
@@ -144,7 +145,7 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
 // every peer, so that their waits end at once instead of at their own
 // deadline.
 inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Phase phase,
-                                     std::uint32_t epoch, int peer) {
+                                            std::uint32_t epoch, int peer) {
   Signals* own = signals_of(p, p.rank);
   if (atomicExch(&own->aborted, 1u) == 0u) {
     volatile DeviceError* error = p.error;
@@ -165,9 +166,12 @@ enum class FlagRow { arrive, reduced, done };
 
 __device__ __forceinline__ std::uint32_t* flag_row(Signals* s, FlagRow row, int block) {
   switch (row) {
-    case FlagRow::arrive: return s->arrive[block];
-    case FlagRow::reduced: return s->reduced[block];
-    case FlagRow::done: break;
+    case FlagRow::arrive:
+      return s->arrive[block];
+    case FlagRow::reduced:
+      return s->reduced[block];
+    case FlagRow::done:
+      break;
   }
   return s->done[block];
 }
@@ -209,8 +213,7 @@ __device__ __forceinline__ bool may_wait_on(const PeerSet& p, const Signals* own
 // thread of the block when the wait failed (timeout or a peer gave up).
 // Ends with a block barrier either way.
 __device__ __forceinline__ bool wait_peers(const PeerSet& p, const std::uint32_t* flags,
-                                           std::uint32_t target, Phase phase,
-                                           std::uint32_t epoch) {
+                                           std::uint32_t target, Phase phase, std::uint32_t epoch) {
   const int q = threadIdx.x;
   int failed = 0;
   if (q < p.size && q != p.rank) {

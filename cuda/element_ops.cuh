@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element-level device helpers shared by the push and the pull kernels:
 // fp32 conversions, 16-byte packs, logical-index -> offset walks over a
 // KernelLayout, and tensor loads/stores that use 16-byte accesses only when
@@ -21,9 +22,13 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162f
 template <class T>
 __device__ __forceinline__ T from_float(float v);
 template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
@@ -48,7 +53,7 @@ __host__ __device__ constexpr std::int64_t packs_for(std::int64_t count) {
 // Element offset of logical (row-major) index i over dimensions [0, end):
 // end = rank for an element, rank - 1 for the first element of a row.
 inline __device__ __noinline__ std::int64_t offset_over(const KernelLayout& layout, std::int64_t i,
-                                                 int end) {
+                                                        int end) {
   std::int64_t offset = 0;
   for (int d = end - 1; d >= 0; --d) {
     const std::int64_t dim = layout.dims[d];
@@ -59,8 +64,7 @@ inline __device__ __noinline__ std::int64_t offset_over(const KernelLayout& layo
   return offset;
 }
 
-__device__ __forceinline__ std::int64_t element_offset(const KernelLayout& layout,
-                                                       std::int64_t i) {
+__device__ __forceinline__ std::int64_t element_offset(const KernelLayout& layout, std::int64_t i) {
   return offset_over(layout, i, layout.rank);
 }
 
@@ -98,8 +102,7 @@ struct RankOrderSum {
 
 // The sum of parts[0..size) element by element, in that order.
 template <class T>
-__device__ __forceinline__ Pack<T> sum_in_rank_order(const Pack<T> (&parts)[kMaxRanks],
-                                                     int size) {
+__device__ __forceinline__ Pack<T> sum_in_rank_order(const Pack<T> (&parts)[kMaxRanks], int size) {
   RankOrderSum<T> sum;
 #pragma unroll
   for (int r = 0; r < kMaxRanks; ++r) {
@@ -129,9 +132,9 @@ __device__ __forceinline__ Pack<T> load_tensor(const T* tensor, const KernelLayo
 }
 
 template <class T>
-__device__ __forceinline__ void store_tensor(T* tensor, const KernelLayout& layout,
-                                             bool vector_ok, std::int64_t first,
-                                             std::int64_t count, const Pack<T>& pack) {
+__device__ __forceinline__ void store_tensor(T* tensor, const KernelLayout& layout, bool vector_ok,
+                                             std::int64_t first, std::int64_t count,
+                                             const Pack<T>& pack) {
   if (vector_ok && first + Pack<T>::kCount <= count) {
     *reinterpret_cast<uint4*>(tensor + first) = pack.raw;
     return;

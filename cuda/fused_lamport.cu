@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused all-reduce + residual add + RMSNorm on the Lamport protocol
 // (lamport.cuh: the receive region, the sentinel, arrival, why two parities
 // suffice): every rank pushes its rows as plain 16-byte packs into every
@@ -104,8 +105,9 @@ __device__ __forceinline__ uint4 pick(const uint4 (&values)[N], int index) {
 template <class T, bool kCluster, int kPeers>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
                                   kCluster ? (kPeers == 1 ? 5 : 4) : 1)
-    fused_lamport_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight, float eps,
-                         const __grid_constant__ KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
+    fused_lamport_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight,
+                         float eps, const __grid_constant__ KernelLayout layout, std::int64_t rows,
+                         std::int64_t hidden) {
   __shared__ RowShared shared;
   // This call's region sub-slots: where this rank's packs go in each peer's
   // region (in push order: the peers after this rank first, spreading the
@@ -179,7 +181,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
     const T* src = inout + offset;
     const bool vec = aligned16(src);
     const int row_base = row * row_packs;
-    auto sum_pack = [&](std::int64_t first, float (&s)[V], bool again) {
+    auto sum_pack = [&](std::int64_t first, float(&s)[V], bool again) {
       const int at = row_base + static_cast<int>(first / V);
       // A first look at the peers' packs (peer a is rank a, or a + 1 from
       // this rank on), all loads in flight at once, and the own input as
@@ -291,8 +293,10 @@ std::int64_t resident_units() {
 template <class T, class F>
 void with_variant(const PeerSet& peers, F&& run) {
   if (peers.cluster_rows) {
-    if (peers.size == 2) run(std::integral_constant<bool, true>{}, std::integral_constant<int, 1>{});
-    else run(std::integral_constant<bool, true>{}, std::integral_constant<int, kMaxRanks - 1>{});
+    if (peers.size == 2)
+      run(std::integral_constant<bool, true>{}, std::integral_constant<int, 1>{});
+    else
+      run(std::integral_constant<bool, true>{}, std::integral_constant<int, kMaxRanks - 1>{});
   } else {
     // 1024-thread blocks have 64 registers a thread: one peer at a time.
     run(std::integral_constant<bool, false>{}, std::integral_constant<int, 1>{});

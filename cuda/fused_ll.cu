@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused all-reduce + residual add + RMSNorm on LL lines (ll_lines.cuh):
 // rows of whole 16-byte packs, a row per cluster of kRowSplits blocks
 // (sm_90+, PeerSet::cluster_rows) or per block of kRowThreads, the row
@@ -36,8 +37,9 @@ constexpr std::int64_t kMaxFusedClusters = 128;
 // kRowSplits blocks (sm_90+), else a row per block; same bits either way.
 template <class T, bool kCluster>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
-    fused_ll_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight, float eps,
-                    const __grid_constant__ KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
+    fused_ll_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight,
+                    float eps, const __grid_constant__ KernelLayout layout, std::int64_t rows,
+                    std::int64_t hidden) {
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
   constexpr int E = 8 / sizeof(T);  // elements per line
@@ -58,7 +60,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   for (std::int64_t row = unit; !failed && row < rows; row += units) {
     const T* src = inout + row_offset(layout, row, hidden);
     const bool vec = (reinterpret_cast<std::uintptr_t>(src) & 7u) == 0;
-    for (std::int64_t l = 2 * part.first_pack + part.thread; l < 2 * part.end_pack; l += kSplitThreads) {
+    for (std::int64_t l = 2 * part.first_pack + part.thread; l < 2 * part.end_pack;
+         l += kSplitThreads) {
       Half8<T> data;
       if (vec) {
         data.raw = *reinterpret_cast<const uint2*>(src + l * E);
@@ -74,7 +77,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   // After a failure a thread stops waiting; every thread still reaches the
   // row's barrier, writes nothing more, and the kernel exits after it.
   for (std::int64_t row = unit; row < rows; row += units) {
-    auto sum_pack = [&](std::int64_t first, float (&s)[V]) {
+    auto sum_pack = [&](std::int64_t first, float(&s)[V]) {
       const std::int64_t line = row * row_lines + first / E;
       // A first look at every source's two lines, all loads in flight at
       // once - in the cluster kernel, whose 128-thread blocks have the

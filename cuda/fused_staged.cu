@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused all-reduce + residual add + RMSNorm on staged packs: every rank
 // pushes its rows into every rank's slot, a per-block flag barrier, then
 // each block reduces its rows from local memory and runs the row function
@@ -26,8 +27,9 @@ namespace {
 
 template <class T>
 __global__ void __launch_bounds__(kRowThreads)
-    fused_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight, float eps,
-                 const __grid_constant__ KernelLayout layout, std::int64_t rows, std::int64_t hidden) {
+    fused_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight,
+                 float eps, const __grid_constant__ KernelLayout layout, std::int64_t rows,
+                 std::int64_t hidden) {
   __shared__ float scratch[kRowThreads / 32];
   constexpr int V = Pack<T>::kCount;
   std::uint32_t epoch, ticket;
@@ -56,12 +58,13 @@ __global__ void __launch_bounds__(kRowThreads)
   RowInBlock row_sum(scratch);
   for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const std::int64_t base = row * hidden;
-    auto sum_pack = [&](std::int64_t first, float (&s)[V]) {
+    auto sum_pack = [&](std::int64_t first, float(&s)[V]) {
       float acc[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[k] = 0.0f;
       for (int r = 0; r < p.size; ++r) {
-        const Pack<T> in = load_row_pack(data_of<T>(p, p.rank, r, epoch) + base, first, hidden, whole);
+        const Pack<T> in =
+            load_row_pack(data_of<T>(p, p.rank, r, epoch) + base, first, hidden, whole);
 #pragma unroll
         for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], to_float(in.v[k]));
       }

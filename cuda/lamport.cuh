@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Lamport protocol's device side (DESIGN §5), shared by the Lamport
 // one-shot all-reduce (one_shot_lamport.cu), the Lamport two-shot
 // (two_shot_lamport.cu: both halves of its sub-slot layout are there) and
@@ -175,9 +176,9 @@ __device__ __forceinline__ void look_at_arrivals(const PeerSet& p, std::uint32_t
 // every other route), each waited for (take_pack) where the first look
 // found it pending. False when the call failed.
 template <class T>
-__device__ __forceinline__ bool sum_arrivals(const PeerSet& p, std::uint32_t epoch,
-                                             std::int64_t j, const uint4& own,
-                                             uint4 (&seen)[kMaxRanks], Pack<T>& sum) {
+__device__ __forceinline__ bool sum_arrivals(const PeerSet& p, std::uint32_t epoch, std::int64_t j,
+                                             const uint4& own, uint4 (&seen)[kMaxRanks],
+                                             Pack<T>& sum) {
   RankOrderSum<T> acc;
 #pragma unroll
   for (int r = 0; r < kMaxRanks; ++r) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launch recipes (launch_recipe.hpp): the checks of prepare_*(), the
 // assembly of an algorithm's steps (each algorithm's file computes its own
 // launch shape: recipe_steps.cuh), the call's argument lists and launches,
@@ -31,8 +32,10 @@ bool fused(Algorithm algorithm) {
     case Algorithm::fused_two_shot_row_norm:
     case Algorithm::fused_two_shot_lamport_row_norm:
     case Algorithm::fused_two_shot_dma_row_norm:
-    case Algorithm::node_all_gather_row_norm: return true;
-    default: return false;
+    case Algorithm::node_all_gather_row_norm:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -46,8 +49,10 @@ bool all_reduce(Algorithm algorithm) {
     case Algorithm::node_reduce_scatter:
     case Algorithm::node_all_gather:
     case Algorithm::two_shot_dma:
-    case Algorithm::two_shot_lamport: return true;
-    default: return false;
+    case Algorithm::two_shot_lamport:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -125,21 +130,25 @@ cudaError_t failed(cudaError_t status) {
 
 namespace detail {
 
-std::size_t element_bytes(ElementType type) noexcept {
-  return type == ElementType::f32 ? 4u : 2u;
-}
+std::size_t element_bytes(ElementType type) noexcept { return type == ElementType::f32 ? 4u : 2u; }
 
 void plan_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type,
                      const KernelLayout& layout, std::int64_t count, LaunchRecipe& r) {
   start(r, algorithm, shape, type, layout, count);
   switch (algorithm) {
-    case Algorithm::one_shot_ll: r.steps[0] = one_shot_ll_step(shape, type, count); break;
-    case Algorithm::one_shot_lamport: r.steps[0] = one_shot_lamport_step(shape, type, count); break;
+    case Algorithm::one_shot_ll:
+      r.steps[0] = one_shot_ll_step(shape, type, count);
+      break;
+    case Algorithm::one_shot_lamport:
+      r.steps[0] = one_shot_lamport_step(shape, type, count);
+      break;
     case Algorithm::two_shot:
       r.shard_elements = shard_of(type, count, shape.size);
       r.steps[0] = two_shot_step(shape, type, r.shard_elements);
       break;
-    case Algorithm::pull_one_shot: r.steps[0] = pull_one_shot_step(shape, type, count); break;
+    case Algorithm::pull_one_shot:
+      r.steps[0] = pull_one_shot_step(shape, type, count);
+      break;
     case Algorithm::pull_two_shot:
       r.shard_elements = shard_of(type, count, shape.size);
       r.steps[0] = pull_two_shot_step(shape, type, r.shard_elements);
@@ -152,12 +161,16 @@ void plan_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type
       r.shard_elements = shard_of(type, count, shape.size);
       r.steps[0] = node_all_gather_step(type, r.shard_elements);
       break;
-    case Algorithm::two_shot_dma: plan_dma(r, type, count, shape.size); break;
+    case Algorithm::two_shot_dma:
+      plan_dma(r, type, count, shape.size);
+      break;
     case Algorithm::two_shot_lamport:
       r.shard_elements = shard_of(type, count, shape.size);
       r.steps[0] = two_shot_lamport_step(shape, type, r.shard_elements);
       break;
-    default: r.step_count = 0; break;
+    default:
+      r.step_count = 0;
+      break;
   }
 }
 
@@ -168,9 +181,15 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
   r.rows = rows;
   r.hidden = hidden;
   switch (algorithm) {
-    case Algorithm::fused_lamport: r.steps[0] = fused_lamport_step(shape, type, rows); break;
-    case Algorithm::fused_ll: r.steps[0] = fused_ll_step(shape, type, rows); break;
-    case Algorithm::fused_staged: r.steps[0] = fused_staged_step(shape, type, rows); break;
+    case Algorithm::fused_lamport:
+      r.steps[0] = fused_lamport_step(shape, type, rows);
+      break;
+    case Algorithm::fused_ll:
+      r.steps[0] = fused_ll_step(shape, type, rows);
+      break;
+    case Algorithm::fused_staged:
+      r.steps[0] = fused_staged_step(shape, type, rows);
+      break;
     case Algorithm::fused_two_shot_row_norm:
     case Algorithm::fused_two_shot_lamport_row_norm:
     case Algorithm::fused_two_shot_dma_row_norm:
@@ -198,7 +217,9 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
       r.steps[1] = row_norm_step(type, rows, shape.cluster_rows);
       r.step_count = 2;
       break;
-    default: r.step_count = 0; break;
+    default:
+      r.step_count = 0;
+      break;
   }
 }
 
@@ -230,21 +251,36 @@ cudaError_t launch_step(const KernelStep& step, void** args, cudaStream_t stream
 
 const char* to_string(Algorithm algorithm) noexcept {
   switch (algorithm) {
-    case Algorithm::one_shot_ll: return "one-shot LL";
-    case Algorithm::one_shot_lamport: return "one-shot Lamport";
-    case Algorithm::two_shot: return "two-shot";
-    case Algorithm::pull_one_shot: return "pull one-shot";
-    case Algorithm::pull_two_shot: return "pull two-shot";
-    case Algorithm::fused_lamport: return "fused Lamport";
-    case Algorithm::fused_ll: return "fused LL";
-    case Algorithm::fused_staged: return "fused staged";
-    case Algorithm::fused_two_shot_row_norm: return "fused two-shot + row norm";
-    case Algorithm::node_reduce_scatter: return "node reduce-scatter";
-    case Algorithm::node_all_gather: return "node all-gather";
-    case Algorithm::node_all_gather_row_norm: return "node all-gather + row norm";
-    case Algorithm::two_shot_dma: return "two-shot by copy engines";
-    case Algorithm::two_shot_lamport: return "two-shot Lamport";
-    case Algorithm::fused_two_shot_lamport_row_norm: return "fused two-shot Lamport + row norm";
+    case Algorithm::one_shot_ll:
+      return "one-shot LL";
+    case Algorithm::one_shot_lamport:
+      return "one-shot Lamport";
+    case Algorithm::two_shot:
+      return "two-shot";
+    case Algorithm::pull_one_shot:
+      return "pull one-shot";
+    case Algorithm::pull_two_shot:
+      return "pull two-shot";
+    case Algorithm::fused_lamport:
+      return "fused Lamport";
+    case Algorithm::fused_ll:
+      return "fused LL";
+    case Algorithm::fused_staged:
+      return "fused staged";
+    case Algorithm::fused_two_shot_row_norm:
+      return "fused two-shot + row norm";
+    case Algorithm::node_reduce_scatter:
+      return "node reduce-scatter";
+    case Algorithm::node_all_gather:
+      return "node all-gather";
+    case Algorithm::node_all_gather_row_norm:
+      return "node all-gather + row norm";
+    case Algorithm::two_shot_dma:
+      return "two-shot by copy engines";
+    case Algorithm::two_shot_lamport:
+      return "two-shot Lamport";
+    case Algorithm::fused_two_shot_lamport_row_norm:
+      return "fused two-shot Lamport + row norm";
     case Algorithm::fused_two_shot_dma_row_norm:
       return "fused two-shot by copy engines + row norm";
   }
@@ -252,8 +288,7 @@ const char* to_string(Algorithm algorithm) noexcept {
 }
 
 cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type,
-                               const KernelLayout& layout, std::int64_t count,
-                               LaunchRecipe& out) {
+                               const KernelLayout& layout, std::int64_t count, LaunchRecipe& out) {
   if (!all_reduce(algorithm) || !known(type) || count <= 0 || shape.size < 1 ||
       shape.size > kMaxRanks) {
     return cudaErrorInvalidValue;
@@ -310,7 +345,8 @@ cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType
     case Algorithm::fused_two_shot_dma_row_norm:
       if (!layout.dense || !dma_fits(shape, type, rows * hidden)) return cudaErrorInvalidValue;
       break;
-    default: break;
+    default:
+      break;
   }
   detail::plan_fused(algorithm, shape, type, layout, rows, hidden, out);
   return cudaSuccess;
@@ -319,8 +355,7 @@ cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType
 cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallPointers& pointers,
                    cudaStream_t stream) {
   if (recipe.step_count < 1 || recipe.step_count > 2 || recipe.steps[0].kernel == nullptr ||
-      (recipe.step_count == 2 && recipe.steps[1].kernel == nullptr) ||
-      recipe.ranks != peers.size) {
+      (recipe.step_count == 2 && recipe.steps[1].kernel == nullptr) || recipe.ranks != peers.size) {
     return cudaErrorInvalidValue;
   }
   // The kernels' parameters, in order; a typed pointer parameter is passed
@@ -419,9 +454,12 @@ namespace {
 
 const char* type_name(ElementType type) {
   switch (type) {
-    case ElementType::f16: return "f16";
-    case ElementType::bf16: return "bf16";
-    case ElementType::f32: return "f32";
+    case ElementType::f16:
+      return "f16";
+    case ElementType::bf16:
+      return "bf16";
+    case ElementType::f32:
+      return "f32";
   }
   return "?";
 }
@@ -443,8 +481,8 @@ std::string describe(const LaunchRecipe& recipe) {
   if (recipe.step_count < 1) return text + ": not prepared";
   if (recipe.algorithm == Algorithm::two_shot_dma ||
       recipe.algorithm == Algorithm::fused_two_shot_dma_row_norm) {
-    const std::string copies = std::to_string(recipe.ranks - 1) +
-                               (recipe.ranks == 2 ? " copy" : " copies");
+    const std::string copies =
+        std::to_string(recipe.ranks - 1) + (recipe.ranks == 2 ? " copy" : " copies");
     text += ": " + copies + " out, " + step_text(recipe.steps[0]) + ", " + copies + " back";
   } else {
     text += ": " + step_text(recipe.steps[0]);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launch recipes: what a declared plan decides once, so that a call only
 // adds its pointers and its stream (DESIGN §5). Host-only API, included by
 // the C++ transport (compiled by the host compiler): no device code, no
@@ -186,8 +187,7 @@ struct CallPointers {
 // 128 clusters or blocks when the query fails, as before):
 // prepare on the device the recipe will run on.
 cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type,
-                               const KernelLayout& layout, std::int64_t count,
-                               LaunchRecipe& out);
+                               const KernelLayout& layout, std::int64_t count, LaunchRecipe& out);
 cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
                           const KernelLayout& layout, std::int64_t rows, std::int64_t hidden,
                           LaunchRecipe& out);

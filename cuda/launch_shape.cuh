@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launch shapes shared by the kernels' *_step() functions (recipe_steps.cuh;
 // the launches themselves are detail::launch_step's, launch_recipe.cu) and
 // their dtype dispatch. Every rank of a call computes the same grid from
@@ -41,9 +42,15 @@ inline unsigned blocks_for(std::int64_t work_items, int max_blocks) {
 template <class F>
 inline bool with_element_type(ElementType type, F&& f) {
   switch (type) {
-    case ElementType::f16: f(__half{}); return true;
-    case ElementType::bf16: f(__nv_bfloat16{}); return true;
-    case ElementType::f32: f(float{}); return true;
+    case ElementType::f16:
+      f(__half{});
+      return true;
+    case ElementType::bf16:
+      f(__nv_bfloat16{});
+      return true;
+    case ElementType::f32:
+      f(float{});
+      return true;
   }
   return false;
 }
@@ -51,9 +58,15 @@ inline bool with_element_type(ElementType type, F&& f) {
 template <class F>
 inline cudaError_t dispatch(ElementType type, F&& launch) {
   switch (type) {
-    case ElementType::f16: launch(__half{}); break;
-    case ElementType::bf16: launch(__nv_bfloat16{}); break;
-    case ElementType::f32: launch(float{}); break;
+    case ElementType::f16:
+      launch(__half{});
+      break;
+    case ElementType::bf16:
+      launch(__nv_bfloat16{});
+      break;
+    case ElementType::f32:
+      launch(float{});
+      break;
   }
   return cudaGetLastError();
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // LL lines, the push one-shot's (one_shot_ll.cu) and the LL fused op's
 // (fused_ll.cu) way to move data without a flag barrier: a 16-byte line
 // carries 8 data bytes and the call's epoch twice, written by one store, so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hierarchical route's kernels (several nodes, the same number of
 // ranks on each): the push two-shot (two_shot_phases.cuh) cut in two
 // around the step between nodes, which the transport runs in between
@@ -47,7 +48,8 @@ __global__ void __launch_bounds__(kThreads)
   for (std::int64_t j = walk.begin; j < shard / V; j += walk.stride) {
     const std::int64_t first = p.rank * shard + j * V;
     if (first >= count) break;
-    *reinterpret_cast<uint4*>(node_shard + j * V) = two_shot::reduce_sources<T>(p, epoch, first).raw;
+    *reinterpret_cast<uint4*>(node_shard + j * V) =
+        two_shot::reduce_sources<T>(p, epoch, first).raw;
   }
   finish_call(p, epoch, ticket);
 }

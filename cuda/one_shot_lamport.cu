@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one-shot all-reduce by the Lamport protocol (DESIGN §5): the data is
 // its own flag. The protocol - the receive region and its layout, the
 // sentinel, arrival, why two parities suffice, what a failure leaves - is
@@ -27,8 +28,7 @@ namespace {
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     one_shot_lamport_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
-                            const __grid_constant__ KernelLayout layout,
-                            std::int64_t count) {
+                            const __grid_constant__ KernelLayout layout, std::int64_t count) {
   constexpr int V = Pack<T>::kCount;
   const std::int64_t packs = (count + V - 1) / V;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The push one-shot all-reduce on LL lines (ll_lines.cuh): every rank
 // writes its whole input, as lines, into sub-slot <own rank> of every
 // rank's slot, then sums the lines of every source as they arrive - no
@@ -22,7 +23,8 @@ namespace {
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    one_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out, const __grid_constant__ KernelLayout layout, std::int64_t count) {
+    one_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
+                    const __grid_constant__ KernelLayout layout, std::int64_t count) {
   constexpr int E = 8 / sizeof(T);  // elements per line
   const std::int64_t lines = (count + E - 1) / E;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -67,7 +69,8 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t line = i + u * stride;
 #pragma unroll
       for (int r = 0; r < kMaxRanks; ++r) {
-        if (r < p.size && line < lines) seen[u][r] = load_volatile_pack(data_of<uint4>(p, p.rank, r, epoch) + line);
+        if (r < p.size && line < lines)
+          seen[u][r] = load_volatile_pack(data_of<uint4>(p, p.rank, r, epoch) + line);
       }
     }
 #pragma unroll
@@ -81,7 +84,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int r = 0; r < kMaxRanks; ++r) {
         if (r >= p.size) break;
         Half8<T> data;
-        if (!take_line(p, data_of<uint4>(p, p.rank, r, epoch) + line, seen[u][r], r, epoch, data.raw)) {
+        if (!take_line(p, data_of<uint4>(p, p.rank, r, epoch) + line, seen[u][r], r, epoch,
+                       data.raw)) {
           ok = false;
           break;
         }
@@ -95,7 +99,8 @@ __global__ void __launch_bounds__(kThreads)
       if (out_vec && (line + 1) * E <= count) {
         *reinterpret_cast<uint2*>(out + line * E) = sum.raw;
       } else {
-        for (int k = 0; k < E && line * E + k < count; ++k) out[offset_of(layout, line * E + k)] = sum.v[k];
+        for (int k = 0; k < E && line * E + k < count; ++k)
+          out[offset_of(layout, line * E + k)] = sum.v[k];
       }
     }
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // All-reduce by pull: every rank reads its peers' inputs over the link
 // instead of having them pushed into its slot. Two uses:
 //  - zero copy: an input that lies in a registered buffer is read by the
@@ -123,7 +124,8 @@ __device__ __forceinline__ T* result_of(const PeerSet& p, int owner, std::uint32
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    pull_one_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out, const __grid_constant__ KernelLayout layout, std::int64_t count,
+    pull_one_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
+                         const __grid_constant__ KernelLayout layout, std::int64_t count,
                          PullSource source) {
   __shared__ const T* sources[kMaxRanks];
   std::uint32_t epoch, ticket;
@@ -139,7 +141,8 @@ __global__ void __launch_bounds__(kThreads)
   if (staged) {
     const bool in_vec = layout.dense && aligned16(in);
     for (std::int64_t j = begin; j < packs; j += stride) {
-      *reinterpret_cast<uint4*>(own_slot + j * V) = load_tensor(in, layout, in_vec, j * V, count).raw;
+      *reinterpret_cast<uint4*>(own_slot + j * V) =
+          load_tensor(in, layout, in_vec, j * V, count).raw;
     }
   }
   publish_source(p, epoch, source);
@@ -168,7 +171,8 @@ __global__ void __launch_bounds__(kThreads)
 // wait for 'reduced' also keeps a registered input alive long enough.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    pull_two_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out, const __grid_constant__ KernelLayout layout, std::int64_t count,
+    pull_two_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
+                         const __grid_constant__ KernelLayout layout, std::int64_t count,
                          PullSource source) {
   __shared__ const T* sources[kMaxRanks];
   std::uint32_t epoch, ticket;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal to cuda/: the launch shape of each algorithm, defined next to its
 // kernel (so every kernel stays in its own file's anonymous namespace: no
 // device symbol crosses files, no relocatable device code), and the pieces
@@ -99,6 +100,5 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
 // scheduled while the previous kernel of the stream still runs and waits
 // for it on the device: wait_for_previous_kernel in device_sync.cuh).
 cudaError_t launch_step(const KernelStep& step, void** args, cudaStream_t stream);
-
 
 }  // namespace peerplan::cuda_kernels::detail

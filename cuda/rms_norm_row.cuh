@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Residual add + RMSNorm of one row, shared by the fused kernels and the
 // fallback's standalone kernel, with one rounding order for all of them.
 //
@@ -194,8 +195,10 @@ template <bool kCluster>
 struct RowWorkers {
   using Row = std::conditional_t<kCluster, RowInCluster, RowInBlock>;
   __device__ static Row row(RowShared& shared) {
-    if constexpr (kCluster) return RowInCluster(shared.scratch, shared.partials, shared.failures);
-    else return RowInBlock(shared.scratch);
+    if constexpr (kCluster)
+      return RowInCluster(shared.scratch, shared.partials, shared.failures);
+    else
+      return RowInBlock(shared.scratch);
   }
   // This block's first row, and the step to its next.
   __device__ static int first_row() { return kCluster ? blockIdx.x / kRowSplits : blockIdx.x; }
@@ -211,9 +214,8 @@ struct RowWorkers {
 // r = round(s + old) for the pack's first `valid` elements, each r^2 added
 // to `squares` in element order (r and old may be the same pack).
 template <class T>
-__device__ __forceinline__ void residual_pack(const float (&s)[Pack<T>::kCount],
-                                              const Pack<T>& old, Pack<T>& r, int valid,
-                                              float& squares) {
+__device__ __forceinline__ void residual_pack(const float (&s)[Pack<T>::kCount], const Pack<T>& old,
+                                              Pack<T>& r, int valid, float& squares) {
 #pragma unroll
   for (int k = 0; k < Pack<T>::kCount; ++k) {
     if (k >= valid) break;
@@ -381,7 +383,8 @@ __device__ bool add_rms_norm_part_whole(SumPack sum_pack, T* residual, const T* 
     const std::int64_t j = pack_index(it);
     if (j < part.end_pack) {
       store_row_pack(residual, j * V, hidden, residual_vec, kept_r[it]);
-      store_row_pack(out, j * V, hidden, out_vec, normalized_pack<T>(kept_r[it], kept_w[it], inv_rms));
+      store_row_pack(out, j * V, hidden, out_vec,
+                     normalized_pack<T>(kept_r[it], kept_w[it], inv_rms));
     }
   }
   for (std::int64_t j = pack_index(kKept); j < part.end_pack; j += kSplitThreads) {
@@ -391,8 +394,9 @@ __device__ bool add_rms_norm_part_whole(SumPack sum_pack, T* residual, const T* 
     float unused = 0.0f;
     residual_pack<T>(s, old_residual(j), r, valid_in_pack<V>(j, hidden), unused);
     store_row_pack(residual, j * V, hidden, residual_vec, r);
-    store_row_pack(out, j * V, hidden, out_vec,
-                   normalized_pack<T>(r, load_row_pack(weight, j * V, hidden, weight_vec), inv_rms));
+    store_row_pack(
+        out, j * V, hidden, out_vec,
+        normalized_pack<T>(r, load_row_pack(weight, j * V, hidden, weight_vec), inv_rms));
   }
   return true;
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The standalone residual add + RMSNorm of already reduced rows: the MPI
 // and NCCL fallbacks' (launch_add_rms_norm) and the second step of the
 // fused op's two-shot + row norm path (launch_recipe.cu). The row function
@@ -25,8 +26,8 @@ constexpr std::int64_t kMaxRowBlocks = 1024;
 template <class T, bool kCluster>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     add_rms_norm_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
-                        const __grid_constant__ KernelLayout layout, std::int64_t rows, std::int64_t hidden,
-                        const std::uint32_t* aborted) {
+                        const __grid_constant__ KernelLayout layout, std::int64_t rows,
+                        std::int64_t hidden, const std::uint32_t* aborted) {
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
   if constexpr (kCluster) wait_for_previous_kernel();
@@ -40,7 +41,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
        row += RowWorkers<kCluster>::row_step()) {
     const T* sums = reduced + row * hidden;
     const bool vec = hidden % V == 0 && aligned16(sums);
-    auto sum_pack = [&](std::int64_t first, float (&s)[V]) {
+    auto sum_pack = [&](std::int64_t first, float(&s)[V]) {
       const Pack<T> in = load_row_pack(sums, first, hidden, vec);
 #pragma unroll
       for (int k = 0; k < V; ++k) s[k] = to_float(in.v[k]);
@@ -83,17 +84,17 @@ KernelStep row_norm_step(ElementType type, std::int64_t rows, bool clusters) {
 
 }  // namespace detail
 
-cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout,
-                                void* residual, const void* weight, float eps,
-                                const KernelLayout& layout, std::int64_t rows,
-                                std::int64_t hidden, bool clusters, cudaStream_t stream) {
+cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout, void* residual,
+                                const void* weight, float eps, const KernelLayout& layout,
+                                std::int64_t rows, std::int64_t hidden, bool clusters,
+                                cudaStream_t stream) {
   const KernelStep step = detail::row_norm_step(type, rows, clusters);
   if (step.kernel == nullptr) return cudaGetLastError();
   // (const T* reduced, T* inout, T* residual, const T* weight, eps,
   // KernelLayout, rows, hidden, const uint32_t* aborted: none here)
   const std::uint32_t* aborted = nullptr;
-  void* args[] = {&reduced, &inout, &residual, &weight, &eps, const_cast<KernelLayout*>(&layout),
-                  &rows, &hidden, &aborted};
+  void* args[] = {&reduced, &inout,  &residual, &weight, &eps, const_cast<KernelLayout*>(&layout),
+                  &rows,    &hidden, &aborted};
   detail::launch_step(step, args, stream);
   return cudaGetLastError();
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two-shot shard geometry, in one place for the host and the device:
 // the push two-shot kernel (two_shot.cu), the pull two-shot kernel
 // (pull_kernels.cu), their launch shapes (the grid has a thread per pack of

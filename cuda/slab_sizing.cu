@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The slab's sizes (collective_kernels.hpp: sub_slot_bytes_for,
 // result_offset_for, lamport_sub_slot_bytes_for), for reserve(). Host only.
 #include <cstddef>

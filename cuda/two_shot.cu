@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The push two-shot all-reduce: reduce-scatter and all-gather over staged
 // packs (two_shot_phases.cuh), with per-block flag barriers
 // (device_sync.cuh); shards from shard_geometry.cuh. Its pull twin is pull_kernels.cu; the fused op's
@@ -26,7 +27,8 @@ namespace {
 // reduced and pushed) between them.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    two_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out, const __grid_constant__ KernelLayout layout, std::int64_t count) {
+    two_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
+                    const __grid_constant__ KernelLayout layout, std::int64_t count) {
   std::uint32_t epoch, ticket;
   if (!begin_call(p, epoch, ticket)) return;
   constexpr int V = Pack<T>::kCount;

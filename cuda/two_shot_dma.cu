@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two-shot all-reduce by copy engines (Protocol::dma), contiguous
 // layouts only. The bytes cross the link by cudaMemcpyAsync, which the
 // copy engines run at their own rate (on 2x H200, 391 GB/s per direction
@@ -184,19 +185,21 @@ cudaError_t for_each_peer_shard(const LaunchRecipe& recipe, const PeerSet& peers
 // addresses, a peer's slab included.
 cudaError_t copy_out(const LaunchRecipe& recipe, const PeerSet& peers, const DmaPiece& piece,
                      const char* in, cudaStream_t stream) {
-  return for_each_peer_shard(recipe, peers, piece, [&](int q, std::size_t offset, std::size_t bytes) {
-    return cudaMemcpyAsync(dma_area(peers, q, peers.rank) + piece.area_offset, in + offset, bytes,
-                           cudaMemcpyDefault, stream);
-  });
+  return for_each_peer_shard(
+      recipe, peers, piece, [&](int q, std::size_t offset, std::size_t bytes) {
+        return cudaMemcpyAsync(dma_area(peers, q, peers.rank) + piece.area_offset, in + offset,
+                               bytes, cudaMemcpyDefault, stream);
+      });
 }
 
 // Every peer q's reduced shard of the piece (its area q) -> `out`.
 cudaError_t copy_back(const LaunchRecipe& recipe, const PeerSet& peers, const DmaPiece& piece,
                       char* out, cudaStream_t stream) {
-  return for_each_peer_shard(recipe, peers, piece, [&](int q, std::size_t offset, std::size_t bytes) {
-    return cudaMemcpyAsync(out + offset, dma_area(peers, q, q) + piece.area_offset, bytes,
-                           cudaMemcpyDefault, stream);
-  });
+  return for_each_peer_shard(
+      recipe, peers, piece, [&](int q, std::size_t offset, std::size_t bytes) {
+        return cudaMemcpyAsync(out + offset, dma_area(peers, q, q) + piece.area_offset, bytes,
+                               cudaMemcpyDefault, stream);
+      });
 }
 
 cudaError_t reduce(const LaunchRecipe& recipe, const PeerSet& peers, const DmaPiece& piece,
@@ -261,7 +264,8 @@ cudaError_t launch_two_shot_dma(const LaunchRecipe& recipe, const PeerSet& peers
 cudaError_t create_dma_streams(DmaStreams& streams) {
   streams = DmaStreams{};
   cudaError_t status = cudaStreamCreateWithFlags(&streams.out, cudaStreamNonBlocking);
-  if (status == cudaSuccess) status = cudaStreamCreateWithFlags(&streams.back, cudaStreamNonBlocking);
+  if (status == cudaSuccess)
+    status = cudaStreamCreateWithFlags(&streams.back, cudaStreamNonBlocking);
   std::vector<cudaEvent_t*> events{&streams.start, &streams.done};
   for (int i = 0; i < kMaxDmaPieces; ++i) {
     events.push_back(&streams.copied_out[i]);

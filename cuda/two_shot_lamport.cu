@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two-shot all-reduce by the Lamport protocol: reduce-scatter, then
 // all-gather, both through the Lamport region (lamport.cuh: the data is its
 // own flag), so neither phase has a barrier or a flag word. Any layout:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The phases of the push two-shot all-reduce, shared by the kernels that
 // run them: the single-node two-shot (two_shot.cu: all three in one
 // kernel) and the hierarchical route's pair (node_shards.cu: the first two
@@ -68,7 +69,8 @@ __device__ __forceinline__ Pack<T> reduce_sources(const PeerSet& p, std::uint32_
   Pack<T> in[kMaxRanks];
 #pragma unroll
   for (int r = 0; r < kMaxRanks; ++r) {
-    if (r < p.size) in[r].raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, r, epoch) + first);
+    if (r < p.size)
+      in[r].raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, r, epoch) + first);
   }
   return sum_in_rank_order(in, p.size);
 }
@@ -87,9 +89,8 @@ __device__ __forceinline__ void push_reduced(const PeerSet& p, std::uint32_t epo
 // from this rank's own slot into `out`.
 template <class T>
 __device__ __forceinline__ void gather_shards(const PeerSet& p, T* out, const KernelLayout& layout,
-                                              bool out_vec, std::int64_t count,
-                                              std::int64_t shard, std::uint32_t epoch,
-                                              PackWalk walk) {
+                                              bool out_vec, std::int64_t count, std::int64_t shard,
+                                              std::uint32_t epoch, PackWalk walk) {
   constexpr int V = Pack<T>::kCount;
   const std::int64_t shard_packs = shard / V;
   for (std::int64_t j = walk.begin; j < shard_packs; j += walk.stride) {
@@ -104,7 +105,8 @@ __device__ __forceinline__ void gather_shards(const PeerSet& p, T* out, const Ke
 #pragma unroll
     for (int s = 0; s < kMaxRanks; ++s) {
       const std::int64_t first = s * shard + j * V;
-      if (s < p.size && s != p.rank && first < count) store_tensor(out, layout, out_vec, first, count, sums[s]);
+      if (s < p.size && s != p.rank && first < count)
+        store_tensor(out, layout, out_vec, first, count, sums[s]);
     }
   }
 }

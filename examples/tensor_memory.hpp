@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where the example's tensors live: host memory on the host backend, GPU
 // memory on the cuda backend (peerplan works on the pointers it is given,
 // like NCCL). Values travel as host vectors of float; the example uses f32.
@@ -25,7 +26,8 @@ class TensorMemory {
 #if PEERPLAN_EXAMPLE_WITH_CUDA
     check(cudaMalloc(&device_, elements * sizeof(float)), "cudaMalloc");
 #else
-    throw std::runtime_error("the cuda backend was selected but this example was built without CUDA");
+    throw std::runtime_error(
+        "the cuda backend was selected but this example was built without CUDA");
 #endif
   }
   ~TensorMemory() {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A transformer-shaped use of peerplan, the program to copy from.
 //
 // Tensor parallelism splits each layer across the ranks; after the
@@ -40,10 +41,14 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int value = std::atoi(argv[i + 1]);
-    if (flag == "--layers") o.layers = value;
-    else if (flag == "--hidden") o.hidden = value;
-    else if (flag == "--steps") o.steps = value;
-    else if (flag == "--prefill") o.prefill_tokens = value;
+    if (flag == "--layers")
+      o.layers = value;
+    else if (flag == "--hidden")
+      o.hidden = value;
+    else if (flag == "--steps")
+      o.steps = value;
+    else if (flag == "--prefill")
+      o.prefill_tokens = value;
   }
   return o;
 }
@@ -118,7 +123,8 @@ int main(int argc, char** argv) {
       TensorMemory x(backend, n), residual(backend, n);
       std::vector<float> values(n);
       for (int l = 0; l < opt.layers; ++l) {
-        for (std::size_t i = 0; i < n; ++i) values[i] = static_cast<float>((rank + 1) * (i % 5 + 1));
+        for (std::size_t i = 0; i < n; ++i)
+          values[i] = static_cast<float>((rank + 1) * (i % 5 + 1));
         x.upload(values);
         double t0 = now();
         auto r = comm->all_reduce(x.data(), x.data(), peerplan::DataType::f32, layout);
@@ -154,9 +160,10 @@ int main(int argc, char** argv) {
     long total_wrong = 0;
     MPI_Reduce(&wrong, &total_wrong, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
-      std::printf("peerplan %s: %d ranks, backend %s, P2P %s%s\n", peerplan::kVersion, size,
-                  peerplan::to_string(comm->backend()), comm->p2p_enabled() ? "enabled" : "disabled: ",
-                  comm->p2p_disabled_reason().c_str());
+      std::printf(
+          "peerplan %s: %d ranks, backend %s, P2P %s%s\n", peerplan::kVersion, size,
+          peerplan::to_string(comm->backend()),
+          comm->p2p_enabled() ? "enabled" : "disabled: ", comm->p2p_disabled_reason().c_str());
       // Which calls were decode (declared shapes) and which prefill (the
       // prompt, whose length was not declared: the fallback).
       std::string decode_tokens;
@@ -166,8 +173,9 @@ int main(int argc, char** argv) {
         prefill_declared = prefill_declared || t == opt.prefill_tokens;
       }
       const std::string prefill_tokens = std::to_string(opt.prefill_tokens);
-      std::printf("rank 0's calls by phase (declared shapes take a P2P route, undeclared ones the "
-                  "fallback):\n");
+      std::printf(
+          "rank 0's calls by phase (declared shapes take a P2P route, undeclared ones the "
+          "fallback):\n");
       std::printf("%-8s %-8s %-8s %-18s %-15s %7s %13s\n", "phase", "tokens", "declared", "op",
                   "route", "calls", "mean us/call");
       for (const auto& [key, ct] : times.rows) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bootstrap before MPI_Init and after MPI_Finalize: one process that
 // walks through MPI's whole lifetime, so it has its own main (gtest_main)
 // instead of the MPI test harness, which initialises MPI before any test.

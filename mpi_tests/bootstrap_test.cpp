@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MPI bootstrap (src/bootstrap/) under mpirun with 2, 3 and 4 ranks.
 #include <mpi.h>
 #include <unistd.h>
@@ -29,14 +30,14 @@
 
 namespace {
 
-using peerplan::bootstrap::Blob;
-using peerplan::bootstrap::Bootstrap;
-using peerplan::bootstrap::make_mpi_bootstrap;
-using peerplan::bootstrap::describe_ranks;
-using peerplan::bootstrap::gather_failures;
-using peerplan::bootstrap::run_together;
 using peerplan::SystemError;
 using peerplan::Timeout;
+using peerplan::bootstrap::Blob;
+using peerplan::bootstrap::Bootstrap;
+using peerplan::bootstrap::describe_ranks;
+using peerplan::bootstrap::gather_failures;
+using peerplan::bootstrap::make_mpi_bootstrap;
+using peerplan::bootstrap::run_together;
 using peerplan::mpi_test::world_rank;
 using peerplan::mpi_test::world_size;
 using namespace std::chrono_literals;
@@ -230,9 +231,9 @@ TEST(FailTogether, EveryRankGetsTheSameFailuresNamingEachFailingRank) {
   auto bootstrap = make_mpi_bootstrap(MPI_COMM_WORLD, kGenerousTimeout);
   EXPECT_FALSE(gather_failures(*bootstrap, std::nullopt).has_value());
   for (int failing = 0; failing < world_size(); ++failing) {
-    const auto failures = gather_failures(
-        *bootstrap, world_rank() == failing ? std::optional<std::string>("disk full")
-                                            : std::nullopt);
+    const auto failures = gather_failures(*bootstrap, world_rank() == failing
+                                                          ? std::optional<std::string>("disk full")
+                                                          : std::nullopt);
     ASSERT_TRUE(failures.has_value());
     EXPECT_EQ(failures->ranks, std::vector<int>{failing});
     EXPECT_EQ(failures->message, "rank " + std::to_string(failing) + ": disk full");
@@ -242,9 +243,9 @@ TEST(FailTogether, EveryRankGetsTheSameFailuresNamingEachFailingRank) {
   std::vector<int> odd;
   for (int r = 1; r < world_size(); r += 2) odd.push_back(r);
   const bool is_odd = world_rank() % 2 == 1;
-  const auto failures = gather_failures(
-      *bootstrap, is_odd ? std::optional<std::string>(world_rank() == 1 ? "A" : "B")
-                         : std::nullopt);
+  const auto failures =
+      gather_failures(*bootstrap, is_odd ? std::optional<std::string>(world_rank() == 1 ? "A" : "B")
+                                         : std::nullopt);
   ASSERT_TRUE(failures.has_value());
   EXPECT_EQ(failures->ranks, odd);
   EXPECT_EQ(failures->message, world_size() == 4 ? "rank 1: A; rank 3: B" : "rank 1: A");
@@ -269,14 +270,13 @@ TEST(FailTogether, IdenticalErrorsAreListedOnceWithTheirRanks) {
   EXPECT_EQ(everyone->message, all + ": declarations[2] (\"qkv\"): eps is negative");
 
   // Rank 1 alone says "a", every other rank "b".
-  const auto mixed = gather_failures(
-      *bootstrap, std::optional<std::string>(world_rank() == 1 ? "a" : "b"));
+  const auto mixed =
+      gather_failures(*bootstrap, std::optional<std::string>(world_rank() == 1 ? "a" : "b"));
   ASSERT_TRUE(mixed.has_value());
-  const std::map<int, std::string> expected{
-      {2, "rank 0: b; rank 1: a"},
-      {3, "ranks 0, 2: b; rank 1: a"},
-      {4, "ranks 0, 2, 3: b; rank 1: a"},
-      {5, "ranks 0, 2-4: b; rank 1: a"}};
+  const std::map<int, std::string> expected{{2, "rank 0: b; rank 1: a"},
+                                            {3, "ranks 0, 2: b; rank 1: a"},
+                                            {4, "ranks 0, 2, 3: b; rank 1: a"},
+                                            {5, "ranks 0, 2-4: b; rank 1: a"}};
   if (expected.count(n) != 0) {
     EXPECT_EQ(mixed->message, expected.at(n));
   }
@@ -423,8 +423,8 @@ TEST(MpiBootstrap, BarrierTimesOutNamingTheMissingRank) {
 TEST(MpiBootstrap, AllgatherTimesOutNamingEveryMissingRank) {
   std::vector<int> absent;  // the odd ranks: 1, or 1 and 3
   for (int r = 1; r < world_size(); r += 2) absent.push_back(r);
-  const std::string message = expect_timeout_without(
-      absent, [](Bootstrap& b) { b.allgather(pattern_blob(world_rank())); });
+  const std::string message =
+      expect_timeout_without(absent, [](Bootstrap& b) { b.allgather(pattern_blob(world_rank())); });
   if (world_rank() % 2 == 0) {
     EXPECT_NE(message.find("bootstrap allgather"), std::string::npos) << message;
     EXPECT_NE(message.find("waiting for " + ranks_phrase(absent) + " ("), std::string::npos)
@@ -442,8 +442,7 @@ TEST(MpiBootstrap, BroadcastTimesOutWhenTheRootIsMissing) {
 
 TEST(MpiBootstrap, AgreementTimesOutInsteadOfDecidingWithoutARank) {
   const std::vector<int> absent{world_size() - 1};
-  const std::string message =
-      expect_timeout_without(absent, [](Bootstrap& b) { b.agree(true); });
+  const std::string message = expect_timeout_without(absent, [](Bootstrap& b) { b.agree(true); });
   if (world_rank() != absent[0]) {
     EXPECT_NE(message.find("waiting for " + ranks_phrase(absent) + " ("), std::string::npos)
         << message;
@@ -504,10 +503,10 @@ void expect_a_new_bootstrap_works() {
     EXPECT_EQ(all[r], pattern_blob(r)) << "rank " << r;
   }
   const int me = world_rank();
-  EXPECT_EQ(static_cast<int>(
-                bootstrap->local_allgather({reinterpret_cast<const std::byte*>(&me), sizeof me})
-                    .size()),
-            bootstrap->local_size());
+  EXPECT_EQ(
+      static_cast<int>(
+          bootstrap->local_allgather({reinterpret_cast<const std::byte*>(&me), sizeof me}).size()),
+      bootstrap->local_size());
   EXPECT_TRUE(bootstrap->agree(true));
 }
 
@@ -575,8 +574,8 @@ TEST(MpiBootstrapLate, ARankLateAfterTheDuplicationIsNamed) {
   // giving up) and get a bootstrap: then its first collective names them.
   const int late = world_size() - 1;
   constexpr auto kStall = kTestTimeout + 1500ms;
-  const std::string rule = "bootstrap.duplicated@" + std::to_string(late) +
-                           ":sleep=" + std::to_string(kStall.count());
+  const std::string rule =
+      "bootstrap.duplicated@" + std::to_string(late) + ":sleep=" + std::to_string(kStall.count());
   ::setenv("PEERPLAN_FAULT_INJECT", rule.c_str(), 1);
   peerplan::fault::reload_for_tests();
   meet_or_abort("before the construction");
@@ -674,7 +673,7 @@ TEST(NodePlacement, NodesAreNumberedByLowestRankAndLocalRanksFollowRanks) {
     int node_id;
     int local_rank;
     std::vector<int> members;
-  } expected[] = {{0, 0, {0, 3, 4}}, {1, 0, {1, 5}}, {2, 0, {2}},
+  } expected[] = {{0, 0, {0, 3, 4}}, {1, 0, {1, 5}},    {2, 0, {2}},
                   {0, 1, {0, 3, 4}}, {0, 2, {0, 3, 4}}, {1, 1, {1, 5}}};
   for (int rank = 0; rank < static_cast<int>(keys.size()); ++rank) {
     const auto placement = place_on_nodes(keys, rank);
@@ -725,7 +724,7 @@ TEST(LaunchCheck, AcceptsConsistentLaunches) {
   EXPECT_EQ(launch_error(2, {{"PMI_SIZE", "2"}, {"SLURM_STEP_NUM_TASKS", "2"}}), "");
   // A batch script exports its allocation's task count to a lone process.
   EXPECT_EQ(launch_error(1, {{"SLURM_NTASKS", "8"}, {"SLURM_NPROCS", "8"}}), "");
-  EXPECT_EQ(launch_error(1, {{"WORLD_SIZE", "2"}}), "");  // no RANK: not torchrun
+  EXPECT_EQ(launch_error(1, {{"WORLD_SIZE", "2"}}), "");   // no RANK: not torchrun
   EXPECT_EQ(launch_error(1, {{"PMI_SIZE", "many"}}), "");  // unreadable proves nothing
   // The real environment of this mpirun-launched test.
   EXPECT_NO_THROW(peerplan::bootstrap::check_launch(world_size()));

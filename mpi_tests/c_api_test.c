@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The C interface from a C99 program: configuration (valid, invalid and
  * unknown settings), creation from a C and from a Fortran communicator
  * handle, declare, probes and strict lookups, declared and undeclared
@@ -17,16 +18,16 @@ static int g_failures = 0;
 static int g_checks = 0;
 static int g_rank = 0;
 
-#define CHECK(condition, ...)                                                     \
-  do {                                                                            \
-    ++g_checks;                                                                   \
-    if (!(condition)) {                                                           \
-      ++g_failures;                                                               \
-      fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", g_rank, __FILE__,     \
-              __LINE__, #condition);                                              \
-      fprintf(stderr, __VA_ARGS__);                                               \
-      fprintf(stderr, " (last error: %s)\n", peerplan_last_error());              \
-    }                                                                             \
+#define CHECK(condition, ...)                                                           \
+  do {                                                                                  \
+    ++g_checks;                                                                         \
+    if (!(condition)) {                                                                 \
+      ++g_failures;                                                                     \
+      fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", g_rank, __FILE__, __LINE__, \
+              #condition);                                                              \
+      fprintf(stderr, __VA_ARGS__);                                                     \
+      fprintf(stderr, " (last error: %s)\n", peerplan_last_error());                    \
+    }                                                                                   \
   } while (0)
 
 #define HIDDEN 64
@@ -36,14 +37,14 @@ static void check_configuration(void) {
   CHECK(peerplan_config_create(&config) == PEERPLAN_SUCCESS, "config_create");
   CHECK(peerplan_config_set(config, "PEERPLAN_TIMEOUT_MS", "20000") == PEERPLAN_SUCCESS,
         "a valid setting");
-  CHECK(peerplan_config_set(config, "PEERPLAN_TIMEOUT_MS", "soon") ==
-            PEERPLAN_ERROR_INVALID_ARGUMENT,
-        "an invalid value");
+  CHECK(
+      peerplan_config_set(config, "PEERPLAN_TIMEOUT_MS", "soon") == PEERPLAN_ERROR_INVALID_ARGUMENT,
+      "an invalid value");
   CHECK(strstr(peerplan_last_error(), "PEERPLAN_TIMEOUT_MS") != NULL,
         "the message names the setting");
-  CHECK(peerplan_config_set(config, "PEERPLAN_NO_SUCH_THING", "1") ==
-            PEERPLAN_ERROR_INVALID_ARGUMENT,
-        "an unknown setting");
+  CHECK(
+      peerplan_config_set(config, "PEERPLAN_NO_SUCH_THING", "1") == PEERPLAN_ERROR_INVALID_ARGUMENT,
+      "an unknown setting");
   CHECK(strstr(peerplan_last_error(), "PEERPLAN_BACKEND") != NULL,
         "the message lists the settings");
   CHECK(peerplan_config_set(NULL, "PEERPLAN_DEBUG", "WARN") == PEERPLAN_ERROR_INVALID_ARGUMENT,
@@ -64,8 +65,7 @@ static void check_all_reduce(peerplan_comm_t comm, int size, int declared) {
     out[i] = -1.0f;
   }
   peerplan_call_result_t result;
-  CHECK(peerplan_all_reduce(comm, in, out, PEERPLAN_F32, layout, NULL, &result) ==
-            PEERPLAN_SUCCESS,
+  CHECK(peerplan_all_reduce(comm, in, out, PEERPLAN_F32, layout, NULL, &result) == PEERPLAN_SUCCESS,
         "all_reduce");
   int wrong = 0;
   const float ranks_sum = (float)(size * (size + 1) / 2);
@@ -147,9 +147,9 @@ static void check_communicator(peerplan_comm_t comm, int size) {
                 PEERPLAN_SUCCESS &&
             info.index == 1,
         "plan_fused index %zu", info.index);
-  CHECK(peerplan_plan_all_reduce(comm, PEERPLAN_F32, other, &info) ==
-            PEERPLAN_ERROR_UNDECLARED_PLAN,
-        "strict lookup of an undeclared key");
+  CHECK(
+      peerplan_plan_all_reduce(comm, PEERPLAN_F32, other, &info) == PEERPLAN_ERROR_UNDECLARED_PLAN,
+      "strict lookup of an undeclared key");
   CHECK(strlen(peerplan_last_error()) > 0, "the lookup failure has a message");
 
   check_all_reduce(comm, size, 1);
@@ -182,7 +182,8 @@ static void check_communicator(peerplan_comm_t comm, int size) {
   CHECK(peerplan_plan_stats(comm, 1, &plan) == PEERPLAN_SUCCESS && strcmp(plan.name, "norm") == 0 &&
             plan.operation == PEERPLAN_FUSED_ADD_RMS_NORM && plan.hits + plan.fallbacks == 1,
         "plan stats of 'norm'");
-  CHECK(peerplan_plan_stats(comm, 2, &plan) == PEERPLAN_ERROR_INVALID_ARGUMENT, "index past the end");
+  CHECK(peerplan_plan_stats(comm, 2, &plan) == PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "index past the end");
   CHECK(peerplan_reset_stats(comm) == PEERPLAN_SUCCESS && peerplan_stats(comm, &stats) == 0 &&
             stats.fallback_undeclared == 0,
         "reset_stats");

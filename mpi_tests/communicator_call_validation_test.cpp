@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Call-argument validation end to end (issue 12): what all_reduce and
 // fused_add_rms_norm accept and reject, on a declared key (a hit) and on an
 // undeclared one (the fallback). Every rejection is an InvalidArgument whose
@@ -86,11 +87,11 @@ class CallValidation : public ::testing::Test {
   void all_reduce_rejected(const std::string& what, const TensorLayout& layout,
                            std::initializer_list<std::string> expected,
                            DataType dtype = DataType::f32) {
-    expect_invalid(what, [&] { comm_->all_reduce(data(), data(), dtype, layout); }, expected);
+    expect_invalid(
+        what, [&] { comm_->all_reduce(data(), data(), dtype, layout); }, expected);
   }
   void fused_rejected(const std::string& what, const TensorLayout& layout,
-                      std::initializer_list<std::string> expected,
-                      DataType dtype = DataType::f32) {
+                      std::initializer_list<std::string> expected, DataType dtype = DataType::f32) {
     expect_invalid(
         what,
         [&] {
@@ -114,7 +115,8 @@ class CallValidation : public ::testing::Test {
 TEST_F(CallValidation, ByteSpanOverflowingIsRejected) {
   // 2^62 + 16 floats: the byte count wraps to 64 bytes.
   all_reduce_rejected("[2^62 + 16]", TensorLayout{kBig + 16}, {"all_reduce", "layout", "bytes"});
-  fused_rejected("fused [2^62, 64]", TensorLayout{kBig, 64}, {"fused_add_rms_norm", "layout", "bytes"});
+  fused_rejected("fused [2^62, 64]", TensorLayout{kBig, 64},
+                 {"fused_add_rms_norm", "layout", "bytes"});
 }
 
 TEST_F(CallValidation, ElementCountWrappingIsRejected) {
@@ -185,72 +187,91 @@ TEST_F(CallValidation, FusedRowsMustBeContiguous) {
 // --------------------------------------------------------------- pointers
 
 TEST_F(CallValidation, NullPointersAreRejected) {
-  expect_invalid("null in", [&] { comm_->all_reduce(nullptr, data(), DataType::f32, {2, 64}); },
+  expect_invalid("null in",
+                 [&] {
+                   comm_->all_reduce(nullptr, data(), DataType::f32, {2, 64});
+                 },
                  {"in", "null"});
   expect_invalid("null out (undeclared)",
-                 [&] { comm_->all_reduce(data(), nullptr, DataType::f32, {3, 40}); },
+                 [&] {
+                   comm_->all_reduce(data(), nullptr, DataType::f32, {3, 40});
+                 },
                  {"out", "null"});
-  expect_invalid("null residual",
-                 [&] {
-                   comm_->fused_add_rms_norm(data(), nullptr, weight_.data(), kEps, DataType::f32,
-                                             {2, 64});
-                 },
-                 {"residual", "null"});
-  expect_invalid("null weight",
-                 [&] {
-                   comm_->fused_add_rms_norm(data(), residual_.data(), nullptr, kEps,
-                                             DataType::f32, {2, 64});
-                 },
-                 {"weight", "null"});
+  expect_invalid(
+      "null residual",
+      [&] {
+        comm_->fused_add_rms_norm(data(), nullptr, weight_.data(), kEps, DataType::f32, {2, 64});
+      },
+      {"residual", "null"});
+  expect_invalid(
+      "null weight",
+      [&] {
+        comm_->fused_add_rms_norm(data(), residual_.data(), nullptr, kEps, DataType::f32, {2, 64});
+      },
+      {"weight", "null"});
 }
 
 TEST_F(CallValidation, PointerMisalignedAgainstTheDeclarationIsRejected) {
   // The declared plans promise 16-byte aligned pointers; 4 bytes off is a
   // valid float address but breaks that promise.
-  expect_invalid("in 4 bytes off",
-                 [&] { comm_->all_reduce(data() + 1, data() + 1, DataType::f32, {2, 64}); },
-                 {"all_reduce", "in", "16-byte", "declared_ar"}, false);
-  expect_invalid("out 4 bytes off",
-                 [&] { comm_->all_reduce(data(), data() + 129, DataType::f32, {2, 64}); },
-                 {"out", "16-byte", "declared_ar"}, false);
-  expect_invalid("inout 4 bytes off",
-                 [&] {
-                   comm_->fused_add_rms_norm(data() + 1, residual_.data(), weight_.data(), kEps,
-                                             DataType::f32, {2, 64});
-                 },
-                 {"fused_add_rms_norm", "inout", "16-byte", "declared_norm"}, false);
-  expect_invalid("residual 4 bytes off",
-                 [&] {
-                   comm_->fused_add_rms_norm(data(), residual_.data() + 1, weight_.data(), kEps,
-                                             DataType::f32, {2, 64});
-                 },
-                 {"residual", "16-byte", "declared_norm"}, false);
+  expect_invalid(
+      "in 4 bytes off",
+      [&] {
+        comm_->all_reduce(data() + 1, data() + 1, DataType::f32, {2, 64});
+      },
+      {"all_reduce", "in", "16-byte", "declared_ar"}, false);
+  expect_invalid(
+      "out 4 bytes off",
+      [&] {
+        comm_->all_reduce(data(), data() + 129, DataType::f32, {2, 64});
+      },
+      {"out", "16-byte", "declared_ar"}, false);
+  expect_invalid(
+      "inout 4 bytes off",
+      [&] {
+        comm_->fused_add_rms_norm(data() + 1, residual_.data(), weight_.data(), kEps, DataType::f32,
+                                  {2, 64});
+      },
+      {"fused_add_rms_norm", "inout", "16-byte", "declared_norm"}, false);
+  expect_invalid(
+      "residual 4 bytes off",
+      [&] {
+        comm_->fused_add_rms_norm(data(), residual_.data() + 1, weight_.data(), kEps, DataType::f32,
+                                  {2, 64});
+      },
+      {"residual", "16-byte", "declared_norm"}, false);
 }
 
 TEST_F(CallValidation, LargerDeclaredAlignmentIsEnforced) {
   auto declaration = Declaration::all_reduce("aligned_256", DataType::f32, TensorLayout{1, 64});
   declaration.input_alignment = 256;
   comm_->declare(std::vector<Declaration>{declaration});
-  auto* aligned = reinterpret_cast<float*>(
-      (reinterpret_cast<std::uintptr_t>(data()) + 255) / 256 * 256);
-  expect_invalid("16 bytes off a 256-byte promise",
-                 [&] { comm_->all_reduce(aligned + 4, aligned + 4, DataType::f32, {1, 64}); },
-                 {"in", "256-byte", "aligned_256"}, false);
+  auto* aligned =
+      reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(data()) + 255) / 256 * 256);
+  expect_invalid(
+      "16 bytes off a 256-byte promise",
+      [&] {
+        comm_->all_reduce(aligned + 4, aligned + 4, DataType::f32, {1, 64});
+      },
+      {"in", "256-byte", "aligned_256"}, false);
   EXPECT_NO_THROW(comm_->all_reduce(aligned, aligned, DataType::f32, {1, 64}));
 }
 
 TEST_F(CallValidation, PointerNotAlignedToItsElementIsRejected) {
   auto* odd = reinterpret_cast<float*>(reinterpret_cast<std::byte*>(data()) + 1);
-  expect_invalid("undeclared, in 1 byte off",
-                 [&] { comm_->all_reduce(odd, data(), DataType::f32, {3, 40}); },
-                 {"in", "4-byte"}, false);
-  expect_invalid("undeclared fused, weight 1 byte off",
-                 [&] {
-                   auto* weight = reinterpret_cast<const std::byte*>(weight_.data()) + 1;
-                   comm_->fused_add_rms_norm(data(), residual_.data(), weight, kEps, DataType::f32,
-                                             {3, 64});
-                 },
-                 {"weight", "4-byte"}, false);
+  expect_invalid(
+      "undeclared, in 1 byte off",
+      [&] {
+        comm_->all_reduce(odd, data(), DataType::f32, {3, 40});
+      },
+      {"in", "4-byte"}, false);
+  expect_invalid(
+      "undeclared fused, weight 1 byte off",
+      [&] {
+        auto* weight = reinterpret_cast<const std::byte*>(weight_.data()) + 1;
+        comm_->fused_add_rms_norm(data(), residual_.data(), weight, kEps, DataType::f32, {3, 64});
+      },
+      {"weight", "4-byte"}, false);
 }
 
 TEST_F(CallValidation, UndeclaredCallsMayUseElementAlignedPointers) {
@@ -259,24 +280,26 @@ TEST_F(CallValidation, UndeclaredCallsMayUseElementAlignedPointers) {
 }
 
 TEST_F(CallValidation, FusedResidualOverlappingInoutIsRejected) {
-  expect_invalid("declared, residual == inout",
-                 [&] {
-                   comm_->fused_add_rms_norm(data(), data(), weight_.data(), kEps, DataType::f32,
-                                             {2, 64});
-                 },
-                 {"residual", "overlap", "inout"}, false);
-  expect_invalid("declared, residual = second row of inout",
-                 [&] {
-                   comm_->fused_add_rms_norm(data(), data() + 64, weight_.data(), kEps,
-                                             DataType::f32, {2, 64});
-                 },
-                 {"residual", "overlap"}, false);
-  expect_invalid("undeclared, inout inside residual",
-                 [&] {
-                   comm_->fused_add_rms_norm(data() + 96, data(), weight_.data(), kEps,
-                                             DataType::f32, {3, 64});
-                 },
-                 {"residual", "overlap"}, false);
+  expect_invalid(
+      "declared, residual == inout",
+      [&] {
+        comm_->fused_add_rms_norm(data(), data(), weight_.data(), kEps, DataType::f32, {2, 64});
+      },
+      {"residual", "overlap", "inout"}, false);
+  expect_invalid(
+      "declared, residual = second row of inout",
+      [&] {
+        comm_->fused_add_rms_norm(data(), data() + 64, weight_.data(), kEps, DataType::f32,
+                                  {2, 64});
+      },
+      {"residual", "overlap"}, false);
+  expect_invalid(
+      "undeclared, inout inside residual",
+      [&] {
+        comm_->fused_add_rms_norm(data() + 96, data(), weight_.data(), kEps, DataType::f32,
+                                  {3, 64});
+      },
+      {"residual", "overlap"}, false);
   // Adjacent is fine.
   EXPECT_NO_THROW(comm_->fused_add_rms_norm(data(), data() + 128, weight_.data(), kEps,
                                             DataType::f32, {2, 64}));
@@ -297,8 +320,10 @@ TEST_F(CallValidation, ZeroElementCallsAreNoOps) {
   const Stats before = comm_->stats();
   // Null pointers and any strides: there is no element to read or write.
   EXPECT_NO_THROW(comm_->all_reduce(nullptr, nullptr, DataType::f32, {0, 64}));
-  EXPECT_NO_THROW(comm_->all_reduce(data(), data(), DataType::f32, strided_layout({4, 0}, {-3, 0})));
-  EXPECT_NO_THROW(comm_->fused_add_rms_norm(nullptr, nullptr, nullptr, kEps, DataType::f32, {0, 64}));
+  EXPECT_NO_THROW(
+      comm_->all_reduce(data(), data(), DataType::f32, strided_layout({4, 0}, {-3, 0})));
+  EXPECT_NO_THROW(
+      comm_->fused_add_rms_norm(nullptr, nullptr, nullptr, kEps, DataType::f32, {0, 64}));
   EXPECT_EQ(buffer_, std::vector<float>(4096, 1.0f));
   EXPECT_EQ(comm_->stats().fallback_undeclared, before.fallback_undeclared + 3);
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // All-reduce through the communicator, end to end on the host backend:
 // every dtype x every route (one-shot, two-shot, fallback for an undeclared
 // key, fallback over the cutoff) x in place / out of place x contiguous /
@@ -45,7 +46,7 @@ Config config_for(Profile profile) {
 
 struct Case {
   std::string name;
-  TensorLayout call;                  // the layout of the calls
+  TensorLayout call;                     // the layout of the calls
   std::optional<TensorLayout> declared;  // nullopt: not declared
   Route route;
   FallbackReason reason;
@@ -71,10 +72,10 @@ std::vector<Case> cases_for(DataType dt, Profile profile) {
   const auto over_cutoff = FallbackReason::over_cutoff;
 
   if (profile == Profile::mixed) {
-    const TensorLayout small = TensorLayout{3, el(dt, 256)};                // 768 bytes
-    const TensorLayout at_one_shot = TensorLayout{4, el(dt, 1024)};         // 4096: the cutoff
-    const TensorLayout past_one_shot = TensorLayout{1, el(dt, 4112)};       // 4112
-    const TensorLayout two_shot_rows = TensorLayout{5, el(dt, 4000)};       // 20000
+    const TensorLayout small = TensorLayout{3, el(dt, 256)};           // 768 bytes
+    const TensorLayout at_one_shot = TensorLayout{4, el(dt, 1024)};    // 4096: the cutoff
+    const TensorLayout past_one_shot = TensorLayout{1, el(dt, 4112)};  // 4112
+    const TensorLayout two_shot_rows = TensorLayout{5, el(dt, 4000)};  // 20000
     const TensorLayout two_shot_padded = strided_layout({6, el(dt, 2048)}, {el(dt, 2080), 1});
     return {
         {"one_shot", small, small, Route::one_shot, none},
@@ -103,8 +104,7 @@ std::vector<Case> cases_for(DataType dt, Profile profile) {
       {"two_shot_trimmed_row", trimmed_row, one_row, Route::two_shot, none},
       {"two_shot_at_cutoff", at_two_shot, at_two_shot, Route::two_shot, none},
       {"fallback_over_cutoff", over, over, fallback, over_cutoff},
-      {"fallback_undeclared_padded", undeclared_padded, std::nullopt, fallback,
-       undeclared_reason},
+      {"fallback_undeclared_padded", undeclared_padded, std::nullopt, fallback, undeclared_reason},
   };
 }
 
@@ -145,10 +145,9 @@ TEST_P(AllReduceRoutes, MatchReferencesAndFallbackOnEveryRank) {
   for (const auto& c : cases) {
     for (Inputs inputs : {Inputs::random, Inputs::integers}) {
       for (bool in_place : {false, true}) {
-        const std::string label = c.name + " " + peerplan::to_string(dtype) + " " +
-                                  comm_test::to_string(inputs) +
-                                  (in_place ? " in place" : " out of place") + " at " +
-                                  std::to_string(n) + " ranks";
+        const std::string label =
+            c.name + " " + peerplan::to_string(dtype) + " " + comm_test::to_string(inputs) +
+            (in_place ? " in place" : " out of place") + " at " + std::to_string(n) + " ranks";
         const std::uint64_t seed = next_seed();
         const AllReduceOutcome p2p = run_all_reduce(*comm, dtype, c.call, inputs, in_place, seed);
         EXPECT_EQ(p2p.result.route, c.route) << label;
@@ -166,7 +165,8 @@ TEST_P(AllReduceRoutes, MatchReferencesAndFallbackOnEveryRank) {
           if (inputs == Inputs::integers) return 0.0;
           double magnitude = 0.0;
           for (int r = 0; r < n; ++r)
-            magnitude += std::fabs(input_value(dtype, inputs, seed, r, static_cast<std::int64_t>(i)));
+            magnitude +=
+                std::fabs(input_value(dtype, inputs, seed, r, static_cast<std::int64_t>(i)));
           return (1.0 + std::max(1.0, n - 1.0)) * rel * magnitude + 2 * n * std::ldexp(1.0, -24);
         };
         EXPECT_EQ(count_differences(p2p.values, fb.values, tolerance), 0)
@@ -203,8 +203,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(AllReduceSequence, BackToBackCallsReuseStagingSlotsSafely) {
   PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "P2P routes need every rank on one node");
   auto comm = create_on_world(config_for(Profile::mixed));
-  const TensorLayout small{2, 64};        // f32, 512 bytes: one-shot
-  const TensorLayout large{3, 1028};      // f32, 12336 bytes: two-shot
+  const TensorLayout small{2, 64};    // f32, 512 bytes: one-shot
+  const TensorLayout large{3, 1028};  // f32, 12336 bytes: two-shot
   comm->declare(std::vector<Declaration>{Declaration::all_reduce("small", DataType::f32, small),
                                          Declaration::all_reduce("large", DataType::f32, large)});
   // Checked after the loop: a comparison between calls would synchronise
@@ -263,8 +263,8 @@ TEST(TwoShotPieces, SameBitsAsOneWholeTwoShot) {
         const std::uint64_t seed = next_seed();
         const auto a = run_all_reduce(*pieces, dt, layout, Inputs::random, in_place, seed);
         const auto b = run_all_reduce(*whole, dt, layout, Inputs::random, in_place, seed);
-        const std::string context = std::string(to_string(dt)) + " " + what +
-                                    (in_place ? " in place" : "");
+        const std::string context =
+            std::string(to_string(dt)) + " " + what + (in_place ? " in place" : "");
         EXPECT_EQ(a.result.route, Route::two_shot) << context;
         expect_all_reduce_correct(a, context);
         EXPECT_EQ(a.hash, b.hash) << context << ": other bits than one whole two-shot";

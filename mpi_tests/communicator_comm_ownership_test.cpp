@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Communicator::create duplicates the caller's MPI communicator and "the
 // caller keeps ownership of comm" (communicator.hpp): after create the
 // caller may free it, and peerplan must keep working on its own duplicate,

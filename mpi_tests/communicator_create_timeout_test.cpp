@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Communicator::create when a rank is late or stopped (issue 12): every rank
 // raises peerplan::Timeout within the bound, never hangs; the timeouts name
 // the missing ranks wherever MPI allows (every step after the duplication of
@@ -53,7 +54,8 @@ std::vector<int> ranks_except(int excluded) {
 
 void expect_names_ranks(const Attempt& a, const std::vector<int>& ranks) {
   for (int r : ranks) {
-    EXPECT_TRUE(names_rank(a.message, r)) << "the message must name rank " << r << ": " << a.message;
+    EXPECT_TRUE(names_rank(a.message, r))
+        << "the message must name rank " << r << ": " << a.message;
   }
 }
 
@@ -80,15 +82,13 @@ void expect_create_works_again(const std::string& when) {
   meet_or_abort(("before creating again " + when).c_str());
   std::unique_ptr<Communicator> comm;
   ASSERT_NO_THROW(comm = create_on_world(timeout_config())) << when;
-  expect_all_reduce_correct(
-      run_all_reduce(*comm, DataType::f32, TensorLayout{3, 32}, Inputs::integers, false,
-                     next_seed()),
-      "an undeclared call " + when);
+  expect_all_reduce_correct(run_all_reduce(*comm, DataType::f32, TensorLayout{3, 32},
+                                           Inputs::integers, false, next_seed()),
+                            "an undeclared call " + when);
   comm->declare(declared_set());
-  expect_all_reduce_correct(
-      run_all_reduce(*comm, DataType::f32, TensorLayout{2, 64}, Inputs::integers, false,
-                     next_seed()),
-      "a declared call " + when);
+  expect_all_reduce_correct(run_all_reduce(*comm, DataType::f32, TensorLayout{2, 64},
+                                           Inputs::integers, false, next_seed()),
+                            "a declared call " + when);
   comm->close();
 }
 
@@ -164,10 +164,9 @@ TEST(CreateTimeout, AStoppedRankHangsNeitherTheOthersRecreateNorItself) {
 
   auto comm = create_on_world(timeout_config());
   comm->declare(declared_set());
-  expect_all_reduce_correct(
-      run_all_reduce(*comm, DataType::f32, TensorLayout{2, 64}, Inputs::integers, false,
-                     next_seed()),
-      "before the stop");
+  expect_all_reduce_correct(run_all_reduce(*comm, DataType::f32, TensorLayout{2, 64},
+                                           Inputs::integers, false, next_seed()),
+                            "before the stop");
   meet_or_abort("before the stop");
 
   if (test_rank() == stopped) {

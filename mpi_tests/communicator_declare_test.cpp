@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // declare() end to end: cross-rank agreement (a set that differs on some
 // ranks fails on EVERY rank with a Mismatch naming the first differing
 // declaration and the differing ranks; an invalid declaration on one rank
@@ -175,7 +176,8 @@ TEST_F(DeclareTest, ProbeAndStrictLookup) {
   ASSERT_NE(info.declaration, nullptr);
   EXPECT_EQ(info.declaration->name, "attn_out");
   EXPECT_EQ(info.route, comm_->p2p_enabled() ? Route::one_shot : Route::fallback);
-  const PlanInfo fused = comm_->plan_for(make_fused_key(DataType::bf16, layout, weight_.data(), kEps));
+  const PlanInfo fused =
+      comm_->plan_for(make_fused_key(DataType::bf16, layout, weight_.data(), kEps));
   EXPECT_EQ(fused.declaration->name, "post_norm");
   EXPECT_EQ(fused.route, comm_->p2p_enabled() ? Route::fused_one_shot : Route::fallback);
   // index: the declaration's position, where stats() lists the plan.
@@ -196,8 +198,7 @@ TEST_F(DeclareTest, ProbeAndStrictLookup) {
       {"equal-valued weight elsewhere",
        make_fused_key(DataType::bf16, layout, equal_weight.data(), kEps)},
       {"other eps", make_fused_key(DataType::bf16, layout, weight_.data(), 2e-6f)},
-      {"dtype f32",
-       make_all_reduce_key(DataType::f32, layout)},
+      {"dtype f32", make_all_reduce_key(DataType::f32, layout)},
   };
   for (const auto& [what, key] : misses) {
     EXPECT_FALSE(comm_->has_plan_for(key)) << what;
@@ -222,7 +223,8 @@ TEST_F(DeclareTest, FirstDeclaredWins) {
       Declaration::all_reduce("first", DataType::bf16, layout),
       Declaration::all_reduce("second", DataType::bf16, layout),  // same key
       Declaration::all_reduce("other", DataType::bf16, TensorLayout{1, 512})}));
-  EXPECT_EQ(comm_->plan_for(make_all_reduce_key(DataType::bf16, layout)).declaration->name, "first");
+  EXPECT_EQ(comm_->plan_for(make_all_reduce_key(DataType::bf16, layout)).declaration->name,
+            "first");
   const AllReduceOutcome o =
       run_all_reduce(*comm_, DataType::bf16, layout, Inputs::random, false, next_seed());
   expect_all_reduce_correct(o, "a call of the shared key");
@@ -251,9 +253,8 @@ TEST_F(DeclareTest, RepeatedKeyIsWarnedAboutOnceOnRankZero) {
     ++warnings;
   if (test_rank() == 0) {
     EXPECT_EQ(warnings, 1u) << "one warning per declare:\n" << log;
-    for (const std::string piece :
-         {"declarations[1] (\"second\")", "declarations[3] (\"third\")",
-          "declarations[0] (\"first\")", "never"}) {
+    for (const std::string piece : {"declarations[1] (\"second\")", "declarations[3] (\"third\")",
+                                    "declarations[0] (\"first\")", "never"}) {
       EXPECT_NE(log.find(piece), std::string::npos) << "missing " << piece << " in:\n" << log;
     }
     EXPECT_EQ(log.find("\"other\""), std::string::npos) << log;
@@ -278,8 +279,8 @@ TEST_F(DeclareTest, RefreshReplacesTheWholeSet) {
   // bf16, 1 MiB: over the default one-shot cutoff at every world size
   // (512 KiB at most), under the two-shot one (8 MiB).
   const TensorLayout big{128, 4096};
-  ASSERT_NO_THROW(comm_->declare(std::vector<Declaration>{
-      Declaration::all_reduce("prefill", DataType::bf16, big)}));
+  ASSERT_NO_THROW(comm_->declare(
+      std::vector<Declaration>{Declaration::all_reduce("prefill", DataType::bf16, big)}));
   EXPECT_FALSE(comm_->has_plan_for(attn)) << "keys no longer declared must miss";
   EXPECT_THROW(comm_->plan_for(attn), UndeclaredPlan);
   EXPECT_TRUE(comm_->has_plan_for(make_all_reduce_key(DataType::bf16, big)));

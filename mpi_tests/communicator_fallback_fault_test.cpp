@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Faults in the fallback (host backend: MPI_Iallreduce polled against the
 // timeout). One rank is late or stalls at an exact point of a fallback call;
 // then
@@ -55,9 +56,12 @@ enum class Fault {
 
 const char* to_string(Fault f) {
   switch (f) {
-    case Fault::before_call: return "before_call";
-    case Fault::after_posting: return "after_posting";
-    case Fault::after_reducing: break;
+    case Fault::before_call:
+      return "before_call";
+    case Fault::after_posting:
+      return "after_posting";
+    case Fault::after_reducing:
+      break;
   }
   return "after_reducing";
 }
@@ -66,7 +70,9 @@ struct Case {
   Fault fault;
   DataType dtype;
 };
-void PrintTo(const Case& c, std::ostream* os) { *os << to_string(c.fault) << '_' << to_string(c.dtype); }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << to_string(c.fault) << '_' << to_string(c.dtype);
+}
 
 Config timeout_config() {
   Config config;
@@ -114,7 +120,8 @@ TEST_P(LateRank, EveryRankTimesOutNamingTheOthersThenANewCommunicatorWorks) {
   // the late rank catches up.
   MPI_Barrier(test_comm());
 
-  EXPECT_TRUE(mine.timed_out) << "every rank must raise Timeout for the call; got: " << mine.message;
+  EXPECT_TRUE(mine.timed_out) << "every rank must raise Timeout for the call; got: "
+                              << mine.message;
   EXPECT_NE(mine.message.find("PEERPLAN_TIMEOUT_MS"), std::string::npos)
       << "the message should say what to change: " << mine.message;
   if (me != late) {
@@ -128,8 +135,7 @@ TEST_P(LateRank, EveryRankTimesOutNamingTheOthersThenANewCommunicatorWorks) {
     for (int r = 0; r < n; ++r) {
       if (r == late) continue;
       EXPECT_TRUE(names_rank(mine.message, r))
-          << "the late rank's message must name rank " << r << ", which gave up: "
-          << mine.message;
+          << "the late rank's message must name rank " << r << ", which gave up: " << mine.message;
     }
     EXPECT_LT(mine.elapsed_ms(), ms(kTimeout + kSlack)) << "the late call must not hang";
   }
@@ -148,15 +154,16 @@ TEST_P(LateRank, EveryRankTimesOutNamingTheOthersThenANewCommunicatorWorks) {
   fresh->close();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Faults, LateRank,
-    ::testing::Values(Case{Fault::before_call, DataType::bf16}, Case{Fault::before_call, DataType::f16},
-                      Case{Fault::before_call, DataType::f32},
-                      Case{Fault::after_posting, DataType::bf16},
-                      Case{Fault::after_reducing, DataType::bf16}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      return std::string(to_string(info.param.fault)) + "_" + to_string(info.param.dtype);
-    });
+INSTANTIATE_TEST_SUITE_P(Faults, LateRank,
+                         ::testing::Values(Case{Fault::before_call, DataType::bf16},
+                                           Case{Fault::before_call, DataType::f16},
+                                           Case{Fault::before_call, DataType::f32},
+                                           Case{Fault::after_posting, DataType::bf16},
+                                           Case{Fault::after_reducing, DataType::bf16}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(to_string(info.param.fault)) + "_" +
+                                  to_string(info.param.dtype);
+                         });
 
 }  // namespace
 }  // namespace peerplan::comm_test

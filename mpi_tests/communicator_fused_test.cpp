@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fused all-reduce + residual add + RMSNorm through the communicator:
 //   residual = allreduce(inout) + residual;  inout = rmsnorm(residual) * weight
 // for every dtype, hidden sizes 64, 1024 and 4096, 1 to 8 rows, contiguous
@@ -61,7 +62,8 @@ std::vector<FusedCase> fused_cases(DataType dtype) {
 // The weights of one dtype, one per hidden size, keyed by hidden size.
 std::map<std::int64_t, Buffer> make_weights(DataType dtype, std::uint64_t seed) {
   std::map<std::int64_t, Buffer> weights;
-  for (std::int64_t hidden : {64, 1024, 4096}) weights.emplace(hidden, make_weight(dtype, hidden, seed + hidden));
+  for (std::int64_t hidden : {64, 1024, 4096})
+    weights.emplace(hidden, make_weight(dtype, hidden, seed + hidden));
   return weights;
 }
 
@@ -189,7 +191,8 @@ TEST_P(FusedAddRmsNorm, TrimmedRowWithPaddedStrideHitsContiguousPlan) {
   const TensorLayout trimmed = strided_layout({1, 4096}, {4096 + 128, 1});
   ASSERT_TRUE(comm->has_plan_for(make_fused_key(dtype, trimmed, weight.data(), kEps)));
   for (Inputs inputs : {Inputs::random, Inputs::integers}) {
-    const FusedOutcome o = run_fused(*comm, dtype, trimmed, weight, kEps, inputs, true, next_seed());
+    const FusedOutcome o =
+        run_fused(*comm, dtype, trimmed, weight, kEps, inputs, true, next_seed());
     EXPECT_EQ(o.result.route, Route::fused_one_shot);
     expect_fused_correct(o, std::string("trimmed row, ") + comm_test::to_string(inputs), true);
   }
@@ -241,7 +244,8 @@ TEST(FusedAddRmsNormTrace, EachCallsLineShowsItsWeightAddressAndEps) {
   };
   const std::string call = "TRACE: fused_add_rms_norm f32 [1, 8] strides [8, 1] weight ";
   for (const std::string& line :
-       {call + address(weight.data()) + " eps 1e-06 -> fused_one_shot protocol staged (plan 'norm')",
+       {call + address(weight.data()) +
+            " eps 1e-06 -> fused_one_shot protocol staged (plan 'norm')",
         call + address(copy.data()) + " eps 1e-06 -> fallback reason undeclared",
         call + address(weight.data()) + " eps 1e-05 -> fallback reason undeclared"}) {
     EXPECT_NE(log.find(line + "\n"), std::string::npos) << "no line '" << line << "' in:\n" << log;

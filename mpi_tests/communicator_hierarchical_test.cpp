@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Several nodes on one machine (PEERPLAN_HOST_ID gives each rank the node
 // a test picks): the host backend's hierarchical route at 2x2 (ranks
 // grouped and interleaved), 3x2, 2x3 and 3x2 interleaved, for every dtype,
@@ -117,10 +118,11 @@ TEST_P(Hierarchical, FusedMatchesReferenceAndFallbackOnEveryRank) {
     auto flat = create_on_world(fallback_only(hierarchical_config()));
     std::vector<Buffer> weights;
     std::vector<Declaration> declarations;
-    for (const auto& s : shapes) weights.push_back(make_weight(dtype, s.layout.last_dim(), next_seed()));
+    for (const auto& s : shapes)
+      weights.push_back(make_weight(dtype, s.layout.last_dim(), next_seed()));
     for (std::size_t k = 0; k < shapes.size(); ++k) {
-      declarations.push_back(Declaration::fused_add_rms_norm(shapes[k].name, dtype, shapes[k].layout,
-                                                             weights[k].data(), kEps));
+      declarations.push_back(Declaration::fused_add_rms_norm(
+          shapes[k].name, dtype, shapes[k].layout, weights[k].data(), kEps));
     }
     ASSERT_NO_THROW(comm->declare(declarations));
     for (std::size_t k = 0; k < shapes.size(); ++k) {
@@ -150,7 +152,9 @@ TEST_P(Hierarchical, FusedMatchesReferenceAndFallbackOnEveryRank) {
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, Hierarchical,
                          ::testing::Values(DataType::f32, DataType::f16, DataType::bf16),
-                         [](const auto& info) { return std::string(peerplan::to_string(info.param)); });
+                         [](const auto& info) {
+                           return std::string(peerplan::to_string(info.param));
+                         });
 
 // A long sequence mixing the hierarchical route (both operations) with
 // undeclared and over-cutoff calls, which go to the fallback in between:
@@ -164,7 +168,8 @@ TEST(HierarchicalSequence, MixedCallsStayCorrectAndCounted) {
   const TensorLayout small{2, 336}, large{300000}, undeclared{5, 77}, rows{2, 512};
   const Buffer weight = make_weight(dtype, 512, next_seed());
   comm->declare(std::vector<Declaration>{
-      Declaration::all_reduce("small", dtype, small), Declaration::all_reduce("large", dtype, large),
+      Declaration::all_reduce("small", dtype, small),
+      Declaration::all_reduce("large", dtype, large),
       Declaration::fused_add_rms_norm("rows", dtype, rows, weight.data(), kEps)});
   constexpr int kRounds = 12;
   for (int round = 0; round < kRounds; ++round) {
@@ -211,8 +216,8 @@ TEST(HierarchicalLayout, UnfitNodesFallBackWithTheNodeLayoutReason) {
     EXPECT_EQ(a.result.route, Route::fallback) << describe(nodes);
     EXPECT_EQ(a.result.reason, FallbackReason::node_layout) << describe(nodes);
     expect_all_reduce_correct(a, describe(nodes));
-    const auto f = run_fused(*comm, DataType::f32, layout, weight, kEps, Inputs::random, true,
-                             next_seed());
+    const auto f =
+        run_fused(*comm, DataType::f32, layout, weight, kEps, Inputs::random, true, next_seed());
     EXPECT_EQ(f.result.reason, FallbackReason::node_layout) << describe(nodes);
     expect_fused_correct(f, describe(nodes) + " fused", true);
     const Stats stats = comm->stats();
@@ -249,7 +254,8 @@ TEST(HierarchicalTimeout, LateRankIsNamedAndANewCommunicatorWorks) {
     Buffer out = Buffer::for_layout(DataType::f32, layout);
     for (std::int64_t i = 0; i < layout.numel(); ++i) in.set(i, 1.0f);
     if (test_rank() != late) {
-      const Attempt a = attempt([&] { comm->all_reduce(in.data(), out.data(), DataType::f32, layout); });
+      const Attempt a =
+          attempt([&] { comm->all_reduce(in.data(), out.data(), DataType::f32, layout); });
       EXPECT_TRUE(a.timed_out) << a.message;
       EXPECT_LT(a.elapsed, kTimeout + kSlack) << a.message;
       bool named = false;
@@ -268,8 +274,8 @@ TEST(HierarchicalTimeout, LateRankIsNamedAndANewCommunicatorWorks) {
   auto fresh = create_on_world(config);
   fresh->declare(std::vector<Declaration>{Declaration::all_reduce("ar", DataType::f32, layout)});
   for (int call = 0; call < 2; ++call) {
-    const auto o = run_all_reduce(*fresh, DataType::f32, layout, Inputs::integers, call == 0,
-                                  next_seed());
+    const auto o =
+        run_all_reduce(*fresh, DataType::f32, layout, Inputs::integers, call == 0, next_seed());
     EXPECT_EQ(o.result.route, Route::hierarchical);
     expect_all_reduce_correct(o, "call " + std::to_string(call) + " on a new communicator");
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Communicator lifecycle end to end: create (backend, rank/size, the P2P
 // agreement, Config::disable_p2p, world-size and configuration checks that
 // fail on every rank alike, the CUDA kernel knobs included), close
@@ -128,16 +129,16 @@ TEST(CommunicatorCreate, DisableP2PSendsDeclaredCallsToTheFallback) {
   EXPECT_EQ(ar.result.reason, FallbackReason::p2p_disabled);
   expect_all_reduce_correct(ar, "declared all-reduce with P2P disabled");
 
-  const FusedOutcome fused = run_fused(*comm, DataType::bf16, layout, weight, 1e-5f,
-                                       Inputs::random, true, next_seed());
+  const FusedOutcome fused =
+      run_fused(*comm, DataType::bf16, layout, weight, 1e-5f, Inputs::random, true, next_seed());
   EXPECT_EQ(fused.result.route, Route::fallback);
   EXPECT_EQ(fused.result.reason, FallbackReason::p2p_disabled);
   expect_fused_correct(fused, "declared fused op with P2P disabled", true);
 
   // An undeclared key is still reported as undeclared: the reason tells
   // the user what to change.
-  const AllReduceOutcome undeclared =
-      run_all_reduce(*comm, DataType::f32, TensorLayout{5, 64}, Inputs::integers, true, next_seed());
+  const AllReduceOutcome undeclared = run_all_reduce(*comm, DataType::f32, TensorLayout{5, 64},
+                                                     Inputs::integers, true, next_seed());
   EXPECT_EQ(undeclared.result.reason, FallbackReason::undeclared);
   expect_all_reduce_correct(undeclared, "undeclared all-reduce with P2P disabled");
   comm->close();
@@ -209,7 +210,8 @@ TEST(CommunicatorCreate, DifferentConfigsAreMismatchOnEveryRank) {
     EXPECT_TRUE(names_rank(o.message, last)) << o.message;
     // The other ranks' value is kAutoCutoff, shown as the word users set.
     EXPECT_NE(o.message.find("cutoffs.one_shot_max_bytes (PEERPLAN_ONE_SHOT_MAX_BYTES) is auto on "
-                             "rank 0 but 1234 on rank " + std::to_string(last)),
+                             "rank 0 but 1234 on rank " +
+                             std::to_string(last)),
               std::string::npos)
         << o.message;
   }
@@ -237,8 +239,7 @@ TEST(CommunicatorCreate, KernelChoicesThatMustAgreeFailCreateOnEveryRank) {
   const auto expect_names = [](const CreateOutcome& o, const char* field, const char* variable) {
     EXPECT_NE(o.message.find(field), std::string::npos) << o.message;
     EXPECT_NE(o.message.find(variable), std::string::npos) << o.message;
-    EXPECT_NE(o.message.find("set the same value on every rank"), std::string::npos)
-        << o.message;
+    EXPECT_NE(o.message.find("set the same value on every rank"), std::string::npos) << o.message;
   };
   {
     Config config;

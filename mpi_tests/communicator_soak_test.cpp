@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Soak test (not a timed test): 300 cycles of
 //   create -> declare 50 plans (all-reduce and fused, three dtypes, several
 //   shapes and strides) -> checked calls on the one-shot, two-shot and fused
@@ -181,8 +182,8 @@ std::vector<Declaration> plan_set(int set, Weights& weights) {
   };
   for (DataType dt : kDtypes) {
     for (std::int64_t hidden : {64, 256, 1024, 4096}) {
-      const std::string tag = "s" + std::to_string(set) + "." + to_string(dt) + ".h" +
-                              std::to_string(hidden) + ".";
+      const std::string tag =
+          "s" + std::to_string(set) + "." + to_string(dt) + ".h" + std::to_string(hidden) + ".";
       for (std::int64_t rows : {row_base, row_base + 1})
         plans.push_back(Declaration::all_reduce(tag + "ar.r" + std::to_string(rows), dt,
                                                 TensorLayout{rows, hidden}));
@@ -221,9 +222,9 @@ void run_calls(Communicator& comm, int set, int cycle, Weights& weights) {
   // f16 fused [rows, 1024] with the declared weight and eps: fused one-shot
   // (2 KiB or 10 KiB).
   {
-    const auto o = run_fused(comm, DataType::f16, TensorLayout{rows, 1024},
-                             weights.get(DataType::f16, 1024), kEps, Inputs::random, true,
-                             next_seed());
+    const auto o =
+        run_fused(comm, DataType::f16, TensorLayout{rows, 1024}, weights.get(DataType::f16, 1024),
+                  kEps, Inputs::random, true, next_seed());
     expect_route(o.result, Route::fused_one_shot, "fused" + at);
     expect_fused_correct(o, "fused" + at, true);
   }
@@ -279,7 +280,8 @@ TEST(CommunicatorSoak, CreateDeclareRefreshCloseKeepsResourcesFlat) {
     EXPECT_LE(last.maps - baseline.maps, kMapsTolerance) << "mappings leaked\n" << report;
     EXPECT_LE(last.rss_kib - baseline.rss_kib, kRssToleranceKiB) << "memory leaked\n" << report;
     EXPECT_LE(last.heap_bytes - baseline.heap_bytes, kHeapToleranceBytes)
-        << "memory leaked (malloc)\n" << report;
+        << "memory leaked (malloc)\n"
+        << report;
   }
 }
 

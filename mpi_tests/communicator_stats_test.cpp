@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // stats() after a known sequence of calls: per-plan hits and fallbacks in
 // declaration order, P2P calls and fallbacks by reason (undeclared, over
 // cutoff, P2P disabled), reset_stats(), and the protocol and launch each
@@ -26,7 +27,8 @@ struct Expected {
   std::uint64_t fallbacks;
 };
 
-void expect_plans(const Stats& stats, const std::vector<Expected>& expected, const std::string& when) {
+void expect_plans(const Stats& stats, const std::vector<Expected>& expected,
+                  const std::string& when) {
   ASSERT_EQ(stats.plans.size(), expected.size()) << when;
   for (std::size_t i = 0; i < expected.size(); ++i) {
     const PlanStats& p = stats.plans[i];
@@ -47,11 +49,11 @@ TEST(CommunicatorStats, CountAKnownSequenceOfCalls) {
   auto comm = create_on_world(config);
   ASSERT_TRUE(comm->p2p_enabled());
 
-  const TensorLayout one{2, 64};          // f32 512 B: one-shot
-  const TensorLayout two{2, 2048};        // f32 16 KiB: two-shot
-  const TensorLayout big{9, 1024};        // f32 36 KiB: over every cutoff
-  const TensorLayout norm{2, 1024};       // bf16 4 KiB: fused one-shot
-  const TensorLayout big_norm{8, 1024};   // f32 32 KiB: over the fused cutoff
+  const TensorLayout one{2, 64};         // f32 512 B: one-shot
+  const TensorLayout two{2, 2048};       // f32 16 KiB: two-shot
+  const TensorLayout big{9, 1024};       // f32 36 KiB: over every cutoff
+  const TensorLayout norm{2, 1024};      // bf16 4 KiB: fused one-shot
+  const TensorLayout big_norm{8, 1024};  // f32 32 KiB: over the fused cutoff
   const Buffer weight = make_weight(DataType::bf16, 1024, next_seed());
   const Buffer weight_f32 = make_weight(DataType::f32, 1024, next_seed());
   const Buffer other_weight = make_weight(DataType::bf16, 1024, next_seed());
@@ -60,18 +62,21 @@ TEST(CommunicatorStats, CountAKnownSequenceOfCalls) {
       Declaration::all_reduce("two", DataType::f32, two),
       Declaration::all_reduce("big", DataType::f32, big),
       Declaration::fused_add_rms_norm("norm", DataType::bf16, norm, weight.data(), kEps),
-      Declaration::fused_add_rms_norm("big_norm", DataType::f32, big_norm, weight_f32.data(), kEps)});
+      Declaration::fused_add_rms_norm("big_norm", DataType::f32, big_norm, weight_f32.data(),
+                                      kEps)});
 
   const auto all_reduce = [&](DataType dtype, const TensorLayout& layout, Route route,
                               FallbackReason reason) {
-    const AllReduceOutcome o = run_all_reduce(*comm, dtype, layout, Inputs::integers, false, next_seed());
+    const AllReduceOutcome o =
+        run_all_reduce(*comm, dtype, layout, Inputs::integers, false, next_seed());
     EXPECT_EQ(o.result.route, route) << layout.to_string();
     EXPECT_EQ(o.result.reason, reason) << layout.to_string();
     EXPECT_EQ(o.wrong + o.unwritten, 0) << layout.to_string() << ": " << o.first_problem;
   };
   const auto fused = [&](DataType dtype, const TensorLayout& layout, const Buffer& w, Route route,
                          FallbackReason reason) {
-    const FusedOutcome o = run_fused(*comm, dtype, layout, w, kEps, Inputs::integers, true, next_seed());
+    const FusedOutcome o =
+        run_fused(*comm, dtype, layout, w, kEps, Inputs::integers, true, next_seed());
     EXPECT_EQ(o.result.route, route) << layout.to_string();
     EXPECT_EQ(o.result.reason, reason) << layout.to_string();
     EXPECT_EQ(o.wrong_out + o.wrong_residual, 0) << layout.to_string() << ": " << o.first_problem;
@@ -179,8 +184,7 @@ TEST(CommunicatorStats, EveryViewNamesTheSameProtocolAndLaunch) {
       EXPECT_EQ(p.launch, "") << p.name;
     } else {
       EXPECT_NE(p.protocol, Protocol::none) << p.name;
-      EXPECT_NE(p.launch.find(to_string(i < 3 ? DataType::f32 : DataType::bf16)),
-                std::string::npos)
+      EXPECT_NE(p.launch.find(to_string(i < 3 ? DataType::f32 : DataType::bf16)), std::string::npos)
           << p.name << ": the launch names its dtype: " << p.launch;
     }
     if (comm->backend() == Backend::host && p.route != Route::fallback) {
@@ -192,8 +196,8 @@ TEST(CommunicatorStats, EveryViewNamesTheSameProtocolAndLaunch) {
   EXPECT_EQ(stats.plans[2].route, Route::fallback);
   EXPECT_EQ(stats.plans[3].route, Route::fused_one_shot);
   // An undeclared call has no protocol either.
-  const AllReduceOutcome undeclared =
-      run_all_reduce(*comm, DataType::f32, TensorLayout{3, 64}, Inputs::integers, true, next_seed());
+  const AllReduceOutcome undeclared = run_all_reduce(*comm, DataType::f32, TensorLayout{3, 64},
+                                                     Inputs::integers, true, next_seed());
   EXPECT_EQ(undeclared.result.route, Route::fallback);
   EXPECT_EQ(undeclared.result.protocol, Protocol::none);
   comm->close();
@@ -206,7 +210,8 @@ TEST(CommunicatorStats, CountFallbacksWithP2PDisabled) {
   const TensorLayout layout{2, 64};
   comm->declare(std::vector<Declaration>{Declaration::all_reduce("ar", DataType::f32, layout)});
   for (int i = 0; i < 2; ++i) {
-    const AllReduceOutcome o = run_all_reduce(*comm, DataType::f32, layout, Inputs::integers, true, next_seed());
+    const AllReduceOutcome o =
+        run_all_reduce(*comm, DataType::f32, layout, Inputs::integers, true, next_seed());
     EXPECT_EQ(o.result.reason, FallbackReason::p2p_disabled);
     EXPECT_EQ(o.wrong + o.unwritten, 0) << o.first_problem;
   }
@@ -262,7 +267,8 @@ TEST(CommunicatorStats, TracksTheMostFrequentUndeclaredKeysInAFixedTable) {
   config.undeclared_keys_tracked = 3;
   auto comm = create_on_world(config);
   const TensorLayout declared{2, 64};
-  comm->declare(std::vector<Declaration>{Declaration::all_reduce("declared", DataType::f32, declared)});
+  comm->declare(
+      std::vector<Declaration>{Declaration::all_reduce("declared", DataType::f32, declared)});
   const TensorLayout a{5, 7}, b{3, 7}, c{2, 7}, d{1, 7};
   const auto call = [&](const TensorLayout& layout, int times) {
     for (int i = 0; i < times; ++i) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One thread at a time per communicator (issue 12): a call made while
 // another thread of the same rank is inside a call on the same communicator
 // raises InvalidUsage naming the rule, instead of mixing the two calls'
@@ -76,8 +77,7 @@ TEST_P(CommunicatorThreads, ASecondThreadInACallGetsInvalidUsage) {
   auto comm = create_on_world(config);
   const TensorLayout layout{2, 64};
   if (declared) {
-    comm->declare(std::vector<Declaration>{
-        Declaration::all_reduce("ar", DataType::f32, layout)});
+    comm->declare(std::vector<Declaration>{Declaration::all_reduce("ar", DataType::f32, layout)});
     ASSERT_TRUE(comm->p2p_enabled());
   }
   const int n = comm->size();
@@ -114,12 +114,11 @@ TEST_P(CommunicatorThreads, ASecondThreadInACallGetsInvalidUsage) {
       // entry point is refused meanwhile.
       std::vector<float> inout(128, 1.0f), residual(128, 0.0f);
       const Buffer weight = make_weight(DataType::f32, 64, 5);
-      expect_refused("all_reduce", [&] {
-        comm->all_reduce(inout.data(), inout.data(), DataType::f32, layout);
-      });
+      expect_refused("all_reduce",
+                     [&] { comm->all_reduce(inout.data(), inout.data(), DataType::f32, layout); });
       expect_refused("fused_add_rms_norm", [&] {
-        comm->fused_add_rms_norm(inout.data(), residual.data(), weight.data(), kEps,
-                                 DataType::f32, layout);
+        comm->fused_add_rms_norm(inout.data(), residual.data(), weight.data(), kEps, DataType::f32,
+                                 layout);
       });
       expect_refused("declare", [&] { comm->declare(std::vector<Declaration>{}); });
       expect_refused("register_buffers",

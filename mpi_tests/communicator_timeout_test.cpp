@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A rank that stops participating makes the others raise peerplan::Timeout
 // within the configured bound (not hang), naming the missing rank (the P2P
 // flag barriers; the fallback through its verdict exchange after the MPI
@@ -45,7 +46,8 @@ Config timeout_config() {
 void expect_timed_out_in_bound(const Attempt* a, bool must_name_missing_rank, int missing) {
   if (a != nullptr) {
     EXPECT_TRUE(a->timed_out) << "expected peerplan::Timeout, got: " << a->message;
-    EXPECT_LT(a->elapsed_ms(), (std::chrono::duration<double, std::milli>(kTimeout + kSlack).count()))
+    EXPECT_LT(a->elapsed_ms(),
+              (std::chrono::duration<double, std::milli>(kTimeout + kSlack).count()))
         << "the Timeout came too late: " << a->message;
     EXPECT_NE(a->message.find("PEERPLAN_TIMEOUT_MS"), std::string::npos)
         << "the message should say what to change: " << a->message;
@@ -67,10 +69,14 @@ enum class Op { one_shot, two_shot, two_shot_pieces, fused };
 
 const char* to_string(Op op) {
   switch (op) {
-    case Op::one_shot: return "one_shot";
-    case Op::two_shot: return "two_shot";
-    case Op::two_shot_pieces: return "two_shot_pieces";
-    case Op::fused: break;
+    case Op::one_shot:
+      return "one_shot";
+    case Op::two_shot:
+      return "two_shot";
+    case Op::two_shot_pieces:
+      return "two_shot_pieces";
+    case Op::fused:
+      break;
   }
   return "fused";
 }
@@ -106,8 +112,8 @@ TEST_P(P2PTimeout, SkippedCallTimesOutNamesTheRankAndRecoversAfterRedeclare) {
   EXPECT_EQ(launch.find("in 2 pieces") != std::string::npos, op == Op::two_shot_pieces) << launch;
   const auto run_checked_call = [&](const std::string& when) {
     if (op == Op::fused) {
-      const FusedOutcome o =
-          run_fused(*comm, DataType::f32, layout, weight, kEps, Inputs::integers, true, next_seed());
+      const FusedOutcome o = run_fused(*comm, DataType::f32, layout, weight, kEps, Inputs::integers,
+                                       true, next_seed());
       EXPECT_EQ(o.result.route, Route::fused_one_shot) << when;
       expect_fused_correct(o, when, true);
     } else {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuning files end to end on the host backend: a file whose entry matches
 // the communicator's fingerprint sets cutoffs() and the routes of declared
 // plans (two-shot's window included); explicit settings win over it; a
@@ -141,13 +142,15 @@ TEST_F(CommunicatorTuning, MatchingEntrySetsCutoffsAndRoutes) {
   // two-shot window), 4 KiB and 16 KiB (the window's edges), 32 KiB (above
   // it); fused rows of 64 f32: 2 KiB (fused) and 4 KiB (over).
   const Buffer weight = make_weight(DataType::f32, 64, next_seed());
-  const std::vector<std::pair<std::int64_t, Route>> all_reduces{
-      {256, Route::one_shot}, {512, Route::fallback}, {1024, Route::two_shot},
-      {4096, Route::two_shot}, {8192, Route::fallback}};
+  const std::vector<std::pair<std::int64_t, Route>> all_reduces{{256, Route::one_shot},
+                                                                {512, Route::fallback},
+                                                                {1024, Route::two_shot},
+                                                                {4096, Route::two_shot},
+                                                                {8192, Route::fallback}};
   std::vector<Declaration> declarations;
   for (const auto& [count, route] : all_reduces)
-    declarations.push_back(Declaration::all_reduce("ar" + std::to_string(count), DataType::f32,
-                                                   TensorLayout{count}));
+    declarations.push_back(
+        Declaration::all_reduce("ar" + std::to_string(count), DataType::f32, TensorLayout{count}));
   declarations.push_back(Declaration::fused_add_rms_norm(
       "fused8", DataType::f32, TensorLayout{8, 64}, weight.data(), 1e-6f));
   declarations.push_back(Declaration::fused_add_rms_norm(
@@ -171,17 +174,17 @@ TEST_F(CommunicatorTuning, MatchingEntrySetsCutoffsAndRoutes) {
   // The calls take those routes and compute the sum; 16 KiB, over the
   // entry's two-shot piece size, runs as two 8 KiB two-shots.
   for (std::int64_t count : {512, 1024, 4096}) {
-    const auto outcome = run_all_reduce(*comm, DataType::f32, TensorLayout{count},
-                                        Inputs::integers, false, next_seed());
+    const auto outcome = run_all_reduce(*comm, DataType::f32, TensorLayout{count}, Inputs::integers,
+                                        false, next_seed());
     expect_all_reduce_correct(outcome, std::to_string(count * 4) + " bytes");
     EXPECT_EQ(outcome.result.route, count == 512 ? Route::fallback : Route::two_shot);
   }
   const std::string pieces =
       comm->plan_for(make_all_reduce_key(DataType::f32, TensorLayout{4096})).launch;
   EXPECT_NE(pieces.find("in 2 pieces of 8192 bytes"), std::string::npos) << pieces;
-  EXPECT_EQ(comm->plan_for(make_all_reduce_key(DataType::f32, TensorLayout{1024}))
-                .launch.find("pieces"),
-            std::string::npos);
+  EXPECT_EQ(
+      comm->plan_for(make_all_reduce_key(DataType::f32, TensorLayout{1024})).launch.find("pieces"),
+      std::string::npos);
   comm->close();
 }
 
@@ -210,8 +213,8 @@ TEST_F(CommunicatorTuning, ExplicitSettingsWinOverTheFile) {
   expected.two_shot_min_bytes = 0;
   EXPECT_EQ(comm->cutoffs(), expected);
   // 1 KiB is over the variable's one-shot cutoff; no lower bound any more.
-  comm->declare(std::vector<Declaration>{
-      Declaration::all_reduce("ar", DataType::f32, TensorLayout{256})});
+  comm->declare(
+      std::vector<Declaration>{Declaration::all_reduce("ar", DataType::f32, TensorLayout{256})});
   EXPECT_EQ(route_of(*comm, make_all_reduce_key(DataType::f32, TensorLayout{256})),
             Route::two_shot);
   comm->close();
@@ -283,9 +286,9 @@ const char* const kProtocolKeys =
 
 TEST_F(CommunicatorTuning, ProtocolWindowsLeaveTheHostBackendsProtocolAlone) {
   PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "the ranks span several nodes");
-  const SharedTuningFile file("protocols.tune",
-                              "peerplan-tuning 1\n" + entry_text(expected_fingerprint(), kTuned) +
-                                  kProtocolKeys);
+  const SharedTuningFile file(
+      "protocols.tune",
+      "peerplan-tuning 1\n" + entry_text(expected_fingerprint(), kTuned) + kProtocolKeys);
   Config config;
   config.tuning_file = file.path();
   auto comm = create_on_world(config);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's collectives on real GPUs, against float64 references:
 // every dtype x route (one-shot, two-shot, fallback) at sizes from 16 bytes
 // to beyond the cutoffs, strided layouts, the fused all-reduce + add +
@@ -40,7 +41,8 @@ TEST(CudaAllReduce, EveryDtypeAndRouteAndSize) {
       for (DataType dtype : {DataType::f16, DataType::bf16, DataType::f32})
         for (auto bytes : sizes) {
           const std::int64_t n = bytes / static_cast<std::int64_t>(element_size(dtype));
-          declared.push_back(Declaration::all_reduce(std::string(to_string(dtype)) + "_" + std::to_string(n), dtype, vector_of(n)));
+          declared.push_back(Declaration::all_reduce(
+              std::string(to_string(dtype)) + "_" + std::to_string(n), dtype, vector_of(n)));
         }
       declared.push_back(Declaration::all_reduce("in_place", DataType::bf16, vector_of(4104)));
     }
@@ -48,11 +50,13 @@ TEST(CudaAllReduce, EveryDtypeAndRouteAndSize) {
     for (DataType dtype : {DataType::f16, DataType::bf16, DataType::f32}) {
       for (auto bytes : sizes) {
         const std::int64_t n = bytes / static_cast<std::int64_t>(element_size(dtype));
-        SCOPED_TRACE(std::string(to_string(route)) + " " + to_string(dtype) + " x" + std::to_string(n));
+        SCOPED_TRACE(std::string(to_string(route)) + " " + to_string(dtype) + " x" +
+                     std::to_string(n));
         check_all_reduce(*comm, dtype, vector_of(n), route);
       }
     }
-    if (route != Route::fallback) check_all_reduce(*comm, DataType::bf16, vector_of(4104), route, true);
+    if (route != Route::fallback)
+      check_all_reduce(*comm, DataType::bf16, vector_of(4104), route, true);
     comm->close();
   }
 }
@@ -69,10 +73,12 @@ TEST(CudaAllReduce, StridedRowsOnEveryRoute) {
     Config config = forcing(route);
     config.transfer_mode = mode;
     auto comm = create_cuda(config);
-    const std::vector<Declaration> declared{Declaration::all_reduce("rows", DataType::bf16, layout)};
+    const std::vector<Declaration> declared{
+        Declaration::all_reduce("rows", DataType::bf16, layout)};
     comm->declare(declared);
     check_all_reduce(*comm, DataType::bf16, layout, route);
-    check_all_reduce(*comm, DataType::f32, layout, Route::fallback);  // undeclared: NCCL via scratch
+    check_all_reduce(*comm, DataType::f32, layout,
+                     Route::fallback);  // undeclared: NCCL via scratch
     comm->close();
   }
 }
@@ -83,7 +89,8 @@ TEST(CudaAllReduce, DefaultCutoffsRouteBySize) {
   auto comm = create_cuda();
   // The measured 2-rank defaults (src/routing/cutoffs.cpp): one-shot up to
   // 4 MiB, two-shot up to 64 MiB, larger all-reduces to NCCL as over_cutoff.
-  const std::int64_t small = 256 * 1024, medium = 3 * 1024 * 1024, large = 33 * 1024 * 1024;  // bf16 elements
+  const std::int64_t small = 256 * 1024, medium = 3 * 1024 * 1024,
+                     large = 33 * 1024 * 1024;  // bf16 elements
   const std::vector<Declaration> declared{
       Declaration::all_reduce("small", DataType::bf16, vector_of(small)),
       Declaration::all_reduce("medium", DataType::bf16, vector_of(medium)),
@@ -102,7 +109,8 @@ TEST(CudaAllReduce, DisabledP2PUsesTheFallbackForEverything) {  // NCCL or MPI
   config.disable_p2p = true;
   auto comm = create_cuda(config);
   EXPECT_FALSE(comm->p2p_enabled());
-  const std::vector<Declaration> declared{Declaration::all_reduce("x", DataType::bf16, vector_of(4096))};
+  const std::vector<Declaration> declared{
+      Declaration::all_reduce("x", DataType::bf16, vector_of(4096))};
   comm->declare(declared);
   check_all_reduce(*comm, DataType::bf16, vector_of(4096), Route::fallback);
   comm->close();
@@ -127,18 +135,21 @@ TEST(CudaFused, RowsAndHiddenSizesP2PAndFallbackAgainstFloat64) {
       std::vector<Declaration> declared;
       for (auto rows : row_counts) {
         if (dtype != DataType::bf16 && rows == 4096) continue;
-        declared.push_back(Declaration::fused_add_rms_norm("r" + std::to_string(rows), dtype,
-                                                           TensorLayout({rows, hidden}), weight.ptr, eps));
+        declared.push_back(Declaration::fused_add_rms_norm(
+            "r" + std::to_string(rows), dtype, TensorLayout({rows, hidden}), weight.ptr, eps));
       }
       comm->declare(declared);
       for (auto rows : row_counts) {
-        if (rows == 4096 && hidden != 8192 && hidden != 2048) continue;  // trim: the largest rows at two sizes
-        SCOPED_TRACE(std::string(to_string(dtype)) + " rows " + std::to_string(rows) + " hidden " + std::to_string(hidden));
+        if (rows == 4096 && hidden != 8192 && hidden != 2048)
+          continue;  // trim: the largest rows at two sizes
+        SCOPED_TRACE(std::string(to_string(dtype)) + " rows " + std::to_string(rows) + " hidden " +
+                     std::to_string(hidden));
         const std::uint64_t seed = next_seed();
         const FusedRun p2p = run_fused(*comm, dtype, rows, hidden, weight, eps, seed);
         EXPECT_EQ(p2p.result.route, default_fused_route(dtype, TensorLayout({rows, hidden})));
         // A different eps is another key: the same data through NCCL + add/RMSNorm.
-        const FusedRun nccl = run_fused(*comm, dtype, rows, hidden, weight, eps * 1.0000001f + 1e-12f, seed);
+        const FusedRun nccl =
+            run_fused(*comm, dtype, rows, hidden, weight, eps * 1.0000001f + 1e-12f, seed);
         EXPECT_EQ(nccl.result.route, Route::fallback);
 
         const std::int64_t count = rows * hidden;
@@ -175,12 +186,15 @@ TEST(CudaFused, RowsAndHiddenSizesP2PAndFallbackAgainstFloat64) {
               if (!(std::fabs(r_got - row_r[j]) <= fused_tolerance(dtype, row_r[j]) + slack) ||
                   !(std::fabs(o_got - out_ref) <= fused_tolerance(dtype, out_ref) + out_slack)) {
                 if (wrong++ == 0)
-                  first = std::string(run == &p2p ? "p2p" : "fallback") + " element " + std::to_string(i) +
-                          ": residual " + std::to_string(r_got) + " vs " + std::to_string(row_r[j]) +
-                          ", out " + std::to_string(o_got) + " vs " + std::to_string(out_ref);
+                  first = std::string(run == &p2p ? "p2p" : "fallback") + " element " +
+                          std::to_string(i) + ": residual " + std::to_string(r_got) + " vs " +
+                          std::to_string(row_r[j]) + ", out " + std::to_string(o_got) + " vs " +
+                          std::to_string(out_ref);
               }
             }
-            if (std::memcmp(&p2p.out[i * element_size(dtype)], &nccl.out[i * element_size(dtype)], element_size(dtype)) != 0) ++differ;
+            if (std::memcmp(&p2p.out[i * element_size(dtype)], &nccl.out[i * element_size(dtype)],
+                            element_size(dtype)) != 0)
+              ++differ;
           }
         }
         EXPECT_EQ(wrong, 0) << first;
@@ -206,9 +220,12 @@ TEST(CudaFused, RowClustersAndOneBlockPerRowGiveTheSameBits) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const float eps = 1e-5f;
   const std::int64_t hidden = 7168;
-  struct Case { DataType dtype; std::int64_t rows; };
-  const std::vector<Case> cases{{DataType::bf16, 3}, {DataType::f32, 2}, {DataType::bf16, 96},
-                                {DataType::f16, 70}};
+  struct Case {
+    DataType dtype;
+    std::int64_t rows;
+  };
+  const std::vector<Case> cases{
+      {DataType::bf16, 3}, {DataType::f32, 2}, {DataType::bf16, 96}, {DataType::f16, 70}};
   std::vector<FusedRun> with_clusters, without;
   for (RowClusters clusters : {RowClusters::automatic, RowClusters::off}) {
     Config config;
@@ -228,11 +245,13 @@ TEST(CudaFused, RowClustersAndOneBlockPerRowGiveTheSameBits) {
     }
     comm->declare(declared);
     for (std::size_t i = 0; i < cases.size(); ++i) {
-      runs.push_back(run_fused(*comm, cases[i].dtype, cases[i].rows, hidden, *weights[i], eps, 900 + i));
+      runs.push_back(
+          run_fused(*comm, cases[i].dtype, cases[i].rows, hidden, *weights[i], eps, 900 + i));
       EXPECT_EQ(runs.back().result.route,
                 default_fused_route(cases[i].dtype, TensorLayout({cases[i].rows, hidden})))
           << "case " << i;
-      runs.push_back(run_fused(*comm, cases[i].dtype, cases[i].rows, hidden, *weights[i], eps * 2, 900 + i));
+      runs.push_back(
+          run_fused(*comm, cases[i].dtype, cases[i].rows, hidden, *weights[i], eps * 2, 900 + i));
       EXPECT_EQ(runs.back().result.route, Route::fallback) << "case " << i;
     }
     comm->close();
@@ -240,7 +259,8 @@ TEST(CudaFused, RowClustersAndOneBlockPerRowGiveTheSameBits) {
   ASSERT_EQ(with_clusters.size(), without.size());
   for (std::size_t i = 0; i < with_clusters.size(); ++i) {
     EXPECT_TRUE(with_clusters[i].out == without[i].out) << "run " << i << ": outputs differ";
-    EXPECT_TRUE(with_clusters[i].residual == without[i].residual) << "run " << i << ": residuals differ";
+    EXPECT_TRUE(with_clusters[i].residual == without[i].residual)
+        << "run " << i << ": residuals differ";
   }
 }
 
@@ -267,7 +287,8 @@ TEST(CudaGraph, CaptureAndReplayDeclaredAndUndeclaredWithEagerInterleaved) {
   const std::vector<Declaration> declared{
       Declaration::all_reduce("one", bf16, vector_of(n1)),
       Declaration::all_reduce("two", bf16, vector_of(n2)),
-      Declaration::fused_add_rms_norm("fused", bf16, TensorLayout({rows, hidden}), weight.ptr, 1e-5f)};
+      Declaration::fused_add_rms_norm("fused", bf16, TensorLayout({rows, hidden}), weight.ptr,
+                                      1e-5f)};
   comm->declare(declared);
 
   constexpr int kSets = 8;
@@ -276,7 +297,8 @@ TEST(CudaGraph, CaptureAndReplayDeclaredAndUndeclaredWithEagerInterleaved) {
   std::vector<std::unique_ptr<DeviceBuffer>> sets;  // per set: in1, in2, in3, inout, residual
   for (int k = 0; k < kSets; ++k) {
     const std::uint64_t seed = next_seed();
-    for (auto [dtype, n] : {std::pair{bf16, n1}, {bf16, n2}, {DataType::f32, n3}, {bf16, rows * hidden}}) {
+    for (auto [dtype, n] :
+         {std::pair{bf16, n1}, {bf16, n2}, {DataType::f32, n3}, {bf16, rows * hidden}}) {
       sets.push_back(std::make_unique<DeviceBuffer>(n * element_size(dtype)));
       sets.back()->upload(random_tensor(dtype, n, seed, rank()));
     }
@@ -291,7 +313,8 @@ TEST(CudaGraph, CaptureAndReplayDeclaredAndUndeclaredWithEagerInterleaved) {
     check_cuda(cudaMemcpyAsync(in2.ptr, s(1)->ptr, b2, cudaMemcpyDeviceToDevice, stream), "copy");
     check_cuda(cudaMemcpyAsync(in3.ptr, s(2)->ptr, b3, cudaMemcpyDeviceToDevice, stream), "copy");
     check_cuda(cudaMemcpyAsync(inout.ptr, s(3)->ptr, bf, cudaMemcpyDeviceToDevice, stream), "copy");
-    check_cuda(cudaMemcpyAsync(residual.ptr, s(4)->ptr, bf, cudaMemcpyDeviceToDevice, stream), "copy");
+    check_cuda(cudaMemcpyAsync(residual.ptr, s(4)->ptr, bf, cudaMemcpyDeviceToDevice, stream),
+               "copy");
   };
   std::vector<CallResult> results;
   auto undeclared_call = [&] {
@@ -312,7 +335,8 @@ TEST(CudaGraph, CaptureAndReplayDeclaredAndUndeclaredWithEagerInterleaved) {
       }
       EXPECT_NE(message.find("CUDA graph capture"), std::string::npos)
           << "an undeclared call captured with the MPI fallback must raise InvalidUsage naming "
-             "the capture; got: \"" << message << "\"";
+             "the capture; got: \""
+          << message << "\"";
     } else {
       results.push_back(undeclared_call());
     }
@@ -349,7 +373,8 @@ TEST(CudaGraph, CaptureAndReplayDeclaredAndUndeclaredWithEagerInterleaved) {
       const std::size_t offset = part == 0 ? 0 : part == 1 ? b1 : b1 + b2;
       auto mine = sets[part]->download(n * element_size(dtype));
       std::vector<std::uint8_t> all(mine.size() * size());
-      MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), static_cast<int>(mine.size()), MPI_BYTE, test_comm());
+      MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
+                    static_cast<int>(mine.size()), MPI_BYTE, test_comm());
       for (std::int64_t i = 0; i < n; ++i) {
         double ref = 0, magnitudes = 0;
         for (int r = 0; r < size(); ++r) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The fused all-reduce + residual add + RMSNorm on the Lamport protocol
 // (cuda/fused_lamport.cu) on real GPUs. Each check runs the same inputs
 // through a communicator whose fused op takes the Lamport kernel
@@ -148,7 +149,8 @@ FusedResult run_fused(Communicator& comm, DataType dtype, const TensorLayout& la
   inout.upload(inout_bytes);
   residual.upload(residual_bytes);
   FusedResult run;
-  run.result = comm.fused_add_rms_norm(inout.ptr, residual.ptr, weight.ptr, eps, dtype, layout, nullptr);
+  run.result =
+      comm.fused_add_rms_norm(inout.ptr, residual.ptr, weight.ptr, eps, dtype, layout, nullptr);
   check_cuda(cudaDeviceSynchronize(), "fused");
   run.out = gather(dtype, layout, inout.download(inout.bytes), run.padding_written);
   run.residual = gather(dtype, layout, residual.download(residual.bytes), run.padding_written);
@@ -181,13 +183,16 @@ std::int64_t count_fused_wrong(DataType dtype, std::int64_t rows, std::int64_t h
       const double out_ref = r * inv * value_at(dtype, d.weight, j);
       const double r_got = value_at(dtype, got.residual, i);
       const double o_got = value_at(dtype, got.out, i);
-      const bool ok = nan_row ? std::isnan(o_got) && (std::isnan(r) ? std::isnan(r_got)
-                                                                    : std::fabs(r_got - r) <= fused_tolerance(dtype, r))
-                              : std::fabs(r_got - r) <= fused_tolerance(dtype, r) &&
-                                    std::fabs(o_got - out_ref) <= fused_tolerance(dtype, out_ref);
+      const bool ok = nan_row
+                          ? std::isnan(o_got) &&
+                                (std::isnan(r) ? std::isnan(r_got)
+                                               : std::fabs(r_got - r) <= fused_tolerance(dtype, r))
+                          : std::fabs(r_got - r) <= fused_tolerance(dtype, r) &&
+                                std::fabs(o_got - out_ref) <= fused_tolerance(dtype, out_ref);
       if (!ok && wrong++ == 0) {
         first = "element " + std::to_string(i) + ": residual " + std::to_string(r_got) + " vs " +
-                std::to_string(r) + ", out " + std::to_string(o_got) + " vs " + std::to_string(out_ref);
+                std::to_string(r) + ", out " + std::to_string(o_got) + " vs " +
+                std::to_string(out_ref);
       }
     }
   }
@@ -218,7 +223,8 @@ std::vector<FusedCase> every_case() {
   std::vector<FusedCase> cases;
   for (DataType dtype : {DataType::bf16, DataType::f16, DataType::f32}) {
     const std::int64_t pack = static_cast<std::int64_t>(16 / element_size(dtype));
-    for (std::int64_t rows : {1, 3, 16, 64, 257, 1024}) cases.push_back({dtype, rows_of(rows, 7168)});
+    for (std::int64_t rows : {1, 3, 16, 64, 257, 1024})
+      cases.push_back({dtype, rows_of(rows, 7168)});
     for (std::int64_t rows : {1, 3, 257}) cases.push_back({dtype, rows_of(rows, 4104)});
     // One pack a row: only the first split's first thread has work.
     for (std::int64_t rows : {1, 1024}) cases.push_back({dtype, rows_of(rows, pack)});
@@ -254,20 +260,24 @@ TEST(CudaFusedLamport, EveryDtypeRowsAndHiddenMatchFloat64AndLLAndFallbackBitFor
     const FusedCase& fc = cases[c];
     SCOPED_TRACE(std::string(to_string(fc.dtype)) + " " + fc.layout.to_string() +
                  (fc.sentinels ? " with sentinels" : ""));
-    const FusedResult by_lamport = run_fused(*lamport, fc.dtype, fc.layout, *weights[c], eps, data[c]);
+    const FusedResult by_lamport =
+        run_fused(*lamport, fc.dtype, fc.layout, *weights[c], eps, data[c]);
     const FusedResult by_ll = run_fused(*ll, fc.dtype, fc.layout, *weights[c], eps, data[c]);
     // Another eps is another key: the same data through the fallback
     // (NCCL or MPI) + add/RMSNorm.
     const float other_eps = eps * 1.0000001f + 1e-12f;
-    const FusedResult by_fallback = run_fused(*lamport, fc.dtype, fc.layout, *weights[c], other_eps, data[c]);
+    const FusedResult by_fallback =
+        run_fused(*lamport, fc.dtype, fc.layout, *weights[c], other_eps, data[c]);
     EXPECT_TRUE(is_fused_p2p(by_lamport.result.route)) << to_string(by_lamport.result.route);
     EXPECT_TRUE(is_fused_p2p(by_ll.result.route)) << to_string(by_ll.result.route);
     EXPECT_EQ(by_fallback.result.route, Route::fallback);
     EXPECT_EQ(by_lamport.padding_written, 0) << "padding bytes written";
     std::string first;
-    EXPECT_EQ(count_fused_wrong(fc.dtype, fc.rows(), fc.hidden(), data[c], eps, by_lamport, first), 0)
+    EXPECT_EQ(count_fused_wrong(fc.dtype, fc.rows(), fc.hidden(), data[c], eps, by_lamport, first),
+              0)
         << "Lamport, first: " << first;
-    EXPECT_EQ(first_difference(fc.dtype, by_lamport.out, by_ll.out), "") << "outputs: Lamport vs LL";
+    EXPECT_EQ(first_difference(fc.dtype, by_lamport.out, by_ll.out), "")
+        << "outputs: Lamport vs LL";
     EXPECT_EQ(first_difference(fc.dtype, by_lamport.residual, by_ll.residual), "")
         << "residuals: Lamport vs LL";
     if (size() == 2) {
@@ -293,7 +303,8 @@ TEST(CudaFusedLamport, RowClustersAndOneBlockPerRowGiveTheSameBits) {
                                      {DataType::f16, rows_of(300, 4104)},
                                      {DataType::bf16, rows_of(1024, 8)}};
   std::vector<FusedData> data;
-  for (const auto& fc : cases) data.push_back(fused_data(fc.dtype, fc.rows(), fc.hidden(), next_seed()));
+  for (const auto& fc : cases)
+    data.push_back(fused_data(fc.dtype, fc.rows(), fc.hidden(), next_seed()));
   std::vector<std::vector<FusedResult>> runs(2);
   for (int clusters : {1, 0}) {
     Config config = routes_config();
@@ -303,12 +314,13 @@ TEST(CudaFusedLamport, RowClustersAndOneBlockPerRowGiveTheSameBits) {
     std::vector<Declaration> declared;
     for (std::size_t c = 0; c < cases.size(); ++c) {
       weights.push_back(device_copy(data[c].weight));
-      declared.push_back(Declaration::fused_add_rms_norm("c" + std::to_string(c), cases[c].dtype,
-                                                         cases[c].layout, weights.back()->ptr, eps));
+      declared.push_back(Declaration::fused_add_rms_norm(
+          "c" + std::to_string(c), cases[c].dtype, cases[c].layout, weights.back()->ptr, eps));
     }
     comm->declare(declared);
     for (std::size_t c = 0; c < cases.size(); ++c) {
-      runs[clusters].push_back(run_fused(*comm, cases[c].dtype, cases[c].layout, *weights[c], eps, data[c]));
+      runs[clusters].push_back(
+          run_fused(*comm, cases[c].dtype, cases[c].layout, *weights[c], eps, data[c]));
       EXPECT_TRUE(is_fused_p2p(runs[clusters].back().result.route));
     }
     comm->close();
@@ -331,7 +343,9 @@ struct Shape {
   std::int64_t hidden;  // fused; all-reduce: the element count
   std::int64_t count() const { return fused ? rows * hidden : hidden; }
   std::size_t bytes() const { return static_cast<std::size_t>(count()) * element_size(dtype); }
-  TensorLayout layout() const { return fused ? TensorLayout({rows, hidden}) : TensorLayout({hidden}); }
+  TensorLayout layout() const {
+    return fused ? TensorLayout({rows, hidden}) : TensorLayout({hidden});
+  }
 };
 
 // Byte sizes on both sides of kMixedThreshold (16384 bytes, itself LL).
@@ -344,15 +358,16 @@ constexpr std::array<Shape, 8> kShapes{{{DataType::bf16, true, 3, 7168},    // 4
                                         {DataType::f16, false, 1, 8200},    // 16400 B: Lamport
                                         {DataType::f32, true, 64, 1024}}};  // 256 KiB: Lamport
 
-std::vector<Declaration> shape_declarations(const std::vector<std::unique_ptr<DeviceBuffer>>& weights,
-                                            float eps) {
+std::vector<Declaration> shape_declarations(
+    const std::vector<std::unique_ptr<DeviceBuffer>>& weights, float eps) {
   std::vector<Declaration> declared;
   for (std::size_t s = 0; s < kShapes.size(); ++s) {
     const Shape& shape = kShapes[s];
-    declared.push_back(shape.fused ? Declaration::fused_add_rms_norm("s" + std::to_string(s), shape.dtype,
-                                                                     shape.layout(), weights[s]->ptr, eps)
-                                   : Declaration::all_reduce("s" + std::to_string(s), shape.dtype,
-                                                             shape.layout()));
+    declared.push_back(
+        shape.fused
+            ? Declaration::fused_add_rms_norm("s" + std::to_string(s), shape.dtype, shape.layout(),
+                                              weights[s]->ptr, eps)
+            : Declaration::all_reduce("s" + std::to_string(s), shape.dtype, shape.layout()));
   }
   return declared;
 }
@@ -360,8 +375,8 @@ std::vector<Declaration> shape_declarations(const std::vector<std::unique_ptr<De
 // Per shape: a weight (fused shapes) and kSets sets of inputs.
 struct ShapeSets {
   static constexpr int kSets = 3;
-  std::vector<std::unique_ptr<DeviceBuffer>> weights;      // [shape]
-  std::vector<std::vector<FusedData>> data;                // [shape][set]
+  std::vector<std::unique_ptr<DeviceBuffer>> weights;  // [shape]
+  std::vector<std::vector<FusedData>> data;            // [shape][set]
   ShapeSets() {
     for (const Shape& shape : kShapes) {
       data.emplace_back();
@@ -394,7 +409,8 @@ std::int64_t count_wrong(const Shape& shape, const FusedData& d, float eps,
     for (const auto& input : d.inputs) ref += value_at(shape.dtype, input, i);
     const double v = value_at(shape.dtype, out, i);
     if (!(std::fabs(v - ref) <= sum_tolerance(shape.dtype, ref)) && wrong++ == 0) {
-      first = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref);
+      first =
+          "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref);
     }
   }
   return wrong;
@@ -406,7 +422,8 @@ TEST(CudaFusedLamport, TwoHundredBackToBackCallsMixingFusedAndAllReduceOfBothPro
   ShapeSets sets;
   auto ll = create_with("ll", "ll");
   auto lamport = create_with("lamport", "lamport");
-  auto mixed = create_with(kMixedThreshold, kMixedThreshold);  // both protocols, both ops, interleaved
+  auto mixed =
+      create_with(kMixedThreshold, kMixedThreshold);  // both protocols, both ops, interleaved
   const auto declared = shape_declarations(sets.weights, eps);
   for (Communicator* c : {ll.get(), lamport.get(), mixed.get()}) c->declare(declared);
 
@@ -428,8 +445,10 @@ TEST(CudaFusedLamport, TwoHundredBackToBackCallsMixingFusedAndAllReduceOfBothPro
       const Shape& shape = kShapes[shape_of(k)];
       const FusedData& d = sets.data[shape_of(k)][k % ShapeSets::kSets];
       first_buffers[k]->upload(d.inputs[static_cast<std::size_t>(rank())]);
-      if (shape.fused) second_buffers[k]->upload(d.residual);
-      else second_buffers[k]->poison();
+      if (shape.fused)
+        second_buffers[k]->upload(d.residual);
+      else
+        second_buffers[k]->poison();
     }
     check_cuda(cudaDeviceSynchronize(), "inputs");  // before the non-blocking stream reads them
     for (int k = 0; k < call_count; ++k) {
@@ -441,16 +460,21 @@ TEST(CudaFusedLamport, TwoHundredBackToBackCallsMixingFusedAndAllReduceOfBothPro
                                                 shape.layout(), stream)
                       : comm.all_reduce(first_buffers[k]->ptr, second_buffers[k]->ptr, shape.dtype,
                                         shape.layout(), stream);
-      if (shape.fused) EXPECT_TRUE(is_fused_p2p(result.route)) << "call " << k;
-      else EXPECT_EQ(result.route, Route::one_shot) << "call " << k;
+      if (shape.fused)
+        EXPECT_TRUE(is_fused_p2p(result.route)) << "call " << k;
+      else
+        EXPECT_EQ(result.route, Route::one_shot) << "call " << k;
     }
     check_cuda(cudaStreamSynchronize(stream), "the back-to-back calls");
     // Per call: (output, residual) of a fused call, (output, -) of an all-reduce.
     std::vector<std::pair<std::vector<std::uint8_t>, std::vector<std::uint8_t>>> got;
     for (int k = 0; k < call_count; ++k) {
       const Shape& shape = kShapes[shape_of(k)];
-      if (shape.fused) got.emplace_back(first_buffers[k]->download(shape.bytes()), second_buffers[k]->download(shape.bytes()));
-      else got.emplace_back(second_buffers[k]->download(shape.bytes()), std::vector<std::uint8_t>{});
+      if (shape.fused)
+        got.emplace_back(first_buffers[k]->download(shape.bytes()),
+                         second_buffers[k]->download(shape.bytes()));
+      else
+        got.emplace_back(second_buffers[k]->download(shape.bytes()), std::vector<std::uint8_t>{});
     }
     return got;
   };
@@ -500,7 +524,8 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
 
   // Fixed buffers captured in the graph; every set's inputs are copied in
   // before a replay.
-  std::vector<std::unique_ptr<DeviceBuffer>> first_buffers, second_buffers, set_inputs, set_residuals;
+  std::vector<std::unique_ptr<DeviceBuffer>> first_buffers, second_buffers, set_inputs,
+      set_residuals;
   for (std::size_t s = 0; s < kShapes.size(); ++s) {
     first_buffers.push_back(std::make_unique<DeviceBuffer>(kShapes[s].bytes()));
     second_buffers.push_back(std::make_unique<DeviceBuffer>(kShapes[s].bytes()));
@@ -517,12 +542,15 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
     for (std::size_t s = 0; s < kShapes.size(); ++s) {
       const std::size_t i = static_cast<std::size_t>(set) * kShapes.size() + s;
       check_cuda(cudaMemcpyAsync(first_buffers[s]->ptr, set_inputs[i]->ptr, kShapes[s].bytes(),
-                                 cudaMemcpyDeviceToDevice, stream), "copy");
+                                 cudaMemcpyDeviceToDevice, stream),
+                 "copy");
       if (kShapes[s].fused) {
-        check_cuda(cudaMemcpyAsync(second_buffers[s]->ptr, set_residuals[i]->ptr, kShapes[s].bytes(),
-                                   cudaMemcpyDeviceToDevice, stream), "copy");
+        check_cuda(cudaMemcpyAsync(second_buffers[s]->ptr, set_residuals[i]->ptr,
+                                   kShapes[s].bytes(), cudaMemcpyDeviceToDevice, stream),
+                   "copy");
       } else {
-        check_cuda(cudaMemsetAsync(second_buffers[s]->ptr, 0xff, kShapes[s].bytes(), stream), "poison");
+        check_cuda(cudaMemsetAsync(second_buffers[s]->ptr, 0xff, kShapes[s].bytes(), stream),
+                   "poison");
       }
     }
   };
@@ -533,7 +561,8 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
         comm.fused_add_rms_norm(first_buffers[s]->ptr, second_buffers[s]->ptr, sets.weights[s]->ptr,
                                 eps, shape.dtype, shape.layout(), stream);
       } else {
-        comm.all_reduce(first_buffers[s]->ptr, second_buffers[s]->ptr, shape.dtype, shape.layout(), stream);
+        comm.all_reduce(first_buffers[s]->ptr, second_buffers[s]->ptr, shape.dtype, shape.layout(),
+                        stream);
       }
     }
   };
@@ -585,9 +614,9 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
     mixed->all_reduce(first_buffers[1]->ptr, second_buffers[1]->ptr, kShapes[1].dtype,
                       kShapes[1].layout(), stream);
   };
-  const int mismatches =
-      replay_mismatches(stream, ReplayCadence{replays, ShapeSets::kSets, 5, 1, 10}, load_set,
-                        [&] { calls(*mixed); }, outputs, expected, one_all_reduce);
+  const int mismatches = replay_mismatches(
+      stream, ReplayCadence{replays, ShapeSets::kSets, 5, 1, 10}, load_set, [&] { calls(*mixed); },
+      outputs, expected, one_all_reduce);
   EXPECT_EQ(mismatches, 0) << "of " << replays
                            << " replays and their eager calls, those whose bytes differ from the "
                               "eager LL run";
@@ -622,7 +651,8 @@ TEST(CudaFusedLamport, RankThatSkipsACallLeavesTheRowsUntouchedThenTimeoutThenDe
     const FusedResult b = run_fused(*ll, bf16, layout, *weight, eps, fresh);
     std::string first;
     EXPECT_EQ(count_fused_wrong(bf16, rows, hidden, fresh, eps, a, first), 0) << first;
-    EXPECT_EQ(first_difference(bf16, a.out, b.out) + first_difference(bf16, a.residual, b.residual), "");
+    EXPECT_EQ(first_difference(bf16, a.out, b.out) + first_difference(bf16, a.residual, b.residual),
+              "");
   };
   expect_agree();
 
@@ -640,7 +670,8 @@ TEST(CudaFusedLamport, RankThatSkipsACallLeavesTheRowsUntouchedThenTimeoutThenDe
     // No pack of any row came: no row was written.
     EXPECT_TRUE(inout.download(inout.bytes) == d.inputs[static_cast<std::size_t>(rank())])
         << "the failed call wrote outputs";
-    EXPECT_TRUE(residual.download(residual.bytes) == d.residual) << "the failed call wrote residuals";
+    EXPECT_TRUE(residual.download(residual.bytes) == d.residual)
+        << "the failed call wrote residuals";
     std::string message;
     bool timed_out = false;
     try {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA graphs replayed with inputs that change between replays, on every
 // P2P route: the one-shot and the two-shot all-reduce (each forced by the
 // cutoffs, push and pull) and the fused all-reduce + add + RMSNorm (forced
@@ -53,7 +54,9 @@ struct Call {
 
   std::int64_t count() const { return rows * hidden; }
   std::size_t bytes() const { return static_cast<std::size_t>(count()) * element_size(dtype); }
-  TensorLayout layout() const { return fused ? TensorLayout({rows, hidden}) : TensorLayout({hidden}); }
+  TensorLayout layout() const {
+    return fused ? TensorLayout({rows, hidden}) : TensorLayout({hidden});
+  }
   std::string name() const {
     return std::string(to_string(dtype)) + (fused ? " fused " + std::to_string(rows) + "x" : " x") +
            std::to_string(hidden) + (in_place ? " in place" : "");
@@ -99,7 +102,8 @@ std::vector<Call> all_reduce_calls(DataType dtype) {
 // add/RMSNorm path).
 std::vector<Call> fused_calls(DataType dtype) {
   std::vector<Call> calls;
-  for (auto [rows, hidden] : {std::pair<std::int64_t, std::int64_t>{1, 4096}, {3, 4104}, {16, 7168}, {300, 7176}})
+  for (auto [rows, hidden] :
+       {std::pair<std::int64_t, std::int64_t>{1, 4096}, {3, 4104}, {16, 7168}, {300, 7176}})
     calls.push_back(fused_call(dtype, rows, hidden));
   return calls;
 }
@@ -116,8 +120,9 @@ std::vector<Declaration> declarations_of(const std::vector<Call>& calls) {
   for (std::size_t i = 0; i < calls.size(); ++i) {
     const Call& c = calls[i];
     const std::string name = std::string("c").append(std::to_string(i));
-    declared.push_back(c.fused ? Declaration::fused_add_rms_norm(name, c.dtype, c.layout(), c.weight->ptr, kEps)
-                               : Declaration::all_reduce(name, c.dtype, c.layout()));
+    declared.push_back(
+        c.fused ? Declaration::fused_add_rms_norm(name, c.dtype, c.layout(), c.weight->ptr, kEps)
+                : Declaration::all_reduce(name, c.dtype, c.layout()));
   }
   return declared;
 }
@@ -138,14 +143,17 @@ Round upload_new_inputs(std::span<Call> calls, cudaStream_t stream) {
     round.seeds.push_back(next_seed());  // the same sequence on every rank
     round.inputs.push_back(random_tensor(c.dtype, c.count(), round.seeds.back(), rank()));
     check_cuda(cudaMemcpyAsync(c.first->ptr, round.inputs.back().data(), c.bytes(),
-                               cudaMemcpyHostToDevice, stream), "upload");
+                               cudaMemcpyHostToDevice, stream),
+               "upload");
     if (c.fused) {
       round.residuals.push_back(random_tensor(c.dtype, c.count(), round.seeds.back(), -1));
       check_cuda(cudaMemcpyAsync(c.second->ptr, round.residuals.back().data(), c.bytes(),
-                                 cudaMemcpyHostToDevice, stream), "upload");
+                                 cudaMemcpyHostToDevice, stream),
+                 "upload");
     } else {
       round.residuals.emplace_back();
-      if (!c.in_place) check_cuda(cudaMemsetAsync(c.second->ptr, 0xff, c.bytes(), stream), "poison");
+      if (!c.in_place)
+        check_cuda(cudaMemsetAsync(c.second->ptr, 0xff, c.bytes(), stream), "poison");
     }
   }
   return round;
@@ -170,7 +178,8 @@ void make_calls(Communicator& comm, std::span<Call> calls, cudaStream_t stream, 
 
 // What a round produced: per call, the output (all-reduce) or the output
 // and the residual (fused op), after `stream` finished.
-std::vector<std::vector<std::uint8_t>> results_of(std::span<const Call> calls, cudaStream_t stream) {
+std::vector<std::vector<std::uint8_t>> results_of(std::span<const Call> calls,
+                                                  cudaStream_t stream) {
   check_cuda(cudaStreamSynchronize(stream), "sync");
   std::vector<std::vector<std::uint8_t>> got;
   for (const Call& c : calls) {
@@ -205,7 +214,8 @@ std::int64_t count_wrong(const Call& c, std::uint64_t seed, const std::vector<st
     return wrong;
   }
   const auto residual_in = random_tensor(c.dtype, c.count(), seed, -1);
-  const std::vector<std::uint8_t> residual_got(got.begin() + static_cast<std::ptrdiff_t>(c.bytes()), got.end());
+  const std::vector<std::uint8_t> residual_got(got.begin() + static_cast<std::ptrdiff_t>(c.bytes()),
+                                               got.end());
   std::vector<double> r_ref(static_cast<std::size_t>(c.hidden));
   for (std::int64_t row = 0; row < c.rows; ++row) {
     double squares = 0;
@@ -237,8 +247,10 @@ void check_round(std::span<const Call> calls, const Round& round,
                  const std::vector<std::vector<std::uint8_t>>& got, const std::string& what) {
   for (std::size_t i = 0; i < calls.size(); ++i) {
     std::string first;
-    EXPECT_EQ(count_wrong(calls[i], round.seeds[i], got[i], first), 0) << what << ", first: " << first;
-    EXPECT_TRUE(same_on_every_rank(got[i])) << what << ", " << calls[i].name() << ": outputs differ across ranks";
+    EXPECT_EQ(count_wrong(calls[i], round.seeds[i], got[i], first), 0)
+        << what << ", first: " << first;
+    EXPECT_TRUE(same_on_every_rank(got[i]))
+        << what << ", " << calls[i].name() << ": outputs differ across ranks";
   }
 }
 
@@ -270,16 +282,19 @@ void replay_with_new_inputs(Communicator& comm, std::vector<Call>& calls, Route 
       for (std::size_t i = 0; i < calls.size(); ++i) {
         Call& c = calls[i];
         check_cuda(cudaMemcpyAsync(c.first->ptr, round.inputs[i].data(), c.bytes(),
-                                   cudaMemcpyHostToDevice, stream), "upload");
+                                   cudaMemcpyHostToDevice, stream),
+                   "upload");
         if (c.fused) {
           check_cuda(cudaMemcpyAsync(c.second->ptr, round.residuals[i].data(), c.bytes(),
-                                     cudaMemcpyHostToDevice, stream), "upload");
+                                     cudaMemcpyHostToDevice, stream),
+                     "upload");
         }
       }
       make_calls(comm, calls, stream, route);
       const auto by_eager = results_of(calls, stream);
       for (std::size_t i = 0; i < calls.size(); ++i)
-        EXPECT_TRUE(by_eager[i] == by_replay[i]) << calls[i].name() << ": eager and replay bits differ";
+        EXPECT_TRUE(by_eager[i] == by_replay[i])
+            << calls[i].name() << ": eager and replay bits differ";
     }
     // Eager calls between replays, with new data: every call, and after
     // every other replay one more (an odd number of calls in between).
@@ -384,7 +399,8 @@ TEST(CudaGraphReplay, FusedAndAllReduceInOneGraph) {
   // Which all-reduce takes which route follows from its size.
   for (const Call& c : calls) {
     if (c.fused) continue;
-    const Route want = c.bytes() <= config.cutoffs.one_shot_max_bytes ? Route::one_shot : Route::two_shot;
+    const Route want =
+        c.bytes() <= config.cutoffs.one_shot_max_bytes ? Route::one_shot : Route::two_shot;
     EXPECT_EQ(comm->plan_for(make_all_reduce_key(c.dtype, c.layout())).route, want) << c.name();
   }
   const int replays = replays_for(gpus_shared(*comm));
@@ -393,9 +409,11 @@ TEST(CudaGraphReplay, FusedAndAllReduceInOneGraph) {
   auto call_all = [&] {
     for (Call& c : calls) {
       if (c.fused) {
-        comm->fused_add_rms_norm(c.first->ptr, c.second->ptr, c.weight->ptr, kEps, c.dtype, c.layout(), stream);
+        comm->fused_add_rms_norm(c.first->ptr, c.second->ptr, c.weight->ptr, kEps, c.dtype,
+                                 c.layout(), stream);
       } else {
-        comm->all_reduce(c.first->ptr, c.in_place ? c.first->ptr : c.second->ptr, c.dtype, c.layout(), stream);
+        comm->all_reduce(c.first->ptr, c.in_place ? c.first->ptr : c.second->ptr, c.dtype,
+                         c.layout(), stream);
       }
     }
   };
@@ -415,7 +433,8 @@ TEST(CudaGraphReplay, OddElementCountsThroughTheTransportOnBothRoutes) {
   ensure_cuda_contexts();
   CUDA_OK(cudaSetDevice(device_of_this_rank()));
   auto boot = bootstrap::make_mpi_bootstrap(MPI_COMM_WORLD, std::chrono::milliseconds(30000));
-  transport::cuda::CudaPeerTransport peer(*boot, std::chrono::milliseconds(30000), false, KernelChoices{});
+  transport::cuda::CudaPeerTransport peer(*boot, std::chrono::milliseconds(30000), false,
+                                          KernelChoices{});
   const std::int64_t n = size();
   const std::vector<std::int64_t> counts{1, 7, 13, 1001, 8 * n + 3, 4099, 65536 * n + 5};
   const std::int64_t largest = *std::max_element(counts.begin(), counts.end());
@@ -428,7 +447,8 @@ TEST(CudaGraphReplay, OddElementCountsThroughTheTransportOnBothRoutes) {
     for (DataType dtype : kDtypes) {
       SCOPED_TRACE(std::string(to_string(route)) + " " + to_string(dtype));
       std::vector<Call> calls;
-      for (std::int64_t count : counts) calls.push_back(all_reduce_call(dtype, count, count == 1001));
+      for (std::int64_t count : counts)
+        calls.push_back(all_reduce_call(dtype, count, count == 1001));
       allocate(calls);
       std::vector<TensorLayout> layouts;
       for (const Call& c : calls) layouts.push_back(c.layout());
@@ -436,18 +456,18 @@ TEST(CudaGraphReplay, OddElementCountsThroughTheTransportOnBothRoutes) {
       // on the protocol the router would give it.
       std::vector<std::unique_ptr<transport::PlanLaunch>> launches;
       for (std::size_t i = 0; i < calls.size(); ++i) {
-        const Protocol protocol =
-            route == Route::two_shot ? Protocol::staged
-            : calls[i].bytes() > peer.protocol_windows().one_shot_ll_max_bytes ? Protocol::lamport
-                                                                               : Protocol::ll;
-        launches.push_back(peer.prepare({Operation::all_reduce, route, protocol, dtype,
-                                         &layouts[i], calls[i].bytes()}));
+        const Protocol protocol = route == Route::two_shot ? Protocol::staged
+                                  : calls[i].bytes() > peer.protocol_windows().one_shot_ll_max_bytes
+                                      ? Protocol::lamport
+                                      : Protocol::ll;
+        launches.push_back(peer.prepare(
+            {Operation::all_reduce, route, protocol, dtype, &layouts[i], calls[i].bytes()}));
       }
       auto call_all = [&] {
         for (std::size_t i = 0; i < calls.size(); ++i) {
           Call& c = calls[i];
-          const transport::AllReduceArgs args{c.first->ptr, c.in_place ? c.first->ptr : c.second->ptr,
-                                              dtype, &layouts[i], stream};
+          const transport::AllReduceArgs args{
+              c.first->ptr, c.in_place ? c.first->ptr : c.second->ptr, dtype, &layouts[i], stream};
           peer.all_reduce(*launches[i], args);
         }
       };

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's hierarchical route on real GPUs, several nodes posed on
 // one machine (PEERPLAN_HOST_ID, support/posed_nodes.hpp): 2x2 grouped and
 // interleaved at 4 ranks; 3x2, 2x3 and 3x2 interleaved at 6; 2x4 and 4x2 at
@@ -55,8 +56,8 @@ namespace {
 
 using comm_test::describe;
 using comm_test::even_layouts;
-using comm_test::Inputs;
 using comm_test::hierarchical_config;
+using comm_test::Inputs;
 using comm_test::Nodes;
 using comm_test::PoseAsNodes;
 using comm_test::unfit_layouts;
@@ -72,7 +73,8 @@ std::string seed_note() { return " (seed base " + std::to_string(comm_test::base
 
 std::string no_even_layout() {
   return "no layout of several nodes with the same number (two or more) of ranks on each at " +
-         std::to_string(size()) + " ranks (there are at 4, 6 and 8): the hierarchical route "
+         std::to_string(size()) +
+         " ranks (there are at 4, 6 and 8): the hierarchical route "
          "cannot be posed; CudaHierarchicalLayout checks this size's unfit layouts";
 }
 
@@ -156,7 +158,8 @@ Exchange exchange_of(const Communicator& comm, const Nodes& nodes) {
   exchange.mpi = comm.fallback() == Fallback::mpi;
   if (exchange.shared) {
     EXPECT_TRUE(exchange.mpi) << "ranks share GPUs, so the fallback and the node exchange must "
-                                 "be MPI; the fallback is " << to_string(comm.fallback());
+                                 "be MPI; the fallback is "
+                              << to_string(comm.fallback());
   }
   return exchange;
 }
@@ -314,10 +317,10 @@ Weight make_device_weight(DataType dtype, std::int64_t hidden, std::uint64_t see
 
 struct AllReduceRun {
   CallResult result;
-  Bytes out;                          // the output's elements, logical order
-  std::int64_t unwritten = 0;         // out of place: output elements never written
-  std::int64_t padding_written = 0;   // padding bytes of the output changed
-  bool input_changed = false;         // out of place: the input was modified
+  Bytes out;                         // the output's elements, logical order
+  std::int64_t unwritten = 0;        // out of place: output elements never written
+  std::int64_t padding_written = 0;  // padding bytes of the output changed
+  bool input_changed = false;        // out of place: the input was modified
 };
 
 // One all-reduce of this rank's `mine` (logical order), default stream.
@@ -351,8 +354,8 @@ struct SumCheck {
 // roundings (hierarchical_slack) or a fallback's (fallback_sum_tolerance).
 // On the hierarchical route, where the documented order fixes the bits,
 // every element must be the documented sum.
-SumCheck check_sum(DataType dtype, Inputs inputs, std::uint64_t seed, const Bytes& got,
-                   Route route, const Exchange& exchange) {
+SumCheck check_sum(DataType dtype, Inputs inputs, std::uint64_t seed, const Bytes& got, Route route,
+                   const Exchange& exchange) {
   SumCheck check;
   const auto count = static_cast<std::int64_t>(got.size() / element_size(dtype));
   std::vector<float> x(static_cast<std::size_t>(size()));
@@ -366,9 +369,10 @@ SumCheck check_sum(DataType dtype, Inputs inputs, std::uint64_t seed, const Byte
     const float v = element(dtype, got, i);
     double tolerance = 0.0;
     if (inputs == Inputs::random) {
-      tolerance = route == Route::hierarchical
-                      ? sum_tolerance(dtype, exact) + hierarchical_slack(dtype, magnitudes, exchange)
-                      : fallback_sum_tolerance(dtype, exact, magnitudes, size());
+      tolerance =
+          route == Route::hierarchical
+              ? sum_tolerance(dtype, exact) + hierarchical_slack(dtype, magnitudes, exchange)
+              : fallback_sum_tolerance(dtype, exact, magnitudes, size());
     }
     if (!(std::fabs(v - exact) <= tolerance)) {
       if (check.wrong++ == 0 && check.first.empty())
@@ -389,25 +393,27 @@ SumCheck check_sum(DataType dtype, Inputs inputs, std::uint64_t seed, const Byte
 }
 
 void expect_hierarchical(const CallResult& result, const std::string& what) {
-  EXPECT_EQ(result.route, Route::hierarchical) << what << ": route " << to_string(result.route)
-                                               << " (" << to_string(result.reason) << ")";
-  EXPECT_EQ(result.protocol, Protocol::staged) << what << ": protocol " << to_string(result.protocol);
+  EXPECT_EQ(result.route, Route::hierarchical)
+      << what << ": route " << to_string(result.route) << " (" << to_string(result.reason) << ")";
+  EXPECT_EQ(result.protocol, Protocol::staged)
+      << what << ": protocol " << to_string(result.protocol);
   EXPECT_EQ(result.reason, FallbackReason::none) << what << ": " << to_string(result.reason);
 }
 
 void expect_fallback(const CallResult& result, FallbackReason reason, const std::string& what) {
   EXPECT_EQ(result.route, Route::fallback) << what << ": route " << to_string(result.route);
-  EXPECT_EQ(result.reason, reason) << what << ": reason " << to_string(result.reason) << ", not "
-                                   << to_string(reason);
+  EXPECT_EQ(result.reason, reason)
+      << what << ": reason " << to_string(result.reason) << ", not " << to_string(reason);
   EXPECT_EQ(result.protocol, Protocol::none) << what << ": protocol " << to_string(result.protocol);
 }
 
-void expect_hierarchical_plan(const Communicator& comm, const PlanKey& key, const std::string& what) {
+void expect_hierarchical_plan(const Communicator& comm, const PlanKey& key,
+                              const std::string& what) {
   const PlanInfo info = comm.plan_for(key);
   EXPECT_EQ(info.route, Route::hierarchical) << what << ": planned route " << to_string(info.route)
                                              << " (" << to_string(info.route_reason) << ")";
-  EXPECT_EQ(info.protocol, Protocol::staged) << what << ": planned protocol "
-                                             << to_string(info.protocol);
+  EXPECT_EQ(info.protocol, Protocol::staged)
+      << what << ": planned protocol " << to_string(info.protocol);
   EXPECT_EQ(info.route_reason, FallbackReason::none) << what;
 }
 
@@ -432,8 +438,8 @@ void expect_all_reduce_correct(const AllReduceRun& run, DataType dtype, Inputs i
 
 struct FusedGpuRun {
   CallResult result;
-  Bytes out, residual;                // elements, logical order
-  std::int64_t padding_written = 0;   // padding bytes of inout or residual changed
+  Bytes out, residual;               // elements, logical order
+  std::int64_t padding_written = 0;  // padding bytes of inout or residual changed
 };
 
 // One fused call: inout = this rank's `inout`, residual = `residual`,
@@ -445,8 +451,8 @@ FusedGpuRun fused_on_gpu(Communicator& comm, DataType dtype, const TensorLayout&
   DeviceTensor x(dtype, layout), r(dtype, layout);
   x.store(inout);
   r.store(residual);
-  run.result = comm.fused_add_rms_norm(x.ptr(), r.ptr(), weight.device->ptr, eps, dtype, layout,
-                                       nullptr);
+  run.result =
+      comm.fused_add_rms_norm(x.ptr(), r.ptr(), weight.device->ptr, eps, dtype, layout, nullptr);
   check_cuda(cudaDeviceSynchronize(), "fused_add_rms_norm");
   const Bytes xs = x.storage(), rs = r.storage();
   run.out = x.elements(xs);
@@ -606,7 +612,8 @@ TEST(CudaHierarchical, AllReduceEveryDtypeAndShapeIsTheDocumentedSumOnEveryRank)
           expect_all_reduce_correct(got, dtype, inputs, seed, Route::hierarchical, exchange, what);
           if (inputs == Inputs::integers) {
             // Exact sums: the flat fallback's values, bit for bit.
-            const AllReduceRun reference = all_reduce_on_gpu(*flat, dtype, s.layout, mine, in_place);
+            const AllReduceRun reference =
+                all_reduce_on_gpu(*flat, dtype, s.layout, mine, in_place);
             ++flat_calls;
             EXPECT_EQ(reference.result.route, Route::fallback) << what;
             expect_all_reduce_correct(reference, dtype, inputs, seed, Route::fallback, exchange,
@@ -658,8 +665,8 @@ TEST(CudaHierarchical, FusedEveryDtypeIsTheHierarchicalSumThenTheFallbackKernel)
       for (const auto& s : shapes) {
         weights.push_back(make_device_weight(dtype, s.layout.last_dim(), fresh_seed()));
         const std::string name = std::string(to_string(dtype)) + "_" + s.name;
-        declarations.push_back(Declaration::fused_add_rms_norm(
-            "fused_" + name, dtype, s.layout, weights.back().device->ptr, kEps));
+        declarations.push_back(Declaration::fused_add_rms_norm("fused_" + name, dtype, s.layout,
+                                                               weights.back().device->ptr, kEps));
         declarations.push_back(Declaration::all_reduce("sum_" + name, dtype, s.layout));
       }
     }
@@ -688,13 +695,15 @@ TEST(CudaHierarchical, FusedEveryDtypeIsTheHierarchicalSumThenTheFallbackKernel)
             // checked), then the flat fallback's add + RMSNorm kernel fed
             // that sum from rank 0 and zeros from the others (their sum is
             // the same bits): the fused op's bits.
-            const AllReduceRun sum = all_reduce_on_gpu(*comm, dtype, s.layout, x, /*in_place=*/true);
+            const AllReduceRun sum =
+                all_reduce_on_gpu(*comm, dtype, s.layout, x, /*in_place=*/true);
             ++calls;
             expect_hierarchical(sum.result, what + " (the all-reduce alone)");
             expect_all_reduce_correct(sum, dtype, Inputs::random, seed, Route::hierarchical,
                                       exchange, what + " (the all-reduce alone)");
             const Bytes fed = rank() == 0 ? sum.out : Bytes(sum.out.size(), 0);
-            const FusedGpuRun composed = fused_on_gpu(*flat, dtype, s.layout, fed, res, weight, kEps);
+            const FusedGpuRun composed =
+                fused_on_gpu(*flat, dtype, s.layout, fed, res, weight, kEps);
             EXPECT_EQ(composed.result.route, Route::fallback) << what;
             EXPECT_EQ(got.residual, composed.residual)
                 << what << ": the residual differs from the hierarchical sum + the fallback's add";
@@ -753,7 +762,7 @@ TEST(CudaHierarchical, MixedSequenceStaysCorrectAndCounted) {
   const Exchange exchange = exchange_of(*comm, nodes);
 
   const TensorLayout small({2, 336}), strided = padded({3, 200}, {208, 1}), large({300000}),
-      rows({2, 512}), rows_f16({3, 264}), undeclared({1001});
+                                      rows({2, 512}), rows_f16({3, 264}), undeclared({1001});
   const Weight w_rows = make_device_weight(DataType::bf16, 512, fresh_seed());
   const Weight w_rows_f16 = make_device_weight(DataType::f16, 264, fresh_seed());
   ASSERT_NO_THROW(comm->declare(std::vector<Declaration>{
@@ -775,16 +784,18 @@ TEST(CudaHierarchical, MixedSequenceStaysCorrectAndCounted) {
       const std::uint64_t seed = fresh_seed();
       const AllReduceRun got = all_reduce_on_gpu(
           *comm, dtype, layout, input_bytes(dtype, inputs, seed, rank(), layout.numel()), in_place);
-      if (route == Route::hierarchical) expect_hierarchical(got.result, at + name);
-      else expect_fallback(got.result, reason, at + name);
+      if (route == Route::hierarchical)
+        expect_hierarchical(got.result, at + name);
+      else
+        expect_fallback(got.result, reason, at + name);
       expect_all_reduce_correct(got, dtype, inputs, seed, route, exchange, at + name);
     };
     auto fused = [&](DataType dtype, const TensorLayout& layout, const Weight& weight,
                      Inputs inputs, const std::string& name) {
       const std::uint64_t seed = fresh_seed();
-      const FusedGpuRun got =
-          fused_on_gpu(*comm, dtype, layout, input_bytes(dtype, inputs, seed, rank(), layout.numel()),
-                       residual_bytes(dtype, inputs, seed, layout.numel()), weight, kEps);
+      const FusedGpuRun got = fused_on_gpu(
+          *comm, dtype, layout, input_bytes(dtype, inputs, seed, rank(), layout.numel()),
+          residual_bytes(dtype, inputs, seed, layout.numel()), weight, kEps);
       expect_hierarchical(got.result, at + name);
       expect_fused_correct(got, dtype, inputs, seed, layout, weight, kEps, Route::hierarchical,
                            exchange, at + name);
@@ -896,8 +907,8 @@ TEST(CudaHierarchical, GraphCaptureReplaysWithTheNcclExchangeAndIsRefusedWithThe
       FusedGpuRun fused;
       fused.out = got.out;
       fused.residual = got.residual;
-      fused.padding_written = inout.padding_written(inout.storage()) +
-                              residual.padding_written(residual.storage());
+      fused.padding_written =
+          inout.padding_written(inout.storage()) + residual.padding_written(residual.storage());
       expect_fused_correct(fused, dtype, Inputs::random, seed ^ 1, rows, weight, kEps,
                            Route::hierarchical, exchange, what + " fused");
       return got;
@@ -963,9 +974,8 @@ TEST(CudaHierarchical, GraphCaptureReplaysWithTheNcclExchangeAndIsRefusedWithThe
         return "not refused";
       };
       CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      const std::string ar_message = refused([&] {
-        comm->all_reduce(in.ptr(), out.ptr(), dtype, vec, stream);
-      });
+      const std::string ar_message =
+          refused([&] { comm->all_reduce(in.ptr(), out.ptr(), dtype, vec, stream); });
       const std::string fused_message = refused([&] {
         comm->fused_add_rms_norm(inout.ptr(), residual.ptr(), weight.device->ptr, kEps, dtype, rows,
                                  stream);
@@ -978,14 +988,16 @@ TEST(CudaHierarchical, GraphCaptureReplaysWithTheNcclExchangeAndIsRefusedWithThe
       CUDA_OK(cudaGraphDestroy(graph));
       EXPECT_NE(ar_message.find("CUDA graph capture"), npos)
           << "a hierarchical all-reduce captured with the MPI exchange must raise InvalidUsage "
-             "naming the capture; got: \"" << ar_message << "\"";
+             "naming the capture; got: \""
+          << ar_message << "\"";
       EXPECT_NE(fused_message.find("CUDA graph capture"), npos)
           << "a hierarchical fused op captured with the MPI exchange must raise InvalidUsage "
-             "naming the capture; got: \"" << fused_message << "\"";
+             "naming the capture; got: \""
+          << fused_message << "\"";
       const Stats after = comm->stats();
       EXPECT_EQ(after.p2p_calls, before.p2p_calls) << "a refused call is not counted";
-      EXPECT_EQ(after.fallback_undeclared + after.fallback_over_cutoff + after.fallback_p2p_disabled +
-                    after.fallback_node_layout,
+      EXPECT_EQ(after.fallback_undeclared + after.fallback_over_cutoff +
+                    after.fallback_p2p_disabled + after.fallback_node_layout,
                 before.fallback_undeclared + before.fallback_over_cutoff +
                     before.fallback_p2p_disabled + before.fallback_node_layout);
       // Still usable eagerly, on the same stream (two rounds: both epochs).
@@ -1020,9 +1032,9 @@ TEST(CudaHierarchicalLayout, UnfitNodesFallBackWithTheNodeLayoutReason) {
         Declaration::all_reduce("ar", DataType::f32, dense),
         Declaration::all_reduce("ar_strided", DataType::bf16, strided),
         Declaration::fused_add_rms_norm("fused", DataType::f32, dense, weight.device->ptr, kEps)}));
-    for (const PlanKey& key : {make_all_reduce_key(DataType::f32, dense),
-                               make_all_reduce_key(DataType::bf16, strided),
-                               make_fused_key(DataType::f32, dense, weight.device->ptr, kEps)}) {
+    for (const PlanKey& key :
+         {make_all_reduce_key(DataType::f32, dense), make_all_reduce_key(DataType::bf16, strided),
+          make_fused_key(DataType::f32, dense, weight.device->ptr, kEps)}) {
       const PlanInfo info = comm->plan_for(key);
       EXPECT_EQ(info.route, Route::fallback) << key.to_string();
       EXPECT_EQ(info.route_reason, FallbackReason::node_layout)

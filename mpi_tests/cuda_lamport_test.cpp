@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Lamport one-shot all-reduce (cuda/one_shot_lamport.cu) on real GPUs.
 // Each check runs the same inputs through a communicator whose push
 // one-shot uses the Lamport protocol and one that uses LL lines
@@ -67,9 +68,8 @@ AllReduceCall through(transport::PeerTransport& peer, DataType dtype, const Tens
     const transport::AllReduceArgs args{in, out, dtype, &layout, nullptr};
     // The protocol the router would give a plan of this size.
     const std::size_t bytes = static_cast<std::size_t>(layout.numel()) * element_size(dtype);
-    const Protocol protocol = bytes > peer.protocol_windows().one_shot_ll_max_bytes
-                                  ? Protocol::lamport
-                                  : Protocol::ll;
+    const Protocol protocol =
+        bytes > peer.protocol_windows().one_shot_ll_max_bytes ? Protocol::lamport : Protocol::ll;
     transport::all_reduce_once(peer, Route::one_shot, protocol, args);
   };
 }
@@ -84,9 +84,11 @@ void expect_protocols_agree(Peer& ll, Peer& lamport, DataType dtype, const Tenso
   const auto inputs = every_rank_input(dtype, layout.numel(), next_seed());
   const auto by_lamport =
       run_all_reduce(through(lamport, dtype, layout), dtype, layout, inputs[rank()], in_place);
-  const auto by_ll = run_all_reduce(through(ll, dtype, layout), dtype, layout, inputs[rank()], in_place);
+  const auto by_ll =
+      run_all_reduce(through(ll, dtype, layout), dtype, layout, inputs[rank()], in_place);
   std::string first;
-  EXPECT_EQ(count_wrong(dtype, layout, inputs, by_lamport, first), 0) << "Lamport, first: " << first;
+  EXPECT_EQ(count_wrong(dtype, layout, inputs, by_lamport, first), 0)
+      << "Lamport, first: " << first;
   EXPECT_TRUE(same_on_every_rank(by_lamport)) << "Lamport outputs differ across ranks";
   const std::string differ = first_difference(dtype, by_lamport, by_ll);
   EXPECT_EQ(differ, "") << "Lamport and LL one-shot outputs differ";
@@ -105,7 +107,8 @@ TEST(CudaLamport, EveryDtypeAndCountMatchesFloat64AndTheLLOneShotBitForBit) {
     // several MiB (shorter packs: AnyElementCountAndRowThroughTheTransport).
     const std::int64_t v = static_cast<std::int64_t>(16 / element_size(dtype));
     std::vector<std::int64_t> n;
-    for (std::int64_t packs : {1, 2, 3, 7, 8, 9, 1001, 4097, 65537, (3 << 16) + 1}) n.push_back(packs * v);
+    for (std::int64_t packs : {1, 2, 3, 7, 8, 9, 1001, 4097, 65537, (3 << 16) + 1})
+      n.push_back(packs * v);
     return n;
   };
   const auto declared = vector_declarations(kDtypes, counts);
@@ -131,20 +134,23 @@ TEST(CudaLamport, StridedPaddedRowsAndInPlace) {
   const std::vector<TensorLayout> layouts{
       TensorLayout::strided(std::vector<std::int64_t>{5, 24}, std::vector<std::int64_t>{32, 1}),
       TensorLayout::strided(std::vector<std::int64_t>{7, 40}, std::vector<std::int64_t>{48, 1}),
-      TensorLayout::strided(std::vector<std::int64_t>{3, 4, 8}, std::vector<std::int64_t>{80, 16, 1}),
-      TensorLayout::strided(std::vector<std::int64_t>{300, 1000}, std::vector<std::int64_t>{1032, 1})};
+      TensorLayout::strided(std::vector<std::int64_t>{3, 4, 8},
+                            std::vector<std::int64_t>{80, 16, 1}),
+      TensorLayout::strided(std::vector<std::int64_t>{300, 1000},
+                            std::vector<std::int64_t>{1032, 1})};
   std::vector<Declaration> declared;
   for (DataType dtype : kDtypes) {
     for (std::size_t k = 0; k < layouts.size(); ++k) {
-      declared.push_back(Declaration::all_reduce(std::string(to_string(dtype)) + "_" + std::to_string(k),
-                                                 dtype, layouts[k]));
+      declared.push_back(Declaration::all_reduce(
+          std::string(to_string(dtype)) + "_" + std::to_string(k), dtype, layouts[k]));
     }
   }
   ll->declare(declared);
   lamport->declare(declared);
   for (DataType dtype : kDtypes) {
     for (const auto& layout : layouts) {
-      for (bool in_place : {false, true}) expect_protocols_agree(*ll, *lamport, dtype, layout, in_place);
+      for (bool in_place : {false, true})
+        expect_protocols_agree(*ll, *lamport, dtype, layout, in_place);
     }
   }
   lamport->close();
@@ -173,19 +179,21 @@ TEST(CudaLamport, AnyElementCountAndRowThroughTheTransport) {
   auto ll = make(kLamportNever);
   auto lamport = make(kLamportAlways);
   for (DataType dtype : kDtypes) {
-    const std::int64_t several_mib = static_cast<std::int64_t>((std::size_t{3} << 20) / element_size(dtype)) - 3;
+    const std::int64_t several_mib =
+        static_cast<std::int64_t>((std::size_t{3} << 20) / element_size(dtype)) - 3;
     bool in_place = false;
-    for (std::int64_t n : {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{5},
-                           std::int64_t{7}, std::int64_t{8}, std::int64_t{9}, std::int64_t{13},
-                           std::int64_t{17}, std::int64_t{1001}, std::int64_t{4099},
-                           std::int64_t{65537}, several_mib}) {
+    for (std::int64_t n :
+         {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}, std::int64_t{5}, std::int64_t{7},
+          std::int64_t{8}, std::int64_t{9}, std::int64_t{13}, std::int64_t{17}, std::int64_t{1001},
+          std::int64_t{4099}, std::int64_t{65537}, several_mib}) {
       expect_protocols_agree(*ll, *lamport, dtype, vector_of(n), in_place);
       in_place = !in_place;
     }
     // Rows of 13 and 3 elements: packs straddle rows and padding.
     for (const auto& layout :
          {TensorLayout::strided(std::vector<std::int64_t>{7, 13}, std::vector<std::int64_t>{16, 1}),
-          TensorLayout::strided(std::vector<std::int64_t>{3, 5, 3}, std::vector<std::int64_t>{40, 8, 1})}) {
+          TensorLayout::strided(std::vector<std::int64_t>{3, 5, 3},
+                                std::vector<std::int64_t>{40, 8, 1})}) {
       for (bool place : {false, true}) expect_protocols_agree(*ll, *lamport, dtype, layout, place);
     }
   }
@@ -199,13 +207,13 @@ struct Shape {
 };
 
 // Byte sizes on both sides of kMixedThreshold (16384, itself Lamport).
-constexpr std::array<Shape, 7> kShapes{{{DataType::bf16, 1000},    // 2000 B
-                                        {DataType::f32, 70000},    // 280000 B
-                                        {DataType::f16, 8},        // 16 B
-                                        {DataType::bf16, 50008},   // 100016 B
-                                        {DataType::f32, 4096},     // 16384 B
-                                        {DataType::f16, 8200},     // 16400 B
-                                        {DataType::bf16, 24}}};    // 48 B
+constexpr std::array<Shape, 7> kShapes{{{DataType::bf16, 1000},   // 2000 B
+                                        {DataType::f32, 70000},   // 280000 B
+                                        {DataType::f16, 8},       // 16 B
+                                        {DataType::bf16, 50008},  // 100016 B
+                                        {DataType::f32, 4096},    // 16384 B
+                                        {DataType::f16, 8200},    // 16400 B
+                                        {DataType::bf16, 24}}};   // 48 B
 
 TEST(CudaLamport, TwoHundredBackToBackCallsChangingDtypeSizeAndProtocol) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
@@ -263,7 +271,8 @@ TEST(CudaLamport, TwoHundredBackToBackCallsChangingDtypeSizeAndProtocol) {
     const DataType dtype = kShapes[s].dtype;
     std::string first_element;
     if (count_wrong(dtype, vector_of(kShapes[s].count), inputs[s][k % kSets], by_lamport[k],
-                    first_element) != 0 && wrong_calls++ == 0) {
+                    first_element) != 0 &&
+        wrong_calls++ == 0) {
       first = "call " + std::to_string(k) + ", " + first_element;
     }
     const std::string a = first_difference(dtype, by_lamport[k], by_ll[k]);
@@ -288,7 +297,8 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   auto mixed = create_with_protocol(kMixedThreshold);
   // Without P2P the calls would go to the fallback, which (MPI) refuses capture.
   ASSERT_TRUE(ll->p2p_enabled() && mixed->p2p_enabled()) << mixed->p2p_disabled_reason();
-  const std::array<Shape, 3> shapes{{{DataType::bf16, 4096}, {DataType::f32, 1004}, {DataType::f16, 300000}}};
+  const std::array<Shape, 3> shapes{
+      {{DataType::bf16, 4096}, {DataType::f32, 1004}, {DataType::f16, 300000}}};
   const std::vector<Declaration> declared = message_declarations(shapes);
   ll->declare(declared);
   mixed->declare(declared);
@@ -309,7 +319,8 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   auto load_set = [&](int set) { load_input_set(ins, sets, set, stream); };
   auto calls = [&](Communicator& comm) {
     for (std::size_t s = 0; s < shapes.size(); ++s) {
-      comm.all_reduce(ins[s]->ptr, outs[s]->ptr, shapes[s].dtype, vector_of(shapes[s].count), stream);
+      comm.all_reduce(ins[s]->ptr, outs[s]->ptr, shapes[s].dtype, vector_of(shapes[s].count),
+                      stream);
     }
   };
   auto outputs = [&] { return take_outputs(outs, stream); };
@@ -341,8 +352,9 @@ TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   // Ranks time-slicing one GPU make every replay milliseconds long: fewer
   // there, still with eager calls (single and double) in between.
   const int replays = gpus_shared(*mixed) ? 30 : 100;
-  const int mismatches = replay_mismatches(stream, ReplayCadence{replays, kSets, 5, 3, 10},
-                                           load_set, [&] { calls(*mixed); }, outputs, expected);
+  const int mismatches = replay_mismatches(
+      stream, ReplayCadence{replays, kSets, 5, 3, 10}, load_set, [&] { calls(*mixed); }, outputs,
+      expected);
   EXPECT_EQ(mismatches, 0) << "of " << replays
                            << " replays and their eager calls, those whose bytes differ from the "
                               "eager LL run";
@@ -373,8 +385,10 @@ TEST(CudaLamport, RankThatSkipsACallMakesTheOthersRaiseTimeoutThenDeclareRecover
   comm->declare(declared);  // re-creates the slabs, sentinel region included, on every rank
   // Both parities of the new region, two dtypes, each against LL.
   for (int k = 0; k < 4; ++k) {
-    if (k % 2 == 0) expect_protocols_agree(*ll, *comm, DataType::bf16, vector_of(n), false);
-    else expect_protocols_agree(*ll, *comm, DataType::f32, vector_of(small), true);
+    if (k % 2 == 0)
+      expect_protocols_agree(*ll, *comm, DataType::bf16, vector_of(n), false);
+    else
+      expect_protocols_agree(*ll, *comm, DataType::f32, vector_of(small), true);
   }
   ll->close();
   comm->close();
@@ -428,8 +442,8 @@ TEST(CudaLamport, ATuningEntrysProtocolWindowsMoveThePlansProtocols) {
     return Declaration::all_reduce("ar", DataType::bf16, TensorLayout{elements});
   };
   static float weight[7168];
-  const auto fused = Declaration::fused_add_rms_norm("f", DataType::bf16,
-                                                     TensorLayout{64, 7168}, weight, 1e-6f);
+  const auto fused =
+      Declaration::fused_add_rms_norm("f", DataType::bf16, TensorLayout{64, 7168}, weight, 1e-6f);
   Config config = forcing(Route::one_shot);
   config.cutoffs.fused_max_bytes = 64u << 20;
   config.tuning_file = path;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's lifecycle on real GPUs: a rank that stops calling
 // makes the others raise Timeout (never hang) and the next declare()
 // recovers; 200 declare/refresh cycles (40 where ranks share a GPU; and
@@ -26,7 +27,8 @@ std::vector<std::uint8_t> all_reduce_bytes(Communicator& comm, std::int64_t n, s
   for (std::int64_t i = 0; i < n; ++i) {
     double ref = 0;
     for (int r = 0; r < size(); ++r) ref += value_at(DataType::bf16, inputs[r], i);
-    if (!(std::fabs(value_at(DataType::bf16, got, i) - ref) <= sum_tolerance(DataType::bf16, ref))) ++wrong;
+    if (!(std::fabs(value_at(DataType::bf16, got, i) - ref) <= sum_tolerance(DataType::bf16, ref)))
+      ++wrong;
   }
   EXPECT_EQ(wrong, 0);
   return got;
@@ -40,7 +42,8 @@ TEST(CudaTimeout, RankThatStopsCallingMakesTheOthersRaiseTimeoutThenDeclareRecov
   // A P2P kernel's bounded wait is what this checks (the fallback's has tests of its own).
   ASSERT_TRUE(comm->p2p_enabled()) << comm->p2p_disabled_reason();
   const std::int64_t n = 8192;
-  const std::vector<Declaration> declared{Declaration::all_reduce("x", DataType::bf16, TensorLayout({n}))};
+  const std::vector<Declaration> declared{
+      Declaration::all_reduce("x", DataType::bf16, TensorLayout({n}))};
   comm->declare(declared);
   all_reduce_bytes(*comm, n, 1, Route::one_shot);
 
@@ -90,7 +93,8 @@ TEST(CudaLifecycle, TwoHundredDeclareRefreshCloseCyclesReturnMemoryToBaseline) {
   {  // warm-up: CUDA context, NCCL's one-time state
     auto comm = create_cuda(forcing(Route::two_shot));
     shared = gpus_shared(*comm);
-    comm->declare(std::vector<Declaration>{Declaration::all_reduce("w", DataType::bf16, TensorLayout({1024}))});
+    comm->declare(std::vector<Declaration>{
+        Declaration::all_reduce("w", DataType::bf16, TensorLayout({1024}))});
     all_reduce_bytes(*comm, 1024, 9, Route::two_shot);
     comm->close();
   }
@@ -106,7 +110,8 @@ TEST(CudaLifecycle, TwoHundredDeclareRefreshCloseCyclesReturnMemoryToBaseline) {
     if (!comm) comm = create_cuda(forcing(Route::two_shot));
     // 4, 8 or 16 MiB: every refresh changes the capacity, so slabs are re-created.
     const std::int64_t n = (std::int64_t{2} << 20) << (cycle % 3);
-    comm->declare(std::vector<Declaration>{Declaration::all_reduce("c", DataType::bf16, TensorLayout({n}))});
+    comm->declare(
+        std::vector<Declaration>{Declaration::all_reduce("c", DataType::bf16, TensorLayout({n}))});
     if (cycle % 20 == 0) all_reduce_bytes(*comm, n, 100 + cycle, Route::two_shot);
     if (cycle % close_every == close_every - 1) {  // the last cycle closes too
       comm->close();
@@ -115,7 +120,8 @@ TEST(CudaLifecycle, TwoHundredDeclareRefreshCloseCyclesReturnMemoryToBaseline) {
   }
   ASSERT_EQ(comm, nullptr);
   const std::size_t after = free_device_memory();
-  const double leaked_mib = (static_cast<double>(baseline) - static_cast<double>(after)) / (1 << 20);
+  const double leaked_mib =
+      (static_cast<double>(baseline) - static_cast<double>(after)) / (1 << 20);
   EXPECT_LT(leaked_mib, 64.0 * ranks_here)
       << "device memory not returned after " << cycles << " cycles: " << leaked_mib
       << " MiB below baseline on a GPU driven by " << ranks_here << " rank(s)";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's MPI fallback (Config::fallback = mpi; what ranks that
 // share a GPU get by default) on real GPUs: undeclared all-reduces of every
 // dtype, odd element counts, strided and in-place layouts against float64;
@@ -95,8 +96,10 @@ TEST(CudaMpiFallback, FusedMatchesFloat64AndTheP2PKernelBitForBit) {
   auto comm = create_cuda(config);
   const float eps = 1e-6f;
   for (DataType dtype : {DataType::bf16, DataType::f16, DataType::f32}) {
-    for (auto [rows, hidden] : {std::pair<std::int64_t, std::int64_t>{1, 2048}, {5, 4096}, {64, 7168}}) {
-      SCOPED_TRACE(std::string(to_string(dtype)) + " " + std::to_string(rows) + "x" + std::to_string(hidden));
+    for (auto [rows, hidden] :
+         {std::pair<std::int64_t, std::int64_t>{1, 2048}, {5, 4096}, {64, 7168}}) {
+      SCOPED_TRACE(std::string(to_string(dtype)) + " " + std::to_string(rows) + "x" +
+                   std::to_string(hidden));
       const auto w_host = random_tensor(dtype, hidden, 5, -2);
       DeviceBuffer weight(w_host.size());
       weight.upload(w_host);
@@ -105,7 +108,8 @@ TEST(CudaMpiFallback, FusedMatchesFloat64AndTheP2PKernelBitForBit) {
       comm->declare(declared);
       const std::uint64_t seed = next_seed();
       // Another eps is another key: the same data through the MPI fallback.
-      const FusedRun fallback = run_fused(*comm, dtype, rows, hidden, weight, eps * 1.0000001f + 1e-12f, seed);
+      const FusedRun fallback =
+          run_fused(*comm, dtype, rows, hidden, weight, eps * 1.0000001f + 1e-12f, seed);
       EXPECT_EQ(fallback.result.route, Route::fallback);
       const std::int64_t count = rows * hidden;
       std::vector<std::vector<std::uint8_t>> inputs;
@@ -127,8 +131,10 @@ TEST(CudaMpiFallback, FusedMatchesFloat64AndTheP2PKernelBitForBit) {
         for (std::int64_t j = 0; j < hidden; ++j) {
           const std::int64_t i = row * hidden + j;
           const double out_ref = s[j] * inv * value_at(dtype, w_host, j);
-          if (!(std::fabs(value_at(dtype, fallback.residual, i) - s[j]) <= fused_tolerance(dtype, s[j])) ||
-              !(std::fabs(value_at(dtype, fallback.out, i) - out_ref) <= fused_tolerance(dtype, out_ref)))
+          if (!(std::fabs(value_at(dtype, fallback.residual, i) - s[j]) <=
+                fused_tolerance(dtype, s[j])) ||
+              !(std::fabs(value_at(dtype, fallback.out, i) - out_ref) <=
+                fused_tolerance(dtype, out_ref)))
             ++wrong;
         }
       }
@@ -155,7 +161,8 @@ TEST(CudaMpiFallback, CallDuringGraphCaptureIsRefusedAndDeclaredCallsStillCaptur
   auto comm = create_cuda(mpi_fallback(forcing(Route::one_shot)));
   PEERPLAN_MPI_SKIP_IF(!comm->p2p_enabled(), "P2P is disabled: " + comm->p2p_disabled_reason());
   const std::int64_t n = 4096;
-  const std::vector<Declaration> declared{Declaration::all_reduce("x", DataType::bf16, vector_of(n))};
+  const std::vector<Declaration> declared{
+      Declaration::all_reduce("x", DataType::bf16, vector_of(n))};
   comm->declare(declared);
   DeviceBuffer in(n * 2), out(n * 2), other(n * 4);
   in.upload(random_tensor(DataType::bf16, n, 11, rank()));
@@ -181,7 +188,8 @@ TEST(CudaMpiFallback, CallDuringGraphCaptureIsRefusedAndDeclaredCallsStillCaptur
     CUDA_OK(cudaStreamSynchronize(stream));
     const auto got = out.download(n * 2);
     double ref = 0;
-    for (int r = 0; r < size(); ++r) ref += value_at(DataType::bf16, random_tensor(DataType::bf16, 1, 11, r), 0);
+    for (int r = 0; r < size(); ++r)
+      ref += value_at(DataType::bf16, random_tensor(DataType::bf16, 1, 11, r), 0);
     EXPECT_NEAR(value_at(DataType::bf16, got, 0), ref, sum_tolerance(DataType::bf16, ref));
     EXPECT_TRUE(same_on_every_rank(got));
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a build of the CUDA backend says and does about NCCL, on any machine
 // (no GPU needed, so CI runs it): nccl_built() matches the build
 // (PEERPLAN_WITH_NCCL at configure time), and in a build without NCCL

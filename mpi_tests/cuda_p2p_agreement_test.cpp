@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // P2P set-up failing on one rank only: the others must not enable the fast
 // path alone (their kernels would wait for a peer that never comes). The
 // failure is the real, common one: the last rank was started with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Registered buffers and the pull transfer mode on real GPUs: inputs inside
 // registered buffers are read by the peers in place (zero copy) on both
 // all-reduce routes, at any 16-byte aligned offset inside a sub-allocated pool, mixed with
@@ -151,14 +152,20 @@ TEST(CudaRegistration, GraphReplaysReadRegisteredInputsThatChangeBetweenReplays)
   }
   DeviceBuffer staged1(b1 * kSets), staged2(b2 * kSets);
   for (int k = 0; k < kSets; ++k) {
-    CUDA_OK(cudaMemcpy(staged1.get<char>() + k * b1, in1_sets[k].data(), b1, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(staged2.get<char>() + k * b2, in2_sets[k].data(), b2, cudaMemcpyHostToDevice));
+    CUDA_OK(
+        cudaMemcpy(staged1.get<char>() + k * b1, in1_sets[k].data(), b1, cudaMemcpyHostToDevice));
+    CUDA_OK(
+        cudaMemcpy(staged2.get<char>() + k * b2, in2_sets[k].data(), b2, cudaMemcpyHostToDevice));
   }
   // Copies from pageable memory may still run; the non-blocking stream below would not wait.
   CUDA_OK(cudaDeviceSynchronize());
   auto load_set = [&](int k) {
-    check_cuda(cudaMemcpyAsync(in1, staged1.get<char>() + k * b1, b1, cudaMemcpyDeviceToDevice, stream), "copy");
-    check_cuda(cudaMemcpyAsync(in2, staged2.get<char>() + k * b2, b2, cudaMemcpyDeviceToDevice, stream), "copy");
+    check_cuda(
+        cudaMemcpyAsync(in1, staged1.get<char>() + k * b1, b1, cudaMemcpyDeviceToDevice, stream),
+        "copy");
+    check_cuda(
+        cudaMemcpyAsync(in2, staged2.get<char>() + k * b2, b2, cudaMemcpyDeviceToDevice, stream),
+        "copy");
   };
   std::vector<CallResult> results;
   auto calls = [&] {
@@ -190,7 +197,8 @@ TEST(CudaRegistration, GraphReplaysReadRegisteredInputsThatChangeBetweenReplays)
       for (std::int64_t i = 0; i < n; ++i) {
         double ref = 0;
         for (int r = 0; r < size(); ++r) ref += value_at(bf16, inputs[r], i);
-        const double got = load_as_float(bf16, &expected[k][base + static_cast<std::size_t>(i) * 2]);
+        const double got =
+            load_as_float(bf16, &expected[k][base + static_cast<std::size_t>(i) * 2]);
         if (!(std::fabs(got - ref) <= sum_tolerance(bf16, ref))) ++wrong;
       }
     }

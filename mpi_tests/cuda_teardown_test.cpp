@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's teardown on real GPUs (issue 12): close() and the
 // destructor stay bounded by the timeout while a CUDA graph that captured a
 // fallback (NCCL) call or a P2P call still exists, a graph destroyed before
@@ -102,9 +103,12 @@ std::int64_t wrong_sums(const std::vector<std::uint8_t>& got, std::int64_t count
 class CapturedCalls {
  public:
   CapturedCalls(Communicator& comm, bool with_strided, Route expected)
-      : in_(kCount * 2), out_(kCount * 2),
-        strided_in_(kRows * kRowStride * 2), strided_out_(kRows * kRowStride * 2),
-        with_strided_(with_strided), expected_(expected) {
+      : in_(kCount * 2),
+        out_(kCount * 2),
+        strided_in_(kRows * kRowStride * 2),
+        strided_out_(kRows * kRowStride * 2),
+        with_strided_(with_strided),
+        expected_(expected) {
     in_.upload(random_tensor(kType, kCount, kSeed, rank()));
     strided_in_.upload(to_strided(random_tensor(kType, kRows * kCols, kSeed + 1, rank())));
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -151,8 +155,8 @@ class CapturedCalls {
     EXPECT_EQ(comm.all_reduce(in_.ptr, out_.ptr, kType, TensorLayout({kCount}), stream_).route,
               expected);
     if (with_strided_) {
-      EXPECT_EQ(comm.all_reduce(strided_in_.ptr, strided_out_.ptr, kType, strided_layout(),
-                                stream_).route,
+      EXPECT_EQ(comm.all_reduce(strided_in_.ptr, strided_out_.ptr, kType, strided_layout(), stream_)
+                    .route,
                 Route::fallback);
     }
   }
@@ -202,7 +206,8 @@ TEST(CudaTeardown, CloseReturnsInTimeWhileAGraphOfFallbackCallsExists) {
 
   const std::string log = close_in_time(*comm);
   EXPECT_NE(log.find("CUDA graph(s) that captured a fallback (NCCL) call still exist"),
-            std::string::npos) << log;
+            std::string::npos)
+      << log;
   EXPECT_NE(log.find("Destroy CUDA graphs before close()"), std::string::npos) << log;
   EXPECT_EQ(parked_nccl_communicators(), parked + 1);
 
@@ -236,7 +241,8 @@ TEST(CudaTeardown, CloseReturnsInTimeWhileAGraphOfAP2PCallExists) {
   const std::size_t parked = parked_nccl_communicators();
   auto comm = create_cuda(teardown_config());
   PEERPLAN_MPI_SKIP_IF(!comm->p2p_enabled(), "P2P is disabled: " + comm->p2p_disabled_reason());
-  comm->declare(std::vector<Declaration>{Declaration::all_reduce("x", kType, TensorLayout({kCount}))});
+  comm->declare(
+      std::vector<Declaration>{Declaration::all_reduce("x", kType, TensorLayout({kCount}))});
   CapturedCalls graph(*comm, /*with_strided=*/false, Route::one_shot);
   EXPECT_EQ(graph.wrong(), 0) << "replay of the captured P2P call";
 
@@ -273,7 +279,8 @@ TEST(CudaTeardownMpiFallback, CloseAfterFallbackCallsWithAGraphOfAP2PCallAliveIs
   auto comm = create_cuda(config);
   ASSERT_EQ(comm->fallback(), Fallback::mpi);
   PEERPLAN_MPI_SKIP_IF(!comm->p2p_enabled(), "P2P is disabled: " + comm->p2p_disabled_reason());
-  comm->declare(std::vector<Declaration>{Declaration::all_reduce("x", kType, TensorLayout({kCount}))});
+  comm->declare(
+      std::vector<Declaration>{Declaration::all_reduce("x", kType, TensorLayout({kCount}))});
   {
     DeviceBuffer in(kCount * 4), out(kCount * 4), strided_in(kRows * kRowStride * 2),
         strided_out(kRows * kRowStride * 2);
@@ -282,13 +289,15 @@ TEST(CudaTeardownMpiFallback, CloseAfterFallbackCallsWithAGraphOfAP2PCallAliveIs
     strided_in.upload(to_strided(random_tensor(kType, kRows * kCols, 62, rank())));
     EXPECT_EQ(comm->all_reduce(in.ptr, out.ptr, kType, TensorLayout({2 * kCount}), nullptr).route,
               Route::fallback);
-    EXPECT_EQ(comm->all_reduce(strided_in.ptr, strided_out.ptr, kType, strided_layout(), nullptr).route,
-              Route::fallback);
+    EXPECT_EQ(
+        comm->all_reduce(strided_in.ptr, strided_out.ptr, kType, strided_layout(), nullptr).route,
+        Route::fallback);
     check_cuda(cudaDeviceSynchronize(), "sync");
     EXPECT_EQ(wrong_sums(out.download(kCount * 4), 2 * kCount, 61, Route::fallback), 0)
         << "contiguous fallback call";
     EXPECT_EQ(wrong_sums(from_strided(strided_out.download(strided_out.bytes)), kRows * kCols, 62,
-                         Route::fallback), 0)
+                         Route::fallback),
+              0)
         << "strided fallback call";
   }
   CapturedCalls graph(*comm, /*with_strided=*/false, Route::one_shot);

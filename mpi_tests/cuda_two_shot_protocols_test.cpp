@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The two-shot all-reduce's other protocols on real GPUs: copy engines
 // (Protocol::dma, cuda/two_shot_dma.cu) and the Lamport region
 // (Protocol::lamport, cuda/two_shot_lamport.cu), each test run for both.
@@ -150,9 +151,8 @@ TEST_P(CudaTwoShotProtocol, StridedRowsTakeLamportButStayStagedForCopyEngines) {
   const Protocol protocol = GetParam();
   auto staged = create_cuda(two_shot_on(Protocol::staged));
   auto tested = create_cuda(two_shot_on(protocol));
-  const TensorLayout padded =
-      TensorLayout::strided(std::vector<std::int64_t>{300, 1000},
-                            std::vector<std::int64_t>{1032, 1});
+  const TensorLayout padded = TensorLayout::strided(std::vector<std::int64_t>{300, 1000},
+                                                    std::vector<std::int64_t>{1032, 1});
   const TensorLayout dense{300, 1000};
   std::vector<Declaration> declared{Declaration::all_reduce("padded", DataType::bf16, padded),
                                     Declaration::all_reduce("dense", DataType::bf16, dense)};
@@ -323,9 +323,9 @@ TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetw
   EXPECT_EQ(eager_mismatches, 0) << "eager sets whose bytes differ from staged";
 
   const int replays = gpus_shared(*tested) ? 20 : 60;
-  const int mismatches = replay_mismatches(stream, ReplayCadence{replays, kSets, 3, 1, 7},
-                                           load_set, [&] { calls(*tested, true); }, outputs,
-                                           expected);
+  const int mismatches = replay_mismatches(
+      stream, ReplayCadence{replays, kSets, 3, 1, 7}, load_set, [&] { calls(*tested, true); },
+      outputs, expected);
   EXPECT_EQ(mismatches, 0) << "of " << replays
                            << " replays and their eager calls, those whose bytes differ from the "
                               "eager staged run";

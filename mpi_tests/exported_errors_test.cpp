@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The library boundary from an application's side: libpeerplan.so is built
 // with hidden visibility and exports only what the public headers mark
 // PEERPLAN_API (include/peerplan/export.h; tests/api checks the list). An

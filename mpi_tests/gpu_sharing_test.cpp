@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which ranks share a GPU (src/communicator/gpu_sharing.hpp), under mpirun
 // with 2, 3 and 4 ranks: the pure grouping, and the collective that every
 // rank must answer alike. Bus ids are made up: no GPU is needed.
@@ -19,8 +20,8 @@ using peerplan::mpi_test::world_rank;
 using peerplan::mpi_test::world_size;
 
 TEST(GpuSharing, GroupsInRankOrder) {
-  const auto shared = group_shared_gpus({"0/B", "0/A", "0/B", "0/C", "0/A", "1/B"},
-                                        {"B", "A", "B", "C", "A", "B"});
+  const auto shared =
+      group_shared_gpus({"0/B", "0/A", "0/B", "0/C", "0/A", "1/B"}, {"B", "A", "B", "C", "A", "B"});
   ASSERT_EQ(shared.groups.size(), 2u);
   EXPECT_EQ(shared.groups[0], (std::vector<int>{0, 2}));
   EXPECT_EQ(shared.groups[1], (std::vector<int>{1, 4}));

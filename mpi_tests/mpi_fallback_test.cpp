@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MPI fallback on its own (issue 12): MPI errors never abort the job,
 // a bad dtype is rejected before any MPI call, and the communicator the
 // fallback owns is duplicated within the timeout.
@@ -86,7 +87,8 @@ TEST(MpiFallback, UnknownDtypeIsInvalidArgumentBeforeAnyMpiCall) {
 // Rank r's value at i: exactly representable in every dtype, but their sum
 // is not, so that the rounding of the sum shows.
 float contiguous_input(int r, std::int64_t i) {
-  return static_cast<float>(((r * 7919 + i * 104729) % 2001) - 1000) / 64.0f + 0.001953125f * static_cast<float>(r + 1);
+  return static_cast<float>(((r * 7919 + i * 104729) % 2001) - 1000) / 64.0f +
+         0.001953125f * static_cast<float>(r + 1);
 }
 
 // all_reduce_contiguous (the CUDA backend's MPI fallback stages GPU tensors
@@ -127,7 +129,9 @@ TEST(MpiFallback, ContiguousReductionOfTheFusedOpIsTheRankOrderSumRoundedOnce) {
         // magnitudes bounds.
         double magnitudes = 0;
         for (int r = 0; r < world_size(); ++r) magnitudes += std::fabs(contiguous_input(r, i));
-        const double unit = dtype == DataType::bf16 ? 0x1p-8 : dtype == DataType::f16 ? 0x1p-11 : 0x1p-24;
+        const double unit = dtype == DataType::bf16  ? 0x1p-8
+                            : dtype == DataType::f16 ? 0x1p-11
+                                                     : 0x1p-24;
         const double tolerance = world_size() * magnitudes * unit;
         if (!(std::fabs(got - want) <= tolerance)) ++wrong;
       }

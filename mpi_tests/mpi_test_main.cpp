@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // main() of every MPI test binary (library peerplan_mpi_test_main).
 //
 // Every rank runs the same GoogleTest program. After each test a listener
@@ -156,8 +157,8 @@ class RankVerdictListener : public ::testing::EmptyTestEventListener {
     for (int i = 0; i < result.total_part_count(); ++i) {
       const ::testing::TestPartResult& part = result.GetTestPartResult(i);
       if (part.failed() || part.skipped()) {
-        parts.push_back(Part{part.file_name() ? part.file_name() : "", part.line_number(),
-                             part.message()});
+        parts.push_back(
+            Part{part.file_name() ? part.file_name() : "", part.line_number(), part.message()});
       }
     }
     const std::string report = serialize(name, parts);
@@ -183,7 +184,8 @@ class RankVerdictListener : public ::testing::EmptyTestEventListener {
           std::string remote_name;
           std::vector<Part> remote_parts;
           deserialize(reports[r], remote_name, remote_parts);
-          for (const Part& p : remote_parts) why += "\n  rank " + std::to_string(r) + ": " + p.message;
+          for (const Part& p : remote_parts)
+            why += "\n  rank " + std::to_string(r) + ": " + p.message;
         }
         ADD_FAILURE() << "skipped on ranks " << ranks_text(skipping) << " but not on ranks "
                       << ranks_text(not_skipping)
@@ -195,8 +197,8 @@ class RankVerdictListener : public ::testing::EmptyTestEventListener {
         std::string remote_name;
         std::vector<Part> remote_parts;
         deserialize(reports[r], remote_name, remote_parts);
-        ADD_FAILURE() << "rank " << r << " ran test " << remote_name << " while rank 0 ran "
-                      << name << ": every rank must run the same tests in the same order";
+        ADD_FAILURE() << "rank " << r << " ran test " << remote_name << " while rank 0 ran " << name
+                      << ": every rank must run the same tests in the same order";
       }
     } else if (mine != failed) {
       ADD_FAILURE() << "failed on ranks " << ranks_text(failing)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tests of the MPI test harness itself (mpi_test_main.cpp).
 //
 // Run plainly, every test here passes. With PEERPLAN_MPI_SELFTEST_BREAK=1 the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // communicator::gather_p2p_level_verdict under mpirun (2, 3, 4 ranks on
 // one host, no GPU): each rank pretends to drive a GPU of an hwloc fixture
 // (tests/fixtures/topology) by passing its bus id, and every rank must get
@@ -116,8 +117,9 @@ TEST(P2PLevelCheck, NvlinkEndsMakeTheH200PairNv18) {
   EXPECT_FALSE(at_pix.has_value()) << *at_pix;
   const auto at_loc = p2p_level_obstacle(*bootstrap, config_for(vm, P2PLevel::loc), gpus[me], ends);
   ASSERT_TRUE(at_loc.has_value());
-  EXPECT_TRUE(starts_with(*at_loc, "ranks 0 and 1: GPUs 0000:00:06.0 and 0000:00:07.0 are linked "
-                                   "through NV18 (18 NVLinks)"))
+  EXPECT_TRUE(starts_with(*at_loc,
+                          "ranks 0 and 1: GPUs 0000:00:06.0 and 0000:00:07.0 are linked "
+                          "through NV18 (18 NVLinks)"))
       << *at_loc;
 }
 
@@ -150,8 +152,9 @@ TEST(P2PLevelCheck, ATopologyThatCannotLoadLeavesLinksUnknown) {
   // At LOC two different GPUs are too far whatever links them.
   const auto at_loc = p2p_level_obstacle(*bootstrap, config_for(missing, P2PLevel::loc), mine, {});
   ASSERT_TRUE(at_loc.has_value());
-  EXPECT_TRUE(starts_with(*at_loc, "ranks 0 and 1 use different GPUs (0000:43:00.0 and "
-                                   "0000:44:00.0)"))
+  EXPECT_TRUE(starts_with(*at_loc,
+                          "ranks 0 and 1 use different GPUs (0000:43:00.0 and "
+                          "0000:44:00.0)"))
       << *at_loc;
 }
 
@@ -163,8 +166,8 @@ TEST(P2PLevelCheck, RanksThatSeeDifferentTopologiesAgreeOnTheObstacle) {
   const std::string file = world_rank() == 0 ? "/nonexistent/peerplan-p2p-level-test.xml"
                                              : fixture("8gpu-two-sockets.xml");
   auto bootstrap = make_bootstrap();
-  const auto verdict = gather_p2p_level_verdict(
-      *bootstrap, config_for(file, P2PLevel::node), gpus[world_rank() % 4], {});
+  const auto verdict = gather_p2p_level_verdict(*bootstrap, config_for(file, P2PLevel::node),
+                                                gpus[world_rank() % 4], {});
   const std::string obstacle = verdict.obstacle.value_or("");
   EXPECT_TRUE(starts_with(obstacle,
                           "ranks 0 and 1: GPUs 0000:03:00.0 and 0000:83:00.0 are linked "

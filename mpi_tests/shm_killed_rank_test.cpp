@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A rank killed while its shared-memory segment still has a name
 // (PEERPLAN_FAULT_INJECT=shm.created@<last>:kill, set by the ctest
 // registration; needs mpirun --enable-recovery so that the survivors go on).
@@ -82,9 +83,8 @@ int main(int argc, char** argv) {
     const auto elapsed = Clock::now() - start;
     const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
     const std::string message = e.what();
-    check(elapsed < kTimeout + kSlack,
-          "Timeout after " + std::to_string(ms) + " ms (bound " +
-              std::to_string((kTimeout + kSlack).count()) + " ms)");
+    check(elapsed < kTimeout + kSlack, "Timeout after " + std::to_string(ms) + " ms (bound " +
+                                           std::to_string((kTimeout + kSlack).count()) + " ms)");
     check(message.find("rank " + std::to_string(dead)) != std::string::npos,
           "the Timeout names the killed rank " + std::to_string(dead) + ": " + message);
   } catch (const std::exception& e) {
@@ -120,8 +120,7 @@ int main(int argc, char** argv) {
   int all_ok = ok ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, survivors);
   if (rank == 0) {
-    std::printf("shm_killed_rank_test: %s on every surviving rank\n",
-                all_ok ? "PASSED" : "FAILED");
+    std::printf("shm_killed_rank_test: %s on every surviving rank\n", all_ok ? "PASSED" : "FAILED");
     std::fflush(stdout);
   }
   // Open MPI 4.1's MPI_Finalize waits for the dead rank now and then

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host backend across real processes (2, 3, 4 ranks): the P2P transport
 // over POSIX shared memory (one-shot, two-shot, fused) and the MPI fallback,
 // for f16/bf16/f32, dense and strided layouts, sizes that do not divide by
@@ -71,8 +72,8 @@ float integer_value(int rank, std::int64_t i, int salt) {
 }
 // Arbitrary values in [-1, 1), rounded to the dtype (that is the input).
 float random_value(DataType dtype, int rank, std::int64_t i, int salt) {
-  const double unit = static_cast<double>(mix(rank * 7777777ull + i * 131 + salt * 977) >> 11) *
-                      0x1p-53;
+  const double unit =
+      static_cast<double>(mix(rank * 7777777ull + i * 131 + salt * 977) >> 11) * 0x1p-53;
   return host::round_to(dtype, static_cast<float>(2 * unit - 1));
 }
 
@@ -102,19 +103,14 @@ TensorLayout strided(std::vector<std::int64_t> shape, std::vector<std::int64_t> 
 // All-reduce layouts: 1 element, counts that are not multiples of the world
 // size, padded rows, a transposed and a 3-D strided tensor.
 std::vector<TensorLayout> all_reduce_layouts(int n) {
-  return {TensorLayout{1},
-          TensorLayout{n + 1},
-          TensorLayout{37 * n + 1},
-          TensorLayout{4096},
-          TensorLayout{3, 6007},
-          strided({5, 100}, {128, 1}),
-          strided({64, 3}, {1, 64}),
-          strided({2, 3, 50}, {400, 128, 2})};
+  return {TensorLayout{1},           TensorLayout{n + 1},
+          TensorLayout{37 * n + 1},  TensorLayout{4096},
+          TensorLayout{3, 6007},     strided({5, 100}, {128, 1}),
+          strided({64, 3}, {1, 64}), strided({2, 3, 50}, {400, 128, 2})};
 }
 // Fused layouts: the last dimension is the hidden size.
 std::vector<TensorLayout> fused_layouts() {
-  return {TensorLayout{1, 7}, TensorLayout{4, 1024}, strided({3, 500}, {512, 1}),
-          TensorLayout{1}};
+  return {TensorLayout{1, 7}, TensorLayout{4, 1024}, strided({3, 500}, {512, 1}), TensorLayout{1}};
 }
 
 const DataType kDtypes[] = {DataType::f16, DataType::bf16, DataType::f32};
@@ -174,16 +170,20 @@ class HostTransport : public ::testing::Test {
 
   void all_reduce(Way way, Buffer& in, Buffer& out, const TensorLayout& layout) {
     const AllReduceArgs args{in.data(), out.data(), in.dtype, &layout, nullptr};
-    if (way == Way::fallback) fallback_->all_reduce(args);
-    else all_reduce_once(*p2p_, way == Way::one_shot ? Route::one_shot : Route::two_shot,
-                         Protocol::staged, args);
+    if (way == Way::fallback)
+      fallback_->all_reduce(args);
+    else
+      all_reduce_once(*p2p_, way == Way::one_shot ? Route::one_shot : Route::two_shot,
+                      Protocol::staged, args);
   }
   void fused(Way way, Buffer& inout, Buffer& residual, Buffer& weight, float eps,
              const TensorLayout& layout) {
     const FusedArgs args{inout.data(), residual.data(), weight.data(), eps,
                          inout.dtype,  &layout,         nullptr};
-    if (way == Way::fallback) fallback_->fused_add_rms_norm(args);
-    else fused_add_rms_norm_once(*p2p_, Route::fused_one_shot, Protocol::staged, args);
+    if (way == Way::fallback)
+      fallback_->fused_add_rms_norm(args);
+    else
+      fused_add_rms_norm_once(*p2p_, Route::fused_one_shot, Protocol::staged, args);
   }
 
   int n() const { return world_size(); }
@@ -313,8 +313,8 @@ TEST_F(HostTransport, FallbackEqualsP2PWithinRoundingAndExactlyOnIntegers) {
             by_fallback(dtype, span_of(layout));
         double magnitude_bound = 0;
         for (std::size_t i = 0; i < offsets.size(); ++i) {
-          const float x = integers ? integer_value(rank(), i, salt)
-                                   : random_value(dtype, rank(), i, salt);
+          const float x =
+              integers ? integer_value(rank(), i, salt) : random_value(dtype, rank(), i, salt);
           in.set(offsets[i], x);
           magnitude_bound = std::max(magnitude_bound, static_cast<double>(std::abs(x)));
         }
@@ -466,8 +466,10 @@ TEST_F(HostTransport, ThousandsOfBackToBackCallsAlternatingRoutes) {
     }
     Buffer in(DataType::f32, count), out(DataType::f32, count);
     for (std::int64_t i = 0; i < count; ++i) in.set(i, static_cast<float>(call + rank() * i));
-    all_reduce(kind == 0 ? Way::one_shot : kind == 1 ? Way::two_shot : Way::fallback, in, out,
-               layout);
+    all_reduce(kind == 0   ? Way::one_shot
+               : kind == 1 ? Way::two_shot
+                           : Way::fallback,
+               in, out, layout);
     for (std::int64_t i = 0; i < count; ++i) {
       const float exact = static_cast<float>(n() * call + i * (n() * (n() - 1) / 2));
       if (out.get(i) != exact) ++wrong;
@@ -635,7 +637,7 @@ TEST_F(HostTransport, FallbackTimesOutWithinTheBoundWhenARankStopsThenResynchron
     EXPECT_THROW(all_reduce(Way::fallback, in, out, layout), Timeout);
     const auto elapsed = std::chrono::steady_clock::now() - start;
     EXPECT_GE(elapsed, timeout);
-    EXPECT_LT(elapsed, timeout + timeout / 2 + 3s);  // the wait, then a short roll call
+    EXPECT_LT(elapsed, timeout + timeout / 2 + 3s);    // the wait, then a short roll call
     for (int i = 0; i < 1000; ++i) out.set(i, -1.0f);  // MPI must not write here any more
   }
   MPI_Barrier(MPI_COMM_WORLD);

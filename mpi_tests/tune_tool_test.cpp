@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // After peerplan_tune ran (ctest fixture peerplan_tune.np2, host backend):
 // its file kept the other machine's entry, holds an entry for this
 // communicator's fingerprint, and a communicator created with
@@ -67,9 +68,9 @@ TEST(TuneTool, CommunicatorLoadsTheWrittenEntry) {
 
   std::vector<Declaration> declarations;
   for (std::size_t bytes = 1024; bytes <= 64 * 1024; bytes *= 2) {
-    declarations.push_back(Declaration::all_reduce(
-        "ar" + std::to_string(bytes), DataType::bf16,
-        TensorLayout{static_cast<std::int64_t>(bytes / 2)}));
+    declarations.push_back(
+        Declaration::all_reduce("ar" + std::to_string(bytes), DataType::bf16,
+                                TensorLayout{static_cast<std::int64_t>(bytes / 2)}));
   }
   comm->declare(declarations);
   for (std::size_t bytes = 1024; bytes <= 64 * 1024; bytes *= 2) {

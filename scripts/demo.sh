@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs what is missing, builds, and runs the main job under mpirun: the
 # example program (examples/transformer_decode.cpp) on the host backend
 # where no GPU is visible, on the CUDA backend (one rank per GPU) where
@@ -22,6 +23,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup-common.sh"
 BUILD_DIR="${PEERPLAN_DEMO_BUILD_DIR:-$PEERPLAN_ROOT/build-demo}"
 
 install_missing_packages
+use_ccache_when_present
 report_cuda
 
 # Every option is given on every run, so that a build directory configured

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds peerplan with the CUDA backend on a GPU host, runs the GPU test
 # suite and the example program at each rank count of RANKS (default 2),
 # compute-sanitizer (memcheck, racecheck) on small sizes, and the collective

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # On a GPU host: builds the library (CUDA backend, no tests), then runs
 #  1. python/examples/tp_mlp.py (PyTorch tensor-parallel MLP: eager, CUDA
 #     graph replays, the fallback; vs one GPU and, where each rank has its

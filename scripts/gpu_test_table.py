@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The GPU tests' results as one table: test x rank count -> verdict and seconds.
 
 Reads the JUnit files `ctest --output-junit` wrote (tests named <binary>.np<n>)

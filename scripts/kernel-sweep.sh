@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The sweeps behind the CUDA backend's kernel choices and 2-rank defaults
 # (benchmarks/RESULTS.md, session 3), on a GPU host, one call: builds, runs
 # the GPU tests (SKIP_TESTS=1 skips them), then bf16 under CUDA graphs:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by scripts/demo.sh and scripts/test.sh (sourced, not run):
 # installs the Debian packages peerplan needs, detects CUDA/NCCL, and
 # configures + builds (into build/ unless told otherwise: demo.sh uses
@@ -11,7 +12,7 @@ BUILD_DIR="${PEERPLAN_BUILD_DIR:-$PEERPLAN_ROOT/build}"
 # the flag/JSON libraries the tools and benchmarks use. The CUDA toolkit and
 # NCCL come from NVIDIA and are only detected, never installed.
 PEERPLAN_PACKAGES=(g++ cmake ninja-build pkg-config openmpi-bin libopenmpi-dev
-                   hwloc libhwloc-dev libgtest-dev nlohmann-json3-dev libcli11-dev)
+                   hwloc libhwloc-dev libgtest-dev nlohmann-json3-dev libcli11-dev ccache)
 
 log() { printf '[peerplan] %s\n' "$*"; }
 
@@ -94,6 +95,20 @@ configure_and_build() {
   fi
   cmake -S "$PEERPLAN_ROOT" -B "$BUILD_DIR" "${generator[@]}" "$@" ${PEERPLAN_CMAKE_ARGS:-}
   cmake --build "$BUILD_DIR" --parallel "$(nproc)" "${targets[@]}"
+}
+
+# Compiles go through ccache where it is installed (CMake reads these
+# variables when it configures a new build directory), so a fresh clone or
+# a second build tree recompiles only what changed. The base directory makes
+# the cache's keys relative, so clones in other folders share it.
+use_ccache_when_present() {
+  command -v ccache >/dev/null 2>&1 || return 0
+  local lang
+  for lang in C CXX CUDA; do
+    local var="CMAKE_${lang}_COMPILER_LAUNCHER"
+    [ -n "${!var:-}" ] || export "$var=ccache"
+  done
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PEERPLAN_ROOT}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 }
 
 # Open MPI refuses to run as root unless told; our containers and CI run as root.

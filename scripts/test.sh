@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the whole test suite (unit tests,
+# SPDX-License-Identifier: Apache-2.0
+# Installs what is missing, checks the sources' format (scripts/format.sh),
+# builds, and runs the whole test suite (unit tests,
 # MPI tests at 2, 3 and 4 ranks, the install/consumer test); where the CUDA
 # toolkit is found, the same tests again in a build of the CUDA backend
 # without NCCL (scripts/nccl-less/stage.sh); then the unit and MPI tests
@@ -19,13 +21,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/sanitizers/stage.sh"
 start=$SECONDS
 # The Python package's tests need NumPy and mpi4py (the library does not).
 PEERPLAN_PACKAGES+=(python3-numpy python3-mpi4py)
+# The format check (scripts/format.sh) needs clang-format.
+PEERPLAN_PACKAGES+=(clang-format)
 install_missing_packages
+use_ccache_when_present
+format_status=0
+"$PEERPLAN_ROOT/scripts/format.sh" --check || format_status=1
 report_cuda
 configure_and_build
 log "running the test suite"
 status=0
 ctest --test-dir "$BUILD_DIR" --output-on-failure --parallel "$(nproc)" ${PEERPLAN_CTEST_ARGS:-} || status=$?
 [ $status -eq 0 ] || note_failed_tests "test suite" "$BUILD_DIR"
+if [ $format_status -ne 0 ]; then status=1; PEERPLAN_FAILED_TESTS+=("format check: run scripts/format.sh"); fi
 log "test suite: $([ $status -eq 0 ] && echo passed || echo FAILED) ($((SECONDS - start)) s so far)"
 
 if [ "${PEERPLAN_SKIP_NCCL_LESS:-0}" = 1 ]; then

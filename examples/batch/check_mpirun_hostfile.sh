@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ctest batch_recipes.mpirun_hostfile: runs mpirun-hostfile.sh as a user
 # would, on this machine as a one-node "cluster" (localhost, 2 slots), with
 # the example program on the host backend, and checks that

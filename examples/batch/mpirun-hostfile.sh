@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs a peerplan program on the nodes of a hostfile with Open MPI's mpirun,
 # one rank per GPU: the recipe for machines without a batch system (or to
 # copy into a job script).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* peerplan from C: declare one all-reduce, call it and an undeclared one,
  * print the routes they took. Build it with the MPI C compiler:
  *
@@ -24,15 +25,16 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
   peerplan_comm_t comm = NULL;
-  if (failed(peerplan_comm_create(MPI_COMM_WORLD, NULL, &comm), "create")) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (failed(peerplan_comm_create(MPI_COMM_WORLD, NULL, &comm), "create"))
+    MPI_Abort(MPI_COMM_WORLD, 1);
 
   /* Host memory: this runs on the host backend (a GPU build given GPUs
    * would want device pointers here). */
   enum { kRows = 4, kHidden = 256 };
   static float x[kRows * kHidden];
   const int64_t shape[2] = {kRows, kHidden};
-  const peerplan_declaration_t plan = {"hidden", PEERPLAN_ALL_REDUCE, PEERPLAN_F32,
-                                       {2, shape, NULL}, NULL, 0.0f};
+  const peerplan_declaration_t plan = {
+      "hidden", PEERPLAN_ALL_REDUCE, PEERPLAN_F32, {2, shape, NULL}, NULL, 0.0f};
   errors += failed(peerplan_declare(comm, &plan, 1), "declare");
 
   for (int i = 0; i < kRows * kHidden; ++i) x[i] = (float)rank;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A region of device memory an application registers with a communicator
 // for zero-copy peer reads (Communicator::register_buffers).
 #pragma once

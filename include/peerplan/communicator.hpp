@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The communicator: lifecycle (create, declare, close) and dispatch of
 // all-reduce and fused add + RMSNorm (DESIGN §4). Collective calls must be
 // made by every rank of the communicator, in the same order.
@@ -93,8 +94,8 @@ class PEERPLAN_API Communicator {
   // residual not overlapping inout (their spans must be disjoint), eps
   // finite and >= 0, weight non-null and element-aligned (a declared
   // weight was checked at declare).
-  virtual CallResult fused_add_rms_norm(void* inout, void* residual, const void* weight,
-                                        float eps, DataType dtype, const TensorLayout& layout,
+  virtual CallResult fused_add_rms_norm(void* inout, void* residual, const void* weight, float eps,
+                                        DataType dtype, const TensorLayout& layout,
                                         StreamHandle stream = nullptr) = 0;
 
   // Collective. Registers device buffers of this rank (each rank passes its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Communicator configuration: filled from code, then overridden by
 // PEERPLAN_* environment variables (see apply_environment), each override
 // logged once at PEERPLAN_DEBUG=INFO.
@@ -32,7 +33,8 @@ enum class Fallback : std::uint8_t {
   // (NCCL refuses that), else MPI. host backend: MPI.
   automatic = 0,
   nccl = 1,  // cuda backend only; needs a build with NCCL and one GPU per rank
-  mpi = 2,   // MPI_Allreduce (+ the same add + RMSNorm); on GPU buffers staged through pinned host memory
+  mpi =
+      2,  // MPI_Allreduce (+ the same add + RMSNorm); on GPU buffers staged through pinned host memory
 };
 
 // The farthest link class over which P2P is allowed, like NCCL_P2P_LEVEL,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What an application declares ahead of time: every collective it wants on
 // the fast path. Declarations are validated, checked for agreement across
 // ranks, routed and indexed by Communicator::declare.

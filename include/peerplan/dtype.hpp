@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element types peerplan reduces. Reductions always accumulate in fp32.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Error types of the public API. Every failure peerplan reports is a
 // peerplan::Error carrying a code, so callers can branch on the kind of
 // failure without parsing messages (the C ABI maps the same codes).
@@ -20,9 +21,9 @@ enum class ErrorCode : int {
   cuda_error = 6,
   nccl_error = 7,
   mpi_error = 8,
-  system_error = 9,      // an OS call failed (shared memory, mmap, ...)
-  unsupported = 10,      // valid request this build or machine cannot serve
-  internal = 11,         // a bug in peerplan; please report it
+  system_error = 9,  // an OS call failed (shared memory, mmap, ...)
+  unsupported = 10,  // valid request this build or machine cannot serve
+  internal = 11,     // a bug in peerplan; please report it
 };
 
 PEERPLAN_API const char* to_string(ErrorCode code) noexcept;
@@ -31,18 +32,17 @@ PEERPLAN_API const char* to_string(ErrorCode code) noexcept;
 // information must be the library's (export.h).
 class PEERPLAN_API Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
   ErrorCode code() const noexcept { return code_; }
 
  private:
   ErrorCode code_;
 };
 
-#define PEERPLAN_DEFINE_ERROR(Name, Code)                                  \
-  class PEERPLAN_API Name : public Error {                                 \
-   public:                                                                 \
-    explicit Name(const std::string& message) : Error(Code, message) {}    \
+#define PEERPLAN_DEFINE_ERROR(Name, Code)                               \
+  class PEERPLAN_API Name : public Error {                              \
+   public:                                                              \
+    explicit Name(const std::string& message) : Error(Code, message) {} \
   };
 
 PEERPLAN_DEFINE_ERROR(InvalidArgument, ErrorCode::invalid_argument)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* PEERPLAN_API: what libpeerplan exports. The library is compiled with
  * -fvisibility=hidden -fvisibility-inlines-hidden (src/CMakeLists.txt), so
  * only declarations marked PEERPLAN_API are visible outside it: the public

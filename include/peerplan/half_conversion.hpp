@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-side conversions between float and the 16-bit floating-point types
 // peerplan reduces (DataType::bf16 and DataType::f16), for applications
 // that fill or check tensors on the CPU without a half-precision type of

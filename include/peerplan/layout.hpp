@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A tensor's shape and element strides, up to kMaxRank dimensions, stored
 // inline so that building a lookup key never allocates.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* The C interface of peerplan: for C and Fortran programs (through
  * MPI_Fint communicator handles) and for Python (ctypes). It mirrors the
  * C++ Communicator (peerplan/communicator.hpp); README "C interface" shows
@@ -42,23 +43,16 @@ typedef enum peerplan_result {
   PEERPLAN_ERROR_CUDA = 6,
   PEERPLAN_ERROR_NCCL = 7,
   PEERPLAN_ERROR_MPI = 8,
-  PEERPLAN_ERROR_SYSTEM = 9,           /* an OS call failed (shared memory, mmap) */
-  PEERPLAN_ERROR_UNSUPPORTED = 10,     /* valid, but this build or machine cannot serve it */
-  PEERPLAN_ERROR_INTERNAL = 11,        /* a bug in peerplan; please report it */
+  PEERPLAN_ERROR_SYSTEM = 9,       /* an OS call failed (shared memory, mmap) */
+  PEERPLAN_ERROR_UNSUPPORTED = 10, /* valid, but this build or machine cannot serve it */
+  PEERPLAN_ERROR_INTERNAL = 11,    /* a bug in peerplan; please report it */
   PEERPLAN_ERROR_OUT_OF_MEMORY = 12
 } peerplan_result_t;
 
-enum peerplan_dtype {
-  PEERPLAN_F16 = 0,
-  PEERPLAN_BF16 = 1,
-  PEERPLAN_F32 = 2
-};
+enum peerplan_dtype { PEERPLAN_F16 = 0, PEERPLAN_BF16 = 1, PEERPLAN_F32 = 2 };
 typedef int peerplan_dtype_t; /* one of enum peerplan_dtype */
 
-enum peerplan_operation {
-  PEERPLAN_ALL_REDUCE = 0,
-  PEERPLAN_FUSED_ADD_RMS_NORM = 1
-};
+enum peerplan_operation { PEERPLAN_ALL_REDUCE = 0, PEERPLAN_FUSED_ADD_RMS_NORM = 1 };
 typedef int peerplan_operation_t; /* one of enum peerplan_operation */
 
 enum peerplan_route {

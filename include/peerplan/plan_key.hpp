@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The exact key of a collective call, in canonical form (lookup contract,
 // DESIGN §2): operation, dtype, shape, strides with size-1 dimensions'
 // strides zeroed, and for the fused op the weight's address and epsilon's
@@ -21,8 +22,8 @@ struct PEERPLAN_API PlanKey {
   Operation operation = Operation::all_reduce;
   DataType dtype = DataType::bf16;
   std::uint8_t rank = 0;
-  std::uint32_t eps_bits = 0;      // 0 for all-reduce; +0.0 and -0.0 both map to 0
-  std::uintptr_t weight = 0;       // 0 for all-reduce
+  std::uint32_t eps_bits = 0;                    // 0 for all-reduce; +0.0 and -0.0 both map to 0
+  std::uintptr_t weight = 0;                     // 0 for all-reduce
   std::array<std::int64_t, kMaxRank> shape{};    // unused dims are 0
   std::array<std::int64_t, kMaxRank> strides{};  // size-1 and unused dims are 0
 
@@ -34,8 +35,8 @@ struct PEERPLAN_API PlanKey {
 };
 
 PEERPLAN_API PlanKey make_all_reduce_key(DataType dtype, const TensorLayout& layout) noexcept;
-PEERPLAN_API PlanKey make_fused_key(DataType dtype, const TensorLayout& layout,
-                                    const void* weight, float eps) noexcept;
+PEERPLAN_API PlanKey make_fused_key(DataType dtype, const TensorLayout& layout, const void* weight,
+                                    float eps) noexcept;
 // The key a declaration stands for (its first weight, if any).
 PEERPLAN_API PlanKey make_key(const Declaration& declaration) noexcept;
 

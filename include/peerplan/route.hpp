@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Routes a call can take, why a call fell back, and the statistics that
 // let users see which shapes they forgot to declare.
 #pragma once
@@ -46,10 +47,10 @@ enum class Protocol : std::uint8_t {
 };
 
 enum class FallbackReason : std::uint8_t {
-  none = 0,         // the call ran on a P2P route
-  undeclared = 1,   // no declaration has the call's exact key
-  over_cutoff = 2,  // declared, but larger than every admitted route's cutoff
-  p2p_disabled = 3, // declared, but P2P is off (config, topology, agreement)
+  none = 0,          // the call ran on a P2P route
+  undeclared = 1,    // no declaration has the call's exact key
+  over_cutoff = 2,   // declared, but larger than every admitted route's cutoff
+  p2p_disabled = 3,  // declared, but P2P is off (config, topology, agreement)
   // declared, but the job spans several nodes that hold different numbers
   // of ranks, or one rank each: no hierarchical route fits
   node_layout = 4,
@@ -73,9 +74,9 @@ struct CallResult {
 struct PlanStats {
   std::string name;
   Operation operation = Operation::all_reduce;
-  Route route = Route::fallback;                 // the route chosen at declare
+  Route route = Route::fallback;                       // the route chosen at declare
   FallbackReason route_reason = FallbackReason::none;  // why fallback, if it is
-  std::uint64_t hits = 0;       // calls that ran on the P2P route
+  std::uint64_t hits = 0;                              // calls that ran on the P2P route
   std::uint64_t fallbacks = 0;  // calls of this plan that went to the fallback
   // Last, so that brace initialisations of the fields above keep working:
   Protocol protocol = Protocol::none;  // chosen at declare with the route
@@ -91,7 +92,7 @@ struct PlanStats {
 // calls lies in [calls - overcount, calls], and every key called more
 // often than (undeclared calls) / (table size) is in the table.
 struct UndeclaredKeyStats {
-  std::string key;              // as PlanKey::to_string prints it
+  std::string key;  // as PlanKey::to_string prints it
   std::uint64_t calls = 0;
   std::uint64_t overcount = 0;
 };

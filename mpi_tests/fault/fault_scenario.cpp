@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One fault scenario of the fault-injection suite, run by
 // run_fault_scenario.cmake under `mpiexec --enable-recovery`, so that the
 // survivors of a killed rank keep running and their behaviour is visible.
@@ -51,8 +52,8 @@ int world_size = 1;
 
 // What one step did on this rank.
 struct Outcome {
-  std::string step;    // create, declare, call
-  std::string kind;    // ok, Timeout, or the other error's code name
+  std::string step;  // create, declare, call
+  std::string kind;  // ok, Timeout, or the other error's code name
   std::string message;
   double ms = 0;
 };
@@ -130,8 +131,8 @@ std::string judge_survivor(const Scenario& s, const std::vector<Outcome>& outcom
       break;
     }
   }
-  if (failed == nullptr) return "FAIL every step succeeded although rank " +
-                                std::to_string(s.victim) + " was gone";
+  if (failed == nullptr)
+    return "FAIL every step succeeded although rank " + std::to_string(s.victim) + " was gone";
   if (failed->kind != "Timeout") return "FAIL expected Timeout, got " + failed->kind;
   if (failed->step != failing_step(s)) {
     return "FAIL the Timeout came at " + failed->step + ", expected at " + failing_step(s);
@@ -171,7 +172,8 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   if (argc != 4) {
-    if (world_rank == 0) std::fprintf(stderr, "usage: %s <scenario> <victim> <timeout ms>\n", argv[0]);
+    if (world_rank == 0)
+      std::fprintf(stderr, "usage: %s <scenario> <victim> <timeout ms>\n", argv[0]);
     MPI_Finalize();
     return 2;
   }
@@ -202,7 +204,8 @@ int main(int argc, char** argv) {
   const auto lateness = 2 * s.timeout;
 
   if (late && s.name == "create-late") std::this_thread::sleep_for(lateness);
-  outcomes.push_back(run_step("create", [&] { comm = Communicator::create(MPI_COMM_WORLD, config); }));
+  outcomes.push_back(
+      run_step("create", [&] { comm = Communicator::create(MPI_COMM_WORLD, config); }));
   if (comm) {
     outcomes.push_back(run_step("declare", [&] {
       comm->declare(s.name.rfind("fallback", 0) == 0 ? std::vector<Declaration>{} : plans);
@@ -213,7 +216,8 @@ int main(int argc, char** argv) {
     outcomes.push_back(run_step("call", [&] {
       // A few calls: a rank killed after publishing its input may let the
       // others finish the call it died in; the next one must fail.
-      for (int i = 0; i < 3; ++i) comm->all_reduce(in.data(), out.data(), DataType::f32, TensorLayout({n}));
+      for (int i = 0; i < 3; ++i)
+        comm->all_reduce(in.data(), out.data(), DataType::f32, TensorLayout({n}));
     }));
   }
 
@@ -228,8 +232,9 @@ int main(int argc, char** argv) {
   }
   const auto close_start = Clock::now();
   if (comm) comm->close();
-  say("closed ms=" + std::to_string(
-                         std::chrono::duration<double, std::milli>(Clock::now() - close_start).count()));
+  say("closed ms=" +
+      std::to_string(
+          std::chrono::duration<double, std::milli>(Clock::now() - close_start).count()));
   comm.reset();
   // Open MPI 4.1's MPI_Finalize itself sometimes hangs once a rank of the
   // job was killed (measured: 1 run in 30 of a plain MPI program that does

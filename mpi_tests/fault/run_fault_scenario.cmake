@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DMPIEXEC=... -DFLAGS=<@@-joined mpiexec flags> -DRANKS=<n> -DPROGRAM=<fault_scenario>
 #       -DSCENARIO=<name> -DVICTIM=<rank> -DTIMEOUT_MS=<ms> [-DINJECT=<PEERPLAN_FAULT_INJECT>]
 #       [-DCLEANUP=<@@-joined command run afterwards>] -P run_fault_scenario.cmake

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Writes the C++ block of README.md that sits between the lines
 # "<!-- readme-snippet begin -->" and "<!-- readme-snippet end -->" to OUT.
 #   cmake -DREADME=<README.md> -DOUT=<file.cpp> -P extract_snippet.cmake

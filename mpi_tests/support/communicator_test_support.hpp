@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared helpers of the communicator's end-to-end MPI tests
 // (mpi_tests/communicator_*_test.cpp).
 //
@@ -141,12 +142,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) ::setenv(name, value, 1);
-    else ::unsetenv(name);
+    if (value != nullptr)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
-    else ::unsetenv(name_.c_str());
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
@@ -177,9 +182,12 @@ inline float round_to(DataType dtype, float v) { return transport::host::round_t
 // or doubled rank (errors of the order of the values) always does.
 inline double relative_tolerance(DataType dtype) {
   switch (dtype) {
-    case DataType::f16: return 2e-3;
-    case DataType::bf16: return 1e-2;
-    case DataType::f32: break;
+    case DataType::f16:
+      return 2e-3;
+    case DataType::bf16:
+      return 1e-2;
+    case DataType::f32:
+      break;
   }
   return 1e-6;
 }
@@ -267,14 +275,16 @@ class Buffer {
 
   Buffer(DataType dtype, std::int64_t elements)
       : dtype_(dtype), elements_(elements + kGuardElements) {
-    const std::size_t bytes = (static_cast<std::size_t>(elements_) * element_size(dtype) + 63) / 64 * 64;
+    const std::size_t bytes =
+        (static_cast<std::size_t>(elements_) * element_size(dtype) + 63) / 64 * 64;
     data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, bytes)));
     poison();
   }
   // Room for `layout`'s extent (largest offset + 1).
   static Buffer for_layout(DataType dtype, const TensorLayout& layout) {
     const auto offsets = element_offsets(layout);
-    const std::int64_t extent = offsets.empty() ? 0 : *std::max_element(offsets.begin(), offsets.end()) + 1;
+    const std::int64_t extent =
+        offsets.empty() ? 0 : *std::max_element(offsets.begin(), offsets.end()) + 1;
     return Buffer(dtype, extent);
   }
 
@@ -390,16 +400,16 @@ float documented_p2p_sum(Route route, int n, ValueOf&& value_of) {
 // What one checked all-reduce did. Counts are of elements.
 struct AllReduceOutcome {
   CallResult result;
-  std::vector<float> values;        // the output, logical order
-  std::uint64_t hash = 0;           // of the output elements' bytes
-  std::int64_t wrong = 0;           // outside the tolerance of the float64 reference
-                                    // (integers: not exactly the sum)
-  std::int64_t unwritten = 0;       // output elements still holding the poison
-  std::int64_t padding_written = 0; // padding / guard elements of the output changed
-  std::int64_t model_mismatch = 0;  // P2P routes: differs from the documented
-                                    // fp32 sum in rank order 0..n-1, rounded once
-  bool input_changed = false;       // out-of-place: the input buffer was modified
-  std::string first_problem;        // the first wrong element, explained
+  std::vector<float> values;         // the output, logical order
+  std::uint64_t hash = 0;            // of the output elements' bytes
+  std::int64_t wrong = 0;            // outside the tolerance of the float64 reference
+                                     // (integers: not exactly the sum)
+  std::int64_t unwritten = 0;        // output elements still holding the poison
+  std::int64_t padding_written = 0;  // padding / guard elements of the output changed
+  std::int64_t model_mismatch = 0;   // P2P routes: differs from the documented
+                                     // fp32 sum in rank order 0..n-1, rounded once
+  bool input_changed = false;        // out-of-place: the input buffer was modified
+  std::string first_problem;         // the first wrong element, explained
 };
 
 // Runs comm.all_reduce on inputs regenerated from `seed` and checks the
@@ -416,7 +426,8 @@ inline AllReduceOutcome run_all_reduce(Communicator& comm, DataType dtype,
   const auto count = static_cast<std::int64_t>(offsets.size());
 
   Buffer in = Buffer::for_layout(dtype, layout);
-  for (std::int64_t i = 0; i < count; ++i) in.set(offsets[i], input_value(dtype, inputs, seed, me, i));
+  for (std::int64_t i = 0; i < count; ++i)
+    in.set(offsets[i], input_value(dtype, inputs, seed, me, i));
   std::optional<Buffer> separate_out;
   if (!in_place) separate_out.emplace(Buffer::for_layout(dtype, layout));
   Buffer& out = in_place ? in : *separate_out;
@@ -449,8 +460,8 @@ inline AllReduceOutcome run_all_reduce(Communicator& comm, DataType dtype,
       magnitude += std::fabs(v);
     }
     const float model = round_to(dtype, documented_p2p_sum(o.result.route, n, [&](int r) {
-      return input_value(dtype, inputs, seed, r, i);
-    }));
+                                   return input_value(dtype, inputs, seed, r, i);
+                                 }));
     const double tolerance = inputs == Inputs::integers ? 0.0 : steps * rel * magnitude + floor;
     const bool ok = std::fabs(static_cast<double>(got) - exact) <= tolerance;  // false for NaN
     if (!ok) {
@@ -495,17 +506,18 @@ inline void expect_all_reduce_correct(const AllReduceOutcome& o, const std::stri
 inline Buffer make_weight(DataType dtype, std::int64_t hidden, std::uint64_t seed) {
   Buffer weight(dtype, hidden);
   for (std::int64_t j = 0; j < hidden; ++j)
-    weight.set(j, round_to(dtype, 1.0f + 0.5f * input_value(DataType::f32, Inputs::random, seed, 7777, j)));
+    weight.set(j, round_to(dtype, 1.0f + 0.5f * input_value(DataType::f32, Inputs::random, seed,
+                                                            7777, j)));
   return weight;
 }
 
 struct FusedOutcome {
   CallResult result;
-  std::vector<float> out;       // inout after the call, logical order
-  std::vector<float> residual;  // residual after the call, logical order
+  std::vector<float> out;                  // inout after the call, logical order
+  std::vector<float> residual;             // residual after the call, logical order
   std::vector<double> residual_tolerance;  // per element, of residual vs float64
   std::vector<double> out_tolerance;       // per element, of out vs float64
-  std::uint64_t hash = 0;       // of both outputs' elements
+  std::uint64_t hash = 0;                  // of both outputs' elements
   std::int64_t wrong_residual = 0;
   std::int64_t wrong_out = 0;
   std::int64_t padding_written = 0;
@@ -520,8 +532,8 @@ inline constexpr int kSharedResidual = 4095;
 // checks both results against a float64 reference of
 //   r = sum_ranks(inout) + residual;  out = r / sqrt(mean_row(r^2) + eps) * w.
 inline FusedOutcome run_fused(Communicator& comm, DataType dtype, const TensorLayout& layout,
-                              const Buffer& weight, float eps, Inputs inputs,
-                              bool shared_residual, std::uint64_t seed) {
+                              const Buffer& weight, float eps, Inputs inputs, bool shared_residual,
+                              std::uint64_t seed) {
   const int n = comm.size();
   const int me = comm.rank();
   const auto offsets = element_offsets(layout);
@@ -541,7 +553,8 @@ inline FusedOutcome run_fused(Communicator& comm, DataType dtype, const TensorLa
   }
 
   FusedOutcome o;
-  o.result = comm.fused_add_rms_norm(inout.data(), residual.data(), weight.data(), eps, dtype, layout);
+  o.result =
+      comm.fused_add_rms_norm(inout.data(), residual.data(), weight.data(), eps, dtype, layout);
 
   const bool p2p = is_p2p(o.result.route);
   const double rel = relative_tolerance(dtype);
@@ -569,7 +582,8 @@ inline FusedOutcome run_fused(Communicator& comm, DataType dtype, const TensorLa
       }
       const double res = residual_value(me, i);
       exact_r[j] = s + res;
-      tol_r[j] = inputs == Inputs::integers ? 0.0 : steps * rel * (magnitude + std::fabs(res)) + floor;
+      tol_r[j] =
+          inputs == Inputs::integers ? 0.0 : steps * rel * (magnitude + std::fabs(res)) + floor;
       sum_squares += exact_r[j] * exact_r[j];
       spread += 2.0 * std::fabs(exact_r[j]) * tol_r[j] + tol_r[j] * tol_r[j];
     }
@@ -607,8 +621,8 @@ inline FusedOutcome run_fused(Communicator& comm, DataType dtype, const TensorLa
         ++o.wrong_out;
         if (o.first_problem.empty()) {
           std::ostringstream text;
-          text << "output element " << i << " is " << got_out << ", float64 reference "
-               << exact_out << ", tolerance " << tol_out;
+          text << "output element " << i << " is " << got_out << ", float64 reference " << exact_out
+               << ", tolerance " << tol_out;
           o.first_problem = text.str();
         }
       }
@@ -631,8 +645,8 @@ inline void expect_fused_correct(const FusedOutcome& o, const std::string& what,
   EXPECT_EQ(o.padding_written, 0) << context << ": padding or guard elements were written";
   if (expect_identical_on_every_rank) {
     const auto differing = ranks_differing_from_rank0(o.hash);
-    EXPECT_TRUE(differing.empty()) << context << ": results differ from rank 0's on ranks "
-                                   << join(differing);
+    EXPECT_TRUE(differing.empty())
+        << context << ": results differ from rank 0's on ranks " << join(differing);
   }
 }
 

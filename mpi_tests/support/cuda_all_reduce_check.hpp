@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The all-reduce check shared by the CUDA backend's GPU tests: fresh random
 // inputs, a float64 reference, poisoned outputs checked fully written (and
 // padding of strided layouts untouched), bit-identical results on every rank.
@@ -20,8 +21,8 @@ inline std::uint64_t next_seed() {
 // Where check_all_reduce puts its input, and what it reports back.
 struct AllReduceCheckOptions {
   bool in_place = false;
-  void* input_at = nullptr;  // device memory for the input (e.g. inside a registered buffer)
-  CallResult* result = nullptr;               // out: the call's result
+  void* input_at = nullptr;      // device memory for the input (e.g. inside a registered buffer)
+  CallResult* result = nullptr;  // out: the call's result
   std::vector<std::uint8_t>* output = nullptr;  // out: this rank's output bytes
 };
 
@@ -78,7 +79,9 @@ inline void check_all_reduce(Communicator& comm, DataType dtype, const TensorLay
     const double tolerance = by_fallback ? fallback_sum_tolerance(dtype, ref, magnitudes, size())
                                          : sum_tolerance(dtype, ref);
     if (!(std::fabs(v - ref) <= tolerance)) {
-      if (wrong++ == 0) first = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref);
+      if (wrong++ == 0)
+        first = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " +
+                std::to_string(ref);
     }
   }
   EXPECT_EQ(wrong, 0) << to_string(dtype) << " " << layout.to_string() << " route "
@@ -86,7 +89,8 @@ inline void check_all_reduce(Communicator& comm, DataType dtype, const TensorLay
   if (!in_place) {
     for (std::int64_t o = 0; o < extent; ++o) {
       if (touched[o]) continue;
-      for (std::size_t b = 0; b < e; ++b) ASSERT_EQ(got[o * e + b], 0xff) << "padding written at " << o;
+      for (std::size_t b = 0; b < e; ++b)
+        ASSERT_EQ(got[o * e + b], 0xff) << "padding written at " << o;
     }
   }
   EXPECT_TRUE(same_on_every_rank(got)) << "outputs differ across ranks";
@@ -95,7 +99,8 @@ inline void check_all_reduce(Communicator& comm, DataType dtype, const TensorLay
 
 inline void check_all_reduce(Communicator& comm, DataType dtype, const TensorLayout& layout,
                              Route expected_route, bool in_place = false) {
-  check_all_reduce(comm, dtype, layout, expected_route, AllReduceCheckOptions{.in_place = in_place});
+  check_all_reduce(comm, dtype, layout, expected_route,
+                   AllReduceCheckOptions{.in_place = in_place});
 }
 
 inline TensorLayout vector_of(std::int64_t n) { return TensorLayout({n}); }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bit-for-bit checks of GPU all-reduces shared by the protocol tests
 // (cuda_lamport_test, cuda_two_shot_protocols_test; the graph replays also
 // cuda_fused_lamport_test): inputs full of special bit patterns, one call
@@ -30,7 +31,8 @@ inline std::vector<std::uint32_t> special_bits(DataType dtype) {
             0xff800000u, 0x3f80ffffu, 0xbf80ffffu, 0x0000ffffu, 0xffff0000u};
   }
   if (dtype == DataType::bf16) {
-    return {0xffffu, 0xfffeu, 0x8000u, 0x0000u, 0x7fc0u, 0x7f80u, 0xff80u, 0x3fffu, 0xbfffu, 0x00ffu};
+    return {0xffffu, 0xfffeu, 0x8000u, 0x0000u, 0x7fc0u,
+            0x7f80u, 0xff80u, 0x3fffu, 0xbfffu, 0x00ffu};
   }
   return {0xffffu, 0xfffeu, 0x8000u, 0x0000u, 0x7e00u, 0x7c00u, 0xfc00u, 0x3bffu, 0xbbffu, 0x00ffu};
 }
@@ -38,7 +40,7 @@ inline std::vector<std::uint32_t> special_bits(DataType dtype) {
 // Random values in [-1, 1) with a special pattern at about every fourth
 // element, and runs of 64 all-ones elements (whole packs of the sentinel).
 inline std::vector<std::uint8_t> tensor_with_specials(DataType dtype, std::int64_t count,
-                                               std::uint64_t seed, int r) {
+                                                      std::uint64_t seed, int r) {
   auto bytes = random_tensor(dtype, count, seed, r);
   const auto specials = special_bits(dtype);
   const std::size_t e = element_size(dtype);
@@ -82,8 +84,9 @@ using AllReduceCall = std::function<void(const void* in, void* out)>;
 // sentinel's pattern: the kernels must neither read nor write it), as does
 // the output before the call. Returns the output buffer, padding included.
 inline std::vector<std::uint8_t> run_all_reduce(const AllReduceCall& call, DataType dtype,
-                                         const TensorLayout& layout,
-                                         const std::vector<std::uint8_t>& logical, bool in_place) {
+                                                const TensorLayout& layout,
+                                                const std::vector<std::uint8_t>& logical,
+                                                bool in_place) {
   const std::size_t e = element_size(dtype);
   const std::int64_t extent = extent_of(layout);
   std::vector<std::uint8_t> strided(static_cast<std::size_t>(extent) * e, 0xff);
@@ -113,8 +116,8 @@ inline std::vector<std::uint8_t> run_all_reduce(const AllReduceCall& call, DataT
 // of every rank's input beyond one rounding; a NaN sum must give a NaN, an
 // infinite one the same infinity. `first` describes the first of them.
 inline std::int64_t count_wrong(DataType dtype, const TensorLayout& layout,
-                         const std::vector<std::vector<std::uint8_t>>& inputs,
-                         const std::vector<std::uint8_t>& got, std::string& first) {
+                                const std::vector<std::vector<std::uint8_t>>& inputs,
+                                const std::vector<std::uint8_t>& got, std::string& first) {
   const std::size_t e = element_size(dtype);
   std::int64_t wrong = 0;
   for (std::int64_t i = 0; i < layout.numel(); ++i) {
@@ -125,7 +128,8 @@ inline std::int64_t count_wrong(DataType dtype, const TensorLayout& layout,
                     : std::isinf(ref) ? v == ref
                                       : std::fabs(v - ref) <= sum_tolerance(dtype, ref);
     if (!ok && wrong++ == 0) {
-      first = "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref);
+      first =
+          "element " + std::to_string(i) + ": " + std::to_string(v) + " vs " + std::to_string(ref);
     }
   }
   return wrong;
@@ -133,7 +137,7 @@ inline std::int64_t count_wrong(DataType dtype, const TensorLayout& layout,
 
 // "" when equal, else where the first differing element is and both values' bits.
 inline std::string first_difference(DataType dtype, const std::vector<std::uint8_t>& a,
-                             const std::vector<std::uint8_t>& b) {
+                                    const std::vector<std::uint8_t>& b) {
   if (a.size() != b.size()) return "sizes differ";
   const std::size_t e = element_size(dtype);
   for (std::size_t o = 0; o < a.size(); o += e) {
@@ -149,7 +153,7 @@ inline std::string first_difference(DataType dtype, const std::vector<std::uint8
 }
 
 inline std::vector<std::vector<std::uint8_t>> every_rank_input(DataType dtype, std::int64_t count,
-                                                        std::uint64_t seed) {
+                                                               std::uint64_t seed) {
   std::vector<std::vector<std::uint8_t>> inputs;
   for (int r = 0; r < size(); ++r) inputs.push_back(tensor_with_specials(dtype, count, seed, r));
   return inputs;
@@ -187,8 +191,8 @@ template <class Messages>
 DeviceBuffers message_buffers(const Messages& messages) {
   DeviceBuffers buffers;
   for (const auto& m : messages) {
-    buffers.push_back(std::make_unique<DeviceBuffer>(
-        static_cast<std::size_t>(m.count) * element_size(m.dtype)));
+    buffers.push_back(
+        std::make_unique<DeviceBuffer>(static_cast<std::size_t>(m.count) * element_size(m.dtype)));
   }
   return buffers;
 }
@@ -283,8 +287,10 @@ inline int replay_mismatches(cudaStream_t stream, const ReplayCadence& cadence,
       load_set(e);
       calls();
       if (i % (2 * cadence.eager_every) == 2 * cadence.eager_every - 1) {
-        if (parity_shift) parity_shift();
-        else calls();  // the inputs are unchanged, so are the sums
+        if (parity_shift)
+          parity_shift();
+        else
+          calls();  // the inputs are unchanged, so are the sums
       }
       if (outputs() != expected[static_cast<std::size_t>(e)]) ++mismatches;
     }

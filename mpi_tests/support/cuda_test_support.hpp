@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers of the CUDA backend's GPU tests (mpi_tests/cuda_*_test.cpp).
 // Every rank regenerates every rank's input from (seed, rank, index), so the
 // float64 reference needs no communication; outputs are poisoned (all-ones
@@ -72,7 +73,8 @@ inline int ranks_on_my_gpu() {
   int same = 0;
   for (int r = 0; r < size(); ++r) {
     const char* theirs = &all[sizeof bus_id * static_cast<std::size_t>(r)];
-    if (r == rank() || (bus_id[0] != '\0' && std::strncmp(theirs, bus_id, sizeof bus_id) == 0)) ++same;
+    if (r == rank() || (bus_id[0] != '\0' && std::strncmp(theirs, bus_id, sizeof bus_id) == 0))
+      ++same;
   }
   return same;
 }
@@ -114,30 +116,38 @@ inline void ensure_cuda_contexts() {
   MPI_Barrier(test_comm());
 }
 
-#define PEERPLAN_SKIP_WITHOUT_GPUS()                                                   \
-  PEERPLAN_MPI_SKIP_IF(!::peerplan::cuda_test::gpus_for_every_rank(),                  \
+#define PEERPLAN_SKIP_WITHOUT_GPUS()                                                    \
+  PEERPLAN_MPI_SKIP_IF(!::peerplan::cuda_test::gpus_for_every_rank(),                   \
                        "needs a visible GPU and every rank on one node (no GPU here): " \
                        "the CUDA backend's tests run on GPU hosts (scripts/gpu-check.sh)")
 
-#define CUDA_OK(expr)                                                              \
-  do {                                                                             \
-    const cudaError_t status_ = (expr);                                            \
+#define CUDA_OK(expr)                                                                \
+  do {                                                                               \
+    const cudaError_t status_ = (expr);                                              \
     ASSERT_EQ(status_, cudaSuccess) << #expr << ": " << cudaGetErrorString(status_); \
   } while (false)
 
 inline void check_cuda(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
 }
 
 // Device memory owned by the test.
 struct DeviceBuffer {
   void* ptr = nullptr;
   std::size_t bytes = 0;
-  explicit DeviceBuffer(std::size_t n) : bytes(n) { check_cuda(cudaMalloc(&ptr, n ? n : 16), "cudaMalloc"); }
-  ~DeviceBuffer() { if (ptr) cudaFree(ptr); }
+  explicit DeviceBuffer(std::size_t n) : bytes(n) {
+    check_cuda(cudaMalloc(&ptr, n ? n : 16), "cudaMalloc");
+  }
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  template <class T = void> T* get() const { return static_cast<T*>(ptr); }
+  template <class T = void>
+  T* get() const {
+    return static_cast<T*>(ptr);
+  }
   // Both return once the bytes are on the device: a copy from pageable
   // memory or a memset may still run after cudaMemcpy/cudaMemset return,
   // and work queued on a non-blocking stream does not wait for them.
@@ -165,7 +175,8 @@ inline std::uint64_t mix(std::uint64_t x) {
 
 // Uniform in [-1, 1), never all zeros; a fresh `seed` per check.
 inline float random_value(std::uint64_t seed, int r, std::int64_t i) {
-  const std::uint64_t h = mix(seed * 1000003ull + static_cast<std::uint64_t>(r) * 7919ull + mix(static_cast<std::uint64_t>(i)));
+  const std::uint64_t h = mix(seed * 1000003ull + static_cast<std::uint64_t>(r) * 7919ull +
+                              mix(static_cast<std::uint64_t>(i)));
   return static_cast<float>(static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0);
 }
 
@@ -185,7 +196,9 @@ inline double value_at(DataType dtype, const std::vector<std::uint8_t>& bytes, s
 
 // Tolerance of one all-reduced element (one rounding of an exact sum).
 inline double sum_tolerance(DataType dtype, double reference) {
-  const double rel = dtype == DataType::bf16 ? 1.0 / 128 : dtype == DataType::f16 ? 1.0 / 1024 : 1e-6;
+  const double rel = dtype == DataType::bf16  ? 1.0 / 128
+                     : dtype == DataType::f16 ? 1.0 / 1024
+                                              : 1e-6;
   return rel * std::fabs(reference) + (dtype == DataType::f32 ? 1e-6 : 1e-3);
 }
 
@@ -196,19 +209,26 @@ inline double sum_tolerance(DataType dtype, double reference) {
 // larger than the sum of the magnitudes of the ranks' values. Nothing at
 // two ranks (one rounding of the exact sum, like the P2P kernels).
 inline double fallback_rounding_slack(DataType dtype, double magnitude_sum, int ranks) {
-  const double unit_roundoff = dtype == DataType::bf16 ? 0x1p-8 : dtype == DataType::f16 ? 0x1p-11 : 0x1p-24;
+  const double unit_roundoff = dtype == DataType::bf16  ? 0x1p-8
+                               : dtype == DataType::f16 ? 0x1p-11
+                                                        : 0x1p-24;
   return ranks > 2 ? unit_roundoff * magnitude_sum * (ranks - 2) : 0.0;
 }
 
 // Tolerance of one element all-reduced by a fallback: see above.
-inline double fallback_sum_tolerance(DataType dtype, double reference, double magnitude_sum, int ranks) {
+inline double fallback_sum_tolerance(DataType dtype, double reference, double magnitude_sum,
+                                     int ranks) {
   return sum_tolerance(dtype, reference) + fallback_rounding_slack(dtype, magnitude_sum, ranks);
 }
 
 // Fused op: r and out are rounded twice or three times.
 inline double fused_tolerance(DataType dtype, double reference) {
-  const double rel = dtype == DataType::bf16 ? 3.0 / 128 : dtype == DataType::f16 ? 3.0 / 1024 : 1e-5;
-  return rel * std::fabs(reference) + (dtype == DataType::f32 ? 1e-5 : dtype == DataType::f16 ? 2e-3 : 2e-2);
+  const double rel = dtype == DataType::bf16  ? 3.0 / 128
+                     : dtype == DataType::f16 ? 3.0 / 1024
+                                              : 1e-5;
+  return rel * std::fabs(reference) + (dtype == DataType::f32   ? 1e-5
+                                       : dtype == DataType::f16 ? 2e-3
+                                                                : 2e-2);
 }
 
 // True iff `bytes` is identical on every rank.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DCOMMAND=<args joined by @@> -DEXPECT=<regexes joined by @@> -P expect_failing_run.cmake
 # Runs COMMAND and succeeds only if it exits non-zero and its output (stdout
 # and stderr together) matches every regex of EXPECT. Used to test that the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers of the MPI tests that make a rank late, stalled or absent and
 // check what the others raise (timeout, create-timeout and fallback-fault
 // tests). Header-only.
@@ -20,9 +21,7 @@ struct Attempt {
   // "threw another error: ...").
   std::string message;
   std::chrono::steady_clock::duration elapsed{};
-  double elapsed_ms() const {
-    return std::chrono::duration<double, std::milli>(elapsed).count();
-  }
+  double elapsed_ms() const { return std::chrono::duration<double, std::milli>(elapsed).count(); }
 };
 
 template <class Call>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers for MPI tests (linked through peerplan_mpi_test_main).
 //
 // A test runs on every rank at once and the listener in mpi_test_main.cpp
@@ -42,8 +43,7 @@ void meet_or_abort(const char* where, MPI_Comm comm = MPI_COMM_NULL,
 
 // Skips the current test on every rank when `condition` holds on any rank.
 // Must be reached by every rank (like any collective).
-#define PEERPLAN_MPI_SKIP_IF(condition, reason)                    \
-  do {                                                             \
-    if (::peerplan::mpi_test::any_rank(static_cast<bool>(condition))) \
-      GTEST_SKIP() << (reason);                                    \
+#define PEERPLAN_MPI_SKIP_IF(condition, reason)                                                 \
+  do {                                                                                          \
+    if (::peerplan::mpi_test::any_rank(static_cast<bool>(condition))) GTEST_SKIP() << (reason); \
   } while (false)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Several nodes posed on one machine, for the tests of the hierarchical
 // route (communicator_hierarchical_test on the host backend,
 // cuda_hierarchical_test on the CUDA backend): PEERPLAN_HOST_ID gives each
@@ -25,7 +26,8 @@ class PoseAsNodes {
   explicit PoseAsNodes(const Nodes& nodes) {
     for (std::size_t node = 0; node < nodes.size(); ++node)
       for (int rank : nodes[node])
-        if (rank == test_rank()) ::setenv("PEERPLAN_HOST_ID", ("node" + std::to_string(node)).c_str(), 1);
+        if (rank == test_rank())
+          ::setenv("PEERPLAN_HOST_ID", ("node" + std::to_string(node)).c_str(), 1);
     posed_nodes() = nodes;
   }
   ~PoseAsNodes() {
@@ -51,10 +53,14 @@ inline std::string describe(const Nodes& nodes) {
 // world size (none at 2, 3, 5 and 7 ranks): ranks grouped and interleaved.
 inline std::vector<Nodes> even_layouts(int n) {
   switch (n) {
-    case 4: return {{{0, 1}, {2, 3}}, {{0, 2}, {1, 3}}};
-    case 6: return {{{0, 1}, {2, 3}, {4, 5}}, {{0, 1, 2}, {3, 4, 5}}, {{0, 3}, {1, 4}, {2, 5}}};
-    case 8: return {{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}};
-    default: return {};
+    case 4:
+      return {{{0, 1}, {2, 3}}, {{0, 2}, {1, 3}}};
+    case 6:
+      return {{{0, 1}, {2, 3}, {4, 5}}, {{0, 1, 2}, {3, 4, 5}}, {{0, 3}, {1, 4}, {2, 5}}};
+    case 8:
+      return {{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{0, 1}, {2, 3}, {4, 5}, {6, 7}}};
+    default:
+      return {};
   }
 }
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Host time per eager call from Python: the cases of
 benchmarks/call_overhead_bench.cpp, timed the same way, through the Python
 package; benchmarks/compare_call_overhead.py sets the two side by side (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* No-op stand-ins for peerplan_all_reduce and peerplan_fused_add_rms_norm,
  * same signatures (include/peerplan/peerplan.h), for
  * python/benchmarks/wrapper_overhead.py --noop: with them the package's
@@ -7,8 +8,14 @@
  */
 #include <stdint.h>
 
-typedef struct { int32_t ndim; const int64_t* shape; const int64_t* strides; } layout_t;
-typedef struct { int route, reason, zero_copy; } call_result_t;
+typedef struct {
+  int32_t ndim;
+  const int64_t* shape;
+  const int64_t* strides;
+} layout_t;
+typedef struct {
+  int route, reason, zero_copy;
+} call_result_t;
 
 static int done(call_result_t* result) {
   if (result) {
@@ -19,8 +26,8 @@ static int done(call_result_t* result) {
   return 0;
 }
 
-int noop_all_reduce(void* comm, const void* in, void* out, int dtype, layout_t layout,
-                    void* stream, call_result_t* result) {
+int noop_all_reduce(void* comm, const void* in, void* out, int dtype, layout_t layout, void* stream,
+                    call_result_t* result) {
   (void)comm, (void)in, (void)out, (void)dtype, (void)layout, (void)stream;
   return done(result);
 }

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What each PyTorch accessor the package's fast path reads costs, in one
 process on a GPU host (timeit, best of R repeats of N calls, ns per call):
 the tensor's data_ptr(), shape, stride(), dtype, is_cuda, get_device(), the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the Python wrapper itself costs per call, in one process (1 rank,
 host backend, NumPy): each call of the package next to the same C function
 called through ctypes with its arguments built once, timed with timeit; the

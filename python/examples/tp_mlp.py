@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A tensor-parallel MLP with PyTorch and peerplan, checked against one GPU.
 
 Two layers, each: a column-parallel linear (W1 split by columns), GELU, a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """peerplan for Python: declared-plan all-reduce and fused all-reduce +
 residual add + RMSNorm over libpeerplan's C interface (ctypes), for mpi4py
 programs with PyTorch, CuPy or NumPy tensors. See README, "Python"."""

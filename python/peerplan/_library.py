@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Finding and describing libpeerplan's C interface (include/peerplan/peerplan.h).
 
 The library is looked for, in order: the path in PEERPLAN_LIBRARY; a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What peerplan needs to know of a tensor: its address, dtype, shape and
 element strides. PyTorch tensors are read directly (data_ptr(), shape,
 stride(), dtype): building __cuda_array_interface__ costs microseconds on

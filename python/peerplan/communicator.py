@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The communicator over the C interface: collective calls on every rank
 in the same order, as in C++ (README, "Using it")."""
 

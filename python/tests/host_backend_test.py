@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python package on the host backend with NumPy and mpi4py, run under
 mpirun at 2, 3 and 4 ranks (ctest python_host_test.npN): declare, probes,
 strict lookups, declared and undeclared all-reduces (in place, out of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The package's per-call caches (python/peerplan/_tensors.py) on the host
 backend, under mpirun (ctest python_layout_cache_test.npN): what is cached
 per (dtype, shape, strides) must never stand in for what is read per call.

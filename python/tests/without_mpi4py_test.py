@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Python package without mpi4py: Communicator() gets MPI_COMM_WORLD
 from the library, which initialises MPI and finalises it at exit. Each
 rank exits non-zero on a wrong result (mpiexec then fails). Exits 77 when

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The NCCL-less stage of scripts/test.sh (sourced after setup-common.sh).
 #
 # A second build (PEERPLAN_NCCL_LESS_BUILD_DIR, default build-nonccl/) of

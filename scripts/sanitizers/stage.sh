@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The sanitizer stage of scripts/test.sh (sourced after setup-common.sh).
 #
 # A second build (PEERPLAN_SANITIZER_BUILD_DIR, default build-asan/) of the

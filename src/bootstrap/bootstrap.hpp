@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bootstrap: how the ranks of a communicator find each other and
 // exchange small opaque blobs (IPC handles, digests, flags). An interface so
 // that MPI is one implementation among possible others (MSCCL++'s habit).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Duplicating an MPI communicator within a deadline.
 //
 // MPI_Comm_dup is a blocking collective: a rank that never joins blocks it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bootstrap/fail_together.hpp"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Failing together: the one agreement every collective step of peerplan
 // ends with.
 //

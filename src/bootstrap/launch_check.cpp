@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bootstrap/launch_check.hpp"
 
 #include <charconv>
@@ -23,10 +24,9 @@ long count_from(const EnvironmentLookup& environment, const std::string& name) {
 [[noreturn]] void report(const std::string& variable, long count, const std::string& launcher,
                          const std::string& remedy) {
   throw InvalidUsage(
-      "MPI reports a world of 1 rank, but " + variable + "=" + std::to_string(count) +
-      " says " + launcher + " started " + std::to_string(count) +
-      " processes: the job was launched as " + std::to_string(count) +
-      " separate one-rank MPI jobs that cannot see each other. " + remedy);
+      "MPI reports a world of 1 rank, but " + variable + "=" + std::to_string(count) + " says " +
+      launcher + " started " + std::to_string(count) + " processes: the job was launched as " +
+      std::to_string(count) + " separate one-rank MPI jobs that cannot see each other. " + remedy);
 }
 
 }  // namespace
@@ -48,7 +48,8 @@ void check_launch(int mpi_world_size, const EnvironmentLookup& environment) {
   if (const long n = count_from(environment, "OMPI_COMM_WORLD_SIZE"); n > 1) {
     report("OMPI_COMM_WORLD_SIZE", n, "Open MPI's mpirun",
            "This program's MPI library is not the Open MPI whose mpirun launched it (linked "
-           "against another MPI, or another Open MPI installation). " + use_mpirun);
+           "against another MPI, or another Open MPI installation). " +
+               use_mpirun);
   }
   if (const long n = count_from(environment, "PMI_SIZE"); n > 1) {
     report("PMI_SIZE", n, "a PMI launcher (MPICH/Intel MPI mpiexec, or srun --mpi=pmi2)",

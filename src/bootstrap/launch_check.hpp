@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Detects a job launched as N separate one-rank MPI jobs: a launcher started
 // N processes (srun without the right --mpi plugin, a different MPI's
 // mpirun, torchrun, ...) but the MPI library in each process did not join
@@ -21,7 +22,6 @@ std::optional<std::string> process_environment(const std::string& name);
 // while the launcher's variables in `environment` say this process is one of
 // several, naming the variable, the launcher and how to launch instead.
 // Does nothing when MPI's world has several ranks or nothing says otherwise.
-void check_launch(int mpi_world_size,
-                  const EnvironmentLookup& environment = process_environment);
+void check_launch(int mpi_world_size, const EnvironmentLookup& environment = process_environment);
 
 }  // namespace peerplan::bootstrap

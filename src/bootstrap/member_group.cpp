@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bootstrap/member_group.hpp"
 
 #include <algorithm>
@@ -45,8 +46,7 @@ Membership decode(const Blob& blob, int parent_rank) {
 class MemberGroup final : public Bootstrap {
  public:
   MemberGroup(Bootstrap& parent, int color, int key) : parent_(parent) {
-    const std::vector<Blob> all =
-        parent_.allgather(encode({color, key, parent_.node_id()}));
+    const std::vector<Blob> all = parent_.allgather(encode({color, key, parent_.node_id()}));
     std::vector<Membership> memberships;
     memberships.reserve(all.size());
     for (int r = 0; r < static_cast<int>(all.size()); ++r) {
@@ -57,8 +57,7 @@ class MemberGroup final : public Bootstrap {
       if (memberships[r].color == color) parent_rank_of_.push_back(r);
     }
     // Stable sort of ascending parent ranks: equal keys keep parent rank order.
-    std::ranges::stable_sort(parent_rank_of_, {},
-                             [&](int r) { return memberships[r].key; });
+    std::ranges::stable_sort(parent_rank_of_, {}, [&](int r) { return memberships[r].key; });
     rank_ = static_cast<int>(std::ranges::find(parent_rank_of_, parent_.rank()) -
                              parent_rank_of_.begin());
 
@@ -76,9 +75,7 @@ class MemberGroup final : public Bootstrap {
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return static_cast<int>(parent_rank_of_.size()); }
   int local_rank() const noexcept override { return placement_.local_rank; }
-  int local_size() const noexcept override {
-    return static_cast<int>(placement_.members.size());
-  }
+  int local_size() const noexcept override { return static_cast<int>(placement_.members.size()); }
   int node_id() const noexcept override { return placement_.node_id; }
   int num_nodes() const noexcept override { return placement_.num_nodes; }
 
@@ -100,8 +97,7 @@ class MemberGroup final : public Bootstrap {
     std::vector<Blob> all = parent_.allgather(sending ? blob : std::span<const std::byte>{});
     if (!root_valid) {
       throw InvalidArgument("member group broadcast: root " + std::to_string(root) +
-                            " is not a rank of the group (0.." + std::to_string(size() - 1) +
-                            ")");
+                            " is not a rank of the group (0.." + std::to_string(size() - 1) + ")");
     }
     return std::move(all[parent_rank_of_[root]]);
   }
@@ -124,7 +120,7 @@ class MemberGroup final : public Bootstrap {
   Bootstrap& parent_;
   std::vector<int> parent_rank_of_;  // index: group rank
   int rank_ = 0;
-  detail::NodePlacement placement_;  // members: group ranks on this rank's node
+  detail::NodePlacement placement_;      // members: group ranks on this rank's node
   std::vector<int> local_parent_ranks_;  // index: group local rank
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A sub-group of an existing Bootstrap, built only from the parent's own
 // (bounded) collectives: no new MPI communicator, so no unbounded
 // MPI_Comm_split. Made for the hierarchical all-reduce's step between

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bootstrap/mpi_bootstrap.hpp"
 
 #include "bootstrap/bounded_dup.hpp"
@@ -129,8 +130,7 @@ class MpiBootstrap final : public Bootstrap {
   }
   bool agree(bool ok) override {
     const std::byte mine{static_cast<unsigned char>(ok ? 1 : 0)};
-    const std::vector<Blob> all =
-        exchange([&] { return world_->allgather({&mine, 1}, "agree"); });
+    const std::vector<Blob> all = exchange([&] { return world_->allgather({&mine, 1}, "agree"); });
     for (const Blob& blob : all) {
       if (blob.size() != 1 || blob[0] != std::byte{1}) return false;
     }
@@ -204,7 +204,7 @@ class MpiBootstrap final : public Bootstrap {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  bool out_of_step_ = false;  // an exchange failed: the duplicate is never freed
+  bool out_of_step_ = false;            // an exchange failed: the duplicate is never freed
   std::optional<TimedExchange> world_;  // every rank, tag lane kWorldLane
   std::optional<TimedExchange> local_;  // this node's ranks, tag lane kNodeLane
   int node_id_ = 0;
@@ -217,8 +217,9 @@ std::unique_ptr<Bootstrap> make_mpi_bootstrap(MPI_Comm user_comm,
                                               std::chrono::milliseconds timeout) {
   detail::require_mpi_running("peerplan bootstrap");
   if (user_comm == MPI_COMM_NULL) {
-    throw InvalidArgument("bootstrap: the communicator is MPI_COMM_NULL; pass the MPI_Comm of "
-                          "the ranks that share the communicator (e.g. MPI_COMM_WORLD)");
+    throw InvalidArgument(
+        "bootstrap: the communicator is MPI_COMM_NULL; pass the MPI_Comm of "
+        "the ranks that share the communicator (e.g. MPI_COMM_WORLD)");
   }
   if (timeout.count() <= 0) {
     throw InvalidArgument("bootstrap: the timeout must be positive, got " +
@@ -227,8 +228,9 @@ std::unique_ptr<Bootstrap> make_mpi_bootstrap(MPI_Comm user_comm,
   int inter = 0;
   check_mpi(MPI_Comm_test_inter(user_comm, &inter), "MPI_Comm_test_inter");
   if (inter) {
-    throw InvalidArgument("bootstrap: intercommunicators are not supported; pass an "
-                          "intracommunicator (MPI_Intercomm_merge makes one)");
+    throw InvalidArgument(
+        "bootstrap: intercommunicators are not supported; pass an "
+        "intracommunicator (MPI_Intercomm_merge makes one)");
   }
   // Only MPI_COMM_WORLD's size is read here (no traffic on it): a singleton
   // world inside a multi-process launch means a broken launch, whatever

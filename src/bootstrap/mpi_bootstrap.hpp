@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The MPI implementation of the bootstrap.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MPI return-code checking for every layer that calls MPI (bootstrap,
 // fallback, communicator): failures become peerplan::MpiError carrying MPI's
 // own description of the error.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bootstrap/nodes.hpp"
 
 #include <unistd.h>
@@ -51,8 +52,8 @@ NodePlacement place_on_nodes(std::span<const std::string> keys, int rank) {
   std::map<std::string_view, int> node_of_key;
   std::vector<int> node_of(keys.size());
   for (int r = 0; r < size; ++r) {
-    node_of[r] = node_of_key.try_emplace(keys[r], static_cast<int>(node_of_key.size()))
-                     .first->second;
+    node_of[r] =
+        node_of_key.try_emplace(keys[r], static_cast<int>(node_of_key.size())).first->second;
   }
   placement.num_nodes = static_cast<int>(node_of_key.size());
   placement.node_id = node_of[rank];

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which ranks share a node: each rank names its node by a key, the keys are
 // allgathered, and every rank derives the same placement from them.
 #pragma once
@@ -27,7 +28,7 @@ std::string node_key();
 std::string machine_key();
 
 struct NodePlacement {
-  int node_id = 0;           // nodes numbered in the order of their lowest rank
+  int node_id = 0;  // nodes numbered in the order of their lowest rank
   int num_nodes = 1;
   std::vector<int> members;  // ranks on this rank's node, ascending (members[0]: local rank 0)
   int local_rank = 0;        // this rank's position in `members`

@@ -1,11 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bootstrap/owned_comm.hpp"
 
 #include "bootstrap/bounded_dup.hpp"
 
 namespace peerplan::bootstrap {
 
-OwnedComm OwnedComm::duplicate(MPI_Comm comm, std::chrono::milliseconds timeout,
-                               const char* what) {
+OwnedComm OwnedComm::duplicate(MPI_Comm comm, std::chrono::milliseconds timeout, const char* what) {
   return adopt(duplicate_within(comm, timeout, what));
 }
 

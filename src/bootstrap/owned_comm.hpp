@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An MPI communicator peerplan duplicated and must free. The duplicate keeps
 // a component's traffic (the MPI fallback's) apart from the user's and the
 // bootstrap's, whatever tags they use.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bootstrap/timed_exchange.hpp"
 
 #include <algorithm>
@@ -81,8 +82,9 @@ TimedExchange::TimedExchange(MPI_Comm comm, std::chrono::milliseconds timeout,
   for (std::size_t i = 0; i < members_.size(); ++i) {
     const int member = members_[i];
     if (member < 0 || member >= size_ || (i > 0 && member <= members_[i - 1])) {
-      throw InternalError("bootstrap: the members of an exchange must be distinct ranks of its "
-                          "communicator in ascending order; please report this");
+      throw InternalError(
+          "bootstrap: the members of an exchange must be distinct ranks of its "
+          "communicator in ascending order; please report this");
     }
     position_of_[member] = static_cast<int>(i);
     if (member == rank_) mine = static_cast<int>(i);
@@ -127,8 +129,7 @@ void TimedExchange::post_send(Call& call, int destination) {
   call.send_peers.push_back(destination);
 }
 
-std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine,
-                                           const char* operation) {
+std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine, const char* operation) {
   return allgather(mine, operation, timeout_);
 }
 
@@ -161,9 +162,9 @@ std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine, cons
 
 Blob TimedExchange::broadcast(std::span<const std::byte> blob, int root, const char* operation) {
   if (root < 0 || root >= size_) {
-    throw InvalidArgument("bootstrap " + std::string(operation) + ": root " +
-                          std::to_string(root) + " is not a rank of this communicator (size " +
-                          std::to_string(size_) + ")");
+    throw InvalidArgument("bootstrap " + std::string(operation) + ": root " + std::to_string(root) +
+                          " is not a rank of this communicator (size " + std::to_string(size_) +
+                          ")");
   }
   Call call;
   call.operation = operation;
@@ -198,8 +199,7 @@ void TimedExchange::wait(Call& call, std::chrono::milliseconds bound) {
       check_mpi(MPI_Improbe(call.probe_source, call.tag, comm_, &flag, &message, &status),
                 "MPI_Improbe");
       if (!flag) break;
-      const int source =
-          position_of_.empty() ? status.MPI_SOURCE : position_of_[status.MPI_SOURCE];
+      const int source = position_of_.empty() ? status.MPI_SOURCE : position_of_[status.MPI_SOURCE];
       if (source < 0) {
         throw InternalError("bootstrap " + std::string(call.operation) + " #" +
                             std::to_string(call.number) + ": a message from rank " +

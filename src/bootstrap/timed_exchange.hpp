@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Collectives over one MPI communicator in which every wait has a deadline.
 //
 // MPI's own collectives cannot be bounded: a rank that never arrives blocks
@@ -69,8 +70,8 @@ class TimedExchange {
 
   MPI_Comm comm_;
   std::chrono::milliseconds timeout_;
-  std::vector<int> rank_names_;  // by position; empty: the rank in comm_
-  std::vector<int> members_;     // comm_ rank of each position; empty: all, in order
+  std::vector<int> rank_names_;   // by position; empty: the rank in comm_
+  std::vector<int> members_;      // comm_ rank of each position; empty: all, in order
   std::vector<int> position_of_;  // inverse of members_ (-1: not a member); empty: identity
   Lane lane_;
   int rank_ = 0;

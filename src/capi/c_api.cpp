@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C interface (include/peerplan/peerplan.h) over the C++ Communicator.
 // Each entry point checks its handle, converts the C structs and runs the
 // C++ call through guarded() (guarded_call.hpp), so no exception leaves.
@@ -50,10 +51,11 @@ Declaration to_declaration(const peerplan_declaration_t& d, std::size_t index) {
   const std::string name =
       d.name != nullptr ? d.name : "declarations[" + std::to_string(index) + "]";
   switch (d.operation) {
-    case PEERPLAN_ALL_REDUCE: return Declaration::all_reduce(name, to_dtype(d.dtype), to_layout(d.layout));
+    case PEERPLAN_ALL_REDUCE:
+      return Declaration::all_reduce(name, to_dtype(d.dtype), to_layout(d.layout));
     case PEERPLAN_FUSED_ADD_RMS_NORM:
-      return Declaration::fused_add_rms_norm(name, to_dtype(d.dtype), to_layout(d.layout),
-                                             d.weight, d.eps);
+      return Declaration::fused_add_rms_norm(name, to_dtype(d.dtype), to_layout(d.layout), d.weight,
+                                             d.eps);
   }
   throw InvalidArgument("declarations[" + std::to_string(index) + "] (\"" + name +
                         "\"): operation " + std::to_string(static_cast<int>(d.operation)) +
@@ -81,13 +83,15 @@ void set_plan_info(peerplan_plan_info_t* out, const PlanInfo& info) {
 bool missing(const peerplan_comm* comm, const char* what, peerplan_result_t* result) {
   if (comm != nullptr && comm->comm) return false;
   *result = fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
-                 std::string(what) + ": the communicator handle is NULL; pass the handle "
-                                     "peerplan_comm_create returned");
+                 std::string(what) +
+                     ": the communicator handle is NULL; pass the handle "
+                     "peerplan_comm_create returned");
   return true;
 }
 
 peerplan_result_t create(MPI_Comm comm, peerplan_config_t config, peerplan_comm_t* out) {
-  if (out == nullptr) return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_comm_create: out is NULL");
+  if (out == nullptr)
+    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_comm_create: out is NULL");
   *out = nullptr;
   return guarded([&] {
     auto handle = std::make_unique<peerplan_comm>();
@@ -132,7 +136,8 @@ const char* peerplan_protocol_name(peerplan_protocol_t protocol) {
 const char* peerplan_last_error(void) { return last_error().c_str(); }
 
 peerplan_result_t peerplan_mpi_world(MPI_Fint* world) {
-  if (world == nullptr) return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_mpi_world: world is NULL");
+  if (world == nullptr)
+    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_mpi_world: world is NULL");
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
@@ -176,7 +181,9 @@ peerplan_result_t peerplan_comm_close(peerplan_comm_t comm) {
 
 void peerplan_comm_destroy(peerplan_comm_t comm) { delete comm; }
 
-int peerplan_comm_rank(peerplan_comm_t comm) { return comm && comm->comm ? comm->comm->rank() : -1; }
+int peerplan_comm_rank(peerplan_comm_t comm) {
+  return comm && comm->comm ? comm->comm->rank() : -1;
+}
 int peerplan_comm_size(peerplan_comm_t comm) { return comm && comm->comm ? comm->comm->size() : 0; }
 
 const char* peerplan_comm_backend(peerplan_comm_t comm) {
@@ -211,7 +218,8 @@ int peerplan_has_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_t dtype,
                                  peerplan_layout_t layout) {
   if (comm == nullptr || !comm->comm) return 0;
   try {
-    return comm->comm->has_plan_for(make_all_reduce_key(to_dtype(dtype), to_layout(layout))) ? 1 : 0;
+    return comm->comm->has_plan_for(make_all_reduce_key(to_dtype(dtype), to_layout(layout))) ? 1
+                                                                                             : 0;
   } catch (...) {
     return 0;  // a key that cannot even be built was never declared
   }
@@ -257,20 +265,21 @@ peerplan_result_t peerplan_all_reduce(peerplan_comm_t comm, const void* in, void
   peerplan_result_t status;
   if (missing(comm, "peerplan_all_reduce", &status)) return status;
   return guarded([&] {
-    set_call_result(result, comm->comm->all_reduce(in, out, to_dtype(dtype), to_layout(layout), stream));
+    set_call_result(result,
+                    comm->comm->all_reduce(in, out, to_dtype(dtype), to_layout(layout), stream));
   });
 }
 
 peerplan_result_t peerplan_fused_add_rms_norm(peerplan_comm_t comm, void* inout, void* residual,
-                                              const void* weight, float eps,
-                                              peerplan_dtype_t dtype, peerplan_layout_t layout,
-                                              void* stream, peerplan_call_result_t* result) {
+                                              const void* weight, float eps, peerplan_dtype_t dtype,
+                                              peerplan_layout_t layout, void* stream,
+                                              peerplan_call_result_t* result) {
   peerplan_result_t status;
   if (missing(comm, "peerplan_fused_add_rms_norm", &status)) return status;
   return guarded([&] {
-    set_call_result(result, comm->comm->fused_add_rms_norm(inout, residual, weight, eps,
-                                                           to_dtype(dtype), to_layout(layout),
-                                                           stream));
+    set_call_result(result,
+                    comm->comm->fused_add_rms_norm(inout, residual, weight, eps, to_dtype(dtype),
+                                                   to_layout(layout), stream));
   });
 }
 
@@ -279,9 +288,9 @@ peerplan_result_t peerplan_register_buffers(peerplan_comm_t comm, void* const* d
   peerplan_result_t result;
   if (missing(comm, "peerplan_register_buffers", &result)) return result;
   if (count > 0 && (data == nullptr || bytes == nullptr)) {
-    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
-                "peerplan_register_buffers: data or bytes is NULL with count " +
-                    std::to_string(count));
+    return fail(
+        PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "peerplan_register_buffers: data or bytes is NULL with count " + std::to_string(count));
   }
   return guarded([&] {
     std::vector<BufferRegion> regions;
@@ -299,13 +308,17 @@ peerplan_result_t peerplan_deregister_buffers(peerplan_comm_t comm) {
 peerplan_result_t peerplan_stats(peerplan_comm_t comm, peerplan_stats_t* stats) {
   peerplan_result_t result;
   if (missing(comm, "peerplan_stats", &result)) return result;
-  if (stats == nullptr) return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_stats: stats is NULL");
+  if (stats == nullptr)
+    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_stats: stats is NULL");
   return guarded([&] {
     comm->stats = comm->comm->stats();
     const Stats& s = comm->stats;
-    *stats = peerplan_stats_t{s.p2p_calls,           s.zero_copy_calls,
-                              s.fallback_undeclared, s.fallback_over_cutoff,
-                              s.fallback_p2p_disabled, s.fallback_node_layout,
+    *stats = peerplan_stats_t{s.p2p_calls,
+                              s.zero_copy_calls,
+                              s.fallback_undeclared,
+                              s.fallback_over_cutoff,
+                              s.fallback_p2p_disabled,
+                              s.fallback_node_layout,
                               s.plans.size()};
   });
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "capi/c_config.hpp"
 
 #include <algorithm>
@@ -25,7 +26,8 @@ bool known_name(std::string_view name) {
 
 std::string known_names() {
   std::string text;
-  for (auto name : environment_variable_names()) text += (text.empty() ? "" : ", ") + std::string(name);
+  for (auto name : environment_variable_names())
+    text += (text.empty() ? "" : ", ") + std::string(name);
   return text;
 }
 

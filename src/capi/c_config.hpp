@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The C interface's configuration: PEERPLAN_* names and values, parsed by
 // the same table as the environment (core/environment.hpp), so the C and
 // C++ interfaces and the environment accept exactly the same settings.

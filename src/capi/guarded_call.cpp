@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "capi/guarded_call.hpp"
 
 #include <exception>
@@ -30,8 +31,8 @@ peerplan_result_t translate_current_exception() noexcept {
   } catch (const std::bad_alloc&) {
     return fail(PEERPLAN_ERROR_OUT_OF_MEMORY, "out of memory");
   } catch (const std::exception& e) {
-    return fail(PEERPLAN_ERROR_INTERNAL, std::string("unexpected error: ") + e.what() +
-                                             "; please report this");
+    return fail(PEERPLAN_ERROR_INTERNAL,
+                std::string("unexpected error: ") + e.what() + "; please report this");
   } catch (...) {
     return fail(PEERPLAN_ERROR_INTERNAL, "unexpected non-standard exception; please report this");
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How the C interface keeps C++ exceptions from crossing it: every entry
 // point runs its body through guarded(), which turns each exception into
 // its peerplan_result_t and keeps the message for peerplan_last_error().

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/backend_selection.hpp"
 
 #include <optional>
@@ -35,7 +36,8 @@ Backend resolve_backend(Backend requested, bootstrap::Bootstrap& bootstrap) {
     if (requested == Backend::cuda) {
       throw Unsupported(
           "Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) but this build "
-          "of peerplan has no CUDA backend (configure with the CUDA toolkit installed; NCCL is optional); "
+          "of peerplan has no CUDA backend (configure with the CUDA toolkit installed; NCCL is "
+          "optional); "
           "use Backend::automatic or PEERPLAN_BACKEND=host");
     }
     return Backend::host;
@@ -48,9 +50,12 @@ Backend resolve_backend(Backend requested, bootstrap::Bootstrap& bootstrap) {
       bootstrap, visible ? std::nullopt : std::optional<std::string>("sees no GPU"));
   if (!blind) return Backend::cuda;
   if (requested == Backend::cuda) {
-    throw Unsupported("Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) "
-                      "but " + blind->message + " (check CUDA_VISIBLE_DEVICES and the "
-                      "driver); use Backend::automatic or PEERPLAN_BACKEND=host");
+    throw Unsupported(
+        "Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) "
+        "but " +
+        blind->message +
+        " (check CUDA_VISIBLE_DEVICES and the "
+        "driver); use Backend::automatic or PEERPLAN_BACKEND=host");
   }
   return Backend::host;
 }
@@ -67,7 +72,8 @@ std::string static_p2p_obstacle(const bootstrap::Bootstrap& bootstrap, const Con
   }
   if (bootstrap.size() < 2) return "the communicator has a single rank";
   if (nodes.unfit_for_hierarchical()) {
-    return "the job spans " + nodes.text + "; peer-to-peer routes stay within a node, and the "
+    return "the job spans " + nodes.text +
+           "; peer-to-peer routes stay within a node, and the "
            "hierarchical route between nodes needs the same number of ranks, two or more, on "
            "every node";
   }
@@ -106,9 +112,8 @@ void check_world_size(const bootstrap::Bootstrap& bootstrap, const Config& confi
   if (config.expected_world_size > 0 && config.expected_world_size != bootstrap.size()) {
     throw InvalidArgument("create: the communicator has " + std::to_string(bootstrap.size()) +
                           " ranks but Config::expected_world_size / PEERPLAN_WORLD_SIZE says " +
-                          std::to_string(config.expected_world_size) +
-                          "; launch with mpirun -np " + std::to_string(config.expected_world_size) +
-                          " or change the setting");
+                          std::to_string(config.expected_world_size) + "; launch with mpirun -np " +
+                          std::to_string(config.expected_world_size) + " or change the setting");
   }
 }
 
@@ -149,13 +154,14 @@ void create_host_transports(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, cons
                             BackendSetup& setup) {
   // The config agrees on every rank: every rank throws alike.
   if (config.fallback == Fallback::nccl) {
-    throw InvalidArgument("Config::fallback / PEERPLAN_FALLBACK is nccl, but the communicator "
-                          "runs on the host backend, whose fallback is MPI; use auto or mpi "
-                          "(or the cuda backend on GPUs)");
+    throw InvalidArgument(
+        "Config::fallback / PEERPLAN_FALLBACK is nccl, but the communicator "
+        "runs on the host backend, whose fallback is MPI; use auto or mpi "
+        "(or the cuda backend on GPUs)");
   }
   setup.fallback_kind = Fallback::mpi;
-  setup.fallback = transport::host::make_mpi_fallback(fallback_comm(comm, bootstrap, config),
-                                                      config.timeout);
+  setup.fallback =
+      transport::host::make_mpi_fallback(fallback_comm(comm, bootstrap, config), config.timeout);
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up shared memory", [&] {
     // Several nodes: the hierarchical route's exchange between them gets a
     // communicator of its own (every rank duplicates, so none waits alone).
@@ -176,12 +182,14 @@ void create_host_transports(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, cons
 Fallback choose_cuda_fallback(const Config& config, const SharedGpus& shared) {
   const bool nccl = transport::cuda::nccl_built();
   switch (config.fallback) {
-    case Fallback::mpi: return Fallback::mpi;
+    case Fallback::mpi:
+      return Fallback::mpi;
     case Fallback::nccl:
       if (!nccl) {
-        throw Unsupported("Config::fallback / PEERPLAN_FALLBACK is nccl, but this build of "
-                          "peerplan has no NCCL (PEERPLAN_WITH_NCCL=OFF or NCCL not found when "
-                          "it was configured); use auto or mpi");
+        throw Unsupported(
+            "Config::fallback / PEERPLAN_FALLBACK is nccl, but this build of "
+            "peerplan has no NCCL (PEERPLAN_WITH_NCCL=OFF or NCCL not found when "
+            "it was configured); use auto or mpi");
       }
       if (shared.any()) {
         throw Unsupported("Config::fallback / PEERPLAN_FALLBACK is nccl, but " + shared.text() +
@@ -189,7 +197,8 @@ Fallback choose_cuda_fallback(const Config& config, const SharedGpus& shared) {
                           "its own GPU, or use auto or mpi (correctness tests only)");
       }
       return Fallback::nccl;
-    case Fallback::automatic: break;
+    case Fallback::automatic:
+      break;
   }
   return nccl && !shared.any() ? Fallback::nccl : Fallback::mpi;
 }
@@ -216,7 +225,8 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
   }
   setup.gpus_shared = shared.any();
   if (shared.any() && bootstrap.rank() == 0) {
-    log::warn(shared.text() + ": for testing, not for speed (the GPU time-slices the ranks' "
+    log::warn(shared.text() +
+              ": for testing, not for speed (the GPU time-slices the ranks' "
               "kernels); the fallback is MPI, and tuning files and benchmarks do not apply");
   }
   setup.fallback_kind = choose_cuda_fallback(config, shared);
@@ -236,29 +246,33 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
   if (setup.nodes.num_nodes > 1) {
     const SharedGpus within_groups = find_shared_gpus(
         bootstrap, gpu.pci_bus_id + " local rank " + std::to_string(bootstrap.local_rank()));
-    exchange_on_nccl = transport::cuda::nccl_built() && config.fallback != Fallback::mpi &&
-                       !within_groups.any();
+    exchange_on_nccl =
+        transport::cuda::nccl_built() && config.fallback != Fallback::mpi && !within_groups.any();
   }
-  enable_p2p_if_agreed(bootstrap, config, setup, "setting up CUDA IPC / peer access", [&] {
-    std::unique_ptr<transport::cuda::NodeExchange> across_nodes;
-    if (setup.nodes.num_nodes > 1) {
-      across_nodes = exchange_on_nccl
-                         ? transport::cuda::make_nccl_node_exchange(bootstrap, config.timeout,
-                                                                    config.kernels.row_clusters)
-                         : transport::cuda::make_mpi_node_exchange(
-                               bootstrap::OwnedComm::duplicate(
-                                   comm, config.timeout,
-                                   "create (the hierarchical route's communicator between nodes)"),
-                               bootstrap, config.timeout);
-      if (bootstrap.rank() == 0) {
-        log::info(std::string("hierarchical route: the step between nodes runs on ") +
-                  across_nodes->engine());
-      }
-    }
-    return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout,
-                                                     config.transfer_mode, config.kernels,
-                                                     std::move(across_nodes));
-  }, level.obstacle.value_or(std::string()));
+  enable_p2p_if_agreed(
+      bootstrap, config, setup, "setting up CUDA IPC / peer access",
+      [&] {
+        std::unique_ptr<transport::cuda::NodeExchange> across_nodes;
+        if (setup.nodes.num_nodes > 1) {
+          across_nodes =
+              exchange_on_nccl
+                  ? transport::cuda::make_nccl_node_exchange(bootstrap, config.timeout,
+                                                             config.kernels.row_clusters)
+                  : transport::cuda::make_mpi_node_exchange(
+                        bootstrap::OwnedComm::duplicate(
+                            comm, config.timeout,
+                            "create (the hierarchical route's communicator between nodes)"),
+                        bootstrap, config.timeout);
+          if (bootstrap.rank() == 0) {
+            log::info(std::string("hierarchical route: the step between nodes runs on ") +
+                      across_nodes->engine());
+          }
+        }
+        return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout,
+                                                         config.transfer_mode, config.kernels,
+                                                         std::move(across_nodes));
+      },
+      level.obstacle.value_or(std::string()));
 #endif
 }
 

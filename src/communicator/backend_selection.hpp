@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The parts of Communicator::create that decide what this communicator can
 // do: the world-size check, the backend, and whether the P2P fast path is
 // enabled (on every rank or on none). The config itself is checked before,
@@ -24,10 +25,10 @@ struct BackendSetup {
   Backend backend = Backend::host;
   std::unique_ptr<transport::PeerTransport> peer;  // null: P2P disabled on every rank
   std::unique_ptr<transport::FallbackTransport> fallback;
-  Fallback fallback_kind = Fallback::mpi;          // nccl or mpi: what `fallback` is
-  bool gpus_shared = false;                        // some ranks drive the same GPU
-  std::string p2p_disabled_reason;                 // empty when peer is set
-  NodeLayout nodes;                                // how the ranks spread over nodes
+  Fallback fallback_kind = Fallback::mpi;  // nccl or mpi: what `fallback` is
+  bool gpus_shared = false;                // some ranks drive the same GPU
+  std::string p2p_disabled_reason;         // empty when peer is set
+  NodeLayout nodes;                        // how the ranks spread over nodes
 };
 
 // Collective. Resolves Backend::automatic, creates the fallback and, when

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/call_checks.hpp"
 
 #include <cmath>
@@ -37,8 +38,9 @@ void check_layout(const char* what, DataType dtype, const TensorLayout& layout,
 
 void check_not_null(const char* what, const char* name, const void* p) {
   if (p == nullptr) {
-    fail(what, name, "is null; pass the tensor's data pointer (only calls with a dimension of 0 "
-                     "may pass null)");
+    fail(what, name,
+         "is null; pass the tensor's data pointer (only calls with a dimension of 0 "
+         "may pass null)");
   }
 }
 
@@ -69,8 +71,7 @@ void throw_unsupported_dtype(const char* what, DataType dtype) {
 }
 
 void throw_bad_declared_pointers(const char* what, const Declaration& declaration,
-                                 const PreparedPlan& plan, const void* first,
-                                 const void* second) {
+                                 const PreparedPlan& plan, const void* first, const void* second) {
   const bool fused = declaration.operation == Operation::fused_add_rms_norm;
   const char* first_name = fused ? "inout" : "in";
   const char* second_name = fused ? "residual" : "out";
@@ -81,8 +82,8 @@ void throw_bad_declared_pointers(const char* what, const Declaration& declaratio
     if ((address(p) & plan.alignment_mask) != 0) {
       fail(what, name,
            "(" + hex(p) + ") is not " + std::to_string(alignment) +
-               "-byte aligned, which declaration \"" + declaration.name +
-               "\" (input_alignment " + std::to_string(alignment) +
+               "-byte aligned, which declaration \"" + declaration.name + "\" (input_alignment " +
+               std::to_string(alignment) +
                ") promises for every call of its key; pass buffers aligned to " +
                std::to_string(alignment) +
                " bytes, or leave this shape undeclared (the fallback needs element alignment "
@@ -103,8 +104,8 @@ void check_undeclared_all_reduce(const void* in, const void* out, DataType dtype
   check_element_aligned(what, "out", out, dtype);
 }
 
-void check_undeclared_fused(const void* inout, const void* residual, const void* weight,
-                            float eps, DataType dtype, const TensorLayout& layout) {
+void check_undeclared_fused(const void* inout, const void* residual, const void* weight, float eps,
+                            DataType dtype, const TensorLayout& layout) {
   constexpr const char* what = "fused_add_rms_norm";
   check_layout(what, dtype, layout, plan::LayoutUse::fused_call);
   if (!(eps >= 0.0f) || !std::isfinite(eps)) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Validation of call arguments (all_reduce, fused_add_rms_norm), split by
 // what the index lookup already proved.
 //
@@ -32,7 +33,9 @@ namespace peerplan::communicator {
                                               const PreparedPlan& plan, const void* first,
                                               const void* second);
 
-inline std::uintptr_t address(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
+inline std::uintptr_t address(const void* p) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p);
+}
 
 // Whether [a, a + bytes) and [b, b + bytes) share a byte.
 inline bool ranges_overlap(std::uintptr_t a, std::uintptr_t b, std::uint64_t bytes) noexcept {
@@ -40,7 +43,8 @@ inline bool ranges_overlap(std::uintptr_t a, std::uintptr_t b, std::uint64_t byt
 }
 
 inline void check_dtype(const char* what, DataType dtype) {
-  if (!plan::is_supported_dtype(dtype)) [[unlikely]] throw_unsupported_dtype(what, dtype);
+  if (!plan::is_supported_dtype(dtype)) [[unlikely]]
+    throw_unsupported_dtype(what, dtype);
 }
 
 // Hit path of all_reduce: `in` and `out` (which may be equal).
@@ -66,7 +70,7 @@ inline void check_declared_fused(const void* inout, const void* residual,
 // Miss path: the whole call.
 void check_undeclared_all_reduce(const void* in, const void* out, DataType dtype,
                                  const TensorLayout& layout);
-void check_undeclared_fused(const void* inout, const void* residual, const void* weight,
-                            float eps, DataType dtype, const TensorLayout& layout);
+void check_undeclared_fused(const void* inout, const void* residual, const void* weight, float eps,
+                            DataType dtype, const TensorLayout& layout);
 
 }  // namespace peerplan::communicator

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/call_counters.hpp"
 
 namespace peerplan::communicator {
@@ -22,10 +23,18 @@ void CallCounters::count(PreparedPlan* plan, const CallResult& result, const Pla
   if (plan) plan->fallbacks.fetch_add(1, kRelaxed);
   if (!plan && undeclared_keys_) undeclared_keys_->record(key);
   switch (result.reason) {
-    case FallbackReason::over_cutoff: fallback_over_cutoff_.fetch_add(1, kRelaxed); break;
-    case FallbackReason::p2p_disabled: fallback_p2p_disabled_.fetch_add(1, kRelaxed); break;
-    case FallbackReason::node_layout: fallback_node_layout_.fetch_add(1, kRelaxed); break;
-    default: fallback_undeclared_.fetch_add(1, kRelaxed); break;
+    case FallbackReason::over_cutoff:
+      fallback_over_cutoff_.fetch_add(1, kRelaxed);
+      break;
+    case FallbackReason::p2p_disabled:
+      fallback_p2p_disabled_.fetch_add(1, kRelaxed);
+      break;
+    case FallbackReason::node_layout:
+      fallback_node_layout_.fetch_add(1, kRelaxed);
+      break;
+    default:
+      fallback_undeclared_.fetch_add(1, kRelaxed);
+      break;
   }
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The counters behind Communicator::stats(): calls per route and per
 // fallback reason, the per-plan hits and fallbacks (which live in each
 // PreparedPlan, so a lookup that found the plan counts it without a second
@@ -31,8 +32,7 @@ class CallCounters {
 
   // The counts now, with one PlanStats per declared plan (`declared[i]`
   // paired with `plans[i]`).
-  Stats snapshot(std::span<const Declaration> declared,
-                 std::span<PreparedPlan* const> plans) const;
+  Stats snapshot(std::span<const Declaration> declared, std::span<PreparedPlan* const> plans) const;
   // Zeroes every counter, the plans' too.
   void reset(std::span<PreparedPlan* const> plans);
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One thread at a time per communicator, as with NCCL. Two threads inside
 // calls on one communicator interleave their collectives: the fallback
 // then returns wrong sums and the P2P routes wait for arrivals that never

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The communicator: lifecycle (DESIGN §4) and dispatch. One index lookup per
 // call decides between the P2P route prepared at declare and the fallback.
 #include "peerplan/communicator.hpp"
@@ -94,7 +95,10 @@ class CommunicatorImpl final : public Communicator {
     ensure_open("plan_for");
     const auto& entry = index_.at(key);
     const auto* plan = static_cast<const PreparedPlan*>(entry.payload);
-    return PlanInfo{entry.declaration, plan->route, plan->reason, plan->protocol,
+    return PlanInfo{entry.declaration,
+                    plan->route,
+                    plan->reason,
+                    plan->protocol,
                     plan->launch_text,
                     static_cast<std::size_t>(entry.declaration - index_.declarations().data())};
   }
@@ -119,10 +123,9 @@ class CommunicatorImpl final : public Communicator {
       // the ranks out of step, as in the fallback.
       breaking_on_timeout("all_reduce", [&] { peer_->all_reduce(*plan->launch, args); });
     } else if (is_p2p(result.route)) {
-      result.zero_copy = plan->pieces
-                             ? communicator::all_reduce_in_pieces(*peer_, *plan->launch,
-                                                                  *plan->pieces, args)
-                             : peer_->all_reduce(*plan->launch, args);
+      result.zero_copy = plan->pieces ? communicator::all_reduce_in_pieces(*peer_, *plan->launch,
+                                                                           *plan->pieces, args)
+                                      : peer_->all_reduce(*plan->launch, args);
     } else {
       breaking_on_timeout("all_reduce", [&] { fallback_->all_reduce(args); });
     }
@@ -251,8 +254,8 @@ class CommunicatorImpl final : public Communicator {
 
   // declare() without the open check and timeout bookkeeping.
   void declare_set(std::span<const Declaration> declarations) {
-    if (auto failures = bootstrap::run_together(
-            *boot_, [&] { plan::validate_declarations(declarations); })) {
+    if (auto failures =
+            bootstrap::run_together(*boot_, [&] { plan::validate_declarations(declarations); })) {
       throw InvalidArgument("declare: invalid declarations (" + failures->message +
                             "); the previous declared set stays in force");
     }
@@ -272,10 +275,12 @@ class CommunicatorImpl final : public Communicator {
         const std::size_t staged = piece != 0 ? piece : d.message_bytes;
         // Copy-engine and Lamport plans have regions of their own, not the
         // slots (a Lamport two-shot in pieces needs room for a piece).
-        if (d.protocol == Protocol::dma) max_dma_bytes = std::max(max_dma_bytes, staged);
+        if (d.protocol == Protocol::dma)
+          max_dma_bytes = std::max(max_dma_bytes, staged);
         else if (d.protocol == Protocol::lamport)
           max_lamport_bytes = std::max(max_lamport_bytes, staged);
-        else if (is_p2p(d.route)) max_bytes = std::max(max_bytes, staged);
+        else if (is_p2p(d.route))
+          max_bytes = std::max(max_bytes, staged);
       }
       // A Timeout in reserve() propagates (the communicator is then
       // broken); any other failure, in reserve() or in preparing a plan's
@@ -342,10 +347,13 @@ class CommunicatorImpl final : public Communicator {
   }
 
   std::vector<routing::RouteDecision> route_all(std::span<const Declaration> declarations) const {
-    const routing::RoutingContext context{
-        boot_->size(), boot_->num_nodes(),          p2p_enabled_,
-        cutoffs_,      backend_,                    nodes_.ranks_per_node,
-        p2p_enabled_ ? windows_ : routing::ProtocolWindows{}};
+    const routing::RoutingContext context{boot_->size(),
+                                          boot_->num_nodes(),
+                                          p2p_enabled_,
+                                          cutoffs_,
+                                          backend_,
+                                          nodes_.ranks_per_node,
+                                          p2p_enabled_ ? windows_ : routing::ProtocolWindows{}};
     return routing::route_declarations(declarations, context);
   }
 
@@ -367,7 +375,7 @@ class CommunicatorImpl final : public Communicator {
       const auto& d = decisions[i];
       if (!is_p2p(d.route)) continue;
       const Declaration& declared = declarations[i];
-      const transport::LaunchRequest request{declared.operation, d.route,   d.protocol,
+      const transport::LaunchRequest request{declared.operation, d.route,          d.protocol,
                                              declared.dtype,     &declared.layout, d.message_bytes};
       if (const std::size_t piece = piece_bytes(declared, d); piece != 0) {
         launches[i] = communicator::prepare_in_pieces(*peer_, request, piece);
@@ -392,8 +400,9 @@ class CommunicatorImpl final : public Communicator {
 
   void ensure_open(const char* what) const {
     if (closed_) {
-      throw InvalidUsage(std::string(what) +
-                         ": the communicator is closed; create a new one with Communicator::create");
+      throw InvalidUsage(
+          std::string(what) +
+          ": the communicator is closed; create a new one with Communicator::create");
     }
     if (!broken_reason_.empty()) {
       throw InvalidUsage(std::string(what) + ": the communicator is unusable since " +

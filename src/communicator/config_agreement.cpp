@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/config_agreement.hpp"
 
 #include <span>
@@ -77,8 +78,7 @@ void check_agreement(bootstrap::Bootstrap& bootstrap, const Config& config) {
 }  // namespace
 
 void check_config(bootstrap::Bootstrap& bootstrap, const Config& config) {
-  if (auto failures =
-          bootstrap::run_together(bootstrap, [&] { core::validate_config(config); })) {
+  if (auto failures = bootstrap::run_together(bootstrap, [&] { core::validate_config(config); })) {
     throw InvalidArgument("create: " + failures->message);
   }
   check_agreement(bootstrap, config);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The config checks of Communicator::create that come before anything is
 // set up: values in range on every rank, and the fields every rank must
 // share (core/config_fields.hpp marks them) the same on every rank. The

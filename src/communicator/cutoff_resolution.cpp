@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/cutoff_resolution.hpp"
 
 #include <mutex>
@@ -39,8 +40,8 @@ void warn_no_entry(const std::string& file, const std::string& fingerprint,
   std::string entries;
   for (const auto& entry : tuning.entries)
     entries += (entries.empty() ? "'" : ", '") + entry.fingerprint + "'";
-  log::warn("tuning file " + file + " has no entry for this machine's fingerprint '" +
-            fingerprint + "' (its entries: " + (entries.empty() ? "none" : entries) +
+  log::warn("tuning file " + file + " has no entry for this machine's fingerprint '" + fingerprint +
+            "' (its entries: " + (entries.empty() ? "none" : entries) +
             "); using the built-in cutoffs. Run peerplan_tune with this many ranks on this "
             "machine to add one");
 }
@@ -62,8 +63,8 @@ void log_resolution(const Config& config, const std::string& fingerprint,
   if (entry != nullptr && !routing::is_empty(entry->protocols)) {
     // Where the Config sets a window too, the Config's wins (applied by
     // the communicator to the transport's windows).
-    line += "; the entry's protocol windows: " +
-            routing::describe_protocol_tuning(entry->protocols);
+    line +=
+        "; the entry's protocol windows: " + routing::describe_protocol_tuning(entry->protocols);
   }
   if (entry != nullptr && !entry->shapes.one_shot_grid.empty()) {
     line += "; the entry's one-shot grid (bytes:blocks): " +
@@ -101,8 +102,8 @@ void check_agreement(bootstrap::Bootstrap& bootstrap, const ResolvedRouting& res
   const std::string cutoffs = routing::describe_cutoffs(resolved.cutoffs) + ", " +
                               routing::describe_protocol_tuning(resolved.protocols) + ", " +
                               grid_text(resolved.shapes);
-  const std::string mine = cutoffs + " [fingerprint '" + fingerprint + "', tuning file '" +
-                           config.tuning_file + "']";
+  const std::string mine =
+      cutoffs + " [fingerprint '" + fingerprint + "', tuning file '" + config.tuning_file + "']";
   const auto all = bootstrap.allgather(bytes_of(mine));
   const auto cutoffs_of = [&all](int rank) {
     const std::string text = as_text(all[rank]);
@@ -119,7 +120,8 @@ void check_agreement(bootstrap::Bootstrap& bootstrap, const ResolvedRouting& res
   }
   if (differing.empty()) return;
   std::string details;
-  for (const auto& [text, ranks] : others) details += "; " + bootstrap::describe_ranks(ranks) + ": " + text;
+  for (const auto& [text, ranks] : others)
+    details += "; " + bootstrap::describe_ranks(ranks) + ": " + text;
   throw Mismatch("create: " + bootstrap::describe_ranks(differing) +
                  " resolved other route cutoffs, protocol windows or launch shapes than rank 0 "
                  "(rank 0: " +
@@ -164,8 +166,7 @@ ResolvedRouting resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Con
     } else if (tuning && entry == nullptr) {
       warn_no_entry(config.tuning_file, fingerprint, *tuning);
     }
-    if (log::enabled(LogLevel::info))
-      log_resolution(config, fingerprint, entry, resolved.cutoffs);
+    if (log::enabled(LogLevel::info)) log_resolution(config, fingerprint, entry, resolved.cutoffs);
   }
   check_agreement(bootstrap, resolved, config, fingerprint);
   return resolved;

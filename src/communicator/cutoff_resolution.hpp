@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The route cutoffs a communicator uses: per field, the config's explicit
 // value (code or PEERPLAN_*_BYTES), else the tuning file's entry for this
 // machine's fingerprint, else the built-in default table — checked to be
@@ -35,7 +36,7 @@ struct ResolvedRouting {
 // (rank 0). Collective: throws Mismatch on every rank, naming the ranks,
 // when the ranks' results differ.
 ResolvedRouting resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Config& config,
-                                   Backend backend, const std::string& fingerprint,
-                                   const std::optional<routing::TuningFile>& tuning);
+                                      Backend backend, const std::string& fingerprint,
+                                      const std::optional<routing::TuningFile>& tuning);
 
 }  // namespace peerplan::communicator

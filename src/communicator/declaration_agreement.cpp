@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/declaration_agreement.hpp"
 
 #include <cstring>
@@ -71,7 +72,8 @@ std::optional<std::string> find_declaration_mismatch(bootstrap::Bootstrap& boots
     const std::size_t common = std::min(list.size(), reference.size());
     std::size_t i = 0;
     while (i < common && list[i] == reference[i]) ++i;
-    if (i < common || list.size() != reference.size()) first_difference = std::min(first_difference, i);
+    if (i < common || list.size() != reference.size())
+      first_difference = std::min(first_difference, i);
   }
   if (first_difference == SIZE_MAX) return std::nullopt;
 

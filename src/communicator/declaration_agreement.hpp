@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Cross-rank agreement on a declared set (DESIGN §4 step 2). Every rank
 // must declare the same plans in the same order; weight addresses differ
 // per rank and are left out. A disagreement fails declare() on every rank

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/gpu_sharing.hpp"
 
 #include <map>

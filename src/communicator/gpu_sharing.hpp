@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Ranks that drive the same GPU. Several ranks of a node may share one GPU
 // (PEERPLAN_DEVICE, CUDA_VISIBLE_DEVICES, or more ranks than GPUs): CUDA IPC
 // works between processes of one device and the P2P kernels make progress

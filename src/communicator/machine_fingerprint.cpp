@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/machine_fingerprint.hpp"
 
 #include <optional>
@@ -30,8 +31,7 @@ RankGpu this_rank_gpu() {
 }
 
 // Every rank's GPU as the topology places it, or nothing when one is missing.
-void locate(const std::vector<RankGpu>& ranks, const Config& config,
-            routing::MachineFacts& facts) {
+void locate(const std::vector<RankGpu>& ranks, const Config& config, routing::MachineFacts& facts) {
   std::vector<topology::GpuLocation> gpus;
   std::vector<topology::PciAddress> addresses;
   std::vector<topology::NvlinkEnds> ends;
@@ -67,7 +67,8 @@ std::string machine_fingerprint(bootstrap::Bootstrap& bootstrap, const Config& c
     for (const RankGpu& rank : ranks) facts.gpu_names.push_back(rank.name);
     for (std::size_t i = 0; i < ranks.size(); ++i)
       for (std::size_t j = i + 1; j < ranks.size(); ++j)
-        if (!ranks[i].bus_id.empty() && ranks[i].bus_id == ranks[j].bus_id) facts.gpus_shared = true;
+        if (!ranks[i].bus_id.empty() && ranks[i].bus_id == ranks[j].bus_id)
+          facts.gpus_shared = true;
     locate(ranks, config, facts);
   }
   return routing::topology_fingerprint(facts);

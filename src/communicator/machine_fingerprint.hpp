@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The communicator's topology fingerprint (routing/fingerprint.hpp), from
 // facts gathered from every rank so that every rank computes the same one.
 #pragma once

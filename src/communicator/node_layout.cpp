@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/node_layout.hpp"
 
 #include <cstdint>
@@ -22,8 +23,8 @@ NodeLayout find_node_layout(bootstrap::Bootstrap& bootstrap) {
   bool even = true;
   for (int count : ranks_on) even = even && count == ranks_on[0];
   layout.ranks_per_node = even ? ranks_on[0] : 0;
-  const std::string nodes = std::to_string(layout.num_nodes) +
-                            (layout.num_nodes == 1 ? " node" : " nodes");
+  const std::string nodes =
+      std::to_string(layout.num_nodes) + (layout.num_nodes == 1 ? " node" : " nodes");
   if (layout.num_nodes == 1) {
     layout.text = nodes;
   } else if (even) {

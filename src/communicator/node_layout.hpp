@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How the communicator's ranks spread over nodes, as far as routing cares:
 // the hierarchical route needs every node to hold the same number of ranks,
 // two or more.

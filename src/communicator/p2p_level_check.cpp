@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/p2p_level_check.hpp"
 
 #include <cstdlib>
@@ -65,7 +66,8 @@ class FieldReader {
   std::string text() {
     const auto colon = rest_.find(':');
     if (colon == std::string_view::npos) return fail();
-    const std::size_t size = std::strtoull(std::string(rest_.substr(0, colon)).c_str(), nullptr, 10);
+    const std::size_t size =
+        std::strtoull(std::string(rest_.substr(0, colon)).c_str(), nullptr, 10);
     if (size > rest_.size() - colon - 1) return fail();
     std::string field(rest_.substr(colon + 1, size));
     rest_.remove_prefix(colon + 1 + size);
@@ -94,8 +96,8 @@ std::string encode_verdict(const P2PLevelVerdict& verdict) {
   put_optional(out, verdict.obstacle);
   put_optional(out, verdict.unknown_links);
   put_text(out, verdict.summary);
-  for (int count : {verdict.pairs, verdict.allowed_pairs, verdict.beyond_pairs,
-                    verdict.unknown_pairs})
+  for (int count :
+       {verdict.pairs, verdict.allowed_pairs, verdict.beyond_pairs, verdict.unknown_pairs})
     put_text(out, std::to_string(count));
   return out;
 }
@@ -184,8 +186,7 @@ P2PLevelVerdict gather_p2p_level_verdict(bootstrap::Bootstrap& bootstrap, const 
   return agreed ? *agreed : local;
 }
 
-std::optional<std::string> p2p_level_obstacle(bootstrap::Bootstrap& bootstrap,
-                                              const Config& config,
+std::optional<std::string> p2p_level_obstacle(bootstrap::Bootstrap& bootstrap, const Config& config,
                                               const std::string& pci_bus_id,
                                               const topology::NvlinkEnds& nvlinks) {
   return gather_p2p_level_verdict(bootstrap, config, pci_bus_id, nvlinks).obstacle;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PEERPLAN_P2P_LEVEL (Config::p2p_level) on the communicator's GPUs: each
 // node gathers its ranks' GPUs, places them in the topology
 // (Config::topology_file or the live machine) and checks every pair
@@ -32,8 +33,7 @@ topology::P2PLevelVerdict gather_p2p_level_verdict(bootstrap::Bootstrap& bootstr
                                                    const topology::NvlinkEnds& nvlinks);
 
 // gather_p2p_level_verdict(...).obstacle: why P2P must stay off, or nullopt.
-std::optional<std::string> p2p_level_obstacle(bootstrap::Bootstrap& bootstrap,
-                                              const Config& config,
+std::optional<std::string> p2p_level_obstacle(bootstrap::Bootstrap& bootstrap, const Config& config,
                                               const std::string& pci_bus_id,
                                               const topology::NvlinkEnds& nvlinks);
 

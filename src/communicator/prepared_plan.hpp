@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the communicator attaches to each declared plan in the index: the
 // route and protocol chosen at declare, the launch the P2P transport
 // prepared for it (or its pieces'), and the plan's counters. Owned by the index, so a
@@ -20,8 +21,7 @@ namespace peerplan::communicator {
 
 struct PreparedPlan final : plan::PlanPayload {
   PreparedPlan(Route r, FallbackReason why, Protocol how, std::size_t bytes,
-               std::size_t input_alignment, std::uint64_t span,
-               PlanLaunches prepared)
+               std::size_t input_alignment, std::uint64_t span, PlanLaunches prepared)
       : route(r),
         reason(why),
         protocol(how),

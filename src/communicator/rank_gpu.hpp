@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One rank's GPU as the ranks exchange it through the bootstrap (the
 // machine fingerprint, the P2P level check): where it sits on PCI, its
 // model and where its NVLinks lead. Plain values, no CUDA types.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "communicator/two_shot_pieces.hpp"
 
 #include <cstdint>
@@ -50,14 +51,14 @@ bool all_reduce_in_pieces(transport::PeerTransport& peer, const transport::PlanL
   const TensorLayout piece_layout = flat(pieces.piece_bytes, args.dtype);
   for (std::size_t i = 0; i < pieces.full_pieces; ++i) {
     const std::size_t offset = i * pieces.piece_bytes;
-    zero_copy &= peer.all_reduce(piece_launch, {in + offset, out + offset, args.dtype,
-                                                &piece_layout, args.stream});
+    zero_copy &= peer.all_reduce(
+        piece_launch, {in + offset, out + offset, args.dtype, &piece_layout, args.stream});
   }
   if (pieces.tail_bytes != 0) {
     const std::size_t offset = pieces.full_pieces * pieces.piece_bytes;
     const TensorLayout tail_layout = flat(pieces.tail_bytes, args.dtype);
-    zero_copy &= peer.all_reduce(*pieces.tail_launch, {in + offset, out + offset, args.dtype,
-                                                       &tail_layout, args.stream});
+    zero_copy &= peer.all_reduce(
+        *pieces.tail_launch, {in + offset, out + offset, args.dtype, &tail_layout, args.stream});
   }
   return zero_copy;
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A two-shot plan larger than RouteCutoffs::two_shot_chunk_bytes runs as
 // consecutive two-shot calls on pieces of its message, each a plan launch
 // of its own size, so that the staging buffers hold one piece: reserve()
@@ -40,8 +41,7 @@ PlanLaunches prepare_in_pieces(transport::PeerTransport& peer,
 
 // One call of such a plan: the pieces in order, each on the same stream.
 // Returns true when every piece was read in place (zero copy).
-bool all_reduce_in_pieces(transport::PeerTransport& peer,
-                          const transport::PlanLaunch& piece_launch, const TwoShotPieces& pieces,
-                          const transport::AllReduceArgs& args);
+bool all_reduce_in_pieces(transport::PeerTransport& peer, const transport::PlanLaunch& piece_launch,
+                          const TwoShotPieces& pieces, const transport::AllReduceArgs& args);
 
 }  // namespace peerplan::communicator

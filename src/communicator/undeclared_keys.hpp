@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The table behind Stats::undeclared: the most frequent undeclared keys in
 // a fixed number of slots ("space saving": a new key with the table full
 // replaces the least counted one and inherits its count as overcount). It

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/config_validation.hpp"
 
 #include <string>
@@ -20,8 +21,8 @@ void validate_config(const Config& config) {
   if (k.one_shot_max_blocks < 0 || k.one_shot_max_blocks > kOneShotMaxBlocksLimit) {
     add(errors, "Config::kernels.one_shot_max_blocks is " + std::to_string(k.one_shot_max_blocks) +
                     ": set 0 (one block per multiprocessor, the default) or a block count from "
-                    "1 to " + std::to_string(kOneShotMaxBlocksLimit) +
-                    " (PEERPLAN_ONE_SHOT_MAX_BLOCKS)");
+                    "1 to " +
+                    std::to_string(kOneShotMaxBlocksLimit) + " (PEERPLAN_ONE_SHOT_MAX_BLOCKS)");
   }
   // An enum is a byte: a value cast from an integer can fall outside it.
   if (k.row_clusters != RowClusters::automatic && k.row_clusters != RowClusters::on &&

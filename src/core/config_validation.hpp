@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checks of Config values that no single layer owns. Values from the
 // environment are range-checked while parsed (environment.cpp); these
 // catch the same mistakes made in code, before anything is set up.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PEERPLAN_* environment variables: each overrides one Config field.
 //
 // | variable                     | Config field                         | accepted values                         | default        |
@@ -76,9 +77,8 @@ constexpr std::array kBackends{Backend::automatic, Backend::cuda, Backend::host}
 constexpr std::array kLogLevels{LogLevel::none, LogLevel::warn, LogLevel::info, LogLevel::trace};
 constexpr std::array kTransferModes{TransferMode::automatic, TransferMode::pull,
                                     TransferMode::push};
-constexpr std::array kP2PLevels{P2PLevel::automatic, P2PLevel::loc, P2PLevel::nvl,
-                                P2PLevel::pix,       P2PLevel::pxb, P2PLevel::phb,
-                                P2PLevel::node,      P2PLevel::sys};
+constexpr std::array kP2PLevels{P2PLevel::automatic, P2PLevel::loc, P2PLevel::nvl,  P2PLevel::pix,
+                                P2PLevel::pxb,       P2PLevel::phb, P2PLevel::node, P2PLevel::sys};
 constexpr std::array kRowClusters{RowClusters::automatic, RowClusters::on, RowClusters::off};
 constexpr std::array kFallbacks{Fallback::automatic, Fallback::nccl, Fallback::mpi};
 
@@ -116,8 +116,8 @@ std::string describe_cutoff(const char* route, Bound bound, std::size_t bytes) {
 }
 
 template <std::size_t RouteCutoffs::*Field>
-std::optional<std::string> apply_cutoff(Config& config, std::string_view value,
-                                        const char* route, Bound bound = Bound::max) {
+std::optional<std::string> apply_cutoff(Config& config, std::string_view value, const char* route,
+                                        Bound bound = Bound::max) {
   const auto bytes = parse_cutoff(value);
   if (!bytes) return std::nullopt;
   config.cutoffs.*Field = *bytes;
@@ -150,8 +150,8 @@ constexpr ProtocolPair kStagedOrDma{"staged", "staged", "dma", "dma"};
 // A protocol knob: auto (nullopt), either keyword of `pair`, or the byte
 // count up to which the lower protocol runs. `which` names the kernel in
 // the effect line.
-std::optional<std::string> apply_protocol(std::optional<std::size_t>& field,
-                                          std::string_view value, const char* which,
+std::optional<std::string> apply_protocol(std::optional<std::size_t>& field, std::string_view value,
+                                          const char* which,
                                           const ProtocolPair& pair = kLlOrLamport) {
   if (core::equals_ignore_case(value, "auto")) {
     field.reset();
@@ -271,8 +271,7 @@ const std::vector<Variable>& variables() {
            return std::string("two-shot pieces = default for the world size");
          if (*bytes < kTwoShotPieceAlignment) return std::string("two-shot never split");
          return "two-shot pieces of " +
-                std::to_string(*bytes / kTwoShotPieceAlignment * kTwoShotPieceAlignment) +
-                " bytes";
+                std::to_string(*bytes / kTwoShotPieceAlignment * kTwoShotPieceAlignment) + " bytes";
        }},
       {"PEERPLAN_TRANSFER_MODE", one_of(kTransferModes),
        [](Config& c, std::string_view v) -> std::optional<std::string> {
@@ -362,9 +361,12 @@ const std::vector<Variable>& variables() {
          }
          c.kernels.row_clusters = *clusters;
          switch (*clusters) {
-           case RowClusters::on: return std::string("row clusters on (required of the GPU)");
-           case RowClusters::off: return std::string("row clusters off: one block per row");
-           case RowClusters::automatic: break;
+           case RowClusters::on:
+             return std::string("row clusters on (required of the GPU)");
+           case RowClusters::off:
+             return std::string("row clusters off: one block per row");
+           case RowClusters::automatic:
+             break;
          }
          return std::string("row clusters where the GPU has them");
        }},
@@ -388,9 +390,9 @@ const std::vector<Variable>& variables() {
          const auto keys = parse_int_in(v, 0, kMaxUndeclaredKeysTracked);
          if (!keys) return std::nullopt;
          c.undeclared_keys_tracked = *keys;
-         return *keys == 0 ? std::string("undeclared keys not tracked")
-                           : "Stats keep the " + std::to_string(*keys) +
-                                 " most frequent undeclared keys";
+         return *keys == 0
+                    ? std::string("undeclared keys not tracked")
+                    : "Stats keep the " + std::to_string(*keys) + " most frequent undeclared keys";
        }},
   };
   return table;
@@ -421,8 +423,8 @@ Config apply_environment_from(Config config, const EnvironmentLookup& lookup,
 }
 
 Config apply_environment(Config config, std::vector<std::string>* applied) {
-  return apply_environment_from(std::move(config), [](const char* name) { return std::getenv(name); },
-                                applied);
+  return apply_environment_from(
+      std::move(config), [](const char* name) { return std::getenv(name); }, applied);
 }
 
 Config apply_environment(Config config) { return apply_environment(std::move(config), nullptr); }

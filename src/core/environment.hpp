@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PEERPLAN_* environment overrides, beyond the public
 // apply_environment(Config): a variant that reports what it applied (the
 // communicator logs each line once at INFO) and one that reads from an

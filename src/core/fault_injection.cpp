@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/fault_injection.hpp"
 
 #include <signal.h>
@@ -142,10 +143,17 @@ void reach(std::string_view point, int rank) {
   }
   log::warn("PEERPLAN_FAULT_INJECT: rank " + std::to_string(rank) + " at " + std::string(point));
   switch (hit.action) {
-    case Action::kill: ::kill(::getpid(), SIGKILL); break;
-    case Action::stop: ::kill(::getpid(), SIGSTOP); break;
-    case Action::abort: std::abort();
-    case Action::sleep: std::this_thread::sleep_for(std::chrono::milliseconds(hit.sleep_ms)); break;
+    case Action::kill:
+      ::kill(::getpid(), SIGKILL);
+      break;
+    case Action::stop:
+      ::kill(::getpid(), SIGSTOP);
+      break;
+    case Action::abort:
+      std::abort();
+    case Action::sleep:
+      std::this_thread::sleep_for(std::chrono::milliseconds(hit.sleep_ms));
+      break;
   }
 }
 
@@ -153,8 +161,8 @@ void check_configuration() {
   armed();  // parse once
   const std::lock_guard lock(mutex());
   if (!configuration().error.empty()) {
-    throw InvalidArgument("PEERPLAN_FAULT_INJECT (a test-only variable): " +
-                          configuration().error + "; unset it outside fault-injection tests");
+    throw InvalidArgument("PEERPLAN_FAULT_INJECT (a test-only variable): " + configuration().error +
+                          "; unset it outside fault-injection tests");
   }
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fault injection for the fault-tolerance tests (test-only).
 //
 // A rank that dies or stalls at an exact point of the lifecycle is how the
@@ -37,7 +38,7 @@ void reload_for_tests();
 }  // namespace peerplan::fault
 
 // The cheap guard every point uses: one predictable branch when unarmed.
-#define PEERPLAN_FAULT_POINT(point, rank)                          \
-  do {                                                             \
+#define PEERPLAN_FAULT_POINT(point, rank)                                  \
+  do {                                                                     \
     if (::peerplan::fault::armed()) ::peerplan::fault::reach(point, rank); \
   } while (0)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The logger behind src/core/log.hpp.
 //
 // Level and rank are process-wide atomics: every communicator of a process

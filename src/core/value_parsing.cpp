@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "core/value_parsing.hpp"
 
 #include <charconv>
@@ -7,7 +8,9 @@
 namespace peerplan::core {
 namespace {
 
-char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+char lower(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 }  // namespace
 
@@ -32,10 +35,17 @@ std::optional<std::size_t> parse_size(std::string_view text) noexcept {
   std::size_t multiplier = 1;
   if (!text.empty()) {
     switch (lower(text.back())) {
-      case 'k': multiplier = std::size_t{1} << 10; break;
-      case 'm': multiplier = std::size_t{1} << 20; break;
-      case 'g': multiplier = std::size_t{1} << 30; break;
-      default: break;
+      case 'k':
+        multiplier = std::size_t{1} << 10;
+        break;
+      case 'm':
+        multiplier = std::size_t{1} << 20;
+        break;
+      case 'g':
+        multiplier = std::size_t{1} << 30;
+        break;
+      default:
+        break;
     }
     if (multiplier != 1) text.remove_suffix(1);
   }

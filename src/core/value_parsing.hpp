@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Strict parsers for environment values: the whole string must be one
 // valid value (no surrounding spaces, no trailing garbage, no overflow),
 // because a half-parsed "5000ms" or "1.5M" silently meaning something else

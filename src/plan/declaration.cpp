@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Factories for the two kinds of declaration.
 #include "peerplan/declaration.hpp"
 

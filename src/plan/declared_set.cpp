@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "plan/declared_set.hpp"
 
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The declarations of one declared set and the payloads attached to them,
 // as both lookup implementations store them inside a snapshot.
 #pragma once

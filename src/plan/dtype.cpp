@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names of the element types, and parsing of the spellings users and
 // environment variables commonly use for them.
 #include "peerplan/dtype.hpp"
@@ -10,9 +11,12 @@ namespace peerplan {
 
 const char* to_string(DataType dtype) noexcept {
   switch (dtype) {
-    case DataType::f16: return "f16";
-    case DataType::bf16: return "bf16";
-    case DataType::f32: return "f32";
+    case DataType::f16:
+      return "f16";
+    case DataType::bf16:
+      return "bf16";
+    case DataType::f32:
+      return "f32";
   }
   return "invalid_dtype";
 }

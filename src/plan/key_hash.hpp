@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hashing and comparison of canonical plan keys, inline so that the index's
 // lookup compiles into one straight-line function.
 //
@@ -38,18 +39,16 @@ inline std::uint64_t fold_multiply(std::uint64_t a, std::uint64_t b) noexcept {
 
 // The small fields packed into one word (no padding is read).
 inline std::uint64_t key_head_word(const PlanKey& key) noexcept {
-  return static_cast<std::uint64_t>(key.operation) |
-         (static_cast<std::uint64_t>(key.dtype) << 8) |
+  return static_cast<std::uint64_t>(key.operation) | (static_cast<std::uint64_t>(key.dtype) << 8) |
          (static_cast<std::uint64_t>(key.rank) << 16) |
          (static_cast<std::uint64_t>(key.eps_bits) << 32);
 }
 
 // Arbitrary odd 64-bit constants (random draws), one per lane operand.
 inline constexpr std::uint64_t kHashSecret[12] = {
-    0x373a9eac7dece4cbULL, 0x55f652d8119644f5ULL, 0xe2cd56a772c07ea1ULL,
-    0x2aa07b456dc93c5fULL, 0xd7f7629e6b2972cbULL, 0xb54128c02b6ba209ULL,
-    0xd95db1eed3b92e45ULL, 0x70e6b785ebb49a43ULL, 0xc98b58bc46e26f6bULL,
-    0xa2908ef227634d2bULL, 0xb8b8e88d5392d975ULL, 0x06f7c76f725de8d7ULL};
+    0x373a9eac7dece4cbULL, 0x55f652d8119644f5ULL, 0xe2cd56a772c07ea1ULL, 0x2aa07b456dc93c5fULL,
+    0xd7f7629e6b2972cbULL, 0xb54128c02b6ba209ULL, 0xd95db1eed3b92e45ULL, 0x70e6b785ebb49a43ULL,
+    0xc98b58bc46e26f6bULL, 0xa2908ef227634d2bULL, 0xb8b8e88d5392d975ULL, 0x06f7c76f725de8d7ULL};
 
 // One word per dimension: the size in the low half, the stride rotated into
 // the high half. Injective while both are below 2^32 (every real tensor);
@@ -85,8 +84,9 @@ inline std::uint64_t hash_key(const PlanKey& key) noexcept {
 // uses, tests/support/oracles/plan_scan.cpp), but
 // branch-free: differences are or-ed together and tested once.
 inline bool keys_equal(const PlanKey& a, const PlanKey& b) noexcept {
-  std::uint64_t diff = (key_head_word(a) ^ key_head_word(b)) |
-                       (static_cast<std::uint64_t>(a.weight) ^ static_cast<std::uint64_t>(b.weight));
+  std::uint64_t diff =
+      (key_head_word(a) ^ key_head_word(b)) |
+      (static_cast<std::uint64_t>(a.weight) ^ static_cast<std::uint64_t>(b.weight));
   for (int i = 0; i < kMaxRank; ++i) {
     diff |= static_cast<std::uint64_t>(a.shape[i] ^ b.shape[i]) |
             static_cast<std::uint64_t>(a.strides[i] ^ b.strides[i]);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TensorLayout: shape plus element strides, stored inline (no heap) so that
 // building a lookup key from a layout never allocates.
 #include "peerplan/layout.hpp"
@@ -25,7 +26,6 @@ void check_rank(std::size_t rank) {
 std::int64_t wrapping_mul(std::int64_t a, std::int64_t b) noexcept {
   return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
 }
-
 
 }  // namespace
 

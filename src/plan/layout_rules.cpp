@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "plan/layout_rules.hpp"
 
 #include <array>
@@ -71,9 +72,8 @@ std::optional<std::int64_t> checked_span_bytes(const TensorLayout& layout, DataT
   std::int64_t last_offset = 0;
   for (int i = 0; i < layout.rank(); ++i) {
     std::int64_t step = 0;
-    if (layout.dim(i) > 1 &&
-        (__builtin_mul_overflow(layout.dim(i) - 1, layout.stride(i), &step) ||
-         __builtin_add_overflow(last_offset, step, &last_offset))) {
+    if (layout.dim(i) > 1 && (__builtin_mul_overflow(layout.dim(i) - 1, layout.stride(i), &step) ||
+                              __builtin_add_overflow(last_offset, step, &last_offset))) {
       return std::nullopt;
     }
   }
@@ -126,8 +126,8 @@ std::optional<LayoutProblem> check_non_overlap(const TensorLayout& layout, Layou
     const int outer = order[k];
     const std::int64_t needed = layout.stride(inner) * layout.dim(inner);
     if (layout.stride(outer) >= needed) continue;
-    const std::string which = "strides[" + std::to_string(inner) + "] * shape[" +
-                              std::to_string(inner) + "]";
+    const std::string which =
+        "strides[" + std::to_string(inner) + "] * shape[" + std::to_string(inner) + "]";
     const std::string remedy =
         use == LayoutUse::declaration
             ? "elements would overlap or the layout is not row-major; declare a row-major, "
@@ -158,8 +158,8 @@ std::optional<LayoutProblem> check_vector_alignment(const TensorLayout& layout, 
     const std::int64_t stride_bytes = layout.stride(i) * elem;
     if (stride_bytes % kVectorBytes != 0) {
       return LayoutProblem{dim_field("strides", i),
-                           "is " + std::to_string(layout.stride(i)) + " elements = " +
-                               std::to_string(stride_bytes) +
+                           "is " + std::to_string(layout.stride(i)) +
+                               " elements = " + std::to_string(stride_bytes) +
                                " bytes, not a multiple of 16 bytes; pad the rows so that every "
                                "outer stride is 16-byte aligned"};
     }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The rules a dtype and a tensor layout must follow, written once for both
 // paths that take them: declaration validation (validation.cpp) and the
 // call path (the communicator checks every call that misses the index

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // "[a, b, c]" for shapes and strides in messages (layouts and keys).
 #pragma once
 

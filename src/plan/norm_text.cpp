@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "plan/norm_text.hpp"
 
 #include <bit>

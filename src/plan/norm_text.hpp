@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // "weight 0x7f3a1c000000 eps 1e-06": the part of a fused op's key that its
 // shape does not show. A fused call misses its plan when the weight
 // pointer or eps differ from the declaration's, so every message that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "plan/plan_entry.hpp"
 
 #include <string>

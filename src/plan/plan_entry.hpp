@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a lookup returns: the declaration a key stands for, its position in
 // declaration order, and the prepared plan attached to it (if any).
 #pragma once

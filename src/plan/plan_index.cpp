@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Open-addressing hash table (linear probing, load factor <= 1/2) over the
 // canonical keys of one declared set, built once per declare and then only
 // read. The slot array holds (full hash, node pointer) pairs, 16 bytes each,
@@ -124,7 +125,8 @@ PlanIndex::ProbeStats PlanIndex::probe_stats() const noexcept {
     total += length;
     stats.max_probe = std::max(stats.max_probe, length);
   }
-  if (stats.keys > 0) stats.mean_probe = static_cast<double>(total) / static_cast<double>(stats.keys);
+  if (stats.keys > 0)
+    stats.mean_probe = static_cast<double>(total) / static_cast<double>(stats.keys);
   return stats;
 }
 

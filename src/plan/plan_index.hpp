@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The declared-plan index: one hash lookup on a call's canonical key finds
 // the declared plan or reports a miss (DESIGN §2).
 //
@@ -63,10 +64,10 @@ class PlanIndex {
 
   // Health of the open-addressing table (for tests and benchmarks).
   struct ProbeStats {
-    std::size_t slots = 0;       // table capacity (a power of two)
-    std::size_t keys = 0;        // distinct keys stored
-    std::size_t max_probe = 0;   // most slots inspected to find a stored key
-    double mean_probe = 0.0;     // mean slots inspected to find a stored key
+    std::size_t slots = 0;      // table capacity (a power of two)
+    std::size_t keys = 0;       // distinct keys stored
+    std::size_t max_probe = 0;  // most slots inspected to find a stored key
+    double mean_probe = 0.0;    // mean slots inspected to find a stored key
   };
 
   PlanIndex();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Canonical plan keys (DESIGN §2 points 1-3): the stride of a size-1
 // dimension is irrelevant and stored as 0, unused dimension slots are 0,
 // epsilon is compared by its bits with -0.0 folded onto +0.0, and the weight
@@ -49,7 +50,6 @@ std::uint32_t canonical_eps_bits(float eps) noexcept {
   return bits == 0x80000000u ? 0u : bits;  // -0.0 and +0.0 are the same epsilon
 }
 
-
 }  // namespace
 
 PlanKey make_all_reduce_key(DataType dtype, const TensorLayout& layout) noexcept {
@@ -67,8 +67,8 @@ PlanKey make_key(const Declaration& declaration) noexcept {
     return make_all_reduce_key(declaration.dtype, declaration.layout);
   }
   const void* weight = declaration.weights.empty() ? nullptr : declaration.weights.front().data;
-  PlanKey key = make_fused_key(declaration.dtype, declaration.layout, weight,
-                               declaration.eps.value_or(0.0f));
+  PlanKey key =
+      make_fused_key(declaration.dtype, declaration.layout, weight, declaration.eps.value_or(0.0f));
   // Keep whatever operation value the declaration holds (validation rejects
   // unknown ones); the key must describe the declaration faithfully.
   key.operation = declaration.operation;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Publication of immutable snapshots to lock-free readers, shared by the
 // hash index and the linear scan (the tests' and the lookup benchmark's
 // reference, tests/support/oracles/plan_scan.hpp) so that both honour the
@@ -66,8 +67,8 @@ class SnapshotPublisher {
 
  private:
   mutable std::mutex writer_mutex_;
-  std::unique_ptr<Snapshot> live_;                 // what current_ points to
-  std::vector<std::unique_ptr<Snapshot>> retired_; // replaced, not yet freed
+  std::unique_ptr<Snapshot> live_;                  // what current_ points to
+  std::vector<std::unique_ptr<Snapshot>> retired_;  // replaced, not yet freed
   std::atomic<const Snapshot*> current_;
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "plan/validation.hpp"
 
 #include <charconv>
@@ -44,7 +45,9 @@ class DeclarationChecker {
     message += problem;
     throw InvalidArgument(message);
   }
-  [[noreturn]] void fail(const LayoutProblem& problem) const { fail(problem.field, problem.problem); }
+  [[noreturn]] void fail(const LayoutProblem& problem) const {
+    fail(problem.field, problem.problem);
+  }
 
  private:
   void check_operation() const {
@@ -72,14 +75,14 @@ class DeclarationChecker {
     }
     const NormWeight& weight = d_.weights.front();
     if (weight.length != layout.last_dim()) {
-      fail("weights[0].length", "is " + std::to_string(weight.length) +
-                                    " but the innermost dimension (hidden) is " +
-                                    std::to_string(layout.last_dim()) +
-                                    "; the norm weight must have shape [hidden]");
+      fail("weights[0].length",
+           "is " + std::to_string(weight.length) + " but the innermost dimension (hidden) is " +
+               std::to_string(layout.last_dim()) + "; the norm weight must have shape [hidden]");
     }
     if (weight.data == nullptr) {
-      fail("weights[0].data", "is null; pass the address of the norm weight the calls will use "
-                              "(plans are keyed by that address)");
+      fail("weights[0].data",
+           "is null; pass the address of the norm weight the calls will use "
+           "(plans are keyed by that address)");
     }
     // Calls that hit this plan pass exactly this address, unchecked.
     const std::size_t elem = element_size(d_.dtype);
@@ -106,8 +109,9 @@ class DeclarationChecker {
                           "fused_add_rms_norm");
     }
     if (d_.eps.has_value()) {
-      fail("eps", "is set but all_reduce takes no epsilon; leave it empty, or declare "
-                  "fused_add_rms_norm");
+      fail("eps",
+           "is set but all_reduce takes no epsilon; leave it empty, or declare "
+           "fused_add_rms_norm");
     }
   }
 
@@ -124,8 +128,9 @@ void validate_declarations(std::span<const Declaration> declarations) {
     const Declaration& d = declarations[position];
     DeclarationChecker checker(d, position);
     if (d.name.empty()) {
-      checker.fail("name", "is empty; give every declaration a unique, non-empty name (it "
-                           "appears in messages and statistics)");
+      checker.fail("name",
+                   "is empty; give every declaration a unique, non-empty name (it "
+                   "appears in messages and statistics)");
     }
     const auto [it, inserted] = first_use.emplace(d.name, position);
     if (!inserted) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Validation of a declared set (DESIGN §4 step 2), before anything is
 // routed, registered or indexed.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Named byte-count fields of a struct (the route cutoffs, the protocol
 // windows): one name per field for the tuning file, the logs and the
 // create-time agreement, and what every one of those does with them.

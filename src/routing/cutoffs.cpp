@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Default cutoffs.
 //
 // One-shot makes every rank read all n-1 peers' whole messages, so its
@@ -88,7 +89,8 @@ std::size_t cuda_one_shot_limit(std::size_t n) noexcept {
   if (n <= 2) return kCudaOneShotTwoRanks;
   const double crossover =
       kTwoShotLatencyBytes * static_cast<double>(n) / static_cast<double>((n - 1) * (n - 2));
-  const std::size_t limit = crossover < 1.0 ? 1 : std::bit_floor(static_cast<std::size_t>(crossover));
+  const std::size_t limit =
+      crossover < 1.0 ? 1 : std::bit_floor(static_cast<std::size_t>(crossover));
   return limit < kCudaOneShotTwoRanks ? limit : kCudaOneShotTwoRanks;
 }
 
@@ -100,8 +102,8 @@ RouteCutoffs cuda_cutoffs(int world_size) noexcept {
   const std::size_t two_shot_max = two_shot == 0 ? kPackAlignment : two_shot;
   // Pieces of the default maximum: the staging of a larger two-shot stays
   // what the default sizes need.
-  return RouteCutoffs{cuda_one_shot_limit(n), two_shot_max, fused == 0 ? kPackAlignment : fused,
-                      0, two_shot_max};
+  return RouteCutoffs{cuda_one_shot_limit(n), two_shot_max, fused == 0 ? kPackAlignment : fused, 0,
+                      two_shot_max};
 }
 
 }  // namespace

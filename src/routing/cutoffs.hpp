@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Default size cutoffs per world size, and the resolution of the cutoffs a
 // Config leaves at kAutoCutoff (from a tuning file's entry, then the
 // defaults).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The topology fingerprint: one line describing the machine as far as
 // routing is concerned, which a tuning file's entries are matched on
 // (tuning_file.hpp). Two machines with the same fingerprint are expected to

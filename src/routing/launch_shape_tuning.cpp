@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "routing/launch_shape_tuning.hpp"
 
 #include "core/value_parsing.hpp"
@@ -36,9 +37,8 @@ std::optional<std::vector<GridStep>> parse_one_shot_grid(std::string_view text,
     text = blank == std::string_view::npos ? std::string_view{} : text.substr(blank + 1);
     if (pair.empty()) continue;  // several blanks between pairs
     const std::size_t colon = pair.find(':');
-    const auto bytes = colon == std::string_view::npos
-                           ? std::nullopt
-                           : core::parse_size(pair.substr(0, colon));
+    const auto bytes =
+        colon == std::string_view::npos ? std::nullopt : core::parse_size(pair.substr(0, colon));
     const auto blocks = colon == std::string_view::npos
                             ? std::nullopt
                             : core::parse_integer(pair.substr(colon + 1));

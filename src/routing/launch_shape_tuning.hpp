@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launch shapes measured on one machine (peerplan_tune), carried by its
 // tuning file entry next to the cutoffs and the protocol windows. Unlike
 // those, a launch shape is a local choice: it only applies to kernels
@@ -49,7 +50,6 @@ std::string describe_one_shot_grid(const std::vector<GridStep>& steps);
 // Parses describe_one_shot_grid's form: space-separated "<size>:<blocks>"
 // pairs, sizes with an optional K/M/G suffix, strictly increasing, blocks
 // in 1..kOneShotMaxBlocksLimit; nullopt with `error` saying what is wrong.
-std::optional<std::vector<GridStep>> parse_one_shot_grid(std::string_view text,
-                                                         std::string& error);
+std::optional<std::vector<GridStep>> parse_one_shot_grid(std::string_view text, std::string& error);
 
 }  // namespace peerplan::routing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Which protocol each P2P route runs a declared plan on, and, for the fused
 // op, whether its route is the one-shot or the two-shot one. Decided once
 // per plan at declare, in the router, from the windows the transport

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "routing/protocol_tuning.hpp"
 
 namespace peerplan::routing {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Protocol windows measured on one machine (peerplan_tune), carried by its
 // tuning file entry next to the route cutoffs, and applied to the windows
 // a P2P transport reports before the router reads them. Only transports

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // format_route_table: the INFO-level table users read to see which of their
 // declarations run on which route, and why the others fall back. A fused
 // declaration's row shows its weight address and eps too ("norm" column):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "routing/router.hpp"
 
 #include <limits>
@@ -54,8 +55,8 @@ RouteDecision route_declaration(const Declaration& declaration,
   if (!context.p2p_enabled || context.world_size < 2)
     return fallback(FallbackReason::p2p_disabled, bytes);
   const auto admitted = [&](Route single_node_route) {
-    return p2p(choose_protocol(several_nodes ? Route::hierarchical : single_node_route,
-                               declaration, bytes, context.protocols),
+    return p2p(choose_protocol(several_nodes ? Route::hierarchical : single_node_route, declaration,
+                               bytes, context.protocols),
                bytes);
   };
 

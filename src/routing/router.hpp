@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Routing: which path each declared plan takes - one-shot, two-shot, fused
 // one-shot, or the fallback and why.
 //

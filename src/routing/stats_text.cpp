@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // to_string(const Stats&): the counters as text, for logs and examples.
 #include <algorithm>
 #include <cstdio>

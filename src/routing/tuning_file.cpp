@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "routing/tuning_file.hpp"
 
 #include <algorithm>
@@ -145,9 +146,9 @@ class Parser {
            "put '[entry]' on a line before the entry's keys");
     }
     if (const auto earlier = key_lines_.find(key); earlier != key_lines_.end()) {
-      fail(number, "'" + key + "' is set again in the entry of line " +
-                       std::to_string(current_->line) + " (first on line " +
-                       std::to_string(earlier->second) + ")",
+      fail(number,
+           "'" + key + "' is set again in the entry of line " + std::to_string(current_->line) +
+               " (first on line " + std::to_string(earlier->second) + ")",
            "keep one of the two lines");
     }
     key_lines_.emplace(key, number);
@@ -192,8 +193,9 @@ class Parser {
     std::string problem;
     auto steps = parse_one_shot_grid(value, problem);
     if (!steps) {
-      fail(number, "'" + std::string(kOneShotGridKey) + " = " + std::string(value) +
-                       "' is not a one-shot grid: " + problem,
+      fail(number,
+           "'" + std::string(kOneShotGridKey) + " = " + std::string(value) +
+               "' is not a one-shot grid: " + problem,
            fix);
     }
     return std::move(*steps);
@@ -208,9 +210,10 @@ class Parser {
     }
     for (const TuningEntry& other : file_.entries) {
       if (other.fingerprint == current_->fingerprint) {
-        fail(current_->line, "the entry has the same fingerprint as the entry of line " +
-                                 std::to_string(other.line),
-             "delete one of the two entries (peerplan_tune replaces its machine's entry)");
+        fail(
+            current_->line,
+            "the entry has the same fingerprint as the entry of line " + std::to_string(other.line),
+            "delete one of the two entries (peerplan_tune replaces its machine's entry)");
       }
     }
     file_.entries.push_back(std::move(*current_));
@@ -246,8 +249,9 @@ TuningFile read_tuning_file(const std::string& path) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) fail("is a directory");
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail(std::filesystem::exists(path, error) ? "cannot be opened (permissions?)"
-                                                     : "does not exist");
+  if (!in)
+    fail(std::filesystem::exists(path, error) ? "cannot be opened (permissions?)"
+                                              : "does not exist");
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) fail("could not be read to the end");

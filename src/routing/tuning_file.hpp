@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuning files: per-machine route cutoffs measured by peerplan_tune, read by
 // create() when Config::tuning_file / PEERPLAN_TUNING_FILE names one.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a GPU sits in the machine: its PCI address, the PCIe bridges between
 // it and its host bridge, and the NUMA node / package that host bridge is
 // attached to. Plain data (no hwloc types), so locations can be compared,
@@ -41,8 +42,8 @@ struct GpuLocation {
   // The host bridge (root complex) above the GPU, named by its PCI domain and
   // bus range as hwloc prints it: "0000:[40-5f]". Empty if hwloc put none above.
   std::string host_bridge;
-  int numa_node = -1;  // OS index of the NUMA node local to the GPU; -1 if unknown or several
-  int package = -1;    // physical package (socket) local to the GPU; -1 if unknown or several
+  int numa_node = -1;      // OS index of the NUMA node local to the GPU; -1 if unknown or several
+  int package = -1;        // physical package (socket) local to the GPU; -1 if unknown or several
   std::string local_cpus;  // CPUs local to the GPU, list format ("0-15,32-47")
 
   std::string bus_id() const { return address.to_string(); }

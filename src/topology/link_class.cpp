@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "topology/link_class.hpp"
 
 #include <algorithm>
@@ -50,13 +51,20 @@ LinkClass pcie_class(const GpuLocation& a, const GpuLocation& b) {
 // Position of each class on the P2PLevel scale (both go closest to farthest).
 int distance_rank(LinkKind kind) noexcept {
   switch (kind) {
-    case LinkKind::loc: return static_cast<int>(P2PLevel::loc);
-    case LinkKind::nv: return static_cast<int>(P2PLevel::nvl);
-    case LinkKind::pix: return static_cast<int>(P2PLevel::pix);
-    case LinkKind::pxb: return static_cast<int>(P2PLevel::pxb);
-    case LinkKind::phb: return static_cast<int>(P2PLevel::phb);
-    case LinkKind::node: return static_cast<int>(P2PLevel::node);
-    case LinkKind::sys: return static_cast<int>(P2PLevel::sys);
+    case LinkKind::loc:
+      return static_cast<int>(P2PLevel::loc);
+    case LinkKind::nv:
+      return static_cast<int>(P2PLevel::nvl);
+    case LinkKind::pix:
+      return static_cast<int>(P2PLevel::pix);
+    case LinkKind::pxb:
+      return static_cast<int>(P2PLevel::pxb);
+    case LinkKind::phb:
+      return static_cast<int>(P2PLevel::phb);
+    case LinkKind::node:
+      return static_cast<int>(P2PLevel::node);
+    case LinkKind::sys:
+      return static_cast<int>(P2PLevel::sys);
   }
   return static_cast<int>(P2PLevel::sys) + 1;  // unknown: never allowed
 }
@@ -69,9 +77,12 @@ std::string pad(const std::string& text, std::size_t width) {
 
 const char* to_string(PciPortRole role) noexcept {
   switch (role) {
-    case PciPortRole::root_port: return "root port";
-    case PciPortRole::switch_upstream: return "switch upstream port";
-    case PciPortRole::switch_downstream: return "switch downstream port";
+    case PciPortRole::root_port:
+      return "root port";
+    case PciPortRole::switch_upstream:
+      return "switch upstream port";
+    case PciPortRole::switch_downstream:
+      return "switch downstream port";
   }
   return "?";
 }
@@ -85,13 +96,20 @@ std::vector<PciAddress> GpuLocation::switches() const {
 
 const char* to_string(LinkKind kind) noexcept {
   switch (kind) {
-    case LinkKind::loc: return "X";
-    case LinkKind::nv: return "NV";
-    case LinkKind::pix: return "PIX";
-    case LinkKind::pxb: return "PXB";
-    case LinkKind::phb: return "PHB";
-    case LinkKind::node: return "NODE";
-    case LinkKind::sys: return "SYS";
+    case LinkKind::loc:
+      return "X";
+    case LinkKind::nv:
+      return "NV";
+    case LinkKind::pix:
+      return "PIX";
+    case LinkKind::pxb:
+      return "PXB";
+    case LinkKind::phb:
+      return "PHB";
+    case LinkKind::node:
+      return "NODE";
+    case LinkKind::sys:
+      return "SYS";
   }
   return "?";
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The link between two GPUs in the vocabulary of `nvidia-smi topo -m`, and
 // the P2P eligibility policy built on it (PEERPLAN_P2P_LEVEL, like
 // NCCL_P2P_LEVEL).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NVLink counts between GPUs, from what each GPU reports about the far ends
 // of its own links (NVML on GPU hosts; hwloc cannot see NVLink). Plain
 // data in, plain data out, so it is computed identically on every rank

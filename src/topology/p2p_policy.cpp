@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "topology/p2p_policy.hpp"
 
 #include <algorithm>
@@ -99,8 +100,10 @@ std::string obstacle_text(const std::vector<RankGpuPlacement>& ranks, const Beyo
     text += std::string("; set PEERPLAN_P2P_LEVEL=") + to_string(beyond.level_for_all) +
             " to allow " + them;
   } else {
-    text += std::string("; set PEERPLAN_P2P_LEVEL to the class `nvidia-smi topo -m` shows for "
-                        "their link (or auto) to allow ") + them;
+    text += std::string(
+                "; set PEERPLAN_P2P_LEVEL to the class `nvidia-smi topo -m` shows for "
+                "their link (or auto) to allow ") +
+            them;
   }
   return text;
 }
@@ -110,15 +113,21 @@ std::string obstacle_text(const std::vector<RankGpuPlacement>& ranks, const Beyo
 std::string describe_link(LinkClass link) {
   const std::string name = to_string(link);
   switch (link.kind) {
-    case LinkKind::loc: return name + " (the same GPU)";
+    case LinkKind::loc:
+      return name + " (the same GPU)";
     case LinkKind::nv:
       return name + " (" + std::to_string(link.nvlinks) +
              (link.nvlinks == 1 ? " NVLink)" : " NVLinks)");
-    case LinkKind::pix: return name + " (one PCIe switch)";
-    case LinkKind::pxb: return name + " (several PCIe switches)";
-    case LinkKind::phb: return name + " (a PCIe host bridge)";
-    case LinkKind::node: return name + " (two PCIe host bridges of one NUMA node)";
-    case LinkKind::sys: return name + " (across NUMA nodes, over the CPU interconnect)";
+    case LinkKind::pix:
+      return name + " (one PCIe switch)";
+    case LinkKind::pxb:
+      return name + " (several PCIe switches)";
+    case LinkKind::phb:
+      return name + " (a PCIe host bridge)";
+    case LinkKind::node:
+      return name + " (two PCIe host bridges of one NUMA node)";
+    case LinkKind::sys:
+      return name + " (across NUMA nodes, over the CPU interconnect)";
   }
   return name;
 }
@@ -126,13 +135,20 @@ std::string describe_link(LinkClass link) {
 std::string describe_level(P2PLevel level) {
   const std::string name = to_string(level);
   switch (level) {
-    case P2PLevel::loc: return name + " (the same GPU only)";
-    case P2PLevel::nvl: return name + " (NVLink only)";
-    case P2PLevel::pix: return name + " (up to one PCIe switch)";
-    case P2PLevel::pxb: return name + " (up to several PCIe switches, no host bridge)";
-    case P2PLevel::phb: return name + " (up to a PCIe host bridge)";
-    case P2PLevel::node: return name + " (within one NUMA node)";
-    case P2PLevel::sys: return name + " (every link)";
+    case P2PLevel::loc:
+      return name + " (the same GPU only)";
+    case P2PLevel::nvl:
+      return name + " (NVLink only)";
+    case P2PLevel::pix:
+      return name + " (up to one PCIe switch)";
+    case P2PLevel::pxb:
+      return name + " (up to several PCIe switches, no host bridge)";
+    case P2PLevel::phb:
+      return name + " (up to a PCIe host bridge)";
+    case P2PLevel::node:
+      return name + " (within one NUMA node)";
+    case P2PLevel::sys:
+      return name + " (every link)";
     case P2PLevel::automatic:
       return name + " (the default: " + to_string(effective_p2p_level(level)) +
              ", within one NUMA node)";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PEERPLAN_P2P_LEVEL applied to the GPUs of a node's ranks, like
 // NCCL_P2P_LEVEL: every pair of ranks' GPUs is classified (link_class.hpp)
 // and one pair farther than the level is a reason to leave P2P off for the
@@ -18,8 +19,8 @@ namespace peerplan::topology {
 
 // One rank's GPU as the policy sees it.
 struct RankGpuPlacement {
-  int rank = -1;        // the rank's number in the communicator, for messages
-  std::string bus_id;   // PCI bus id as the rank reported it; empty when unknown
+  int rank = -1;       // the rank's number in the communicator, for messages
+  std::string bus_id;  // PCI bus id as the rank reported it; empty when unknown
   // Where the topology places that GPU; nullopt when it cannot (a GPU the
   // hwloc topology does not list, a topology that failed to load).
   std::optional<GpuLocation> location;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "topology/pci_address.hpp"
 
 #include <cstdio>
@@ -13,7 +14,8 @@ int hex_value(char c) noexcept {
 }
 
 // Parses 1..max_digits hex digits that make up the whole of `field`.
-std::optional<std::uint32_t> parse_hex_field(std::string_view field, std::size_t max_digits) noexcept {
+std::optional<std::uint32_t> parse_hex_field(std::string_view field,
+                                             std::size_t max_digits) noexcept {
   if (field.empty() || field.size() > max_digits) return std::nullopt;
   std::uint32_t value = 0;
   for (char c : field) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PCI addresses ("domain:bus:device.function") as the different tools print
 // them: hwloc and lspci use a 4-digit domain ("0000:17:00.0"), CUDA's
 // cudaDeviceGetPCIBusId and nvidia-smi an 8-digit one ("00000000:17:00.0"),

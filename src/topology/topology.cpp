@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "topology/topology.hpp"
 
 #include <hwloc.h>
@@ -194,7 +195,8 @@ Topology Topology::load_live() {
 Topology Topology::load_xml(const std::string& path) {
   std::error_code error;
   const auto status = std::filesystem::status(path, error);
-  if (!std::filesystem::exists(status)) throw InvalidArgument(topology_file_error(path, "does not exist"));
+  if (!std::filesystem::exists(status))
+    throw InvalidArgument(topology_file_error(path, "does not exist"));
   if (!std::filesystem::is_regular_file(status))
     throw InvalidArgument(topology_file_error(path, "is not a regular file"));
 

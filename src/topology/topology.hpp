@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The machine as hwloc sees it, with I/O discovery on: CPUs, NUMA nodes,
 // packages and the PCIe tree down to the GPUs. Loaded from the live machine
 // or from an hwloc XML export (Config::topology_file / PEERPLAN_TOPO_FILE),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/peer_call_state.hpp"
 
 #include "peerplan/errors.hpp"
@@ -28,7 +29,8 @@ std::string peer_timeout_message(std::string_view backend, std::string_view what
   return std::string(backend) + ": " + std::string(what_happened) +
          ". A rank probably stopped calling collectives (crashed, hung, or calls them in a "
          "different order than the others). " +
-         std::string(kUnusableUntilReserve) + " If the ranks are only slow, raise "
+         std::string(kUnusableUntilReserve) +
+         " If the ranks are only slow, raise "
          "PEERPLAN_TIMEOUT_MS.";
 }
 

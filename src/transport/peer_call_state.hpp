@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The prologue every P2P call of a peer transport starts with, and the
 // texts both peer transports (host shared memory, CUDA IPC) give when a
 // call is refused or a wait times out, so that the two backends say the

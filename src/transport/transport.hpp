@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Transports: what the communicator dispatches to. A PeerTransport runs the
 // P2P routes for declared plans among the ranks of one node; a
 // FallbackTransport (NCCL on the cuda backend, MPI on the host backend)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The library boundary, checked on the built libpeerplan.so: it exports the
 # public API (what include/peerplan/ marks PEERPLAN_API) and nothing of the
 # layers under src/.

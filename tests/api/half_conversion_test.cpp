@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The public fp32 <-> bf16 / f16 conversions (peerplan/half_conversion.hpp):
 // exhaustive round trips, an independent decoding of every bf16 and f16
 // pattern, every rounding tie between adjacent representable values,
@@ -129,7 +130,8 @@ void check_all_ties(Decode decode, Encode encode, std::uint16_t last_finite) {
     ASSERT_EQ(encode(mid), even) << "tie between patterns " << std::hex << p;
     ASSERT_EQ(encode(-mid), even | 0x8000) << "negative tie " << std::hex << p;
     ASSERT_EQ(encode(std::nextafter(mid, 0.0f)), lo) << std::hex << p;
-    ASSERT_EQ(encode(std::nextafter(mid, std::numeric_limits<float>::infinity())), hi) << std::hex << p;
+    ASSERT_EQ(encode(std::nextafter(mid, std::numeric_limits<float>::infinity())), hi)
+        << std::hex << p;
   }
 }
 
@@ -156,11 +158,11 @@ TEST(HalfConversion, F16HandWorkedValues) {
   EXPECT_EQ(float_to_f16_bits(std::numeric_limits<float>::infinity()), 0x7c00);
   // Subnormals: multiples of 2^-24.
   EXPECT_EQ(float_to_f16_bits(0x1p-24f), 0x0001);
-  EXPECT_EQ(float_to_f16_bits(0x1p-25f), 0x0000);         // tie with 0 -> 0
-  EXPECT_EQ(float_to_f16_bits(0x1.8p-25f), 0x0001);       // 0.75 * 2^-24 -> 1
-  EXPECT_EQ(float_to_f16_bits(0x3p-25f), 0x0002);         // 1.5 -> 2 (even)
-  EXPECT_EQ(float_to_f16_bits(0x5p-25f), 0x0002);         // 2.5 -> 2 (even)
-  EXPECT_EQ(float_to_f16_bits(0x1p-14f), 0x0400);         // smallest normal
+  EXPECT_EQ(float_to_f16_bits(0x1p-25f), 0x0000);             // tie with 0 -> 0
+  EXPECT_EQ(float_to_f16_bits(0x1.8p-25f), 0x0001);           // 0.75 * 2^-24 -> 1
+  EXPECT_EQ(float_to_f16_bits(0x3p-25f), 0x0002);             // 1.5 -> 2 (even)
+  EXPECT_EQ(float_to_f16_bits(0x5p-25f), 0x0002);             // 2.5 -> 2 (even)
+  EXPECT_EQ(float_to_f16_bits(0x1p-14f), 0x0400);             // smallest normal
   EXPECT_EQ(float_to_f16_bits(0x1p-14f - 0x1p-25f), 0x0400);  // 1023.5 -> 1024
   EXPECT_EQ(float_to_f16_bits(1e-30f), 0x0000);
   EXPECT_EQ(float_to_f16_bits(-1e-30f), 0x8000);
@@ -170,10 +172,10 @@ TEST(HalfConversion, Bf16HandWorkedValues) {
   EXPECT_EQ(float_to_bf16_bits(1.0f), 0x3f80);
   EXPECT_EQ(float_to_bf16_bits(0.1f), 0x3dcd);  // 0x3dcccccd rounds up
   EXPECT_EQ(float_to_bf16_bits(-0.0f), 0x8000);
-  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x1p-8f), 0x3f80);  // tie -> even
-  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x3p-8f), 0x3f82);  // tie -> even
+  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x1p-8f), 0x3f80);                     // tie -> even
+  EXPECT_EQ(float_to_bf16_bits(1.0f + 0x3p-8f), 0x3f82);                     // tie -> even
   EXPECT_EQ(float_to_bf16_bits(std::numeric_limits<float>::max()), 0x7f80);  // overflow
-  EXPECT_EQ(float_to_bf16_bits(from_bits(0x7f7f7fffu)), 0x7f7f);  // just below the tie
+  EXPECT_EQ(float_to_bf16_bits(from_bits(0x7f7f7fffu)), 0x7f7f);             // just below the tie
   EXPECT_EQ(float_to_bf16_bits(from_bits(0x00018000u)), 0x0002);  // subnormal tie -> even
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // make_member_group with threads standing in for ranks: a parent that poses
 // its ranks on several nodes (the thread bootstrap puts them all on one),
 // groups of the hierarchical all-reduce's shape (same local rank, one per
@@ -46,9 +47,7 @@ class PosedNodes final : public Bootstrap {
   int local_rank() const noexcept override { return local_rank_; }
   int local_size() const noexcept override { return static_cast<int>(local_members_.size()); }
   int node_id() const noexcept override { return node_of_rank_[threads_.rank()]; }
-  int num_nodes() const noexcept override {
-    return *std::ranges::max_element(node_of_rank_) + 1;
-  }
+  int num_nodes() const noexcept override { return *std::ranges::max_element(node_of_rank_) + 1; }
 
   std::vector<Blob> allgather(std::span<const std::byte> mine) override {
     ++allgathers;
@@ -238,8 +237,7 @@ TEST(MemberGroup, GroupsOfDifferentSizes) {
     EXPECT_EQ(group->local_size(), group->size());
     EXPECT_EQ(group->local_rank(), group->rank());
     EXPECT_EQ(group->num_nodes(), 1);
-    EXPECT_EQ(texts_of(group->allgather(rank_blob(r))),
-              small ? names({0, 1}) : names({2, 3, 4}));
+    EXPECT_EQ(texts_of(group->allgather(rank_blob(r))), small ? names({0, 1}) : names({2, 3, 4}));
     EXPECT_EQ(texts_of(group->local_allgather(rank_blob(r))),
               small ? names({0, 1}) : names({2, 3, 4}));
 
@@ -303,7 +301,8 @@ TEST(MemberGroup, AgreeIsTheParentsVerdict) {
 TEST(MemberGroup, ParentTimeoutPropagatesFromCreation) {
   std::atomic<int> timeouts = 0;
   run_on_nodes(
-      {0, 0, 1}, [&](int r, PosedNodes& parent) {
+      {0, 0, 1},
+      [&](int r, PosedNodes& parent) {
         if (r == 2) return;  // never creates its group
         try {
           make_member_group(parent, 0, r);
@@ -320,7 +319,8 @@ TEST(MemberGroup, ParentTimeoutPropagatesFromCreation) {
 TEST(MemberGroup, ParentTimeoutPropagatesFromAnExchange) {
   std::atomic<int> timeouts = 0;
   run_on_nodes(
-      {0, 0, 1, 1}, [&](int r, PosedNodes& parent) {
+      {0, 0, 1, 1},
+      [&](int r, PosedNodes& parent) {
         auto group = make_member_group(parent, parent.local_rank(), parent.node_id());
         if (r == 3) return;  // skips the exchange
         EXPECT_THROW(group->local_allgather(rank_blob(r)), Timeout) << "parent rank " << r;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The undeclared-key table: counts, most calls first, a fixed size however
 // many distinct keys arrive, the space-saving guarantees (a key's true
 // count within [calls - overcount, calls]; a key called more often than

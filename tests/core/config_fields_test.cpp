@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Config field table behind the INFO log of the config and the
 // cross-rank agreement check: every field appears once, with the variable
 // that sets it, as text that variable accepts; exactly the fields that
@@ -98,10 +99,10 @@ TEST(ConfigFields, AgreedAreThoseThatChangeWhatPeersRun) {
   EXPECT_FALSE(field(fields, "kernels.one_shot_max_blocks").agreed);
   EXPECT_FALSE(field(fields, "kernels.row_clusters").agreed);
   // As before the kernel knobs joined the table.
-  for (const char* name : {"backend", "timeout_ms", "cutoffs.one_shot_max_bytes",
-                           "cutoffs.two_shot_min_bytes", "cutoffs.two_shot_max_bytes",
-                           "cutoffs.fused_max_bytes", "transfer_mode", "disable_p2p", "p2p_level",
-                           "expected_world_size", "fallback"})
+  for (const char* name :
+       {"backend", "timeout_ms", "cutoffs.one_shot_max_bytes", "cutoffs.two_shot_min_bytes",
+        "cutoffs.two_shot_max_bytes", "cutoffs.fused_max_bytes", "transfer_mode", "disable_p2p",
+        "p2p_level", "expected_world_size", "fallback"})
     EXPECT_TRUE(field(fields, name).agreed) << name;
   for (const char* name : {"device", "log_level", "topology_file", "tuning_file"})
     EXPECT_FALSE(field(fields, name).agreed) << name;
@@ -124,21 +125,20 @@ TEST(ConfigFields, DescribeConfigListsEveryField) {
 // "auto", never the sentinel behind it (kAutoCutoff is SIZE_MAX, which would
 // print as 18446744073709551615).
 TEST(ConfigFields, EveryAgreedFieldShowsItsAutoValueAsAuto) {
-  const std::set<std::string> automatic{
-      "backend",
-      "cutoffs.one_shot_max_bytes",
-      "cutoffs.two_shot_max_bytes",
-      "cutoffs.fused_max_bytes",
-      "cutoffs.two_shot_min_bytes",
-      "cutoffs.two_shot_chunk_bytes",
-      "transfer_mode",
-      "p2p_level",
-      "kernels.one_shot_lamport_above_bytes",
-      "kernels.fused_lamport_above_bytes",
-      "kernels.fused_ll_max_bytes",
-      "kernels.two_shot_dma_above_bytes",
-      "kernels.two_shot_lamport_max_bytes",
-      "fallback"};
+  const std::set<std::string> automatic{"backend",
+                                        "cutoffs.one_shot_max_bytes",
+                                        "cutoffs.two_shot_max_bytes",
+                                        "cutoffs.fused_max_bytes",
+                                        "cutoffs.two_shot_min_bytes",
+                                        "cutoffs.two_shot_chunk_bytes",
+                                        "transfer_mode",
+                                        "p2p_level",
+                                        "kernels.one_shot_lamport_above_bytes",
+                                        "kernels.fused_lamport_above_bytes",
+                                        "kernels.fused_ll_max_bytes",
+                                        "kernels.two_shot_dma_above_bytes",
+                                        "kernels.two_shot_lamport_max_bytes",
+                                        "fallback"};
   // Config{} holds every auto value; the agreed fields without one are
   // plain numbers or booleans (timeout, disable_p2p, expected_world_size).
   for (const auto& f : config_fields(Config{})) {
@@ -149,7 +149,8 @@ TEST(ConfigFields, EveryAgreedFieldShowsItsAutoValueAsAuto) {
       EXPECT_NE(f.value, "auto") << f.name << " has an auto value this test does not know of";
     }
   }
-  for (const auto& name : automatic) EXPECT_TRUE(field(config_fields(Config{}), name).agreed) << name;
+  for (const auto& name : automatic)
+    EXPECT_TRUE(field(config_fields(Config{}), name).agreed) << name;
 }
 
 TEST(ConfigFields, NoFieldShowsASentinelNumber) {

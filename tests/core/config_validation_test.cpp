@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Config values set in code are range-checked like the environment's:
 // InvalidArgument naming the field, its value, what it accepts and the
 // variable; every bad field at once.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PEERPLAN_* overrides: every variable with good and bad values (through an
 // injected lookup), the effect lines logged at INFO, and the real process
 // environment through setenv. The CUDA kernel knobs (Config::kernels) are
@@ -54,20 +55,30 @@ void expect_rejected(const std::string& name, const std::string& value,
 
 TEST(Environment, ReadsExactlyTheDocumentedVariables) {
   // The list in include/peerplan/config.hpp's apply_environment comment.
-  const std::vector<std::string_view> documented{
-      "PEERPLAN_DEBUG",           "PEERPLAN_BACKEND",
-      "PEERPLAN_DEVICE",          "PEERPLAN_TIMEOUT_MS",
-      "PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MIN_BYTES",
-      "PEERPLAN_TWO_SHOT_MAX_BYTES", "PEERPLAN_FUSED_MAX_BYTES",
-      "PEERPLAN_TWO_SHOT_CHUNK_BYTES",
-      "PEERPLAN_TRANSFER_MODE",   "PEERPLAN_DISABLE_P2P",
-      "PEERPLAN_P2P_LEVEL",       "PEERPLAN_TOPO_FILE",
-      "PEERPLAN_TUNING_FILE",     "PEERPLAN_WORLD_SIZE",
-      "PEERPLAN_ONE_SHOT_MAX_BLOCKS", "PEERPLAN_ONE_SHOT_PROTOCOL",
-      "PEERPLAN_FUSED_PROTOCOL",  "PEERPLAN_FUSED_LL_MAX_BYTES",
-      "PEERPLAN_ROW_CLUSTERS",    "PEERPLAN_TWO_SHOT_PROTOCOL",
-      "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES",
-      "PEERPLAN_FALLBACK",        "PEERPLAN_TRACK_UNDECLARED"};
+  const std::vector<std::string_view> documented{"PEERPLAN_DEBUG",
+                                                 "PEERPLAN_BACKEND",
+                                                 "PEERPLAN_DEVICE",
+                                                 "PEERPLAN_TIMEOUT_MS",
+                                                 "PEERPLAN_ONE_SHOT_MAX_BYTES",
+                                                 "PEERPLAN_TWO_SHOT_MIN_BYTES",
+                                                 "PEERPLAN_TWO_SHOT_MAX_BYTES",
+                                                 "PEERPLAN_FUSED_MAX_BYTES",
+                                                 "PEERPLAN_TWO_SHOT_CHUNK_BYTES",
+                                                 "PEERPLAN_TRANSFER_MODE",
+                                                 "PEERPLAN_DISABLE_P2P",
+                                                 "PEERPLAN_P2P_LEVEL",
+                                                 "PEERPLAN_TOPO_FILE",
+                                                 "PEERPLAN_TUNING_FILE",
+                                                 "PEERPLAN_WORLD_SIZE",
+                                                 "PEERPLAN_ONE_SHOT_MAX_BLOCKS",
+                                                 "PEERPLAN_ONE_SHOT_PROTOCOL",
+                                                 "PEERPLAN_FUSED_PROTOCOL",
+                                                 "PEERPLAN_FUSED_LL_MAX_BYTES",
+                                                 "PEERPLAN_ROW_CLUSTERS",
+                                                 "PEERPLAN_TWO_SHOT_PROTOCOL",
+                                                 "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES",
+                                                 "PEERPLAN_FALLBACK",
+                                                 "PEERPLAN_TRACK_UNDECLARED"};
   EXPECT_EQ(environment_variable_names(), documented);
 
   // And it looks each of them up (no more, no fewer).
@@ -98,7 +109,8 @@ TEST(Environment, EmptyValueCountsAsUnset) {
   Config code;
   code.timeout = std::chrono::milliseconds(42);
   std::vector<std::string> applied;
-  const Config result = apply({{"PEERPLAN_TIMEOUT_MS", ""}, {"PEERPLAN_DEBUG", ""}}, code, &applied);
+  const Config result =
+      apply({{"PEERPLAN_TIMEOUT_MS", ""}, {"PEERPLAN_DEBUG", ""}}, code, &applied);
   EXPECT_EQ(result.timeout.count(), 42);
   EXPECT_EQ(result.log_level, code.log_level);
   EXPECT_TRUE(applied.empty());
@@ -167,8 +179,8 @@ TEST_P(CutoffVariable, SizesSuffixesZeroAndAuto) {
   expected.*field = 4096;
   EXPECT_EQ(changed, expected);
 
-  for (const char* bad : {"1.5M", "-1", "512KB", "K", "99999999999999999999", "17179869184G",
-                          "none"})
+  for (const char* bad :
+       {"1.5M", "-1", "512KB", "K", "99999999999999999999", "17179869184G", "none"})
     expect_rejected(name, bad, "512K");
 }
 
@@ -200,8 +212,8 @@ TEST(Environment, DisableP2P) {
 
 TEST(Environment, P2PLevel) {
   const std::pair<const char*, P2PLevel> levels[] = {
-      {"LOC", P2PLevel::loc}, {"nvl", P2PLevel::nvl},   {"PIX", P2PLevel::pix},
-      {"pxb", P2PLevel::pxb}, {"Phb", P2PLevel::phb},   {"NODE", P2PLevel::node},
+      {"LOC", P2PLevel::loc}, {"nvl", P2PLevel::nvl},       {"PIX", P2PLevel::pix},
+      {"pxb", P2PLevel::pxb}, {"Phb", P2PLevel::phb},       {"NODE", P2PLevel::node},
       {"sys", P2PLevel::sys}, {"AUTO", P2PLevel::automatic}};
   for (const auto& [text, level] : levels)
     EXPECT_EQ(with("PEERPLAN_P2P_LEVEL", text).p2p_level, level) << text;
@@ -271,8 +283,8 @@ TEST(Environment, OneShotMaxBlocks) {
   Config code;
   code.kernels.one_shot_max_blocks = 40;
   for (const char* automatic : {"auto", "AUTO", "Auto"}) {
-    EXPECT_EQ(apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", automatic}}, code).kernels.one_shot_max_blocks,
-              0)
+    EXPECT_EQ(
+        apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", automatic}}, code).kernels.one_shot_max_blocks, 0)
         << automatic;
   }
   // 0 is the field's "auto" but not a block count to type: auto says it.
@@ -282,9 +294,9 @@ TEST(Environment, OneShotMaxBlocks) {
   EXPECT_NE(zero.find("or auto (one block per multiprocessor)"), std::string::npos) << zero;
 }
 
-class ProtocolVariable
-    : public testing::TestWithParam<
-          std::pair<const char*, std::optional<std::size_t> KernelChoices::*>> {};
+class ProtocolVariable : public testing::TestWithParam<
+                             std::pair<const char*, std::optional<std::size_t> KernelChoices::*>> {
+};
 
 TEST_P(ProtocolVariable, KeywordsSizesAndAuto) {
   const auto [name, field] = GetParam();
@@ -313,12 +325,12 @@ TEST_P(ProtocolVariable, KeywordsSizesAndAuto) {
     expect_rejected(name, bad, "lamport");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Environment, ProtocolVariable,
-    testing::Values(
-        std::pair{"PEERPLAN_ONE_SHOT_PROTOCOL", &KernelChoices::one_shot_lamport_above_bytes},
-        std::pair{"PEERPLAN_FUSED_PROTOCOL", &KernelChoices::fused_lamport_above_bytes}),
-    [](const auto& info) { return std::string(info.param.first).substr(9); });
+INSTANTIATE_TEST_SUITE_P(Environment, ProtocolVariable,
+                         testing::Values(std::pair{"PEERPLAN_ONE_SHOT_PROTOCOL",
+                                                   &KernelChoices::one_shot_lamport_above_bytes},
+                                         std::pair{"PEERPLAN_FUSED_PROTOCOL",
+                                                   &KernelChoices::fused_lamport_above_bytes}),
+                         [](const auto& info) { return std::string(info.param.first).substr(9); });
 
 TEST(Environment, ProtocolsDescribeTheirEffect) {
   std::vector<std::string> applied;
@@ -415,8 +427,7 @@ TEST(Environment, TwoShotLamportMaxBytes) {
                           "off ", " all", "all1M", "99999999999999999999"})
     expect_rejected(name, bad, "auto, off, all");
   const std::string message = rejection(name, "lamport");
-  EXPECT_NE(message.find("Lamport up to it, the other two-shot protocols above"),
-            std::string::npos)
+  EXPECT_NE(message.find("Lamport up to it, the other two-shot protocols above"), std::string::npos)
       << message;
 }
 
@@ -429,8 +440,7 @@ TEST(Environment, TwoShotLamportMaxBytesDescribesItsEffect) {
             "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=1M (two-shot Lamport up to 1048576 bytes)");
   EXPECT_EQ(applied[1], "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=off (two-shot Lamport off)");
   EXPECT_EQ(applied[2], "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=0 (two-shot Lamport off)");
-  EXPECT_EQ(applied[3],
-            "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=all (two-shot Lamport at every size)");
+  EXPECT_EQ(applied[3], "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=all (two-shot Lamport at every size)");
   EXPECT_EQ(applied[4],
             "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=auto (two-shot Lamport = the backend's default)");
 }
@@ -591,8 +601,9 @@ TEST(Environment, AppliedLinesDescribeEachOverrideInOrder) {
 
 TEST(Environment, NoAppliedLinesWhenAValueIsRejected) {
   std::vector<std::string> applied;
-  EXPECT_THROW(apply({{"PEERPLAN_TIMEOUT_MS", "5000"}, {"PEERPLAN_DEVICE", "x"}}, Config{}, &applied),
-               InvalidArgument);
+  EXPECT_THROW(
+      apply({{"PEERPLAN_TIMEOUT_MS", "5000"}, {"PEERPLAN_DEVICE", "x"}}, Config{}, &applied),
+      InvalidArgument);
   EXPECT_TRUE(applied.empty());
 }
 
@@ -603,12 +614,16 @@ class ScopedVariable {
  public:
   ScopedVariable(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~ScopedVariable() {
-    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    else unsetenv(name_.c_str());
+    if (old_)
+      setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      unsetenv(name_.c_str());
   }
   ScopedVariable(const ScopedVariable&) = delete;
   ScopedVariable& operator=(const ScopedVariable&) = delete;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PEERPLAN_FAULT_INJECT: what it accepts, what it rejects with a message
 // naming the problem, and that a point acts for the named rank only. (The
 // kill and stop actions are exercised by the fault suite in mpi_tests/.)

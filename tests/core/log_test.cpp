@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PEERPLAN_DEBUG filtering, the host:pid and rank prefix, multi-line
 // messages, and whole lines under concurrent writers. stderr is captured with GoogleTest's
 // CaptureStderr (it redirects file descriptor 2, which is what fwrite hits).
@@ -123,9 +124,9 @@ TEST_F(Log, EveryLineOfAMultiLineMessageIsPrefixed) {
   testing::internal::CaptureStderr();
   log::info("name  route\nqkv   one_shot\n");  // the trailing newline adds no empty line
   log::info("");
-  EXPECT_EQ(testing::internal::GetCapturedStderr(),
-            prefix(0) + "INFO: name  route\n" + prefix(0) + "INFO: qkv   one_shot\n" +
-                prefix(0) + "INFO: \n");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), prefix(0) + "INFO: name  route\n" + prefix(0) +
+                                                        "INFO: qkv   one_shot\n" + prefix(0) +
+                                                        "INFO: \n");
 }
 
 TEST_F(Log, ConcurrentWritersNeverSplitALine) {

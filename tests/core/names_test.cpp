@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names of error codes and Config enums: one distinct name per value, and
 // a readable answer for a value outside the enum (e.g. from the C ABI).
 #include <gtest/gtest.h>
@@ -37,8 +38,8 @@ TEST(Names, ConfigEnums) {
   expect_distinct_names({Backend::automatic, Backend::cuda, Backend::host});
   expect_distinct_names({LogLevel::none, LogLevel::warn, LogLevel::info, LogLevel::trace});
   expect_distinct_names({TransferMode::automatic, TransferMode::pull, TransferMode::push});
-  expect_distinct_names({P2PLevel::loc, P2PLevel::nvl, P2PLevel::pix, P2PLevel::pxb,
-                         P2PLevel::phb, P2PLevel::node, P2PLevel::sys, P2PLevel::automatic});
+  expect_distinct_names({P2PLevel::loc, P2PLevel::nvl, P2PLevel::pix, P2PLevel::pxb, P2PLevel::phb,
+                         P2PLevel::node, P2PLevel::sys, P2PLevel::automatic});
   expect_distinct_names({RowClusters::automatic, RowClusters::on, RowClusters::off});
   // The names users know from NCCL_P2P_LEVEL and nvidia-smi topo -m.
   EXPECT_STREQ(to_string(P2PLevel::phb), "PHB");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The strict value parsers behind PEERPLAN_* variables: whole-string
 // matches only, suffix arithmetic, and overflow detection.
 #include "core/value_parsing.hpp"
@@ -23,8 +24,8 @@ TEST(ParseSize, PlainBytesAndBinarySuffixes) {
 }
 
 TEST(ParseSize, RejectsAnythingButDigitsAndOneSuffix) {
-  for (const char* bad : {"", "K", "-1", "+1", " 1", "1 ", "1.5M", "512KB", "512KiB", "1T",
-                          "0x10", "1e3", "12 K", "K12"}) {
+  for (const char* bad : {"", "K", "-1", "+1", " 1", "1 ", "1.5M", "512KB", "512KiB", "1T", "0x10",
+                          "1e3", "12 K", "K12"}) {
     EXPECT_FALSE(parse_size(bad).has_value()) << '"' << bad << '"';
   }
 }

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build tree into a fresh prefix, builds tests/install/consumer
 # against it twice (CMake package, then pkg-config) and the C example with
 # mpicc and pkg-config, and runs the three binaries.

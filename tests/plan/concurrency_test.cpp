@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A lookup running concurrently with a refresh sees the old declared set or
 // the new one, never a mix (DESIGN §2 point 6), on both implementations.
 //
@@ -52,9 +53,8 @@ std::vector<Declaration> make_set(char set) {
   std::vector<Declaration> declarations;
   const std::int64_t first_row = set == 'A' ? 1 : 1 + kKeysPerSet;
   for (int i = 0; i < kKeysPerSet; ++i) {
-    declarations.push_back(Declaration::all_reduce(std::string(1, set) + std::to_string(i),
-                                                   DataType::bf16,
-                                                   TensorLayout{first_row + i, 64}));
+    declarations.push_back(Declaration::all_reduce(
+        std::string(1, set) + std::to_string(i), DataType::bf16, TensorLayout{first_row + i, 64}));
   }
   return declarations;
 }
@@ -72,8 +72,8 @@ struct ReaderTally {
   std::uint64_t passes = 0;
   std::uint64_t saw_a = 0;
   std::uint64_t saw_b = 0;
-  std::uint64_t mixed = 0;          // a pass that was not exactly one whole set
-  std::uint64_t inconsistent = 0;   // an entry whose parts disagree
+  std::uint64_t mixed = 0;         // a pass that was not exactly one whole set
+  std::uint64_t inconsistent = 0;  // an entry whose parts disagree
 };
 
 template <class Lookup>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The layout rules shared by declarations and calls (layout_rules.hpp):
 // one test per rule and use, each checking the field the problem names;
 // and the property that makes the two paths agree: every layout accepted
@@ -86,11 +87,11 @@ TEST(LayoutRules, RowsMustBeContiguousForDeclarationsAndFusedCalls) {
 
 TEST(LayoutRules, SpanMustNotOverflowNorExceed2To48Bytes) {
   const std::vector<TensorLayout> too_big{
-      TensorLayout{kBig + 16},                                    // bytes wrap to 64
-      TensorLayout{kBig, 2},                                      // elements wrap to 2^63
-      TensorLayout{std::int64_t{1} << 32, std::int64_t{1} << 32}, // elements wrap to 0
-      TensorLayout{std::int64_t{1} << 40, 1024},                  // 2^52 bytes
-      strided({2, 64}, {kBig, 1}),                                // a wild stride
+      TensorLayout{kBig + 16},                                     // bytes wrap to 64
+      TensorLayout{kBig, 2},                                       // elements wrap to 2^63
+      TensorLayout{std::int64_t{1} << 32, std::int64_t{1} << 32},  // elements wrap to 0
+      TensorLayout{std::int64_t{1} << 40, 1024},                   // 2^52 bytes
+      strided({2, 64}, {kBig, 1}),                                 // a wild stride
   };
   for (const auto& layout : too_big) {
     for (LayoutUse use : {kDeclaration, kAllReduce, kFused}) {
@@ -117,10 +118,10 @@ TEST(LayoutRules, DeclarationsMustBeRowMajorAndNotOverlap) {
 }
 
 TEST(LayoutRules, CallsMayTakeAnyOrderOfNonOverlappingDimensions) {
-  EXPECT_EQ(problem_field(strided({24, 3}, {1, 24}), kAllReduce), "");        // column-major
+  EXPECT_EQ(problem_field(strided({24, 3}, {1, 24}), kAllReduce), "");  // column-major
   EXPECT_EQ(problem_field(strided({2, 4, 64}, {64, 128, 1}), kAllReduce), "");
   EXPECT_EQ(problem_field(strided({2, 4, 64}, {64, 128, 1}), kFused), "");
-  EXPECT_EQ(problem_field(strided({3, 20}, {48, 2}), kAllReduce), "");        // inner stride 2
+  EXPECT_EQ(problem_field(strided({3, 20}, {48, 2}), kAllReduce), "");  // inner stride 2
   // Overlapping rows, and two dimensions on one stride.
   EXPECT_EQ(problem_field(strided({4, 64}, {32, 1}), kAllReduce), "layout.strides[0]");
   EXPECT_EQ(problem_field(strided({8, 8}, {1, 1}), kAllReduce), "layout.strides[0]");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // TensorLayout: construction limits, default strides, and derived values.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The lookup contract of DESIGN §2, point by point, checked on both lookup
 // implementations (the hash index and the linear scan must be
 // interchangeable). Points 7 and 10 are the communicator's (close() and the
@@ -67,8 +68,9 @@ TYPED_TEST(LookupContract, EveryKeyFieldMustMatch) {
 
   // Equal-valued but different weight tensor.
   ASSERT_EQ(this->weight_, this->same_values_weight_);
-  EXPECT_EQ(lookup.find(make_fused_key(DataType::bf16, layout, this->same_values_weight_.data(), 1e-6f)),
-            nullptr);
+  EXPECT_EQ(
+      lookup.find(make_fused_key(DataType::bf16, layout, this->same_values_weight_.data(), 1e-6f)),
+      nullptr);
   // A different eps, even by one ulp.
   EXPECT_EQ(lookup.find(make_fused_key(DataType::bf16, layout, w, 1e-5f)), nullptr);
   EXPECT_EQ(lookup.find(make_fused_key(DataType::bf16, layout, w, std::nextafter(1e-6f, 1.0f))),
@@ -89,8 +91,8 @@ TYPED_TEST(LookupContract, EveryKeyFieldMustMatch) {
 TYPED_TEST(LookupContract, TrimmedOneRowOutputWithPaddedRowStrideMatches) {
   TypeParam lookup({
       Declaration::all_reduce("one_row", DataType::bf16, TensorLayout{1, 4096}),
-      Declaration::fused_add_rms_norm("one_row_norm", DataType::bf16,
-                                      strided({1, 4096}, {8192, 1}), this->weight_.data(), 1e-6f),
+      Declaration::fused_add_rms_norm("one_row_norm", DataType::bf16, strided({1, 4096}, {8192, 1}),
+                                      this->weight_.data(), 1e-6f),
       Declaration::all_reduce("middle", DataType::f32, strided({2, 1, 64}, {64, 64, 1})),
   });
   // Declared contiguous, called with the padded stride of a trimmed batch.
@@ -99,7 +101,8 @@ TYPED_TEST(LookupContract, TrimmedOneRowOutputWithPaddedRowStrideMatches) {
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->position, 0u);
   // Declared padded, called contiguous.
-  e = lookup.find(make_fused_key(DataType::bf16, TensorLayout{1, 4096}, this->weight_.data(), 1e-6f));
+  e = lookup.find(
+      make_fused_key(DataType::bf16, TensorLayout{1, 4096}, this->weight_.data(), 1e-6f));
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->position, 1u);
   // A size-1 dimension in the middle, with an odd stride.
@@ -113,10 +116,13 @@ TYPED_TEST(LookupContract, TrimmedOneRowOutputWithPaddedRowStrideMatches) {
 
 // Point 3: declarations without strides mean contiguous row-major strides.
 TYPED_TEST(LookupContract, DeclarationsWithoutStridesAreContiguous) {
-  TypeParam lookup({Declaration::all_reduce("plain", DataType::bf16, TensorLayout{8, 4096}),
-                    Declaration::all_reduce("explicit", DataType::f16, strided({8, 4096}, {4096, 1}))});
-  EXPECT_NE(lookup.find(make_all_reduce_key(DataType::bf16, strided({8, 4096}, {4096, 1}))), nullptr);
-  EXPECT_EQ(lookup.find(make_all_reduce_key(DataType::bf16, strided({8, 4096}, {8192, 1}))), nullptr);
+  TypeParam lookup(
+      {Declaration::all_reduce("plain", DataType::bf16, TensorLayout{8, 4096}),
+       Declaration::all_reduce("explicit", DataType::f16, strided({8, 4096}, {4096, 1}))});
+  EXPECT_NE(lookup.find(make_all_reduce_key(DataType::bf16, strided({8, 4096}, {4096, 1}))),
+            nullptr);
+  EXPECT_EQ(lookup.find(make_all_reduce_key(DataType::bf16, strided({8, 4096}, {8192, 1}))),
+            nullptr);
   EXPECT_NE(lookup.find(make_all_reduce_key(DataType::f16, TensorLayout{8, 4096})), nullptr);
 }
 
@@ -133,7 +139,7 @@ TYPED_TEST(LookupContract, FirstDeclaredWins) {
   EXPECT_EQ(e->position, 1u);
   EXPECT_EQ(e->declaration->name, "first_padded");
   EXPECT_EQ(e->declaration, &lookup.declarations()[1]);
-  EXPECT_EQ(lookup.size(), 2u);                  // distinct keys
+  EXPECT_EQ(lookup.size(), 2u);                 // distinct keys
   EXPECT_EQ(lookup.declarations().size(), 4u);  // every declaration kept, in order
   EXPECT_EQ(lookup.declarations()[3].name, "third");
 }
@@ -257,8 +263,8 @@ TYPED_TEST(LookupContract, ProbesMutateNothing) {
   std::size_t hits = 0;
   for (std::int64_t rows = 1; rows <= 1000; ++rows) {
     hits += lookup.contains(make_all_reduce_key(DataType::bf16, TensorLayout{rows, 4096}));
-    hits += lookup.find(make_fused_key(DataType::bf16, TensorLayout{rows, 4096},
-                                       model.weight_of(1), 1e-6f)) != nullptr;
+    hits += lookup.find(make_fused_key(DataType::bf16, TensorLayout{rows, 4096}, model.weight_of(1),
+                                       1e-6f)) != nullptr;
   }
   EXPECT_EQ(hits, 8u);  // rows 1, 2, 4, 8 for each of the two ops
   EXPECT_EQ(lookup.size(), size);
@@ -272,7 +278,8 @@ TYPED_TEST(LookupContract, ProbesMutateNothing) {
 TYPED_TEST(LookupContract, StrictLookupOfAnUndeclaredKeyNamesOnlyTheKey) {
   const test::TransformerSet model(4, {1, 2, 4, 8}, 4096);
   TypeParam lookup(model.declarations);
-  const PlanKey key = make_fused_key(DataType::bf16, TensorLayout{3, 4096}, model.weight_of(2), 1e-6f);
+  const PlanKey key =
+      make_fused_key(DataType::bf16, TensorLayout{3, 4096}, model.weight_of(2), 1e-6f);
   try {
     (void)lookup.at(key);
     FAIL() << "at() returned for an undeclared key";
@@ -321,8 +328,8 @@ TEST(PlanIndexTable, ProbesStayShortAt4096Declarations) {
   // mixed aligned addresses poorly would form clusters of hundreds.
   EXPECT_LT(stats.mean_probe, 1.75);
   EXPECT_LE(stats.max_probe, 64u);
-  std::printf("probe stats: %zu keys in %zu slots, mean %.3f, max %zu\n", stats.keys,
-              stats.slots, stats.mean_probe, stats.max_probe);
+  std::printf("probe stats: %zu keys in %zu slots, mean %.3f, max %zu\n", stats.keys, stats.slots,
+              stats.mean_probe, stats.max_probe);
 }
 
 }  // namespace

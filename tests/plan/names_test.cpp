@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names and parsing of data types and operations.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DESIGN §2 point 8: the index holds declared keys only. 100,000 probes of
 // undeclared row counts leave its size and the heap unchanged: this
 // executable replaces the global operator new/delete to count allocations,
@@ -93,7 +94,8 @@ void probe_undeclared_rows() {
   const std::uint64_t allocations_before = g_allocations.load();
 
   std::uint64_t found = 0, probes = 0;
-  for (std::int64_t rows = 129; probes < 100000; ++rows) {  // every row count above 128 is undeclared
+  for (std::int64_t rows = 129; probes < 100000;
+       ++rows) {  // every row count above 128 is undeclared
     const TensorLayout layout{rows, 4096};
     found += lookup.find(make_all_reduce_key(DataType::bf16, layout)) != nullptr;
     found += lookup.contains(make_fused_key(DataType::bf16, layout, model.weight_of(7), 1e-6f));
@@ -101,7 +103,8 @@ void probe_undeclared_rows() {
   }
   // Hits, for contrast, allocate nothing either.
   const PlanKey declared = make_key(model.declarations[100]);
-  const bool hit = lookup.find(declared) != nullptr && &lookup.at(declared) == lookup.find(declared);
+  const bool hit =
+      lookup.find(declared) != nullptr && &lookup.at(declared) == lookup.find(declared);
 
   const std::uint64_t allocations = g_allocations.load() - allocations_before;
   const std::size_t heap_after = heap_in_use();
@@ -118,9 +121,7 @@ TEST(NoAllocation, IndexProbesOfUndeclaredRowsAllocateNothing) {
   probe_undeclared_rows<PlanIndex>();
 }
 
-TEST(NoAllocation, ScanProbesOfUndeclaredRowsAllocateNothing) {
-  probe_undeclared_rows<PlanScan>();
-}
+TEST(NoAllocation, ScanProbesOfUndeclaredRowsAllocateNothing) { probe_undeclared_rows<PlanScan>(); }
 
 }  // namespace
 }  // namespace peerplan::plan

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Canonical plan keys (DESIGN §2 points 1-3) and their hash.
 #include <gtest/gtest.h>
 
@@ -79,8 +80,8 @@ TEST(PlanKey, NegativeZeroEpsIsTheSameAsPositiveZero) {
 
 TEST(PlanKey, MakeKeyOfADeclarationEqualsTheKeyOfTheMatchingCall) {
   const std::vector<std::uint16_t> weight(4096);
-  const auto fused =
-      Declaration::fused_add_rms_norm("n", DataType::bf16, TensorLayout{4, 4096}, weight.data(), 1e-5f);
+  const auto fused = Declaration::fused_add_rms_norm("n", DataType::bf16, TensorLayout{4, 4096},
+                                                     weight.data(), 1e-5f);
   EXPECT_EQ(make_key(fused),
             make_fused_key(DataType::bf16, TensorLayout{4, 4096}, weight.data(), 1e-5f));
   const auto plain = Declaration::all_reduce("a", DataType::f32, TensorLayout{4, 4096});
@@ -138,8 +139,9 @@ TEST(PlanKey, HashSpreadsAlignedWeightAddressesAndRowCountsOverLowBits) {
   std::unordered_set<std::uint64_t> by_weight, by_rows;
   for (std::size_t i = 0; i < kKeys; ++i) {
     const auto* weight = reinterpret_cast<const void*>(0x7f0000000000ull + i * 8192);
-    by_weight.insert(hash_value(make_fused_key(DataType::bf16, TensorLayout{8, 4096}, weight, 1e-6f)) &
-                     (kBuckets - 1));
+    by_weight.insert(
+        hash_value(make_fused_key(DataType::bf16, TensorLayout{8, 4096}, weight, 1e-6f)) &
+        (kBuckets - 1));
     by_rows.insert(hash_value(make_all_reduce_key(
                        DataType::bf16, TensorLayout{static_cast<std::int64_t>(i + 1), 4096})) &
                    (kBuckets - 1));
@@ -162,8 +164,8 @@ TEST(PlanKey, ToStringOfFusedShowsWeightAndShortestEps) {
   EXPECT_EQ(key.to_string(),
             "fused_add_rms_norm f16 [2, 4096] strides [4096, 1] weight 0x7f12345600 eps 1e-06");
   // Neighbouring eps values print differently.
-  const PlanKey next = make_fused_key(DataType::f16, TensorLayout{2, 4096}, weight,
-                                      std::nextafter(1e-6f, 1.0f));
+  const PlanKey next =
+      make_fused_key(DataType::f16, TensorLayout{2, 4096}, weight, std::nextafter(1e-6f, 1.0f));
   EXPECT_NE(key.to_string(), next.to_string());
 }
 

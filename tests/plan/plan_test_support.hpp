@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the plan-layer tests.
 #pragma once
 
@@ -31,7 +32,8 @@ inline std::vector<std::unique_ptr<PlanPayload>> counting_payloads(std::size_t c
                                                                    int first_tag = 0) {
   std::vector<std::unique_ptr<PlanPayload>> payloads;
   for (std::size_t i = 0; i < count; ++i) {
-    payloads.push_back(std::make_unique<CountingPayload>(destroyed, first_tag + static_cast<int>(i)));
+    payloads.push_back(
+        std::make_unique<CountingPayload>(destroyed, first_tag + static_cast<int>(i)));
   }
   return payloads;
 }

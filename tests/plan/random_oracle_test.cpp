@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Randomized differential test: the hash index against the linear scan (the
 // oracle), over thousands of random declared sets and probes built to be
 // near misses: one stride, one dimension, the eps, a different weight
@@ -70,8 +71,9 @@ class Generator {
   PlanKey near(const PlanKey& base) {
     PlanKey key = base;
     switch (pick(9)) {
-      case 0: break;  // exact
-      case 1:         // one stride, of a dimension larger than one
+      case 0:
+        break;  // exact
+      case 1:   // one stride, of a dimension larger than one
         for (int i = 0; i < key.rank; ++i) {
           if (key.shape[i] > 1) {
             key.strides[i] += chance(0.5) ? 1 : -1;
@@ -95,9 +97,15 @@ class Generator {
       case 5:  // the same call with odd strides on its size-1 dimensions
         key = reshuffled_size_one_strides(key);
         break;
-      case 6: key.dtype = dtype(); break;
-      case 7: key.operation = chance(0.5) ? Operation::all_reduce : Operation::fused_add_rms_norm; break;
-      case 8: key = random_key(); break;
+      case 6:
+        key.dtype = dtype();
+        break;
+      case 7:
+        key.operation = chance(0.5) ? Operation::all_reduce : Operation::fused_add_rms_norm;
+        break;
+      case 8:
+        key = random_key();
+        break;
     }
     return key;
   }
@@ -210,7 +218,8 @@ TEST(RandomizedOracle, IndexAgreesWithScanOnHitMissAndPosition) {
   EXPECT_GT(misses, 20000u);
   EXPECT_GT(duplicate_hits, 1000u);
   std::printf("randomized oracle: %llu hits (%llu on duplicated keys), %llu misses\n",
-              static_cast<unsigned long long>(hits), static_cast<unsigned long long>(duplicate_hits),
+              static_cast<unsigned long long>(hits),
+              static_cast<unsigned long long>(duplicate_hits),
               static_cast<unsigned long long>(misses));
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // find_repeated_keys: the declarations a set can never hit because an
 // earlier declaration has the same key (the first declared wins).
 #include <gtest/gtest.h>

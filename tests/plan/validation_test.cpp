@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declaration validation (DESIGN §4 step 2): one test per rule, each
 // checking that the message names the offending declaration (position and
 // name) and the field.
@@ -197,8 +198,8 @@ TEST_F(Validation, FusedNeedsEps) {
 }
 
 TEST_F(Validation, FusedEpsMustBeFiniteAndNonNegative) {
-  for (float eps : {-1e-6f, std::numeric_limits<float>::quiet_NaN(),
-                    std::numeric_limits<float>::infinity()}) {
+  for (float eps :
+       {-1e-6f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     target().eps = eps;
     expect_rejected("eps");
   }

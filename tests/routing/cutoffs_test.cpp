@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The default cutoff table and the resolution of kAutoCutoff fields.
 #include "routing/cutoffs.hpp"
 
@@ -10,8 +11,8 @@ TEST(DefaultCutoffs, FiniteAndNonZeroForEveryWorldSize) {
   for (Backend backend : {Backend::host, Backend::cuda}) {
     for (int n = -1; n <= 64; ++n) {
       const RouteCutoffs c = default_cutoffs(n, backend);
-      for (std::size_t v : {c.one_shot_max_bytes, c.two_shot_min_bytes, c.two_shot_max_bytes,
-                            c.fused_max_bytes}) {
+      for (std::size_t v :
+           {c.one_shot_max_bytes, c.two_shot_min_bytes, c.two_shot_max_bytes, c.fused_max_bytes}) {
         EXPECT_NE(v, kAutoCutoff) << "world size " << n;
       }
       EXPECT_GT(c.one_shot_max_bytes, 0u) << "world size " << n;
@@ -52,7 +53,8 @@ TEST(DefaultCutoffs, CudaBeyondTwoRanksFollowTheLinkBytesModel) {
   constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
   const std::pair<int, std::size_t> one_shot[] = {{3, 1 * MiB},   {4, 512 * KiB}, {5, 256 * KiB},
                                                   {6, 256 * KiB}, {7, 128 * KiB}, {8, 128 * KiB}};
-  for (auto [n, limit] : one_shot) EXPECT_EQ(default_cutoffs(n, Backend::cuda).one_shot_max_bytes, limit) << n;
+  for (auto [n, limit] : one_shot)
+    EXPECT_EQ(default_cutoffs(n, Backend::cuda).one_shot_max_bytes, limit) << n;
   EXPECT_EQ(default_cutoffs(4, Backend::cuda).two_shot_max_bytes, 32 * MiB);
   EXPECT_EQ(default_cutoffs(8, Backend::cuda).two_shot_max_bytes, 16 * MiB);
   EXPECT_EQ(default_cutoffs(3, Backend::cuda).two_shot_max_bytes, 128 * MiB / 3 / 16 * 16);
@@ -119,16 +121,16 @@ TEST(ResolveCutoffs, ReplacesOnlyAutomaticFields) {
 
 TEST(ResolveCutoffs, ExplicitBeatsTunedBeatsDefault) {
   const RouteCutoffs defaults = default_cutoffs(2, Backend::cuda);
-  RouteCutoffs configured;                  // only one-shot explicit
-  configured.one_shot_max_bytes = 0;        // even 0 (route off) is explicit
-  RouteCutoffs tuned;                       // a tuning entry without fused_max_bytes
+  RouteCutoffs configured;            // only one-shot explicit
+  configured.one_shot_max_bytes = 0;  // even 0 (route off) is explicit
+  RouteCutoffs tuned;                 // a tuning entry without fused_max_bytes
   tuned.one_shot_max_bytes = 32768;
   tuned.two_shot_min_bytes = 1 << 20;
   tuned.two_shot_max_bytes = 16 << 20;
   const RouteCutoffs resolved = resolve_cutoffs(configured, tuned, 2, Backend::cuda);
-  EXPECT_EQ(resolved.one_shot_max_bytes, 0u);                 // config
-  EXPECT_EQ(resolved.two_shot_min_bytes, 1u << 20);           // tuning file
-  EXPECT_EQ(resolved.two_shot_max_bytes, 16u << 20);          // tuning file
+  EXPECT_EQ(resolved.one_shot_max_bytes, 0u);                     // config
+  EXPECT_EQ(resolved.two_shot_min_bytes, 1u << 20);               // tuning file
+  EXPECT_EQ(resolved.two_shot_max_bytes, 16u << 20);              // tuning file
   EXPECT_EQ(resolved.fused_max_bytes, defaults.fused_max_bytes);  // default
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The topology fingerprint from the hwloc fixtures of tests/fixtures/topology
 // (their README derives every pair's link class): the farthest link over
 // the ranks' GPUs, GPU models, NVLink counts, and the host backend.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one-shot grid steps: which step a message takes (at each bound and
 // one byte over), the config's explicit grid winning over them, and their
 // tuning-file text read back and refused where malformed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // choose_protocol: each window at its boundaries (exactly at a limit and
 // one pack over), the fused op's order of preference (Lamport, LL lines,
 // two-shot + row norm for dense layouts, the staged kernel), pull mode,
@@ -34,8 +35,8 @@ Declaration fused_of(std::int64_t rows, std::int64_t hidden, std::int64_t row_st
   }
   const std::int64_t shape[] = {rows, hidden};
   const std::int64_t strides[] = {row_stride, 1};
-  return Declaration::fused_add_rms_norm("f", DataType::bf16,
-                                         TensorLayout::strided(shape, strides), g_weight, 1e-6f);
+  return Declaration::fused_add_rms_norm("f", DataType::bf16, TensorLayout::strided(shape, strides),
+                                         g_weight, 1e-6f);
 }
 
 ProtocolWindows cuda_push() { return test::cuda_push_windows(); }
@@ -52,8 +53,7 @@ TEST(ProtocolChoice, OneShotLinesUpToTheirLimitLamportAbove) {
             (RouteAndProtocol{Route::one_shot, Protocol::lamport}));
   ProtocolWindows never = w;
   never.one_shot_ll_max_bytes = kNoLimit;
-  EXPECT_EQ(choose(Route::one_shot, all_reduce_of(64 * kKiB * 1024), never).protocol,
-            Protocol::ll);
+  EXPECT_EQ(choose(Route::one_shot, all_reduce_of(64 * kKiB * 1024), never).protocol, Protocol::ll);
   ProtocolWindows always = w;
   always.one_shot_ll_max_bytes = 0;
   EXPECT_EQ(choose(Route::one_shot, all_reduce_of(2), always).protocol, Protocol::lamport);
@@ -81,8 +81,8 @@ TEST(ProtocolChoice, TwoShotTakesCopyEnginesAboveItsWindowOnContiguousLayoutsOnl
   // Rows with a padded stride: copy engines move contiguous bytes only.
   const std::int64_t shape[] = {4, 4 * kKiB * kKiB};
   const std::int64_t strides[] = {8 * kKiB * kKiB, 1};
-  const Declaration strided = Declaration::all_reduce("ar", DataType::bf16,
-                                                      TensorLayout::strided(shape, strides));
+  const Declaration strided =
+      Declaration::all_reduce("ar", DataType::bf16, TensorLayout::strided(shape, strides));
   EXPECT_EQ(choose(Route::two_shot, strided, w).protocol, Protocol::staged);
   w.two_shot_dma_after_bytes = 0;
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(2), w).protocol, Protocol::dma);
@@ -107,8 +107,8 @@ TEST(ProtocolChoice, TwoShotTakesLamportUpToItsWindowOnAnyLayoutBeforeCopyEngine
   // Strided rows travel as packs of their elements, like the one-shot's.
   const std::int64_t shape[] = {4, 128 * kKiB};
   const std::int64_t strides[] = {256 * kKiB, 1};
-  const Declaration strided = Declaration::all_reduce("ar", DataType::bf16,
-                                                      TensorLayout::strided(shape, strides));
+  const Declaration strided =
+      Declaration::all_reduce("ar", DataType::bf16, TensorLayout::strided(shape, strides));
   EXPECT_EQ(choose(Route::two_shot, strided, w).protocol, Protocol::lamport);
   w.two_shot_dma_after_bytes = kNoLimit;
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(4 * kKiB * kKiB + 2), w).protocol,

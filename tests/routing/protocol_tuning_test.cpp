@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // apply_protocol_tuning: a tuning entry's windows move a tunable
 // transport's windows, field by field; an explicit Config window wins; a
 // transport whose windows are fixed (the host backend) or that pulls (the
@@ -103,8 +104,8 @@ TEST(ProtocolTuning, MaxZeroClosesTheFusedLamportWindow) {
   t.fused_lamport_max_bytes = 0;
   const ProtocolWindows w = apply_protocol_tuning(cuda_push(), t, KernelChoices{});
   EXPECT_EQ(w.fused_lamport_after_bytes, kNoLimit);
-  const auto fused = Declaration::fused_add_rms_norm("f", DataType::bf16, TensorLayout{64, 7168},
-                                                     nullptr, 1e-6f);
+  const auto fused =
+      Declaration::fused_add_rms_norm("f", DataType::bf16, TensorLayout{64, 7168}, nullptr, 1e-6f);
   EXPECT_EQ(choose_protocol(Route::fused_one_shot, fused, message_bytes(fused), w).protocol,
             Protocol::ll)
       << "917504 bytes: inside the default Lamport window, LL once it is closed";
@@ -173,9 +174,9 @@ TEST(ProtocolTuning, FixedWindowsAndPullKeepTheirOwn) {
   // A tunable push transport without the Lamport region cannot open it.
   ProtocolWindows no_lines = cuda_push();
   no_lines.lines = false;
-  EXPECT_EQ(apply_protocol_tuning(no_lines, every_field(), KernelChoices{})
-                .two_shot_lamport_max_bytes,
-            0u);
+  EXPECT_EQ(
+      apply_protocol_tuning(no_lines, every_field(), KernelChoices{}).two_shot_lamport_max_bytes,
+      0u);
   EXPECT_EQ(apply_protocol_tuning(ProtocolWindows{}, every_field(), KernelChoices{})
                 .two_shot_lamport_max_bytes,
             0u)

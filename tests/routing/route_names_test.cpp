@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names of routes, fallback reasons and protocols: distinct, and safe for values
 // outside the enums.
 #include <gtest/gtest.h>
@@ -20,9 +21,9 @@ TEST(RouteNames, DistinctPerValue) {
   EXPECT_STREQ(to_string(static_cast<Route>(6)), "unknown");
 
   std::set<std::string> reasons;
-  for (FallbackReason r : {FallbackReason::none, FallbackReason::undeclared,
-                           FallbackReason::over_cutoff, FallbackReason::p2p_disabled,
-                           FallbackReason::node_layout})
+  for (FallbackReason r :
+       {FallbackReason::none, FallbackReason::undeclared, FallbackReason::over_cutoff,
+        FallbackReason::p2p_disabled, FallbackReason::node_layout})
     EXPECT_TRUE(reasons.insert(to_string(r)).second) << to_string(r);
   EXPECT_EQ(reasons.count("unknown"), 0u);
   EXPECT_STREQ(to_string(static_cast<FallbackReason>(5)), "unknown");

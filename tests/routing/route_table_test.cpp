@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // format_route_table: every declaration appears with each of its columns,
 // columns line up, strides appear only for non-contiguous layouts, fused
 // declarations show their weight address and eps, and a count mismatch is
@@ -57,9 +58,8 @@ class RouteTable : public testing::Test {
 TEST_F(RouteTable, HeaderThenOneRowPerDeclarationWithEveryColumn) {
   const auto lines = lines_of(format_route_table(declarations_, decisions_));
   ASSERT_EQ(lines.size(), declarations_.size() + 1);
-  EXPECT_EQ(words_of(lines[0]),
-            (std::vector<std::string>{"name", "op", "dtype", "shape", "norm", "bytes", "route",
-                                      "protocol", "reason"}));
+  EXPECT_EQ(words_of(lines[0]), (std::vector<std::string>{"name", "op", "dtype", "shape", "norm",
+                                                          "bytes", "route", "protocol", "reason"}));
   for (std::size_t i = 0; i < declarations_.size(); ++i) {
     const Declaration& d = declarations_[i];
     const RouteDecision& r = decisions_[i];

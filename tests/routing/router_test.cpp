@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // route_declaration: every rule at its boundaries (a message exactly at a
 // cutoff, and one element over), disabled routes, disabled P2P, several
 // nodes (even: hierarchical; uneven: node_layout), a single rank, automatic cutoffs, and rank invariance.
@@ -38,8 +39,8 @@ const RouteCutoffs kCutoffs{1000, 4000, 2000};  // one-shot, two-shot, fused
 RouteDecision expect_route(const Declaration& d, const RoutingContext& context, Route route,
                            FallbackReason reason) {
   const RouteDecision decision = route_declaration(d, context);
-  EXPECT_EQ(decision.route, route) << to_string(decision.route) << " for " << decision.message_bytes
-                                   << " bytes";
+  EXPECT_EQ(decision.route, route)
+      << to_string(decision.route) << " for " << decision.message_bytes << " bytes";
   EXPECT_EQ(decision.reason, reason) << to_string(decision.reason);
   EXPECT_EQ(decision.message_bytes, message_bytes(d));
   return decision;
@@ -56,8 +57,8 @@ TEST(MessageBytes, StridesDoNotCount) {
   // One row out of a padded buffer: the padding is not reduced.
   const std::int64_t shape[] = {4, 4096};
   const std::int64_t strides[] = {8192, 1};
-  const auto padded = Declaration::all_reduce("a", DataType::bf16,
-                                              TensorLayout::strided(shape, strides));
+  const auto padded =
+      Declaration::all_reduce("a", DataType::bf16, TensorLayout::strided(shape, strides));
   EXPECT_EQ(message_bytes(padded), 4u * 4096 * 2);
 }
 

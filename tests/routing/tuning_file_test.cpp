@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuning files: a good file, every malformed case (each error names the
 // file and the line, and says what to change), several entries, comments,
 // blank lines, CRLF, the round trip through format_tuning_file, and reading
@@ -103,8 +104,8 @@ TEST(TuningFile, ReadsTheProtocolWindows) {
   EXPECT_EQ(file.entries[0].cutoffs, RouteCutoffs{}) << "protocol keys are not cutoffs";
   expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_ll_max_bytes = lines\n"), 4,
                      "byte count");
-  expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_dma_after_bytes = dma\n"),
-                     4, "byte count");
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_dma_after_bytes = dma\n"), 4,
+                     "byte count");
   expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_ll_max_bytes = 1M\n"
                                 "fused_ll_max_bytes = 2M\n"),
                      5, "set again");
@@ -112,8 +113,8 @@ TEST(TuningFile, ReadsTheProtocolWindows) {
 
 TEST(TuningFile, ReadsTheTwoShotCopyEngineWindow) {
   const auto dma_after = [](const std::string& value) {
-    return window_read_alone(&ProtocolTuning::two_shot_dma_after_bytes,
-                             "two_shot_dma_after_bytes", value);
+    return window_read_alone(&ProtocolTuning::two_shot_dma_after_bytes, "two_shot_dma_after_bytes",
+                             value);
   };
   EXPECT_EQ(dma_after("16M"), std::size_t{16} << 20);
   EXPECT_EQ(dma_after("33554432"), std::size_t{32} << 20);
@@ -142,9 +143,9 @@ TEST(TuningFile, ReadsTheTwoShotLamportWindow) {
                        4, "byte count");
   }
   // Together with the copy-engine window: each keeps its own value.
-  const TuningFile both = parse(header_and(
-      "[entry]\nfingerprint = cuda ranks=2\ntwo_shot_lamport_max_bytes = 512K\n"
-      "two_shot_dma_after_bytes = 32M\n"));
+  const TuningFile both =
+      parse(header_and("[entry]\nfingerprint = cuda ranks=2\ntwo_shot_lamport_max_bytes = 512K\n"
+                       "two_shot_dma_after_bytes = 32M\n"));
   EXPECT_EQ(both.entries.at(0).protocols.two_shot_lamport_max_bytes, std::size_t{512} << 10);
   EXPECT_EQ(both.entries.at(0).protocols.two_shot_dma_after_bytes, std::size_t{32} << 20);
 }
@@ -187,11 +188,11 @@ TEST(TuningFileErrors, MalformedOneShotGrid) {
 }
 
 TEST(TuningFile, SeveralEntriesInFileOrder) {
-  const TuningFile file = parse(header_and(
-      "[entry]\nfingerprint = host ranks=2\none_shot_max_bytes = 1000\n"
-      "[entry]\nfingerprint = host ranks=4\none_shot_max_bytes = 2000\n"
-      "\n[entry]\nfingerprint = cuda ranks=2 gpu=\"NVIDIA L40S\" links=PIX\n"
-      "two_shot_max_bytes = 0\n"));
+  const TuningFile file =
+      parse(header_and("[entry]\nfingerprint = host ranks=2\none_shot_max_bytes = 1000\n"
+                       "[entry]\nfingerprint = host ranks=4\none_shot_max_bytes = 2000\n"
+                       "\n[entry]\nfingerprint = cuda ranks=2 gpu=\"NVIDIA L40S\" links=PIX\n"
+                       "two_shot_max_bytes = 0\n"));
   ASSERT_EQ(file.entries.size(), 3u);
   EXPECT_EQ(file.entries[0].line, 2);
   EXPECT_EQ(file.entries[1].line, 5);
@@ -278,9 +279,9 @@ TEST(TuningFileErrors, KeyOutsideAnEntry) {
 TEST(TuningFileErrors, BadNumber) {
   for (const char* bad : {"64KB", "-1", "1.5M", "", "lots", "99999999999999999999"}) {
     SCOPED_TRACE(bad);
-    expect_rejected_at(header_and("[entry]\nfingerprint = x\n\nfused_max_bytes = " +
-                                  std::string(bad) + "\n"),
-                       5, "e.g. 65536 or 64K");
+    expect_rejected_at(
+        header_and("[entry]\nfingerprint = x\n\nfused_max_bytes = " + std::string(bad) + "\n"), 5,
+        "e.g. 65536 or 64K");
   }
 }
 
@@ -312,7 +313,11 @@ TEST(TuningFileErrors, SameFingerprintTwice) {
 TEST(TuningFileFormat, RoundTrip) {
   TuningFile file;
   file.entries.push_back({"cuda ranks=2 gpu=\"NVIDIA H200\" links=NV18",
-                          RouteCutoffs{65536, 16777216, 3670016, 1048576}, "tool 1, today", 0, {}, {}});
+                          RouteCutoffs{65536, 16777216, 3670016, 1048576},
+                          "tool 1, today",
+                          0,
+                          {},
+                          {}});
   RouteCutoffs partial;
   partial.fused_max_bytes = 0;
   file.entries.push_back({"host ranks=3", partial, "", 0, {}, {}});
@@ -327,7 +332,8 @@ TEST(TuningFileFormat, RoundTrip) {
   EXPECT_NE(text.find("one_shot_grid = 65536:8 1048576:64 4194304:132\n"), std::string::npos)
       << text;
   EXPECT_EQ(text.find("one_shot_grid", text.find("host ranks=3")), std::string::npos)
-      << "a grid without steps is left out:\n" << text;
+      << "a grid without steps is left out:\n"
+      << text;
   EXPECT_NE(text.find("two_shot_dma_after_bytes = 67108864\n"), std::string::npos) << text;
   EXPECT_NE(text.find("two_shot_lamport_max_bytes = 262144\n"), std::string::npos) << text;
   EXPECT_NE(text.find("two_shot_lamport_max_bytes = 0\n", text.find("host ranks=3")),
@@ -339,7 +345,8 @@ TEST(TuningFileFormat, RoundTrip) {
   EXPECT_EQ(text.rfind("# written by a test\n#\n# second line\npeerplan-tuning 1\n", 0), 0u)
       << text;
   EXPECT_EQ(text.find("one_shot_max_bytes", text.find("host ranks=3")), std::string::npos)
-      << "automatic fields are left out:\n" << text;
+      << "automatic fields are left out:\n"
+      << text;
   const TuningFile back = parse(text);
   ASSERT_EQ(back.entries.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
@@ -406,8 +413,8 @@ TEST_F(TuningFileOnDisk, ErrorsNameThePath) {
 
 TEST_F(TuningFileOnDisk, UnreadablePaths) {
   const std::string missing = (directory_ / "missing.tune").string();
-  for (const auto& [path, hint] : {std::pair{missing, "does not exist"},
-                                   std::pair{directory_.string(), "is a directory"}}) {
+  for (const auto& [path, hint] :
+       {std::pair{missing, "does not exist"}, std::pair{directory_.string(), "is a directory"}}) {
     try {
       read_tuning_file(path);
       ADD_FAILURE() << "read " << path;

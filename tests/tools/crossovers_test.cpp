@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // derive_cutoffs: the one-shot prefix, the two-shot window (its lower
 // bound, the longest run, none at all), the fused prefix, and ties.
 #include "crossovers.hpp"
@@ -15,7 +16,7 @@ constexpr std::size_t MiB = 1024 * KiB;
 // A row where `winner` takes 1 µs and the others 2 µs.
 AllReduceTimes row(std::size_t bytes, Winner winner) {
   AllReduceTimes t{bytes, 2, 2, 2};
-  (winner == Winner::one_shot ? t.one_shot_us
+  (winner == Winner::one_shot   ? t.one_shot_us
    : winner == Winner::two_shot ? t.two_shot_us
                                 : t.fallback_us) = 1;
   return t;

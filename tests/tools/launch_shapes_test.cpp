@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The one-shot grid sweep's decisions: the candidate caps for a GPU's
 // multiprocessor count, the fastest cap at one size (ties to the largest
 // grid), and derive_launch_shapes (no steps when the default always wins,
@@ -98,8 +99,8 @@ TEST(DeriveLaunchShapes, AlternatingWinnersGiveSeveralSteps) {
       {2 * KiB, 16}, {4 * KiB, 33}, {8 * KiB, kDefault}, {16 * KiB, 66}};
   EXPECT_EQ(steps_for({16, 16, 33, kDefault, 66, kDefault, kDefault}), expected);
   EXPECT_EQ(steps_for({kDefault, 16, kDefault, 16}),
-            (std::vector<routing::GridStep>{{1 * KiB, kDefault}, {2 * KiB, 16},
-                                            {4 * KiB, kDefault}, {8 * KiB, 16}}));
+            (std::vector<routing::GridStep>{
+                {1 * KiB, kDefault}, {2 * KiB, 16}, {4 * KiB, kDefault}, {8 * KiB, 16}}));
 }
 
 TEST(DeriveLaunchShapes, TiesInARowGoToTheLargestGrid) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // derive_protocols: the one-shot LL prefix, the fused Lamport window (its
 // lower bound, the longest run, none at all), the fused LL prefix outside
 // that window, the two-shot's Lamport prefix and copy-engine window, ties,
@@ -40,8 +41,8 @@ std::vector<OneShotProtocolTimes> one_shot_rows(std::initializer_list<ProtocolWi
 }
 
 FusedProtocolTimes fused_row(std::int64_t rows, ProtocolWinner w) {
-  return {static_cast<std::size_t>(rows) * kRowBytes, rows, w == L ? 1.0 : 2.0,
-          w == M ? 1.0 : 2.0, w == T ? 1.0 : 2.0};
+  return {static_cast<std::size_t>(rows) * kRowBytes, rows, w == L ? 1.0 : 2.0, w == M ? 1.0 : 2.0,
+          w == T ? 1.0 : 2.0};
 }
 
 // Fused rows of 1, 2, 4, ... rows (2 KiB, 4 KiB, 8 KiB, ...).
@@ -212,7 +213,7 @@ TEST(DeriveProtocols, TwoShotWindowsOnTies) {
 TEST(DeriveProtocols, TwoShotDmaAfterTheLastStagedWin) {
   // Rows of 1, 2, 4, 8, 16 MiB.
   EXPECT_EQ(dma_after({S, S, S, D, D}), 4 * MiB);  // dma only at the largest sizes
-  EXPECT_EQ(dma_after({D, D, D}), 0u);              // dma everywhere: at every size
+  EXPECT_EQ(dma_after({D, D, D}), 0u);             // dma everywhere: at every size
   EXPECT_EQ(dma_after({D}), 0u);
   // A staged win above a dma win: the window starts after it.
   EXPECT_EQ(dma_after({S, D, S, D, D}), 4 * MiB);
@@ -250,8 +251,8 @@ TEST(DeriveProtocols, OneShotLlPrefix) {
     return derive_protocols(one_shot_rows(w), {}).one_shot_ll_max_bytes;
   };
   EXPECT_EQ(ll_max({L, L, L, M, M}), 4 * KiB);
-  EXPECT_EQ(ll_max({L, L, L}), 4 * KiB);  // LL everywhere: up to the largest measured size
-  EXPECT_EQ(ll_max({M, L, L}), 0u);       // Lamport at the smallest: Lamport everywhere
+  EXPECT_EQ(ll_max({L, L, L}), 4 * KiB);     // LL everywhere: up to the largest measured size
+  EXPECT_EQ(ll_max({M, L, L}), 0u);          // Lamport at the smallest: Lamport everywhere
   EXPECT_EQ(ll_max({L, M, L, L}), 1 * KiB);  // a win after a loss does not extend it
   // A tie is Lamport's, so it ends the prefix.
   const std::vector<OneShotProtocolTimes> tie{{1 * KiB, 1, 2}, {2 * KiB, 2, 2}, {4 * KiB, 1, 2}};
@@ -312,16 +313,16 @@ TEST(DeriveProtocols, FusedLlPrefixSkipsTheLamportWindow) {
 TEST(DeriveProtocols, FusedLlAgainstTheTwoShotOnlyOutsideTheWindow) {
   // At 4 KiB Lamport is the fastest but outside the (longer) window; LL
   // beats the two-shot there, so the LL region goes on through it.
-  const std::vector<FusedProtocolTimes> rows{
-      {2 * KiB, 1, 1, 3, 3}, {4 * KiB, 2, 2, 1, 3}, {8 * KiB, 4, 1, 3, 3},
-      {16 * KiB, 8, 3, 1, 3}, {32 * KiB, 16, 3, 1, 3}, {64 * KiB, 32, 3, 3, 1}};
+  const std::vector<FusedProtocolTimes> rows{{2 * KiB, 1, 1, 3, 3},   {4 * KiB, 2, 2, 1, 3},
+                                             {8 * KiB, 4, 1, 3, 3},   {16 * KiB, 8, 3, 1, 3},
+                                             {32 * KiB, 16, 3, 1, 3}, {64 * KiB, 32, 3, 3, 1}};
   const auto t = derive_protocols({}, rows);
   EXPECT_EQ(t.fused_lamport_after_bytes, 8 * KiB);
   EXPECT_EQ(t.fused_lamport_max_bytes, 32 * KiB);
   EXPECT_EQ(t.fused_ll_max_bytes, 8 * KiB);
   // LL tied with the two-shot ends the LL region.
-  const std::vector<FusedProtocolTimes> tie{{2 * KiB, 1, 1, 3, 3}, {4 * KiB, 2, 2, 3, 2},
-                                            {8 * KiB, 4, 1, 3, 3}};
+  const std::vector<FusedProtocolTimes> tie{
+      {2 * KiB, 1, 1, 3, 3}, {4 * KiB, 2, 2, 3, 2}, {8 * KiB, 4, 1, 3, 3}};
   EXPECT_EQ(derive_protocols({}, tie).fused_ll_max_bytes, 2 * KiB);
 }
 
@@ -430,8 +431,7 @@ TEST(DeriveProtocols, RouterRunsDmaOnlyWhereItWon) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const auto d = Declaration::all_reduce(
           "ar", DataType::bf16, TensorLayout{static_cast<std::int64_t>(rows[i].bytes / 2)});
-      const Protocol ran =
-          routing::choose_protocol(Route::two_shot, d, rows[i].bytes, w).protocol;
+      const Protocol ran = routing::choose_protocol(Route::two_shot, d, rows[i].bytes, w).protocol;
       SCOPED_TRACE(testing::Message() << "pattern " << code << ", size " << rows[i].bytes);
       if (exact) {
         EXPECT_EQ(ran, winners[i] == D ? Protocol::dma : Protocol::staged);
@@ -450,9 +450,12 @@ ProtocolWinner two_shot_run(std::size_t bytes, const routing::ProtocolWindows& w
   const auto d = Declaration::all_reduce("ar", DataType::bf16,
                                          TensorLayout{static_cast<std::int64_t>(bytes / 2)});
   switch (routing::choose_protocol(Route::two_shot, d, bytes, w).protocol) {
-    case Protocol::lamport: return M;
-    case Protocol::dma: return D;
-    default: return S;
+    case Protocol::lamport:
+      return M;
+    case Protocol::dma:
+      return D;
+    default:
+      return S;
   }
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // write_entry: creates the file, replaces its own machine's entry, keeps
 // the others and the protocol windows, and leaves a file it cannot parse
 // alone.
@@ -48,7 +49,8 @@ TEST_F(WriteEntry, CreatesTheFile) {
 TEST_F(WriteEntry, ReplacesItsOwnEntryAndKeepsOthers) {
   write_entry(path_, {"host ranks=2", RouteCutoffs{1, 1, 1, 1}, "run 1", 0, {}, {}}, "");
   write_entry(path_, {"host ranks=4", RouteCutoffs{4, 4, 4, 4}, "other", 0, {}, {}}, "");
-  EXPECT_TRUE(write_entry(path_, {"host ranks=2", RouteCutoffs{2, 2, 2, 2}, "run 2", 0, {}, {}}, ""));
+  EXPECT_TRUE(
+      write_entry(path_, {"host ranks=2", RouteCutoffs{2, 2, 2, 2}, "run 2", 0, {}, {}}, ""));
   const auto file = routing::read_tuning_file(path_);
   ASSERT_EQ(file.entries.size(), 2u);
   EXPECT_EQ(file.entries[0].fingerprint, "host ranks=2");

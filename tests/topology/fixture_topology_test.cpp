@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The XML fixtures of tests/fixtures/topology (README.md there describes each
 // machine and derives its `nvidia-smi topo -m` matrix). Every pair of GPUs is
 // classified and compared with that matrix, written out here by hand, and the
@@ -18,7 +19,7 @@
 namespace peerplan::topology {
 namespace {
 
-constexpr std::array<const char*, 7> kLevelNames = {"LOC", "NVL", "PIX", "PXB",
+constexpr std::array<const char*, 7> kLevelNames = {"LOC", "NVL",  "PIX", "PXB",
                                                     "PHB", "NODE", "SYS"};
 
 struct FixtureCase {
@@ -33,19 +34,27 @@ std::ostream& operator<<(std::ostream& out, const FixtureCase& c) { return out <
 
 const std::vector<FixtureCase>& fixture_cases() {
   static const std::vector<FixtureCase> cases = {
-      {"2gpu-one-switch.xml", 32, 1, 1,
+      {"2gpu-one-switch.xml",
+       32,
+       1,
+       1,
        {"0000:43:00.0", "0000:44:00.0"},
-       {{"X", "PIX"},
-        {"PIX", "X"}},
+       {{"X", "PIX"}, {"PIX", "X"}},
        {0, 0, 1, 1, 1, 1, 1}},
-      {"4gpu-two-switches.xml", 64, 1, 1,
+      {"4gpu-two-switches.xml",
+       64,
+       1,
+       1,
        {"0000:43:00.0", "0000:44:00.0", "0000:47:00.0", "0000:48:00.0"},
        {{"X", "PIX", "PHB", "PHB"},
         {"PIX", "X", "PHB", "PHB"},
         {"PHB", "PHB", "X", "PIX"},
         {"PHB", "PHB", "PIX", "X"}},
        {0, 0, 2, 2, 6, 6, 6}},
-      {"8gpu-two-sockets.xml", 64, 2, 2,
+      {"8gpu-two-sockets.xml",
+       64,
+       2,
+       2,
        {"0000:03:00.0", "0000:04:00.0", "0000:23:00.0", "0000:24:00.0", "0000:83:00.0",
         "0000:84:00.0", "0000:a3:00.0", "0000:a4:00.0"},
        {{"X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
@@ -57,12 +66,17 @@ const std::vector<FixtureCase>& fixture_cases() {
         {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "X", "PIX"},
         {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "PIX", "X"}},
        {0, 0, 4, 4, 4, 12, 28}},
-      {"2gpu-h200-vm.xml", 32, 1, 1,
+      {"2gpu-h200-vm.xml",
+       32,
+       1,
+       1,
        {"0000:00:06.0", "0000:00:07.0"},
-       {{"X", "PHB"},
-        {"PHB", "X"}},
+       {{"X", "PHB"}, {"PHB", "X"}},
        {0, 0, 0, 0, 1, 1, 1}},
-      {"4gpu-cascaded-switches.xml", 48, 1, 1,
+      {"4gpu-cascaded-switches.xml",
+       48,
+       1,
+       1,
        {"0000:34:00.0", "0000:36:00.0", "0000:39:00.0", "0000:3b:00.0"},
        {{"X", "PIX", "PXB", "PXB"},
         {"PIX", "X", "PXB", "PXB"},
@@ -112,8 +126,8 @@ TEST_P(FixtureTopology, ClassifiesEveryPairLikeNvidiaSmi) {
   for (std::size_t i = 0; i < gpus.size(); ++i)
     for (std::size_t j = 0; j < gpus.size(); ++j)
       EXPECT_EQ(to_string(classify(gpus[i], gpus[j])), c.matrix[i][j])
-          << "GPU" << i << " (" << gpus[i].bus_id() << ") to GPU" << j << " ("
-          << gpus[j].bus_id() << ")";
+          << "GPU" << i << " (" << gpus[i].bus_id() << ") to GPU" << j << " (" << gpus[j].bus_id()
+          << ")";
 }
 
 TEST_P(FixtureTopology, AppliesThePolicyAtEveryLevel) {
@@ -145,7 +159,8 @@ TEST_P(FixtureTopology, MatrixRowsMatchTheExpectedCells) {
     std::vector<std::string> cells{std::istream_iterator<std::string>(row), {}};
     ASSERT_EQ(cells.size(), c.bus_ids.size() + 4) << line;  // name, cells, CPUs, NUMA, bus id
     EXPECT_EQ(cells.front(), "GPU" + std::to_string(i));
-    for (std::size_t j = 0; j < c.bus_ids.size(); ++j) EXPECT_EQ(cells[1 + j], c.matrix[i][j]) << line;
+    for (std::size_t j = 0; j < c.bus_ids.size(); ++j)
+      EXPECT_EQ(cells[1 + j], c.matrix[i][j]) << line;
     EXPECT_EQ(cells.back(), c.bus_ids[i]);
   }
 }

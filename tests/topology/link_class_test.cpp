@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Link classes and the P2P policy on hand-built GPU locations: the rules that
 // do not need a whole machine (NVLink override, the same GPU, unknown
 // locality, the policy table, the matrix's argument checks).
@@ -106,11 +107,11 @@ TEST(P2PPolicy, LinkAllowedExactlyUpToTheLevel) {
       {0, 0, 0, 0, 0, 1, 1},  // node
       {0, 0, 0, 0, 0, 0, 1},  // sys
   }};
-  constexpr std::array<LinkKind, 7> kinds = {LinkKind::loc, LinkKind::nv,   LinkKind::pix,
-                                             LinkKind::pxb, LinkKind::phb,  LinkKind::node,
+  constexpr std::array<LinkKind, 7> kinds = {LinkKind::loc, LinkKind::nv,  LinkKind::pix,
+                                             LinkKind::pxb, LinkKind::phb, LinkKind::node,
                                              LinkKind::sys};
-  constexpr std::array<P2PLevel, 7> levels = {P2PLevel::loc, P2PLevel::nvl,  P2PLevel::pix,
-                                              P2PLevel::pxb, P2PLevel::phb,  P2PLevel::node,
+  constexpr std::array<P2PLevel, 7> levels = {P2PLevel::loc, P2PLevel::nvl, P2PLevel::pix,
+                                              P2PLevel::pxb, P2PLevel::phb, P2PLevel::node,
                                               P2PLevel::sys};
   for (std::size_t k = 0; k < kinds.size(); ++k)
     for (std::size_t l = 0; l < levels.size(); ++l) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The live machine: hwloc's view is checked against what the kernel reports
 // directly (sched_getaffinity for the binding, /sys/bus/pci for the GPUs), so
 // the test holds on CPU-only CI machines (no GPU) and GPU hosts alike.

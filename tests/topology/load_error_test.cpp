@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A topology file that is missing or is not an hwloc XML export fails with
 // InvalidArgument naming the file and saying how to make a good one.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // count_nvlinks: direct links, links through NVSwitches, one-sided
 // reports, and the shape checks.
 #include "topology/nvlink_counts.hpp"
@@ -28,8 +29,7 @@ TEST(NvlinkCounts, OneSidedReportStillCounts) {
 
 TEST(NvlinkCounts, SwitchLinksReachEveryGpuOnTheFabric) {
   // HGX-style: 18 links per GPU, all to NVSwitches.
-  const std::vector<PciAddress> gpus{bus("0000:18:00.0"), bus("0000:2a:00.0"),
-                                     bus("0000:3a:00.0")};
+  const std::vector<PciAddress> gpus{bus("0000:18:00.0"), bus("0000:2a:00.0"), bus("0000:3a:00.0")};
   const NvlinkEnds on_switch{{}, 18};
   const auto counts = count_nvlinks(gpus, {on_switch, on_switch, NvlinkEnds{{}, 12}});
   EXPECT_EQ(counts[0][1], 18);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PEERPLAN_P2P_LEVEL on every hwloc fixture (tests/fixtures/topology,
 // README.md there derives each machine's `nvidia-smi topo -m` matrix): for
 // ranks placed on the fixture's GPUs (one per rank, subsets, ranks sharing
@@ -20,7 +21,6 @@
 namespace peerplan::topology {
 namespace {
 
-
 // Ranks placed on a fixture's GPUs, and what the policy must say at each level.
 struct Assignment {
   std::string name;                  // test name
@@ -40,77 +40,179 @@ std::ostream& operator<<(std::ostream& out, const Assignment& a) { return out <<
 const std::vector<Assignment>& assignments() {
   static const std::vector<Assignment> cases = {
       // Both L40S below one switch: PIX.
-      {"one_switch_both", "2gpu-one-switch.xml", {"0000:43:00.0", "0000:44:00.0"}, 0, 0,
-       {"0 1 PIX", "0 1 PIX", "", "", "", "", ""}, {0, 0, 1, 1, 1, 1, 1}, "PIX"},
+      {"one_switch_both",
+       "2gpu-one-switch.xml",
+       {"0000:43:00.0", "0000:44:00.0"},
+       0,
+       0,
+       {"0 1 PIX", "0 1 PIX", "", "", "", "", ""},
+       {0, 0, 1, 1, 1, 1, 1},
+       "PIX"},
       // Two ranks on one GPU: a LOC pair, allowed even at LOC.
-      {"one_switch_two_ranks_one_gpu", "2gpu-one-switch.xml", {"0000:43:00.0", "0000:43:00.0"},
-       0, 0, {"", "", "", "", "", "", ""}, {1, 1, 1, 1, 1, 1, 1}, "LOC"},
+      {"one_switch_two_ranks_one_gpu",
+       "2gpu-one-switch.xml",
+       {"0000:43:00.0", "0000:43:00.0"},
+       0,
+       0,
+       {"", "", "", "", "", "", ""},
+       {1, 1, 1, 1, 1, 1, 1},
+       "LOC"},
       // Ranks 0 and 1 share GPU0; each reaches GPU1 through the switch.
-      {"one_switch_three_ranks", "2gpu-one-switch.xml",
-       {"0000:43:00.0", "0000:43:00.0", "0000:44:00.0"}, 0, 0,
-       {"0 2 PIX", "0 2 PIX", "", "", "", "", ""}, {1, 1, 3, 3, 3, 3, 3}, "PIX"},
+      {"one_switch_three_ranks",
+       "2gpu-one-switch.xml",
+       {"0000:43:00.0", "0000:43:00.0", "0000:44:00.0"},
+       0,
+       0,
+       {"0 2 PIX", "0 2 PIX", "", "", "", "", ""},
+       {1, 1, 3, 3, 3, 3, 3},
+       "PIX"},
 
       // Two switches on root ports of one root complex: PIX within, PHB across.
-      {"two_switches_all", "4gpu-two-switches.xml",
-       {"0000:43:00.0", "0000:44:00.0", "0000:47:00.0", "0000:48:00.0"}, 0, 0,
-       {"0 1 PIX", "0 1 PIX", "0 2 PHB", "0 2 PHB", "", "", ""}, {0, 0, 2, 2, 6, 6, 6}, "PHB"},
-      {"two_switches_second_switch", "4gpu-two-switches.xml", {"0000:47:00.0", "0000:48:00.0"},
-       0, 0, {"0 1 PIX", "0 1 PIX", "", "", "", "", ""}, {0, 0, 1, 1, 1, 1, 1}, "PIX"},
-      {"two_switches_across", "4gpu-two-switches.xml", {"0000:44:00.0", "0000:47:00.0"}, 2, 0,
-       {"0 1 PHB", "0 1 PHB", "0 1 PHB", "0 1 PHB", "", "", ""}, {0, 0, 0, 0, 1, 1, 1}, "PHB"},
-      {"two_switches_shared_gpu", "4gpu-two-switches.xml",
-       {"0000:43:00.0", "0000:43:00.0", "0000:48:00.0"}, 0, 0,
-       {"0 2 PHB", "0 2 PHB", "0 2 PHB", "0 2 PHB", "", "", ""}, {1, 1, 1, 1, 3, 3, 3}, "PHB"},
+      {"two_switches_all",
+       "4gpu-two-switches.xml",
+       {"0000:43:00.0", "0000:44:00.0", "0000:47:00.0", "0000:48:00.0"},
+       0,
+       0,
+       {"0 1 PIX", "0 1 PIX", "0 2 PHB", "0 2 PHB", "", "", ""},
+       {0, 0, 2, 2, 6, 6, 6},
+       "PHB"},
+      {"two_switches_second_switch",
+       "4gpu-two-switches.xml",
+       {"0000:47:00.0", "0000:48:00.0"},
+       0,
+       0,
+       {"0 1 PIX", "0 1 PIX", "", "", "", "", ""},
+       {0, 0, 1, 1, 1, 1, 1},
+       "PIX"},
+      {"two_switches_across",
+       "4gpu-two-switches.xml",
+       {"0000:44:00.0", "0000:47:00.0"},
+       2,
+       0,
+       {"0 1 PHB", "0 1 PHB", "0 1 PHB", "0 1 PHB", "", "", ""},
+       {0, 0, 0, 0, 1, 1, 1},
+       "PHB"},
+      {"two_switches_shared_gpu",
+       "4gpu-two-switches.xml",
+       {"0000:43:00.0", "0000:43:00.0", "0000:48:00.0"},
+       0,
+       0,
+       {"0 2 PHB", "0 2 PHB", "0 2 PHB", "0 2 PHB", "", "", ""},
+       {1, 1, 1, 1, 3, 3, 3},
+       "PHB"},
 
       // Inner switches below one outer switch: PIX within an inner switch, PXB across.
-      {"cascaded_all", "4gpu-cascaded-switches.xml",
-       {"0000:34:00.0", "0000:36:00.0", "0000:39:00.0", "0000:3b:00.0"}, 0, 0,
-       {"0 1 PIX", "0 1 PIX", "0 2 PXB", "", "", "", ""}, {0, 0, 2, 6, 6, 6, 6}, "PXB"},
-      {"cascaded_across_inner_switches", "4gpu-cascaded-switches.xml",
-       {"0000:36:00.0", "0000:39:00.0"}, 0, 0,
-       {"0 1 PXB", "0 1 PXB", "0 1 PXB", "", "", "", ""}, {0, 0, 0, 1, 1, 1, 1}, "PXB"},
+      {"cascaded_all",
+       "4gpu-cascaded-switches.xml",
+       {"0000:34:00.0", "0000:36:00.0", "0000:39:00.0", "0000:3b:00.0"},
+       0,
+       0,
+       {"0 1 PIX", "0 1 PIX", "0 2 PXB", "", "", "", ""},
+       {0, 0, 2, 6, 6, 6, 6},
+       "PXB"},
+      {"cascaded_across_inner_switches",
+       "4gpu-cascaded-switches.xml",
+       {"0000:36:00.0", "0000:39:00.0"},
+       0,
+       0,
+       {"0 1 PXB", "0 1 PXB", "0 1 PXB", "", "", "", ""},
+       {0, 0, 0, 1, 1, 1, 1},
+       "PXB"},
       // The real DGX-2: 6 NVLinks (NVSwitch) between every pair, NV6 wins over PCIe.
-      {"cascaded_all_nvlink", "4gpu-cascaded-switches.xml",
-       {"0000:34:00.0", "0000:36:00.0", "0000:39:00.0", "0000:3b:00.0"}, 0, 6,
-       {"0 1 NV6", "", "", "", "", "", ""}, {0, 6, 6, 6, 6, 6, 6}, "NVL"},
+      {"cascaded_all_nvlink",
+       "4gpu-cascaded-switches.xml",
+       {"0000:34:00.0", "0000:36:00.0", "0000:39:00.0", "0000:3b:00.0"},
+       0,
+       6,
+       {"0 1 NV6", "", "", "", "", "", ""},
+       {0, 6, 6, 6, 6, 6, 6},
+       "NVL"},
 
       // Two sockets, two root complexes each: PIX, NODE within a socket, SYS across.
-      {"two_sockets_all", "8gpu-two-sockets.xml",
+      {"two_sockets_all",
+       "8gpu-two-sockets.xml",
        {"0000:03:00.0", "0000:04:00.0", "0000:23:00.0", "0000:24:00.0", "0000:83:00.0",
         "0000:84:00.0", "0000:a3:00.0", "0000:a4:00.0"},
-       0, 0, {"0 1 PIX", "0 1 PIX", "0 2 NODE", "0 2 NODE", "0 2 NODE", "0 4 SYS", ""},
-       {0, 0, 4, 4, 4, 12, 28}, "SYS"},
-      {"two_sockets_second_socket", "8gpu-two-sockets.xml",
-       {"0000:83:00.0", "0000:84:00.0", "0000:a3:00.0", "0000:a4:00.0"}, 4, 0,
+       0,
+       0,
+       {"0 1 PIX", "0 1 PIX", "0 2 NODE", "0 2 NODE", "0 2 NODE", "0 4 SYS", ""},
+       {0, 0, 4, 4, 4, 12, 28},
+       "SYS"},
+      {"two_sockets_second_socket",
+       "8gpu-two-sockets.xml",
+       {"0000:83:00.0", "0000:84:00.0", "0000:a3:00.0", "0000:a4:00.0"},
+       4,
+       0,
        {"0 1 PIX", "0 1 PIX", "0 2 NODE", "0 2 NODE", "0 2 NODE", "", ""},
-       {0, 0, 2, 2, 2, 6, 6}, "NODE"},
-      {"two_sockets_one_pair_across", "8gpu-two-sockets.xml", {"0000:04:00.0", "0000:83:00.0"},
-       0, 0, {"0 1 SYS", "0 1 SYS", "0 1 SYS", "0 1 SYS", "0 1 SYS", "0 1 SYS", ""},
-       {0, 0, 0, 0, 0, 0, 1}, "SYS"},
+       {0, 0, 2, 2, 2, 6, 6},
+       "NODE"},
+      {"two_sockets_one_pair_across",
+       "8gpu-two-sockets.xml",
+       {"0000:04:00.0", "0000:83:00.0"},
+       0,
+       0,
+       {"0 1 SYS", "0 1 SYS", "0 1 SYS", "0 1 SYS", "0 1 SYS", "0 1 SYS", ""},
+       {0, 0, 0, 0, 0, 0, 1},
+       "SYS"},
       // The first pair beyond the level changes with the level.
-      {"two_sockets_node_then_sys", "8gpu-two-sockets.xml",
-       {"0000:03:00.0", "0000:23:00.0", "0000:a3:00.0"}, 0, 0,
+      {"two_sockets_node_then_sys",
+       "8gpu-two-sockets.xml",
+       {"0000:03:00.0", "0000:23:00.0", "0000:a3:00.0"},
+       0,
+       0,
        {"0 1 NODE", "0 1 NODE", "0 1 NODE", "0 1 NODE", "0 1 NODE", "0 2 SYS", ""},
-       {0, 0, 0, 0, 0, 1, 3}, "SYS"},
-      {"two_sockets_second_socket_first", "8gpu-two-sockets.xml",
-       {"0000:83:00.0", "0000:84:00.0", "0000:03:00.0"}, 0, 0,
+       {0, 0, 0, 0, 0, 1, 3},
+       "SYS"},
+      {"two_sockets_second_socket_first",
+       "8gpu-two-sockets.xml",
+       {"0000:83:00.0", "0000:84:00.0", "0000:03:00.0"},
+       0,
+       0,
        {"0 1 PIX", "0 1 PIX", "0 2 SYS", "0 2 SYS", "0 2 SYS", "0 2 SYS", ""},
-       {0, 0, 1, 1, 1, 1, 3}, "SYS"},
-      {"two_sockets_two_ranks_per_gpu", "8gpu-two-sockets.xml",
-       {"0000:03:00.0", "0000:03:00.0", "0000:83:00.0", "0000:83:00.0"}, 0, 0,
+       {0, 0, 1, 1, 1, 1, 3},
+       "SYS"},
+      {"two_sockets_two_ranks_per_gpu",
+       "8gpu-two-sockets.xml",
+       {"0000:03:00.0", "0000:03:00.0", "0000:83:00.0", "0000:83:00.0"},
+       0,
+       0,
        {"0 2 SYS", "0 2 SYS", "0 2 SYS", "0 2 SYS", "0 2 SYS", "0 2 SYS", ""},
-       {2, 2, 2, 2, 2, 2, 6}, "SYS"},
+       {2, 2, 2, 2, 2, 2, 6},
+       "SYS"},
 
       // The captured H200 VM, bus ids in CUDA's spelling: PHB on PCIe, NV18 really.
-      {"h200_vm_pcie_only", "2gpu-h200-vm.xml", {"00000000:00:06.0", "00000000:00:07.0"}, 0, 0,
-       {"0 1 PHB", "0 1 PHB", "0 1 PHB", "0 1 PHB", "", "", ""}, {0, 0, 0, 0, 1, 1, 1}, "PHB"},
-      {"h200_vm_nvlink", "2gpu-h200-vm.xml", {"00000000:00:06.0", "00000000:00:07.0"}, 0, 18,
-       {"0 1 NV18", "", "", "", "", "", ""}, {0, 1, 1, 1, 1, 1, 1}, "NVL"},
-      {"h200_vm_two_ranks_one_gpu", "2gpu-h200-vm.xml", {"00000000:00:06.0", "00000000:00:06.0"},
-       0, 18, {"", "", "", "", "", "", ""}, {1, 1, 1, 1, 1, 1, 1}, "LOC"},
-      {"h200_vm_shared_gpu_and_nvlink", "2gpu-h200-vm.xml",
-       {"00000000:00:06.0", "00000000:00:06.0", "00000000:00:07.0"}, 0, 18,
-       {"0 2 NV18", "", "", "", "", "", ""}, {1, 3, 3, 3, 3, 3, 3}, "NVL"},
+      {"h200_vm_pcie_only",
+       "2gpu-h200-vm.xml",
+       {"00000000:00:06.0", "00000000:00:07.0"},
+       0,
+       0,
+       {"0 1 PHB", "0 1 PHB", "0 1 PHB", "0 1 PHB", "", "", ""},
+       {0, 0, 0, 0, 1, 1, 1},
+       "PHB"},
+      {"h200_vm_nvlink",
+       "2gpu-h200-vm.xml",
+       {"00000000:00:06.0", "00000000:00:07.0"},
+       0,
+       18,
+       {"0 1 NV18", "", "", "", "", "", ""},
+       {0, 1, 1, 1, 1, 1, 1},
+       "NVL"},
+      {"h200_vm_two_ranks_one_gpu",
+       "2gpu-h200-vm.xml",
+       {"00000000:00:06.0", "00000000:00:06.0"},
+       0,
+       18,
+       {"", "", "", "", "", "", ""},
+       {1, 1, 1, 1, 1, 1, 1},
+       "LOC"},
+      {"h200_vm_shared_gpu_and_nvlink",
+       "2gpu-h200-vm.xml",
+       {"00000000:00:06.0", "00000000:00:06.0", "00000000:00:07.0"},
+       0,
+       18,
+       {"0 2 NV18", "", "", "", "", "", ""},
+       {1, 3, 3, 3, 3, 3, 3},
+       "NVL"},
   };
   return cases;
 }
@@ -158,16 +260,16 @@ void expect_verdict(const Assignment& a, const P2PLevelVerdict& verdict, P2PLeve
     EXPECT_FALSE(verdict.obstacle.has_value()) << where << ": " << *verdict.obstacle;
     return;
   }
-  ASSERT_TRUE(verdict.obstacle.has_value()) << where << " the pair " << first_beyond
-                                            << " must block P2P";
+  ASSERT_TRUE(verdict.obstacle.has_value())
+      << where << " the pair " << first_beyond << " must block P2P";
   std::size_t i = 0, j = 0;
   char link[16] = {};
   ASSERT_EQ(std::sscanf(first_beyond.c_str(), "%zu %zu %15s", &i, &j, link), 3);
   const std::string& reason = *verdict.obstacle;
-  const std::string pair = "ranks " + std::to_string(a.first_rank + static_cast<int>(i)) +
-                           " and " + std::to_string(a.first_rank + static_cast<int>(j)) +
-                           ": GPUs " + canonical(a.bus_ids[i]) + " and " +
-                           canonical(a.bus_ids[j]) + " are linked through " + link + " (";
+  const std::string pair = "ranks " + std::to_string(a.first_rank + static_cast<int>(i)) + " and " +
+                           std::to_string(a.first_rank + static_cast<int>(j)) + ": GPUs " +
+                           canonical(a.bus_ids[i]) + " and " + canonical(a.bus_ids[j]) +
+                           " are linked through " + link + " (";
   EXPECT_EQ(reason.rfind(pair, 0), 0u) << where << ": " << reason;
   EXPECT_NE(reason.find(std::string("beyond PEERPLAN_P2P_LEVEL=") + to_string(level) + " ("),
             std::string::npos)
@@ -208,7 +310,9 @@ TEST_P(P2PPolicyOnFixture, AutoActsAsNode) {
               std::string::npos)
         << *automatic.obstacle;
     // The same pair and advice; only the level's name differs.
-    const auto pair_of = [](const std::string& reason) { return reason.substr(0, reason.find(", beyond")); };
+    const auto pair_of = [](const std::string& reason) {
+      return reason.substr(0, reason.find(", beyond"));
+    };
     EXPECT_EQ(pair_of(*automatic.obstacle), pair_of(*node.obstacle));
   }
 }
@@ -264,7 +368,8 @@ TEST(P2PPolicyUnplaced, LocStillBlocksTwoDifferentGpus) {
   const auto verdict = check_p2p_level(ranks, {}, P2PLevel::loc);
   ASSERT_TRUE(verdict.obstacle.has_value());
   EXPECT_EQ(verdict.obstacle->rfind("ranks 0 and 1 use different GPUs (0000:43:00.0 and "
-                                    "0000:99:00.0)", 0),
+                                    "0000:99:00.0)",
+                                    0),
             0u)
       << *verdict.obstacle;
   EXPECT_NE(verdict.obstacle->find("beyond PEERPLAN_P2P_LEVEL=LOC"), std::string::npos);
@@ -284,9 +389,8 @@ TEST(P2PPolicyUnplaced, WithoutABusIdNothingIsKnownEvenAtLoc) {
 TEST(P2PPolicyUnplaced, SameBusIdIsOneGpuAndNvlinkIsKnownWithoutThePcieTree) {
   // No topology at all (it failed to load): two ranks reporting one GPU
   // in different spellings share it; NVLink counts still classify a pair.
-  const std::vector<RankGpuPlacement> ranks = {{0, "00000000:17:00.0", {}},
-                                               {1, "0000:17:00.0", {}},
-                                               {2, "0000:b1:00.0", {}}};
+  const std::vector<RankGpuPlacement> ranks = {
+      {0, "00000000:17:00.0", {}}, {1, "0000:17:00.0", {}}, {2, "0000:b1:00.0", {}}};
   const NvlinkCounts nvlinks = {{0, 0, 4}, {0, 0, 4}, {4, 4, 0}};
   const auto at_nvl = check_p2p_level(ranks, nvlinks, P2PLevel::nvl);
   EXPECT_FALSE(at_nvl.obstacle.has_value()) << *at_nvl.obstacle;
@@ -295,7 +399,8 @@ TEST(P2PPolicyUnplaced, SameBusIdIsOneGpuAndNvlinkIsKnownWithoutThePcieTree) {
   const auto at_loc = check_p2p_level(ranks, nvlinks, P2PLevel::loc);
   ASSERT_TRUE(at_loc.obstacle.has_value());
   EXPECT_EQ(at_loc.obstacle->rfind("ranks 0 and 2: GPUs 0000:17:00.0 and 0000:b1:00.0 are "
-                                   "linked through NV4 (4 NVLinks)", 0),
+                                   "linked through NV4 (4 NVLinks)",
+                                   0),
             0u)
       << *at_loc.obstacle;
   EXPECT_NE(at_loc.obstacle->find("set PEERPLAN_P2P_LEVEL=NVL to allow them all"),

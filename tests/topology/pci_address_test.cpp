@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PCI bus ids as hwloc, lspci, nvidia-smi and CUDA print them parse to the
 // same address; anything else is refused.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Topology::shared: one load per process and source (the live machine, each
 // XML file), shared by every caller, thread-safe; a file whose content
 // changed is read again, a missing one fails like load().

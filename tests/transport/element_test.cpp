@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host backend's element helpers (transport/host/element.hpp): loads and
 // stores of any dtype through float, and rounding to a dtype. The
 // conversions themselves are the public ones, tested exhaustively in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host P2P transport with threads standing in for ranks (ThreadBootstrap):
 // every route and dtype on exactly summable inputs, bit-identical results,
 // strided layouts, back-to-back calls through both staging slots, nothing
@@ -35,9 +36,14 @@ using namespace std::chrono_literals;
 struct Buffer {
   DataType dtype;
   std::vector<std::byte> bytes;
-  Buffer(DataType d, std::int64_t n) : dtype(d), bytes(static_cast<std::size_t>(n) * element_size(d)) {}
-  float get(std::int64_t i) const { return load_as_float(dtype, bytes.data() + i * element_size(dtype)); }
-  void set(std::int64_t i, float v) { store_from_float(dtype, v, bytes.data() + i * element_size(dtype)); }
+  Buffer(DataType d, std::int64_t n)
+      : dtype(d), bytes(static_cast<std::size_t>(n) * element_size(d)) {}
+  float get(std::int64_t i) const {
+    return load_as_float(dtype, bytes.data() + i * element_size(dtype));
+  }
+  void set(std::int64_t i, float v) {
+    store_from_float(dtype, v, bytes.data() + i * element_size(dtype));
+  }
   void* data() { return bytes.data(); }
 };
 
@@ -69,12 +75,13 @@ const DataType kDtypes[] = {DataType::f16, DataType::bf16, DataType::f32};
 
 TEST(HostPeerTransport, AllReduceIsExactOnIntegerInputsForEveryRouteDtypeAndWorldSize) {
   for (int n : {1, 2, 3, 4}) {
-    std::vector<TensorLayout> layouts{TensorLayout{1}, TensorLayout{n + 1}, TensorLayout{1000},
-                                      TensorLayout{3, 1367},
-                                      TensorLayout::strided(std::vector<std::int64_t>{3, 5},
-                                                            std::vector<std::int64_t>{8, 1}),
-                                      TensorLayout::strided(std::vector<std::int64_t>{4, 3},
-                                                            std::vector<std::int64_t>{1, 4})};
+    std::vector<TensorLayout> layouts{
+        TensorLayout{1},
+        TensorLayout{n + 1},
+        TensorLayout{1000},
+        TensorLayout{3, 1367},
+        TensorLayout::strided(std::vector<std::int64_t>{3, 5}, std::vector<std::int64_t>{8, 1}),
+        TensorLayout::strided(std::vector<std::int64_t>{4, 3}, std::vector<std::int64_t>{1, 4})};
     run_ranks(n, [&](int rank, bootstrap::Bootstrap& bootstrap) {
       HostPeerTransport transport(bootstrap, 20s);
       transport.reserve(3 * 1367 * 4);
@@ -91,7 +98,8 @@ TEST(HostPeerTransport, AllReduceIsExactOnIntegerInputsForEveryRouteDtypeAndWorl
                 in.set(offsets[i], integer_input(rank, i, salt));
               }
               Buffer& target = in_place ? in : out;
-              all_reduce_once(transport, route, Protocol::staged, {in.data(), target.data(), dtype, &layout, nullptr});
+              all_reduce_once(transport, route, Protocol::staged,
+                              {in.data(), target.data(), dtype, &layout, nullptr});
               int wrong = 0;
               for (std::size_t i = 0; i < offsets.size(); ++i) {
                 float exact = 0;
@@ -132,7 +140,8 @@ TEST(HostPeerTransport, ResultsAreBitIdenticalAcrossRanksOnArbitraryInputs) {
         for (std::int64_t i = 0; i < count; ++i) {
           in.set(i, std::sin(static_cast<float>(i * 13 + rank * 101)) * 1000.0f / (i % 7 + 1));
         }
-        all_reduce_once(transport, route, Protocol::staged, {in.data(), out.data(), dtype, &layout, nullptr});
+        all_reduce_once(transport, route, Protocol::staged,
+                        {in.data(), out.data(), dtype, &layout, nullptr});
         std::lock_guard lock(mutex);
         results[which++ * n + rank] = out.bytes;
       }
@@ -171,7 +180,8 @@ TEST(HostPeerTransport, FusedEqualsStandaloneAddRmsNormOfTheExactSum) {
           add_rms_norm(dtype, *layout, exact_sum.data(), expected_out.data(),
                        expected_residual.data(), weight.data(), 1e-5f);
           fused_add_rms_norm_once(
-              transport, Route::fused_one_shot, Protocol::staged, {inout.data(), residual.data(), weight.data(), 1e-5f, dtype, layout, nullptr});
+              transport, Route::fused_one_shot, Protocol::staged,
+              {inout.data(), residual.data(), weight.data(), 1e-5f, dtype, layout, nullptr});
           for (std::size_t i = 0; i < offsets.size(); ++i) {
             ASSERT_EQ(inout.get(offsets[i]), expected_out.get(offsets[i])) << i;
             ASSERT_EQ(residual.get(offsets[i]), expected_residual.get(offsets[i])) << i;
@@ -194,8 +204,8 @@ TEST(HostPeerTransport, ThousandsOfBackToBackCallsThroughBothSlots) {
       const TensorLayout layout{count};
       Buffer in(DataType::f32, count), out(DataType::f32, count);
       for (std::int64_t i = 0; i < count; ++i) in.set(i, static_cast<float>(call + rank * i));
-      all_reduce_once(transport, call % 3 == 0 ? Route::two_shot : Route::one_shot, Protocol::staged,
-                           {in.data(), out.data(), DataType::f32, &layout, nullptr});
+      all_reduce_once(transport, call % 3 == 0 ? Route::two_shot : Route::one_shot,
+                      Protocol::staged, {in.data(), out.data(), DataType::f32, &layout, nullptr});
       for (std::int64_t i = 0; i < count; ++i) {
         const float exact = static_cast<float>(n * call + i * (n * (n - 1) / 2));
         if (out.get(i) != exact) ++wrong;
@@ -239,10 +249,13 @@ TEST(HostPeerTransport, MisuseIsReportedClearly) {
     const TensorLayout layout{64};
     Buffer in(DataType::f32, 64), out(DataType::f32, 64);
     const AllReduceArgs args{in.data(), out.data(), DataType::f32, &layout, nullptr};
-    EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args), InvalidUsage);  // nothing reserved
+    EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args),
+                 InvalidUsage);  // nothing reserved
     transport.reserve(128);
-    EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args), InvalidArgument);  // 256 > 128
-    EXPECT_THROW(all_reduce_once(transport, Route::fused_one_shot, Protocol::staged, args), InvalidArgument);
+    EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args),
+                 InvalidArgument);  // 256 > 128
+    EXPECT_THROW(all_reduce_once(transport, Route::fused_one_shot, Protocol::staged, args),
+                 InvalidArgument);
     transport.close();
     EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args), InvalidUsage);
     EXPECT_THROW(transport.reserve(128), InvalidUsage);
@@ -273,8 +286,7 @@ TEST(HostPeerTransport, AStoppedRankMakesTheOthersTimeOutThenReserveResynchronis
         // earlier gave up first (it raises `abandoned`): only the longest
         // wait must have reached the timeout, and none may exceed the bound.
         EXPECT_LT(elapsed, timeout + 2s) << "the timeout is not a bound";
-        const long long ms =
-            std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
+        const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count();
         long long seen = longest_wait_ms.load();
         while (ms > seen && !longest_wait_ms.compare_exchange_weak(seen, ms)) {
         }
@@ -283,7 +295,8 @@ TEST(HostPeerTransport, AStoppedRankMakesTheOthersTimeOutThenReserveResynchronis
         ++timeouts;
       }
       EXPECT_TRUE(transport.broken());
-      EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args), InvalidUsage);
+      EXPECT_THROW(all_reduce_once(transport, Route::one_shot, Protocol::staged, args),
+                   InvalidUsage);
     }
     bootstrap.barrier();  // rank 0 wakes up only after the others gave up
     if (rank == 0) {
@@ -294,7 +307,8 @@ TEST(HostPeerTransport, AStoppedRankMakesTheOthersTimeOutThenReserveResynchronis
     EXPECT_FALSE(transport.broken());
     EXPECT_EQ(transport.epoch(), 0u);
     for (int call = 0; call < 5; ++call) {
-      all_reduce_once(transport, call % 2 ? Route::two_shot : Route::one_shot, Protocol::staged, args);
+      all_reduce_once(transport, call % 2 ? Route::two_shot : Route::one_shot, Protocol::staged,
+                      args);
       for (int i = 0; i < 16; ++i) EXPECT_EQ(out.get(i), static_cast<float>(n));
     }
   });

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The prologue both peer transports start each P2P call with, and the
 // Timeout text both give: what they refuse, with which error, and that the
 // messages say what happened and what to do.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reduction every P2P route uses: fp32 accumulation in fixed source
 // order 0..n-1 and a single rounding at the end.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The standalone add + RMSNorm shared by the P2P fused route and the
 // fallback: against a float64 reference, exactly on inputs whose result is
 // exact, with the documented rounding of the residual, and on strided rows.
@@ -20,16 +21,23 @@ struct Buffer {
   DataType dtype;
   std::vector<std::byte> bytes;
   Buffer(DataType d, std::size_t n) : dtype(d), bytes(n * element_size(d)) {}
-  float get(std::size_t i) const { return load_as_float(dtype, bytes.data() + i * element_size(dtype)); }
-  void set(std::size_t i, float v) { store_from_float(dtype, v, bytes.data() + i * element_size(dtype)); }
+  float get(std::size_t i) const {
+    return load_as_float(dtype, bytes.data() + i * element_size(dtype));
+  }
+  void set(std::size_t i, float v) {
+    store_from_float(dtype, v, bytes.data() + i * element_size(dtype));
+  }
   void* data() { return bytes.data(); }
 };
 
 double tolerance(DataType dtype) {
   switch (dtype) {
-    case DataType::bf16: return 1.6e-2;  // 2^-7 relative, plus the residual's own rounding
-    case DataType::f16: return 2e-3;
-    case DataType::f32: break;
+    case DataType::bf16:
+      return 1.6e-2;  // 2^-7 relative, plus the residual's own rounding
+    case DataType::f16:
+      return 2e-3;
+    case DataType::f32:
+      break;
   }
   return 1e-5;
 }
@@ -68,7 +76,8 @@ TEST_P(RmsNormDtype, MatchesFloat64Reference) {
     const double inv = 1.0 / std::sqrt(squares / hidden + eps);
     for (std::int64_t j = 0; j < hidden; ++j) {
       const double expected = r[j] * inv * weight.get(j);
-      const double error = std::abs(out.get(row * hidden + j) - expected) / (std::abs(expected) + 1e-3);
+      const double error =
+          std::abs(out.get(row * hidden + j) - expected) / (std::abs(expected) + 1e-3);
       worst = std::max(worst, error);
     }
   }

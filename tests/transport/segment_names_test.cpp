@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Segment names say who created them, and remove_stale_segments() removes
 // from /dev/shm exactly the segments whose creator (in our pid namespace,
 // of our uid) is dead: never a live process's, never another namespace's.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // POSIX shared-memory segments: zero-filled on creation, shared between
 // mappings, and their names removed from /dev/shm by unlink() or, failing
 // that, by the destructor.

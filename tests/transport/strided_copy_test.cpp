@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Packing strided tensors into contiguous staging buffers and back, checked
 // against an independent element-by-element offset computation.
 #include <gtest/gtest.h>
@@ -86,7 +87,7 @@ void check_layout(const TensorLayout& layout) {
 
 TEST(StridedCopy, ContiguousLayoutIsDense) {
   EXPECT_TRUE(is_dense(TensorLayout{3, 5}));
-  EXPECT_TRUE(is_dense(make({1, 5}, {999, 1})));       // size-1 stride ignored
+  EXPECT_TRUE(is_dense(make({1, 5}, {999, 1})));  // size-1 stride ignored
   EXPECT_TRUE(is_dense(make({3, 1, 5}, {5, 77, 1})));
   EXPECT_FALSE(is_dense(make({3, 5}, {8, 1})));
   EXPECT_FALSE(is_dense(make({4, 3}, {1, 4})));

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A Bootstrap whose "ranks" are threads of one process: lets the unit tests
 // run the host P2P transport's collective protocol (segments, flags,
 // epochs, timeouts) without MPI. All ranks form one node.

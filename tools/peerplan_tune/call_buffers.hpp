@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Memory the measured calls read and write: host memory on the host
 // backend, device memory of the rank's GPU on the cuda backend (the
 // communicator has selected that GPU by then). Contents are zeros: values

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Times one kind of call on whichever backend the communicators run on:
 // CUDA events (optionally CUDA-graph replays) on a stream of its own on the
 // cuda backend, a steady clock on the host backend. Every rank gets the
@@ -11,9 +12,9 @@
 namespace peerplan::tune {
 
 struct TimingPlan {
-  int iters = 20;    // calls per timed batch
-  int warmup = 5;    // untimed calls first
-  int batches = 5;   // the median batch counts
+  int iters = 20;      // calls per timed batch
+  int warmup = 5;      // untimed calls first
+  int batches = 5;     // the median batch counts
   bool graph = false;  // cuda backend: replay CUDA graphs of captured calls
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "crossovers.hpp"
 
 #include <algorithm>
@@ -74,20 +75,28 @@ std::size_t two_shot_dma_after(std::span<const TwoShotProtocolTimes> rows) {
 
 const char* to_string(Winner winner) noexcept {
   switch (winner) {
-    case Winner::one_shot: return "one-shot";
-    case Winner::two_shot: return "two-shot";
-    case Winner::fallback: return "fallback";
+    case Winner::one_shot:
+      return "one-shot";
+    case Winner::two_shot:
+      return "two-shot";
+    case Winner::fallback:
+      return "fallback";
   }
   return "?";
 }
 
 const char* to_string(ProtocolWinner winner) noexcept {
   switch (winner) {
-    case ProtocolWinner::ll: return "LL";
-    case ProtocolWinner::lamport: return "Lamport";
-    case ProtocolWinner::two_shot: return "two-shot";
-    case ProtocolWinner::staged: return "staged";
-    case ProtocolWinner::dma: return "dma";
+    case ProtocolWinner::ll:
+      return "LL";
+    case ProtocolWinner::lamport:
+      return "Lamport";
+    case ProtocolWinner::two_shot:
+      return "two-shot";
+    case ProtocolWinner::staged:
+      return "staged";
+    case ProtocolWinner::dma:
+      return "dma";
   }
   return "?";
 }
@@ -166,10 +175,10 @@ std::vector<int> one_shot_grid_candidates(int multiprocessors) {
 
 int fastest_grid(const OneShotGridTimes& times, std::span<const int> candidates) {
   if (candidates.empty() || times.us_by_candidate.size() != candidates.size()) {
-    throw std::invalid_argument(
-        "the " + std::to_string(times.bytes) + "-byte one-shot grid row has " +
-        std::to_string(times.us_by_candidate.size()) + " times for " +
-        std::to_string(candidates.size()) + " candidate grids");
+    throw std::invalid_argument("the " + std::to_string(times.bytes) +
+                                "-byte one-shot grid row has " +
+                                std::to_string(times.us_by_candidate.size()) + " times for " +
+                                std::to_string(candidates.size()) + " candidate grids");
   }
   std::size_t best = 0;
   for (std::size_t i = 1; i < candidates.size(); ++i) {

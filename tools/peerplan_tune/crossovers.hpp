@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // From measured times to route cutoffs (where each P2P route beats the
 // others), to protocol windows (where each CUDA push protocol beats the
 // others) and to launch shapes (the one-shot grid that is fastest at each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Timing of collective calls on the host backend, whose calls return when
 // their work is done: a steady clock around batches of calls, each batch
 // started together (a barrier), the median batch, and the slowest rank's

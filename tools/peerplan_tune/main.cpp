@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // peerplan_tune: measures where each P2P route beats the fallback on this
 // machine and writes the cutoffs to a tuning file entry for its
 // fingerprint, which communicators then load through PEERPLAN_TUNING_FILE.
@@ -84,8 +85,8 @@ void ignore_route_and_protocol_variables() {
         "PEERPLAN_ONE_SHOT_MAX_BLOCKS"}) {
     if (std::getenv(name) == nullptr) continue;
     if (world_rank() == 0)
-      std::printf("# ignoring %s=%s: peerplan_tune measures every route, protocol and grid\n",
-                  name, std::getenv(name));
+      std::printf("# ignoring %s=%s: peerplan_tune measures every route, protocol and grid\n", name,
+                  std::getenv(name));
     ::unsetenv(name);
   }
 }
@@ -183,8 +184,8 @@ void print_fused_row(const tune::FusedTimes& row, bool first, std::int64_t hidde
 
 void print_one_shot_protocol_row(const tune::OneShotProtocolTimes& row, bool first) {
   if (first) {
-    std::printf("# one-shot all-reduce protocols\n%12s %12s %12s  %s\n", "size(B)", "LL",
-                "Lamport", "winner");
+    std::printf("# one-shot all-reduce protocols\n%12s %12s %12s  %s\n", "size(B)", "LL", "Lamport",
+                "winner");
   }
   std::printf("%12zu %12.2f %12.2f  %s\n", row.bytes, row.ll_us, row.lamport_us,
               tune::to_string(tune::fastest_protocol(row)));
@@ -199,28 +200,29 @@ void print_fused_protocol_row(const tune::FusedProtocolTimes& row, bool first,
     std::printf("%12s %6s %12s %12s %12s  %s\n", "size(B)", "rows", "LL", "Lamport", "two-shot",
                 "winner");
   }
-  std::printf("%12zu %6lld %12.2f %12.2f %12.2f  %s\n", row.bytes,
-              static_cast<long long>(row.rows), row.ll_us, row.lamport_us, row.two_shot_us,
+  std::printf("%12zu %6lld %12.2f %12.2f %12.2f  %s\n", row.bytes, static_cast<long long>(row.rows),
+              row.ll_us, row.lamport_us, row.two_shot_us,
               tune::to_string(tune::fastest_protocol(row)));
   std::fflush(stdout);
 }
 
 void print_two_shot_protocol_row(const tune::TwoShotProtocolTimes& row, bool first) {
   if (first) {
-    std::printf("# two-shot all-reduce protocols\n%12s %12s %12s %12s  %s\n", "size(B)",
-                "staged", "Lamport", "dma", "winner");
+    std::printf("# two-shot all-reduce protocols\n%12s %12s %12s %12s  %s\n", "size(B)", "staged",
+                "Lamport", "dma", "winner");
   }
   std::printf("%12zu %12.2f %12.2f %12.2f  %s\n", row.bytes, row.staged_us, row.lamport_us,
               row.dma_us, tune::to_string(tune::fastest_protocol(row)));
   std::fflush(stdout);
 }
 
-void print_one_shot_grid_row(const std::vector<int>& candidates,
-                             const tune::OneShotGridTimes& row, bool first) {
+void print_one_shot_grid_row(const std::vector<int>& candidates, const tune::OneShotGridTimes& row,
+                             bool first) {
   if (first) {
-    std::printf("# one-shot all-reduce grid (protocol as the router picks), us at most "
-                "<n> blocks; the last is the default (one per multiprocessor)\n%12s",
-                "size(B)");
+    std::printf(
+        "# one-shot all-reduce grid (protocol as the router picks), us at most "
+        "<n> blocks; the last is the default (one per multiprocessor)\n%12s",
+        "size(B)");
     for (int blocks : candidates)
       std::printf(" %12s", (std::to_string(blocks) + " blocks").c_str());
     std::printf("  %s\n", "winner");
@@ -234,7 +236,8 @@ void print_one_shot_grid_row(const std::vector<int>& candidates,
 nlohmann::json one_shot_grid_rows_json(const tune::Sweep& sweep) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : sweep.one_shot_grid) {
-    rows.push_back({{"bytes", row.bytes}, {"us_by_candidate", row.us_by_candidate},
+    rows.push_back({{"bytes", row.bytes},
+                    {"us_by_candidate", row.us_by_candidate},
                     {"winner_blocks", tune::fastest_grid(row, sweep.grid_candidates)}});
   }
   return {{"candidates", sweep.grid_candidates}, {"rows", rows}};
@@ -251,18 +254,24 @@ nlohmann::json protocol_rows_json(const tune::Sweep& sweep) {
   nlohmann::json one_shot = nlohmann::json::array(), fused = nlohmann::json::array(),
                  two_shot = nlohmann::json::array();
   for (const auto& row : sweep.one_shot_protocols) {
-    one_shot.push_back({{"bytes", row.bytes}, {"ll_us", row.ll_us},
+    one_shot.push_back({{"bytes", row.bytes},
+                        {"ll_us", row.ll_us},
                         {"lamport_us", row.lamport_us},
                         {"winner", tune::to_string(tune::fastest_protocol(row))}});
   }
   for (const auto& row : sweep.fused_protocols) {
-    fused.push_back({{"bytes", row.bytes}, {"rows", row.rows}, {"ll_us", row.ll_us},
-                     {"lamport_us", row.lamport_us}, {"two_shot_us", row.two_shot_us},
+    fused.push_back({{"bytes", row.bytes},
+                     {"rows", row.rows},
+                     {"ll_us", row.ll_us},
+                     {"lamport_us", row.lamport_us},
+                     {"two_shot_us", row.two_shot_us},
                      {"winner", tune::to_string(tune::fastest_protocol(row))}});
   }
   for (const auto& row : sweep.two_shot_protocols) {
-    two_shot.push_back({{"bytes", row.bytes}, {"staged_us", row.staged_us},
-                        {"lamport_us", row.lamport_us}, {"dma_us", row.dma_us},
+    two_shot.push_back({{"bytes", row.bytes},
+                        {"staged_us", row.staged_us},
+                        {"lamport_us", row.lamport_us},
+                        {"dma_us", row.dma_us},
                         {"winner", tune::to_string(tune::fastest_protocol(row))}});
   }
   return {{"one_shot", one_shot}, {"fused", fused}, {"two_shot", two_shot}};
@@ -281,12 +290,16 @@ nlohmann::json protocol_windows_json(const routing::ProtocolTuning& protocols) {
 nlohmann::json as_json(const tune::Sweep& sweep, const routing::TuningEntry& entry) {
   nlohmann::json all_reduce = nlohmann::json::array(), fused = nlohmann::json::array();
   for (const auto& row : sweep.all_reduce) {
-    all_reduce.push_back({{"bytes", row.bytes}, {"one_shot_us", row.one_shot_us},
-                          {"two_shot_us", row.two_shot_us}, {"fallback_us", row.fallback_us},
+    all_reduce.push_back({{"bytes", row.bytes},
+                          {"one_shot_us", row.one_shot_us},
+                          {"two_shot_us", row.two_shot_us},
+                          {"fallback_us", row.fallback_us},
                           {"winner", tune::to_string(tune::fastest(row))}});
   }
   for (const auto& row : sweep.fused) {
-    fused.push_back({{"bytes", row.bytes}, {"rows", row.rows}, {"p2p_us", row.p2p_us},
+    fused.push_back({{"bytes", row.bytes},
+                     {"rows", row.rows},
+                     {"p2p_us", row.p2p_us},
                      {"fallback_us", row.fallback_us}});
   }
   nlohmann::json resolved;
@@ -337,9 +350,10 @@ tune::RowListener make_listener(const Options& options, const tune::SweepPlan& p
     if (!root) return;
     print_header(sweep, plan, options);
     if (gpus_shared(sweep)) {
-      std::printf("# ranks share a GPU (--allow-shared-gpus): the times below are time "
-                  "slices, not this machine's; the MPI fallback is timed eagerly (it cannot "
-                  "be captured); no tuning file will be written\n");
+      std::printf(
+          "# ranks share a GPU (--allow-shared-gpus): the times below are time "
+          "slices, not this machine's; the MPI fallback is timed eagerly (it cannot "
+          "be captured); no tuning file will be written\n");
       std::fflush(stdout);
     }
   };
@@ -366,7 +380,7 @@ tune::RowListener make_listener(const Options& options, const tune::SweepPlan& p
     first = false;
   };
   listener.one_shot_grid = [root, first = true](const std::vector<int>& candidates,
-                                               const tune::OneShotGridTimes& row) mutable {
+                                                const tune::OneShotGridTimes& row) mutable {
     if (root) print_one_shot_grid_row(candidates, row, first);
     first = false;
   };
@@ -393,9 +407,10 @@ bool publish(const Options& options, const tune::Sweep& sweep, const routing::Tu
   std::printf("# one-shot grid: %s\n", grid_text(entry.shapes).c_str());
   try {
     if (gpus_shared(sweep)) {
-      std::printf("# no tuning file written: ranks share a GPU, the times are time slices (%s "
-                  "is left as it was)\n",
-                  options.out.c_str());
+      std::printf(
+          "# no tuning file written: ranks share a GPU, the times are time slices (%s "
+          "is left as it was)\n",
+          options.out.c_str());
     } else {
       const bool replaced = tune::write_entry(options.out, entry, file_comment(when));
       std::printf("# %s the entry for '%s' in %s\n", replaced ? "replaced" : "wrote",
@@ -437,8 +452,9 @@ int run(const Options& options, const tune::SweepPlan& plan) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  CLI::App app{"peerplan_tune: measures the route crossovers of this machine and writes them "
-               "to a tuning file (load it with PEERPLAN_TUNING_FILE)"};
+  CLI::App app{
+      "peerplan_tune: measures the route crossovers of this machine and writes them "
+      "to a tuning file (load it with PEERPLAN_TUNING_FILE)"};
   Options options;
   app.add_option("--out", options.out, "tuning file to write or update (other entries are kept)")
       ->capture_default_str();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "route_measurement.hpp"
 
 #include <algorithm>
@@ -86,8 +87,7 @@ void expect_protocol(const CallResult& result, const ForcedProtocol& forced,
 
 // Every all-reduce up to `largest` bytes on the one-shot route, on the
 // protocol `lamport_above` picks (kLamportNever: LL, kLamportAlways: Lamport).
-Config forcing_one_shot_protocol(Backend backend, std::size_t largest,
-                                 std::size_t lamport_above) {
+Config forcing_one_shot_protocol(Backend backend, std::size_t largest, std::size_t lamport_above) {
   Config config = forcing(backend, RouteCutoffs{largest, 0, 0, 0});
   config.kernels.one_shot_lamport_above_bytes = lamport_above;
   return config;
@@ -125,8 +125,8 @@ Config forcing_fused_protocol(Backend backend, std::size_t largest, std::size_t 
 }
 
 // Staging too large for the machine turns P2P off at declare, on every rank.
-void require_p2p_after_declare(const std::vector<const Communicator*>& comms,
-                               std::size_t largest, const char* option) {
+void require_p2p_after_declare(const std::vector<const Communicator*>& comms, std::size_t largest,
+                               const char* option) {
   for (const Communicator* c : comms) {
     require(c->p2p_enabled(), "P2P was disabled while preparing staging buffers for " +
                                   std::to_string(largest) + "-byte messages (" +
@@ -172,9 +172,9 @@ std::vector<Declaration> fused_declarations(const std::vector<FusedSize>& sizes,
                                             const SweepPlan& plan, const void* weight) {
   std::vector<Declaration> declarations;
   for (const FusedSize& size : sizes) {
-    declarations.push_back(Declaration::fused_add_rms_norm(
-        "fused_" + std::to_string(size.rows), plan.dtype, TensorLayout{size.rows, plan.hidden},
-        weight, kEps));
+    declarations.push_back(
+        Declaration::fused_add_rms_norm("fused_" + std::to_string(size.rows), plan.dtype,
+                                        TensorLayout{size.rows, plan.hidden}, weight, kEps));
   }
   return declarations;
 }
@@ -239,13 +239,12 @@ void measure_one_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
       {forcing_one_shot_protocol(backend, largest, kLamportNever), kOneShotLl},
       {forcing_one_shot_protocol(backend, largest, kLamportAlways), kOneShotLamport},
   }};
-  measure_all_reduce_protocols(
-      comm, plan, sizes, protocols, "--protocols-max", timer, backend,
-      [&](std::size_t bytes, const std::vector<double>& times) {
-        const OneShotProtocolTimes row{bytes, times[0], times[1]};
-        sweep.one_shot_protocols.push_back(row);
-        if (listener.one_shot_protocols) listener.one_shot_protocols(row);
-      });
+  measure_all_reduce_protocols(comm, plan, sizes, protocols, "--protocols-max", timer, backend,
+                               [&](std::size_t bytes, const std::vector<double>& times) {
+                                 const OneShotProtocolTimes row{bytes, times[0], times[1]};
+                                 sweep.one_shot_protocols.push_back(row);
+                                 if (listener.one_shot_protocols) listener.one_shot_protocols(row);
+                               });
 }
 
 // The push two-shot on the staged kernel, on copy engines (dma) and on
@@ -303,41 +302,41 @@ void measure_one_shot_grid_caps(MPI_Comm comm, const SweepPlan& plan,
     config.kernels.one_shot_max_blocks = sweep.grid_candidates[i];
     grids.push_back({config, {names[i].c_str(), Route::one_shot, std::nullopt}});
   }
-  measure_all_reduce_protocols(
-      comm, plan, sizes, std::span<const ForcingConfig>(grids), "--protocols-max", timer,
-      sweep.backend, [&](std::size_t bytes, const std::vector<double>& times) {
-        const OneShotGridTimes row{bytes, times};
-        sweep.one_shot_grid.push_back(row);
-        if (listener.one_shot_grid) listener.one_shot_grid(sweep.grid_candidates, row);
-      });
+  measure_all_reduce_protocols(comm, plan, sizes, std::span<const ForcingConfig>(grids),
+                               "--protocols-max", timer, sweep.backend,
+                               [&](std::size_t bytes, const std::vector<double>& times) {
+                                 const OneShotGridTimes row{bytes, times};
+                                 sweep.one_shot_grid.push_back(row);
+                                 if (listener.one_shot_grid)
+                                   listener.one_shot_grid(sweep.grid_candidates, row);
+                               });
 }
 
 // Fused LL, Lamport and two-shot communicators, created and closed here.
 void measure_fused_protocols(MPI_Comm comm, const SweepPlan& plan,
-                             const std::vector<FusedSize>& sizes, CallTimer& timer,
-                             Sweep& sweep, const RowListener& listener) {
+                             const std::vector<FusedSize>& sizes, CallTimer& timer, Sweep& sweep,
+                             const RowListener& listener) {
   const std::size_t largest = sizes.back().bytes;
   const Backend backend = sweep.backend;
-  auto ll = Communicator::create(
-      comm, forcing_fused_protocol(backend, largest, kLamportNever, largest));
+  auto ll =
+      Communicator::create(comm, forcing_fused_protocol(backend, largest, kLamportNever, largest));
   auto lamport =
       Communicator::create(comm, forcing_fused_protocol(backend, largest, kLamportAlways, 0));
   auto two_shot =
       Communicator::create(comm, forcing_fused_protocol(backend, largest, kLamportNever, 0));
-  const CallBuffer weight(backend, static_cast<std::size_t>(plan.hidden) *
-                                       element_size(plan.dtype));
+  const CallBuffer weight(backend,
+                          static_cast<std::size_t>(plan.hidden) * element_size(plan.dtype));
   const auto declarations = fused_declarations(sizes, plan, weight.data());
   for (Communicator* c : {ll.get(), lamport.get(), two_shot.get()}) c->declare(declarations);
-  require_p2p_after_declare({ll.get(), lamport.get(), two_shot.get()}, largest,
-                            "--protocols-max");
+  require_p2p_after_declare({ll.get(), lamport.get(), two_shot.get()}, largest, "--protocols-max");
 
   const CallBuffer inout(backend, largest), residual(backend, largest);
   for (const FusedSize& size : sizes) {
     const TensorLayout layout{size.rows, plan.hidden};
     const auto time_on = [&](Communicator& c, const ForcedProtocol& forced) {
       const auto call = [&] {
-        return c.fused_add_rms_norm(inout.data(), residual.data(), weight.data(), kEps,
-                                    plan.dtype, layout, timer.stream());
+        return c.fused_add_rms_norm(inout.data(), residual.data(), weight.data(), kEps, plan.dtype,
+                                    layout, timer.stream());
       };
       expect_protocol(call(), forced, c,
                       "a fused add + RMSNorm of " + std::to_string(size.bytes) + " bytes");
@@ -394,8 +393,8 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
     declarations.push_back(std::move(d));
   for (Communicator* c : {one_shot.get(), two_shot.get(), fallback.get()}) c->declare(declarations);
   require(one_shot->p2p_enabled() && two_shot->p2p_enabled(),
-          "P2P was disabled while preparing staging buffers for " +
-              std::to_string(plan.max_bytes) + "-byte messages (" +
+          "P2P was disabled while preparing staging buffers for " + std::to_string(plan.max_bytes) +
+              "-byte messages (" +
               (one_shot->p2p_enabled() ? two_shot : one_shot)->p2p_disabled_reason() +
               "); lower -e (or, on the host backend, make /dev/shm larger)");
 
@@ -462,8 +461,9 @@ void measure_protocols(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
     if (listener.skipped) listener.skipped(why);
   };
   if (plan.protocols_max_bytes == 0) {
-    skipped("protocols: not measured (--protocols-max 0); the entry leaves the protocol "
-            "windows auto");
+    skipped(
+        "protocols: not measured (--protocols-max 0); the entry leaves the protocol "
+        "windows auto");
     return;
   }
   if (sweep.backend != Backend::cuda) {
@@ -474,8 +474,9 @@ void measure_protocols(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
   CallTimer timer(sweep.backend, plan.timing);
   const auto sizes = sizes_up_to(plan, plan.protocols_max_bytes);
   if (sweep.one_shot_protocol == Protocol::pull) {
-    skipped("one-shot protocols: not measured; the transport pulls (transfer mode pull), "
-            "and the pull one-shot has one protocol");
+    skipped(
+        "one-shot protocols: not measured; the transport pulls (transfer mode pull), "
+        "and the pull one-shot has one protocol");
   } else if (sizes.empty()) {
     skipped("one-shot protocols: not measured; no all-reduce size up to --protocols-max");
   } else {
@@ -483,8 +484,9 @@ void measure_protocols(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
   }
   const auto fused = fused_sizes(plan, plan.protocols_max_bytes);
   if (fused.empty()) {
-    skipped("fused protocols: not measured; no size up to --protocols-max holds a row of "
-            "--hidden elements");
+    skipped(
+        "fused protocols: not measured; no size up to --protocols-max holds a row of "
+        "--hidden elements");
   } else {
     measure_fused_protocols(comm, plan, fused, timer, sweep, listener);
   }
@@ -492,8 +494,9 @@ void measure_protocols(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
   // the route sweep timed the two-shot at (up to -e), not only those up to
   // --protocols-max, which bounds the LL lines' doubled staging.
   if (sweep.one_shot_protocol == Protocol::pull) {
-    skipped("two-shot protocols: not measured; the transport pulls (transfer mode pull), "
-            "and the pull two-shot has one protocol");
+    skipped(
+        "two-shot protocols: not measured; the transport pulls (transfer mode pull), "
+        "and the pull two-shot has one protocol");
   } else {
     measure_two_shot_protocols(comm, plan, sweep_sizes(plan), timer, sweep, listener);
   }
@@ -515,8 +518,10 @@ void measure_one_shot_grid(MPI_Comm comm, const SweepPlan& plan, Sweep& sweep,
     return;
   }
   if (sweep.one_shot_protocol == Protocol::pull) {
-    skipped("one-shot grid: not measured; the transport pulls (transfer mode pull), and the "
-            "pull one-shot's grid is not tuned" + keeps);
+    skipped(
+        "one-shot grid: not measured; the transport pulls (transfer mode pull), and the "
+        "pull one-shot's grid is not tuned" +
+        keeps);
     return;
   }
   const auto sizes = sizes_up_to(plan, plan.protocols_max_bytes);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The measurement itself: one communicator per route, each created with
 // cutoffs that force every declared size onto that route (one-shot,
 // two-shot, or P2P disabled for the fallback), the same sizes declared on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tuning_output.hpp"
 
 #include <unistd.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Adding the measured entry to a tuning file without losing the others:
 // several machines (or rank counts) can share one file, each tuned in its
 // own run.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/bounded_wait.hpp"
 
 #include <cuda_runtime_api.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bounded waits for the CUDA backend's teardown (close() and destructors).
 //
 // Some CUDA and NCCL calls that teardown needs can block for as long as the

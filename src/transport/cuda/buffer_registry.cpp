@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/buffer_registry.hpp"
 
 #include <cuda_runtime_api.h>
@@ -28,8 +29,9 @@ std::string describe(const BufferRegion& region, std::size_t i) {
 ExportedBuffer check_and_export(const BufferRegion& region, std::size_t i, int device) {
   const std::string what = "register_buffers: " + describe(region, i);
   if (region.data == nullptr || region.bytes == 0) {
-    throw InvalidArgument(what + " is empty; pass device buffers with a non-null pointer and "
-                                 "a positive size");
+    throw InvalidArgument(what +
+                          " is empty; pass device buffers with a non-null pointer and "
+                          "a positive size");
   }
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, region.data) != cudaSuccess) cudaGetLastError();
@@ -55,8 +57,9 @@ ExportedBuffer check_and_export(const BufferRegion& region, std::size_t i, int d
   try {
     return export_buffer(region.data, region.bytes);
   } catch (const CudaError& e) {
-    throw CudaError(what + " cannot be shared through CUDA IPC (memory from cudaMallocAsync "
-                           "pools or cuMemCreate is not; use cudaMalloc-based memory): " +
+    throw CudaError(what +
+                    " cannot be shared through CUDA IPC (memory from cudaMallocAsync "
+                    "pools or cuMemCreate is not; use cudaMalloc-based memory): " +
                     e.what());
   }
 }
@@ -102,7 +105,8 @@ void BufferRegistry::add(bootstrap::Bootstrap& bootstrap, std::span<const Buffer
     }
     int device = 0;
     check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-    for (std::size_t i = 0; i < regions.size(); ++i) mine[i] = check_and_export(regions[i], i, device);
+    for (std::size_t i = 0; i < regions.size(); ++i)
+      mine[i] = check_and_export(regions[i], i, device);
   } catch (const Error& e) {
     error = e.what();
   }
@@ -187,8 +191,9 @@ void BufferRegistry::add(bootstrap::Bootstrap& bootstrap, std::span<const Buffer
   for (const auto& e : entries) table_[e.slot] = e.address;
   for (std::size_t i = 0; i < regions.size(); ++i) {
     const auto begin = reinterpret_cast<std::uintptr_t>(regions[i].data);
-    own_.push_back({begin, begin + regions[i].bytes,
-                    next_index_[static_cast<std::size_t>(local_rank_)] + static_cast<std::uint32_t>(i)});
+    own_.push_back(
+        {begin, begin + regions[i].bytes,
+         next_index_[static_cast<std::size_t>(local_rank_)] + static_cast<std::uint32_t>(i)});
   }
   std::sort(own_.begin(), own_.end(),
             [](const OwnBuffer& a, const OwnBuffer& b) { return a.begin < b.begin; });

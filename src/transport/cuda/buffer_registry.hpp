@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Application buffers registered for zero-copy peer reads (pull calls).
 //
 // Each rank registers its own device buffers; every rank maps every peer's
@@ -76,9 +77,9 @@ class BufferRegistry {
   void unmap_all() noexcept;
   void upload_table(const std::vector<void*>& table);
 
-  std::vector<OwnBuffer> own_;            // sorted by begin
-  std::vector<void*> table_;              // [local rank][kMaxRegisteredBuffers]
-  std::vector<std::uint32_t> next_index_; // per local rank: first unused index
+  std::vector<OwnBuffer> own_;             // sorted by begin
+  std::vector<void*> table_;               // [local rank][kMaxRegisteredBuffers]
+  std::vector<std::uint32_t> next_index_;  // per local rank: first unused index
   std::vector<Mapping> mappings_;
   void** device_table_ = nullptr;
   int local_rank_ = 0;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/cuda_backend.hpp"
 
 #include <cstdint>
@@ -36,9 +37,8 @@ int select_device(int configured, int local_rank) {
   const int device = configured >= 0 ? configured : (count > 0 ? local_rank % count : 0);
   if (device >= count) {
     throw InvalidArgument("peerplan cuda backend: Config::device / PEERPLAN_DEVICE is " +
-                          std::to_string(device) + " but this rank sees " +
-                          std::to_string(count) + " GPU(s); use -1 (the local rank) or 0.." +
-                          std::to_string(count - 1));
+                          std::to_string(device) + " but this rank sees " + std::to_string(count) +
+                          " GPU(s); use -1 (the local rank) or 0.." + std::to_string(count - 1));
   }
   check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
   check_cuda(cudaFree(nullptr), "creating the CUDA context");
@@ -49,17 +49,16 @@ void check_kernel_choices(const KernelChoices& kernels, int device) {
   if (kernels.row_clusters == RowClusters::on && !row_clusters_supported(device)) {
     throw InvalidArgument(
         "Config::kernels.row_clusters / PEERPLAN_ROW_CLUSTERS is on, but GPU " +
-        std::to_string(device) + " or this build of peerplan has no thread-block clusters "
+        std::to_string(device) +
+        " or this build of peerplan has no thread-block clusters "
         "(they need compute capability 9.0+ and sm_90+ device code, CMAKE_CUDA_ARCHITECTURES); "
         "set it to auto or off");
   }
 }
 
-std::unique_ptr<PeerTransport> make_cuda_peer_transport(bootstrap::Bootstrap& bootstrap,
-                                                        std::chrono::milliseconds timeout,
-                                                        TransferMode mode,
-                                                        const KernelChoices& kernels,
-                                                        std::unique_ptr<NodeExchange> across_nodes) {
+std::unique_ptr<PeerTransport> make_cuda_peer_transport(
+    bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout, TransferMode mode,
+    const KernelChoices& kernels, std::unique_ptr<NodeExchange> across_nodes) {
   // auto = push: on NVLink the LL push one-shot beats pull at every size
   // measured (benchmarks/RESULTS.md); pull is for zero-copy registered
   // inputs and for links where reads win.
@@ -71,8 +70,7 @@ bool nccl_built() noexcept { return PEERPLAN_HAVE_NCCL != 0; }
 
 std::unique_ptr<FallbackTransport> make_nccl_fallback(
     [[maybe_unused]] bootstrap::Bootstrap& bootstrap,
-    [[maybe_unused]] std::chrono::milliseconds timeout,
-    [[maybe_unused]] RowClusters row_clusters) {
+    [[maybe_unused]] std::chrono::milliseconds timeout, [[maybe_unused]] RowClusters row_clusters) {
 #if PEERPLAN_HAVE_NCCL
   return std::make_unique<NcclFallback>(bootstrap, timeout, row_clusters);
 #else

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the communicator needs to build the CUDA backend's transports,
 // without CUDA or NCCL headers (and in builds without NCCL too) (backend_selection.cpp is compiled in every
 // build; it includes this only when PEERPLAN_HAVE_CUDA is set).

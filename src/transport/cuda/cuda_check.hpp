@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA status codes to peerplan errors. NCCL's are in nccl_check.hpp, which
 // needs <nccl.h> (builds with NCCL only).
 #pragma once

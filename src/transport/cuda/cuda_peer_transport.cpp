@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/cuda_peer_transport.hpp"
 
 #include <cstdint>
@@ -32,10 +33,14 @@ struct DeviceIdentity {
 
 const char* phase_text(std::uint32_t phase) {
   switch (static_cast<Phase>(phase)) {
-    case Phase::arrive: return "stage their input (flag barrier 'arrive')";
-    case Phase::reduced: return "reduce their shard (two-shot barrier 'reduced')";
-    case Phase::done: return "finish reading this rank's registered input (pull barrier 'done')";
-    case Phase::none: break;
+    case Phase::arrive:
+      return "stage their input (flag barrier 'arrive')";
+    case Phase::reduced:
+      return "reduce their shard (two-shot barrier 'reduced')";
+    case Phase::done:
+      return "finish reading this rank's registered input (pull barrier 'done')";
+    case Phase::none:
+      break;
   }
   return "?";
 }
@@ -88,12 +93,16 @@ constexpr std::uint64_t kFusedLamportAutoMaxBytes = 4 * 1024 * 1024;
 // The kernel choices in force, for the INFO log (their "auto" resolved).
 std::string describe_choices(const cuda_kernels::PeerSet& p, const routing::ProtocolWindows& w) {
   const auto bytes = [](std::uint64_t n) { return std::to_string(n) + " bytes"; };
-  std::string text = "one-shot grid at most " + std::to_string(p.one_shot_max_blocks) +
-                     " blocks; one-shot ";
-  if (w.pull) text += "by pull";
-  else if (w.one_shot_ll_max_bytes == kLinesEverySize) text += "LL lines at every size";
-  else if (w.one_shot_ll_max_bytes == 0) text += "Lamport at every size";
-  else text += "LL lines up to " + bytes(w.one_shot_ll_max_bytes) + ", Lamport above";
+  std::string text =
+      "one-shot grid at most " + std::to_string(p.one_shot_max_blocks) + " blocks; one-shot ";
+  if (w.pull)
+    text += "by pull";
+  else if (w.one_shot_ll_max_bytes == kLinesEverySize)
+    text += "LL lines at every size";
+  else if (w.one_shot_ll_max_bytes == 0)
+    text += "Lamport at every size";
+  else
+    text += "LL lines up to " + bytes(w.one_shot_ll_max_bytes) + ", Lamport above";
   text += "; fused Lamport ";
   if (w.fused_lamport_after_bytes == kLinesEverySize) {
     text += "off";
@@ -106,15 +115,14 @@ std::string describe_choices(const cuda_kernels::PeerSet& p, const routing::Prot
                                     : "; fused LL lines up to " + bytes(w.fused_ll_max_bytes);
   if (!w.pull) {  // the pull two-shot has one protocol
     const std::size_t after = w.two_shot_dma_after_bytes;
-    text += "; two-shot by copy engines " +
-            (after == kDmaNever ? std::string("off")
-             : after == 0       ? std::string("at every size")
-                                : "above " + bytes(after));
+    text += "; two-shot by copy engines " + (after == kDmaNever ? std::string("off")
+                                             : after == 0       ? std::string("at every size")
+                                                                : "above " + bytes(after));
     const std::size_t lamport = w.two_shot_lamport_max_bytes;
-    text += "; two-shot Lamport " +
-            (lamport == kTwoShotLamportNever    ? std::string("off")
-             : lamport == kTwoShotLamportAlways ? std::string("at every size")
-                                                : "up to " + bytes(lamport));
+    text +=
+        "; two-shot Lamport " + (lamport == kTwoShotLamportNever    ? std::string("off")
+                                 : lamport == kTwoShotLamportAlways ? std::string("at every size")
+                                                                    : "up to " + bytes(lamport));
   }
   return text + "; row clusters " + (p.cluster_rows ? "on" : "off");
 }
@@ -165,9 +173,9 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     // session 3), unless KernelChoices::one_shot_max_blocks says otherwise
     // (only speed changes, and ranks may differ).
     int multiprocessors = 1;
-    check_cuda(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount,
-                                      mine.device),
-               "cudaDeviceGetAttribute");
+    check_cuda(
+        cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, mine.device),
+        "cudaDeviceGetAttribute");
     configured_one_shot_blocks_ = kernels.one_shot_max_blocks;
     peers_.one_shot_max_blocks =
         kernels.one_shot_max_blocks > 0 ? kernels.one_shot_max_blocks : multiprocessors;
@@ -212,12 +220,12 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     if (!error.empty() || static_cast<int>(r) == local_rank_) continue;
     peer.pci_bus_id[sizeof peer.pci_bus_id - 1] = '\0';
     int peer_device = -1;
-    const std::string who = "rank " + std::to_string(peer.global_rank) + "'s GPU (PCI " +
-                            peer.pci_bus_id + ")";
+    const std::string who =
+        "rank " + std::to_string(peer.global_rank) + "'s GPU (PCI " + peer.pci_bus_id + ")";
     if (cudaDeviceGetByPCIBusId(&peer_device, peer.pci_bus_id) != cudaSuccess) {
       cudaGetLastError();
-      error = "peerplan cuda backend: " + who +
-              " is not visible to rank " + std::to_string(mine.global_rank) +
+      error = "peerplan cuda backend: " + who + " is not visible to rank " +
+              std::to_string(mine.global_rank) +
               "; CUDA IPC needs every node-local GPU visible to every rank (do not restrict "
               "CUDA_VISIBLE_DEVICES per rank; select the GPU with PEERPLAN_DEVICE instead)";
     } else if (peer_device == mine.device) {
@@ -276,9 +284,7 @@ void CudaPeerTransport::probe_peer_access() {
   if (!error.empty()) throw CudaError(error);
 }
 
-CudaPeerTransport::~CudaPeerTransport() {
-  close();
-}
+CudaPeerTransport::~CudaPeerTransport() { close(); }
 
 void CudaPeerTransport::close() {
   if (closed_) return;
@@ -320,7 +326,8 @@ void CudaPeerTransport::close() {
 void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_lamport_bytes,
                                 std::size_t max_dma_bytes) {
   if (closed_) {
-    throw InvalidUsage("peerplan cuda backend: reserve() after close(); create a new communicator.");
+    throw InvalidUsage(
+        "peerplan cuda backend: reserve() after close(); create a new communicator.");
   }
   if (error_host_ != nullptr && *static_cast<volatile std::uint32_t*>(&error_host_->code) != 0) {
     broken_ = true;
@@ -418,22 +425,24 @@ void CudaPeerTransport::check_error_word(const char* what) {
   const int peer = static_cast<int>(word->peer);
   const std::string peer_name =
       peer >= 0 && peer < local_size_ ? std::to_string(global_ranks_[peer]) : "?";
-  std::string message =
-      "P2P call #" + std::to_string(word->epoch) + " (detected at " + what + ") ";
+  std::string message = "P2P call #" + std::to_string(word->epoch) + " (detected at " + what + ") ";
   if (static_cast<ErrorCode>(code) == ErrorCode::unregistered_buffer) {
     broken_reason_ = message + "failed: rank " + peer_name +
                      " named a registered buffer that this rank has no mapping of";
     throw InvalidUsage(std::string(kBackend) + ": " + broken_reason_ +
                        ". Buffers were deregistered while a captured CUDA graph still reads "
                        "them: capture graphs again after deregister_buffers(), or keep the "
-                       "buffers registered. " + std::string(kUnusableUntilReserve));
+                       "buffers registered. " +
+                       std::string(kUnusableUntilReserve));
   }
   if (static_cast<ErrorCode>(code) == ErrorCode::timeout) {
     message += "timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank " +
                peer_name + " to " + phase_text(word->phase);
   } else {
-    message += "failed: rank " + peer_name + " gave up on it after its own timeout while this "
-               "rank waited for it to " + std::string(phase_text(word->phase));
+    message += "failed: rank " + peer_name +
+               " gave up on it after its own timeout while this "
+               "rank waited for it to " +
+               std::string(phase_text(word->phase));
   }
   broken_reason_ = message;
   throw Timeout(peer_timeout_message(kBackend, message));
@@ -530,9 +539,8 @@ void CudaPeerTransport::set_launch_shapes(const routing::LaunchShapeTuning& shap
 
 std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& request) {
   const auto refuse = [&](const std::string& why) -> std::unique_ptr<PlanLaunch> {
-    throw InvalidArgument(std::string(kBackend) + ": cannot prepare a " +
-                          to_string(request.route) + " plan on protocol " +
-                          to_string(request.protocol) + ": " + why);
+    throw InvalidArgument(std::string(kBackend) + ": cannot prepare a " + to_string(request.route) +
+                          " plan on protocol " + to_string(request.protocol) + ": " + why);
   };
   // Copy-engine and Lamport plans have regions of their own; the others
   // stage through the slots.
@@ -606,8 +614,8 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare_hierarchical(const Launch
   const auto kernel_shape = kernel_layout(layout);
   cuda_kernels::LaunchRecipe before;
   cuda_kernels::LaunchRecipe after;
-  cudaError_t status = cuda_kernels::prepare_all_reduce(Algorithm::node_reduce_scatter, peers_, type,
-                                                        kernel_shape, layout.numel(), before);
+  cudaError_t status = cuda_kernels::prepare_all_reduce(Algorithm::node_reduce_scatter, peers_,
+                                                        type, kernel_shape, layout.numel(), before);
   if (status == cudaSuccess) {
     status = fused ? cuda_kernels::prepare_fused(Algorithm::node_all_gather_row_norm, peers_, type,
                                                  kernel_shape, layout.numel() / layout.last_dim(),
@@ -617,7 +625,8 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare_hierarchical(const Launch
   }
   if (status != cudaSuccess) {
     cudaGetLastError();
-    throw InvalidArgument(std::string(kBackend) + ": cannot prepare a hierarchical plan: the "
+    throw InvalidArgument(std::string(kBackend) +
+                          ": cannot prepare a hierarchical plan: the "
                           "node kernels cannot carry this message (" +
                           cudaGetErrorString(status) + ")");
   }
@@ -669,11 +678,12 @@ bool CudaPeerTransport::all_reduce(const PlanLaunch& launch, const AllReduceArgs
   pointers.in = args.in;
   pointers.out = args.out;
   pointers.dma = dma_streams_.get();
-  const bool pulls = recipe.algorithm == Algorithm::pull_one_shot ||
-                     recipe.algorithm == Algorithm::pull_two_shot;
+  const bool pulls =
+      recipe.algorithm == Algorithm::pull_one_shot || recipe.algorithm == Algorithm::pull_two_shot;
   if (pulls) pointers.source = pull_source(args, recipe.message_bytes);
-  check_launch(cuda_kernels::launch(recipe, peers_, pointers, static_cast<cudaStream_t>(args.stream)),
-               plan.what.c_str());
+  check_launch(
+      cuda_kernels::launch(recipe, peers_, pointers, static_cast<cudaStream_t>(args.stream)),
+      plan.what.c_str());
   return pulls && pointers.source.buffer != cuda_kernels::kStagedSource;
 }
 
@@ -711,8 +721,9 @@ void CudaPeerTransport::fused_add_rms_norm(const PlanLaunch& launch, const Fused
   pointers.weight = args.weight;
   pointers.eps = args.eps;
   pointers.dma = dma_streams_.get();
-  check_launch(cuda_kernels::launch(recipe, peers_, pointers, static_cast<cudaStream_t>(args.stream)),
-               plan.what.c_str());
+  check_launch(
+      cuda_kernels::launch(recipe, peers_, pointers, static_cast<cudaStream_t>(args.stream)),
+      plan.what.c_str());
 }
 
 }  // namespace peerplan::transport::cuda

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's P2P transport: one-shot, two-shot and fused one-shot
 // kernels (cuda/collective_kernels.hpp) over CUDA IPC slabs shared by the
 // node-local ranks.
@@ -49,8 +50,8 @@ class CudaPeerTransport final : public PeerTransport {
   // `across_nodes`: the step between nodes of the hierarchical route when
   // the communicator spans several nodes (then every plan is hierarchical),
   // else null.
-  CudaPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
-                    bool pull, const KernelChoices& kernels,
+  CudaPeerTransport(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout, bool pull,
+                    const KernelChoices& kernels,
                     std::unique_ptr<NodeExchange> across_nodes = nullptr);
   ~CudaPeerTransport() override;
 
@@ -116,8 +117,8 @@ class CudaPeerTransport final : public PeerTransport {
   std::size_t lamport_capacity_ = 0;  // the largest Lamport plan the region holds
   std::size_t dma_capacity_ = 0;      // the largest copy-engine plan its region holds
   std::unique_ptr<NodeExchange> across_nodes_;
-  void* node_shard_ = nullptr;       // device: [shard of the node's sum]
-  void* node_reduced_ = nullptr;     // device: [dense reduced message] (fused op)
+  void* node_shard_ = nullptr;                       // device: [shard of the node's sum]
+  void* node_reduced_ = nullptr;                     // device: [dense reduced message] (fused op)
   cuda_kernels::DeviceError* error_host_ = nullptr;  // pinned, mapped
   std::size_t capacity_ = 0;
   bool broken_ = false;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/gpu_identity.hpp"
 
 #include <cuda_runtime_api.h>

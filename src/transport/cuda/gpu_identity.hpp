@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the topology fingerprint needs to know about this rank's GPU
 // (routing/fingerprint.hpp): its model, where it sits on PCI, and where
 // its NVLinks lead. No CUDA types, so the communicator can include it.

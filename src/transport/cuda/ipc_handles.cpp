@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/ipc_handles.hpp"
 
 #include <cuda.h>

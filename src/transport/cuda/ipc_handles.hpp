@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exporting a device buffer through CUDA IPC: the handle is taken of the
 // buffer's allocation base (cudaIpcGetMemHandle refuses interior pointers)
 // and the buffer's offset from that base travels with it, so buffers

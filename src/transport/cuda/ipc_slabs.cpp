@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/ipc_slabs.hpp"
 
 #include <cstdint>
@@ -47,9 +48,9 @@ IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes,
     const std::size_t head = tail_offset < bytes ? tail_offset : bytes;
     check_cuda(cudaMemset(slabs.own_allocation_, 0, head), "cudaMemset of the staging slab");
     if (head < bytes) {
-      check_cuda(cudaMemset(static_cast<char*>(slabs.own_allocation_) + head, tail_byte,
-                            bytes - head),
-                 "cudaMemset of the staging slab's sentinel region");
+      check_cuda(
+          cudaMemset(static_cast<char*>(slabs.own_allocation_) + head, tail_byte, bytes - head),
+          "cudaMemset of the staging slab's sentinel region");
     }
     check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after zero-filling the slab");
     mine = export_buffer(slabs.own_allocation_, bytes);

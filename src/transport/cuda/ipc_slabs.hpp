@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One device buffer per node-local rank, mapped into every peer through
 // CUDA IPC. Handles are taken of the allocation's base plus an offset, so
 // a buffer sub-allocated by a caching allocator can be shared the same way.
@@ -50,8 +51,8 @@ class IpcSlabs {
  private:
   void unmap_peers() noexcept;
 
-  std::vector<void*> bases_;    // by local rank; own is the allocation
-  std::vector<void*> mapped_;   // by local rank: what cudaIpcOpenMemHandle returned (null for own)
+  std::vector<void*> bases_;   // by local rank; own is the allocation
+  std::vector<void*> mapped_;  // by local rank: what cudaIpcOpenMemHandle returned (null for own)
   void* own_allocation_ = nullptr;
   int local_rank_ = 0;
   std::size_t bytes_ = 0;

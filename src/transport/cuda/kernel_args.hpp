@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Conversions from the transport's arguments to the kernels'.
 #pragma once
 
@@ -11,9 +12,12 @@ namespace peerplan::transport::cuda {
 
 inline cuda_kernels::ElementType element_type(DataType dtype) noexcept {
   switch (dtype) {
-    case DataType::f16: return cuda_kernels::ElementType::f16;
-    case DataType::bf16: return cuda_kernels::ElementType::bf16;
-    case DataType::f32: break;
+    case DataType::f16:
+      return cuda_kernels::ElementType::f16;
+    case DataType::bf16:
+      return cuda_kernels::ElementType::bf16;
+    case DataType::f32:
+      break;
   }
   return cuda_kernels::ElementType::f32;
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/mpi_device_fallback.hpp"
 
 #include <string>
@@ -16,7 +17,6 @@
 
 namespace peerplan::transport::cuda {
 namespace {
-
 
 constexpr const char* kContext = "peerplan cuda backend, MPI fallback";
 
@@ -62,7 +62,8 @@ void MpiDeviceFallback::release_buffers() noexcept {
   }
   if (!idle) {
     log::warn(std::string(kContext) + ": close: the last fallback call's copies had not run " +
-              milliseconds_text(timeout_) + " later; its staging buffers stay allocated "
+              milliseconds_text(timeout_) +
+              " later; its staging buffers stay allocated "
               "(leaked on purpose: a copy may still use them)");
     return;
   }
@@ -80,12 +81,12 @@ void MpiDeviceFallback::wait_for_stream(cudaStream_t stream, const char* what) {
                       "waiting for the stream")) {
     return;
   }
-  throw Timeout(std::string(kContext) + ": " + what + ": the work queued on the stream before " +
-                "this call did not finish within PEERPLAN_TIMEOUT_MS=" +
-                milliseconds_text(timeout_) +
-                " (a kernel before it waits for a peer, or a copy is stuck); this rank did not "
-                "take part in the reduction, so the others raise Timeout naming it. Close the "
-                "communicator and create a new one.");
+  throw Timeout(
+      std::string(kContext) + ": " + what + ": the work queued on the stream before " +
+      "this call did not finish within PEERPLAN_TIMEOUT_MS=" + milliseconds_text(timeout_) +
+      " (a kernel before it waits for a peer, or a copy is stuck); this rank did not "
+      "take part in the reduction, so the others raise Timeout naming it. Close the "
+      "communicator and create a new one.");
 }
 
 void MpiDeviceFallback::after_previous_call(cudaStream_t stream, const char* what) {
@@ -128,8 +129,8 @@ void MpiDeviceFallback::reduce_staged(const void* source, void* destination, std
   check_cuda(cudaMemcpyAsync(host, source, bytes, cudaMemcpyDeviceToHost, stream),
              "copying the message to pinned host memory");
   wait_for_stream(stream, fused ? "fused_add_rms_norm" : "all_reduce");
-  host_->all_reduce_contiguous(host, dtype,
-                               static_cast<std::int64_t>(bytes / element_size(dtype)), fused);
+  host_->all_reduce_contiguous(host, dtype, static_cast<std::int64_t>(bytes / element_size(dtype)),
+                               fused);
   check_cuda(cudaMemcpyAsync(destination, host, bytes, cudaMemcpyHostToDevice, stream),
              "copying the reduced message back to the GPU");
 }
@@ -175,8 +176,7 @@ void MpiDeviceFallback::fused_add_rms_norm(const FusedArgs& args) {
   const auto layout = kernel_layout(*args.layout);
   const void* source = args.inout;
   if (!args.layout->is_contiguous()) {
-    check_cuda(cuda_kernels::launch_pack(element_bytes, args.inout, reduced, layout, count,
-                                         stream),
+    check_cuda(cuda_kernels::launch_pack(element_bytes, args.inout, reduced, layout, count, stream),
                "launching the pack kernel");
     source = reduced;
   }

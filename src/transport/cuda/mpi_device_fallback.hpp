@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's MPI fallback (Config::fallback = mpi): for builds
 // without NCCL, for sites whose MPI is their collective library, and for
 // ranks that share a GPU (NCCL refuses those; peerplan's P2P kernels do not).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL status codes to peerplan errors. Apart from cuda_check.hpp because it
 // needs <nccl.h>: include it only from code built with NCCL
 // (PEERPLAN_HAVE_NCCL, src/transport/cuda/CMakeLists.txt).

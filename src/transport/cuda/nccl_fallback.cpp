@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/nccl_fallback.hpp"
 
 #include <algorithm>
@@ -29,9 +30,12 @@ namespace {
 
 ncclDataType_t nccl_type(DataType dtype) {
   switch (dtype) {
-    case DataType::f16: return ncclFloat16;
-    case DataType::bf16: return ncclBfloat16;
-    case DataType::f32: break;
+    case DataType::f16:
+      return ncclFloat16;
+    case DataType::bf16:
+      return ncclBfloat16;
+    case DataType::f32:
+      break;
   }
   return ncclFloat32;
 }
@@ -99,9 +103,11 @@ ncclResult_t settle(ncclComm_t comm, ncclResult_t status, TeardownClock::time_po
 // and threads, then waits for them; it can wait forever for a CUDA graph
 // that captured one of its calls, or for work queued behind a kernel that
 // never ends. Then the abort is left running and the communicator leaked.
-void abort_bounded(ncclComm_t comm, TeardownClock::time_point deadline, const std::string& context) {
+void abort_bounded(ncclComm_t comm, TeardownClock::time_point deadline,
+                   const std::string& context) {
   if (!run_until([comm] { ncclCommAbort(comm); }, deadline)) {
-    log::warn(context + ": ncclCommAbort did not return in time; it is left running on a helper "
+    log::warn(context +
+              ": ncclCommAbort did not return in time; it is left running on a helper "
               "thread and the NCCL communicator is leaked (a CUDA graph that captured a fallback "
               "call still exists, or GPU work that never ends)");
   }
@@ -128,9 +134,10 @@ void end_comm(ncclComm_t comm, bool blocking, int device, TeardownClock::time_po
   }
   if (status == ncclSuccess) {
     // Local only; it frees NCCL's buffers, and cudaFree waits for the device.
-    if (!run_until([comm] { ncclCommDestroy(comm); }, std::max(deadline, TeardownClock::now()) +
-                                                          kTeardownMargin)) {
-      log::warn(context + ": ncclCommDestroy did not return in time (GPU work that never ends); "
+    if (!run_until([comm] { ncclCommDestroy(comm); },
+                   std::max(deadline, TeardownClock::now()) + kTeardownMargin)) {
+      log::warn(context +
+                ": ncclCommDestroy did not return in time (GPU work that never ends); "
                 "it is left running on a helper thread");
     }
     return;
@@ -154,7 +161,8 @@ void free_scratch(void* scratch, int device, TeardownClock::time_point deadline,
                   const std::string& context) {
   if (scratch == nullptr) return;
   if (!device_idle_by(device, deadline)) {
-    log::warn(context + ": GPU work was still running at the deadline; the fallback's scratch "
+    log::warn(context +
+              ": GPU work was still running at the deadline; the fallback's scratch "
               "buffer stays allocated (leaked on purpose: a running kernel may still use it)");
     return;
   }
@@ -239,8 +247,7 @@ void release_parked_nccl_communicators() noexcept {
   }
   for (const Parked& p : ready) {
     const auto deadline = TeardownClock::now() + p.timeout;
-    const std::string context =
-        "releasing an NCCL communicator that an earlier close() left open";
+    const std::string context = "releasing an NCCL communicator that an earlier close() left open";
     end_comm(p.comm, p.blocking, p.device, deadline, p.timeout, p.finalize, context);
     free_scratch(p.scratch, p.device, deadline + kTeardownMargin, context);
     p.graphs->release();
@@ -327,12 +334,14 @@ void NcclFallback::init(bootstrap::Bootstrap& bootstrap, RowClusters row_cluster
   bool timed_out = false;
   if (status == ncclInProgress) {
     timed_out = true;
-    error = "peerplan cuda backend: NCCL's rendezvous (ncclCommInitRankConfig) did not complete "
-            "within " + milliseconds_text(bound) + " on " + me +
-            " (PEERPLAN_TIMEOUT_MS, at least " + milliseconds_text(kNcclInitMinimum) +
-            " for NCCL's set-up): a rank did not reach it, or NCCL's bootstrap cannot connect "
-            "the ranks (NCCL_SOCKET_IFNAME; NCCL_DEBUG=WARN says more). The unfinished "
-            "rendezvous is left behind on a helper thread.";
+    error =
+        "peerplan cuda backend: NCCL's rendezvous (ncclCommInitRankConfig) did not complete "
+        "within " +
+        milliseconds_text(bound) + " on " + me + " (PEERPLAN_TIMEOUT_MS, at least " +
+        milliseconds_text(kNcclInitMinimum) +
+        " for NCCL's set-up): a rank did not reach it, or NCCL's bootstrap cannot connect "
+        "the ranks (NCCL_SOCKET_IFNAME; NCCL_DEBUG=WARN says more). The unfinished "
+        "rendezvous is left behind on a helper thread.";
   } else if (status != ncclSuccess || comm_ == nullptr) {
     error = "peerplan cuda backend: ncclCommInitRankConfig failed on " + me + ": " +
             ncclGetErrorString(status == ncclSuccess ? ncclInternalError : status) +
@@ -393,8 +402,7 @@ void NcclFallback::shut_down(bool finalize) noexcept {
               "at exit). Destroy CUDA graphs before close(), then MPI_Finalize.");
     graphs_->add_owner();
     std::lock_guard<std::mutex> lock(parked_mutex());
-    parked().push_back(
-        Parked{comm_, graphs_, scratch_, blocking_, device_, timeout_, finalize});
+    parked().push_back(Parked{comm_, graphs_, scratch_, blocking_, device_, timeout_, finalize});
     comm_ = nullptr;
     scratch_ = nullptr;
     scratch_bytes_ = 0;
@@ -441,19 +449,21 @@ void NcclFallback::track_capture(cudaStream_t stream) {
   graphs_->live.fetch_add(1, std::memory_order_acq_rel);
   graphs_->add_owner();
   cudaUserObject_t object = nullptr;
-  if (cudaUserObjectCreate(&object, graphs_, graph_released, 1,
-                           cudaUserObjectNoDestructorSync) != cudaSuccess) {
+  if (cudaUserObjectCreate(&object, graphs_, graph_released, 1, cudaUserObjectNoDestructorSync) !=
+      cudaSuccess) {
     cudaGetLastError();
     graphs_->release();  // no object will ever release it
-    log::warn("could not attach a tracker to the CUDA graph capturing a fallback call; this "
-              "communicator's NCCL resources will be left to the end of the process");
+    log::warn(
+        "could not attach a tracker to the CUDA graph capturing a fallback call; this "
+        "communicator's NCCL resources will be left to the end of the process");
     return;
   }
   if (cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove) != cudaSuccess) {
     cudaGetLastError();
     // Keeps its reference (and the count) for good, as above.
-    log::warn("could not attach a tracker to the CUDA graph capturing a fallback call; this "
-              "communicator's NCCL resources will be left to the end of the process");
+    log::warn(
+        "could not attach a tracker to the CUDA graph capturing a fallback call; this "
+        "communicator's NCCL resources will be left to the end of the process");
   }
 }
 
@@ -467,12 +477,14 @@ void NcclFallback::enqueue_all_reduce(const void* in, void* out, std::size_t cou
   // communicator before failing, and counting a graph too many is safe.
   track_capture(stream);
   if (status == ncclInProgress) {
-    throw Timeout("peerplan cuda backend: NCCL did not finish queueing a fallback all-reduce "
-                  "within " + milliseconds_text(timeout_) +
-                  " (PEERPLAN_TIMEOUT_MS). NCCL connects the ranks at the first call of each "
-                  "kind, with every rank: a rank probably stopped making calls (crashed, hung) "
-                  "or makes them in a different order. If NCCL is only slow, raise "
-                  "PEERPLAN_TIMEOUT_MS.");
+    throw Timeout(
+        "peerplan cuda backend: NCCL did not finish queueing a fallback all-reduce "
+        "within " +
+        milliseconds_text(timeout_) +
+        " (PEERPLAN_TIMEOUT_MS). NCCL connects the ranks at the first call of each "
+        "kind, with every rank: a rank probably stopped making calls (crashed, hung) "
+        "or makes them in a different order. If NCCL is only slow, raise "
+        "PEERPLAN_TIMEOUT_MS.");
   }
   check_nccl(status, "ncclAllReduce");
 }
@@ -498,7 +510,8 @@ void* NcclFallback::scratch(std::size_t bytes, cudaStream_t stream, const char* 
 
 void NcclFallback::all_reduce(const AllReduceArgs& args) {
   if (comm_ == nullptr) throw InvalidUsage("peerplan cuda backend: all_reduce after close()");
-  if (args.layout == nullptr) throw InvalidArgument("peerplan cuda backend: all_reduce: layout is null");
+  if (args.layout == nullptr)
+    throw InvalidArgument("peerplan cuda backend: all_reduce: layout is null");
   const std::int64_t count = args.layout->numel();
   const auto stream = static_cast<cudaStream_t>(args.stream);
   const auto type = nccl_type(args.dtype);
@@ -517,7 +530,8 @@ void NcclFallback::all_reduce(const AllReduceArgs& args) {
 }
 
 void NcclFallback::fused_add_rms_norm(const FusedArgs& args) {
-  if (comm_ == nullptr) throw InvalidUsage("peerplan cuda backend: fused_add_rms_norm after close()");
+  if (comm_ == nullptr)
+    throw InvalidUsage("peerplan cuda backend: fused_add_rms_norm after close()");
   if (args.layout == nullptr) {
     throw InvalidArgument("peerplan cuda backend: fused_add_rms_norm: layout is null");
   }
@@ -537,8 +551,7 @@ void NcclFallback::fused_add_rms_norm(const FusedArgs& args) {
   const std::int64_t hidden = args.layout->last_dim();
   check_cuda(cuda_kernels::launch_add_rms_norm(element_type(args.dtype), reduced, args.inout,
                                                args.residual, args.weight, args.eps, layout,
-                                               count / hidden, hidden, rows_in_clusters_,
-                                               stream),
+                                               count / hidden, hidden, rows_in_clusters_, stream),
              "launching the add + RMSNorm kernel");
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's fallback: NCCL all-reduce for every call the index or
 // the cutoffs decline; the fused op is NCCL all-reduce plus the standalone
 // add + RMSNorm kernel, which rounds exactly like the fused P2P kernel.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/node_exchange.hpp"
 
 #include <cuda_runtime_api.h>
@@ -65,9 +66,11 @@ class MpiNodeExchange final : public NodeExchange {
                "copying the node's shard to the host");
     wait_for(stream, what, "the node's shard to reach the host");
     values_.resize(count);
-    for (std::size_t i = 0; i < count; ++i) values_[i] = host::load_as_float(dtype, host + i * element_size(dtype));
+    for (std::size_t i = 0; i < count; ++i)
+      values_[i] = host::load_as_float(dtype, host + i * element_size(dtype));
     sum_.sum(values_, what);
-    for (std::size_t i = 0; i < count; ++i) host::store_from_float(dtype, values_[i], host + i * element_size(dtype));
+    for (std::size_t i = 0; i < count; ++i)
+      host::store_from_float(dtype, values_[i], host + i * element_size(dtype));
     check_cuda(cudaMemcpyAsync(shard, host, bytes, cudaMemcpyHostToDevice, stream),
                "copying the sum over the nodes back to the GPU");
     // The pinned buffer is reused by the next call: wait until it is read.
@@ -100,7 +103,8 @@ class MpiNodeExchange final : public NodeExchange {
  private:
   std::byte* pinned(std::size_t bytes) {
     if (copy_in_flight_) {
-      throw InvalidUsage(std::string(kContext) + ": an earlier call's copy between the GPU and "
+      throw InvalidUsage(std::string(kContext) +
+                         ": an earlier call's copy between the GPU and "
                          "the host did not finish in time; close() the communicator and create "
                          "a new one");
     }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hierarchical route's step between nodes on the cuda backend: the
 // ranks that hold the same local rank, one on each node, add up this
 // rank's shard of their node's sum (cuda/node_shards.cu writes it, reads

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NVLink ends through NVML, opened with dlopen. The few NVML declarations
 // used are written out here: nvml.h is not part of every CUDA toolkit
 // install, and these entry points and structs are stable C ABI (the _v2
@@ -39,8 +40,8 @@ class Nvml {
     load(link_state_, "nvmlDeviceGetNvLinkState");
     load(remote_pci_, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     load(remote_type_, "nvmlDeviceGetNvLinkRemoteDeviceType");  // newer drivers only
-    initialised_ = init_ && shutdown_ && by_bus_id_ && link_state_ && remote_pci_ &&
-                   init_() == kNvmlSuccess;
+    initialised_ =
+        init_ && shutdown_ && by_bus_id_ && link_state_ && remote_pci_ && init_() == kNvmlSuccess;
   }
   ~Nvml() {
     if (initialised_) shutdown_();

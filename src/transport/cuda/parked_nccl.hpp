@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NCCL communicators that close() (or a destructor) could not end because a
 // CUDA graph that captured one of their calls still existed; see
 // nccl_fallback.hpp. Needs no CUDA or NCCL header (for tests, diagnostics).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/row_clusters.hpp"
 
 #include "collective_kernels.hpp"

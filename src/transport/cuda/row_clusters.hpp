@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether the row kernels (fused op, add + RMSNorm) run a row as a cluster
 // of blocks or as one block. Both give the same bits (cuda/rms_norm_row.cuh);
 // clusters are faster where they exist (sm_90+). KernelChoices::row_clusters

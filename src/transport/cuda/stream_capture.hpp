@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whether a stream is being captured into a CUDA graph: the fallbacks ask
 // before doing what a capture cannot hold (growing a buffer, running MPI).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a rank waits for its peers on the host backend: spin briefly (the
 // common case, all ranks on their own cores, is a few hundred nanoseconds
 // away), then yield, then sleep a few microseconds. Ranks often outnumber

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element conversions of the host backend: fp32 <-> bf16 and fp32 <-> f16
 // (IEEE binary16), rounding to nearest, ties to even. The conversions are
 // the public ones of peerplan/half_conversion.hpp (one implementation, so
@@ -44,9 +45,12 @@ struct F16Element {
 template <class Fn>
 decltype(auto) visit_element(DataType dtype, Fn&& fn) {
   switch (dtype) {
-    case DataType::bf16: return fn(BF16Element{});
-    case DataType::f16: return fn(F16Element{});
-    case DataType::f32: break;
+    case DataType::bf16:
+      return fn(BF16Element{});
+    case DataType::f16:
+      return fn(F16Element{});
+    case DataType::f32:
+      break;
   }
   return fn(F32Element{});
 }
@@ -54,9 +58,12 @@ decltype(auto) visit_element(DataType dtype, Fn&& fn) {
 // Rounds a float to the nearest value representable in `dtype`.
 inline float round_to(DataType dtype, float v) noexcept {
   switch (dtype) {
-    case DataType::bf16: return bf16_bits_to_float(float_to_bf16_bits(v));
-    case DataType::f16: return f16_bits_to_float(float_to_f16_bits(v));
-    case DataType::f32: break;
+    case DataType::bf16:
+      return bf16_bits_to_float(float_to_bf16_bits(v));
+    case DataType::f16:
+      return f16_bits_to_float(float_to_f16_bits(v));
+    case DataType::f32:
+      break;
   }
   return v;
 }

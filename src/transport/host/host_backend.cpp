@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/host/host_backend.hpp"
 
 #include "transport/host/host_peer_transport.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the communicator needs to build the host backend's transports,
 // without including the implementation headers.
 #pragma once

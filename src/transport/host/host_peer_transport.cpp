@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/host/host_peer_transport.hpp"
 
 #include <unistd.h>
@@ -36,10 +37,14 @@ struct Identity {
 
 const char* phase_text(Signal which) {
   switch (which) {
-    case Signal::arrive: return "stage their input (flag barrier 'arrive')";
-    case Signal::reduced: return "reduce their shard (two-shot barrier 'reduced')";
-    case Signal::done: return "finish reading the staging slot of the call before last ('done')";
-    case Signal::abandoned: break;
+    case Signal::arrive:
+      return "stage their input (flag barrier 'arrive')";
+    case Signal::reduced:
+      return "reduce their shard (two-shot barrier 'reduced')";
+    case Signal::done:
+      return "finish reading the staging slot of the call before last ('done')";
+    case Signal::abandoned:
+      break;
   }
   return "?";
 }
@@ -63,11 +68,12 @@ class HostPlanLaunch final : public PlanLaunch {
  public:
   HostPlanLaunch(Operation op, Route r, DataType dtype) : operation(op), route(r), dtype_(dtype) {}
   std::string describe() const override {
-    const char* algorithm = route == Route::one_shot   ? "one-shot"
-                            : route == Route::two_shot ? "two-shot"
-                            : route == Route::hierarchical
-                                ? "hierarchical (shards summed in the node, then across nodes by MPI)"
-                                : "fused one-shot";
+    const char* algorithm =
+        route == Route::one_shot   ? "one-shot"
+        : route == Route::two_shot ? "two-shot"
+        : route == Route::hierarchical
+            ? "hierarchical (shards summed in the node, then across nodes by MPI)"
+            : "fused one-shot";
     return std::string(to_string(dtype_)) + " " + algorithm +
            ", staged through shared memory, fp32 sums in rank order";
   }
@@ -144,7 +150,8 @@ void HostPeerTransport::close() {
 
 void HostPeerTransport::reserve(std::size_t max_message_bytes, std::size_t, std::size_t) {
   if (closed_) {
-    throw InvalidUsage("peerplan host backend: reserve() after close(); create a new communicator.");
+    throw InvalidUsage(
+        "peerplan host backend: reserve() after close(); create a new communicator.");
   }
   const bool needs_rebuild = broken_ || max_message_bytes != capacity_;
   // Every rank rebuilds, or none: a broken transport on one rank must reset
@@ -167,8 +174,9 @@ void HostPeerTransport::reserve(std::size_t max_message_bytes, std::size_t, std:
   const std::size_t result_bytes = align_up(across_nodes_ ? 2 * shard_bytes : shard_bytes, 64);
   slot_bytes_ = align_up(input_bytes_ + result_bytes, 4096);
   ++generation_;
-  segments_ = PeerSegments::establish(bootstrap_, own_name_prefix_ + "g" + std::to_string(generation_),
-                                      kSignalAreaBytes + 2 * slot_bytes_);
+  segments_ =
+      PeerSegments::establish(bootstrap_, own_name_prefix_ + "g" + std::to_string(generation_),
+                              kSignalAreaBytes + 2 * slot_bytes_);
   capacity_ = max_message_bytes;
   sources_.assign(n, nullptr);
 }
@@ -303,9 +311,12 @@ bool HostPeerTransport::run_all_reduce(Route route, const AllReduceArgs& args) {
                                                     : "all_reduce (hierarchical)",
                          bytes);
   stage_input(call, *args.layout, args.dtype, args.in);
-  if (route == Route::one_shot) one_shot(call, args, count);
-  else if (route == Route::two_shot) two_shot(call, args, count);
-  else hierarchical_all_reduce(call, args, count);
+  if (route == Route::one_shot)
+    one_shot(call, args, count);
+  else if (route == Route::two_shot)
+    two_shot(call, args, count);
+  else
+    hierarchical_all_reduce(call, args, count);
   finish_call(call);
   return false;
 }
@@ -385,8 +396,7 @@ void HostPeerTransport::hierarchical_all_reduce(Call& call, const AllReduceArgs&
   }
 }
 
-void HostPeerTransport::hierarchical_fused(Call& call, const FusedArgs& args,
-                                           std::int64_t count) {
+void HostPeerTransport::hierarchical_fused(Call& call, const FusedArgs& args, std::int64_t count) {
   sum_shard_across_nodes(call, args.dtype, count);
   const TensorLayout& layout = *args.layout;
   const std::size_t bytes = element_size(args.dtype);
@@ -404,7 +414,8 @@ void HostPeerTransport::hierarchical_fused(Call& call, const FusedArgs& args,
         const std::int64_t element = row * hidden + i;
         const int owner = static_cast<int>(element / shard);
         const auto* sums = reinterpret_cast<const float*>(result_region(owner, call.epoch));
-        row_values_[static_cast<std::size_t>(i)] = round_to(args.dtype, sums[element - owner * shard]);
+        row_values_[static_cast<std::size_t>(i)] =
+            round_to(args.dtype, sums[element - owner * shard]);
       }
       const std::int64_t offset = row_offset(layout, row) * static_cast<std::int64_t>(bytes);
       add_rms_norm_row<E>(row_values_.data(), static_cast<std::byte*>(args.residual) + offset,
@@ -423,9 +434,9 @@ void HostPeerTransport::run_fused(const FusedArgs& args) {
           "fused_add_rms_norm", "inout, residual or weight is null");
   require(args.eps >= 0.0f, "fused_add_rms_norm", "eps must be >= 0");
   const std::size_t bytes = element_size(args.dtype);
-  Call call = begin_call(across_nodes_ ? "fused_add_rms_norm (hierarchical)"
-                                       : "fused_add_rms_norm (fused one-shot)",
-                         count * static_cast<std::int64_t>(bytes));
+  Call call = begin_call(
+      across_nodes_ ? "fused_add_rms_norm (hierarchical)" : "fused_add_rms_norm (fused one-shot)",
+      count * static_cast<std::int64_t>(bytes));
   stage_input(call, layout, args.dtype, args.inout);
   if (across_nodes_) {
     hierarchical_fused(call, args, count);

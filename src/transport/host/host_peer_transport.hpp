@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host backend's P2P transport: the one-shot, two-shot and fused
 // one-shot algorithms of the CUDA kernels, run by the CPU over POSIX shared
 // memory among the ranks of one node.
@@ -126,16 +127,16 @@ class HostPeerTransport final : public PeerTransport {
   int local_rank_ = 0;
   int local_size_ = 1;
   std::vector<int> global_ranks_;  // by local rank, for error messages
-  std::string name_prefix_;      // the job's
-  std::string own_name_prefix_;  // this rank's: name_prefix_ + creator
+  std::string name_prefix_;        // the job's
+  std::string own_name_prefix_;    // this rank's: name_prefix_ + creator
   std::uint64_t generation_ = 0;
 
   std::unique_ptr<NodeGroupSum> across_nodes_;  // several nodes only
 
   PeerSegments segments_;
-  std::size_t capacity_ = 0;       // largest message, bytes
-  std::size_t input_bytes_ = 0;    // per slot: staged input
-  std::size_t slot_bytes_ = 0;     // input region + two-shot result region
+  std::size_t capacity_ = 0;     // largest message, bytes
+  std::size_t input_bytes_ = 0;  // per slot: staged input
+  std::size_t slot_bytes_ = 0;   // input region + two-shot result region
   std::uint64_t epoch_ = 0;
   bool broken_ = false;
   std::string broken_reason_;  // what broke it, for the calls refused until reserve()

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/host/mpi_fallback.hpp"
 
 #include <algorithm>
@@ -270,8 +271,7 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
   // Built only for an error: the fast path allocates nothing for messages.
   const auto what = [&] {
     return std::string(kContext) + ": " +
-           describe_call(static_cast<std::uint8_t>(kind), static_cast<std::uint8_t>(dtype),
-                         count) +
+           describe_call(static_cast<std::uint8_t>(kind), static_cast<std::uint8_t>(dtype), count) +
            " (fallback call #" + std::to_string(call) + " on rank " + std::to_string(rank_) + ")";
   };
   const std::size_t bytes = element_size(dtype);
@@ -294,8 +294,10 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
   // is that single fp32 add already. It moves (n-1)/n x n x the bytes of a
   // reduce-scatter + all-gather, which the fused op's row sizes afford.
   const bool gather = kind == Kind::fused && size_ > 2;
-  const std::int64_t piece = gather ? kMaxMpiCount / static_cast<std::int64_t>(bytes) : kMaxMpiCount;
-  if (gather) gathered_.resize(static_cast<std::size_t>(size_) * static_cast<std::size_t>(count) * bytes);
+  const std::int64_t piece =
+      gather ? kMaxMpiCount / static_cast<std::int64_t>(bytes) : kMaxMpiCount;
+  if (gather)
+    gathered_.resize(static_cast<std::size_t>(size_) * static_cast<std::size_t>(count) * bytes);
   std::vector<MPI_Request> requests;
   std::string failure;  // MPI's error, when it failed here
   for (std::int64_t first = 0; first < count; first += piece) {
@@ -324,7 +326,7 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
     for (;;) {
       int done = 0;
       const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                                MPI_STATUSES_IGNORE);
+                                 MPI_STATUSES_IGNORE);
       if (rc != MPI_SUCCESS) {
         failure = mpi_failure(rc, "MPI_Testall");
         break;
@@ -338,8 +340,8 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
       backoff.pause();
     }
   }
-  if (!completed &&
-      std::any_of(requests.begin(), requests.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; })) {
+  if (!completed && std::any_of(requests.begin(), requests.end(),
+                                [](MPI_Request r) { return r != MPI_REQUEST_NULL; })) {
     // MPI still owns the buffer: hand it over with the requests.
     abandoned_.push_back({std::move(requests), std::move(staging_), std::move(gathered_)});
     staging_ = {};
@@ -379,7 +381,8 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
   }
 
   if (mine.state == State::failed) {
-    throw MpiError(what() + ": " + failure + " (every rank's call fails: this rank told the others)");
+    throw MpiError(what() + ": " + failure +
+                   " (every rank's call fails: this rank told the others)");
   }
   const auto timeout_text = [&] { return std::to_string(timeout_.count()) + " ms"; };
   const auto ms_since_post = [&](Clock::time_point t) {
@@ -389,10 +392,11 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
   // What happened on this rank, for the messages.
   const auto here = [&]() -> std::string {
     switch (mine.state) {
-      case State::ok: return "the reduction completed here";
+      case State::ok:
+        return "the reduction completed here";
       case State::gave_up:
-        return "the reduction did not complete here within PEERPLAN_TIMEOUT_MS=" +
-               timeout_text() + " (gave up after " + ms_since_post(verdict_at) + " ms)";
+        return "the reduction did not complete here within PEERPLAN_TIMEOUT_MS=" + timeout_text() +
+               " (gave up after " + ms_since_post(verdict_at) + " ms)";
       default:
         return "the reduction completed here after " + ms_since_post(completed_at) +
                " ms, but this rank was stalled and could confirm it only after " +
@@ -409,7 +413,8 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
                   (mine.state == State::ok ? "confirm it within " : "answer a roll call within ") +
                   std::to_string(bound.count()) +
                   " ms more: stopped, crashed, stalled, or making collective calls in a "
-                  "different order" + tail);
+                  "different order" +
+                  tail);
   }
 
   std::vector<Verdict> verdicts(static_cast<std::size_t>(size_));
@@ -422,7 +427,8 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
   std::int64_t first_ns = verdicts[0].posted_ns;
   for (int r = 0; r < size_; ++r) {
     const Verdict& v = verdicts[static_cast<std::size_t>(r)];
-    if (v.kind != mine.kind || v.dtype != mine.dtype || v.count != mine.count) differing.push_back(r);
+    if (v.kind != mine.kind || v.dtype != mine.dtype || v.count != mine.count)
+      differing.push_back(r);
     if (v.posted_ns > verdicts[static_cast<std::size_t>(last)].posted_ns) last = r;
     first_ns = std::min(first_ns, v.posted_ns);
     if (r == rank_) continue;  // said as `here`
@@ -452,14 +458,17 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
 
   std::string others;
   if (!gave_up.empty()) {
-    others += "; " + ranks_phrase(gave_up) + " gave up waiting for it (the reduction did not "
-              "complete there within " + timeout_text() + ")";
+    others += "; " + ranks_phrase(gave_up) +
+              " gave up waiting for it (the reduction did not "
+              "complete there within " +
+              timeout_text() + ")";
   }
   if (!too_late.empty()) {
     others += "; " + ranks_phrase(too_late) +
               " completed it but stalled past the timeout before confirming it";
   }
-  const std::int64_t lag_ms = (verdicts[static_cast<std::size_t>(last)].posted_ns - first_ns) / 1000000;
+  const std::int64_t lag_ms =
+      (verdicts[static_cast<std::size_t>(last)].posted_ns - first_ns) / 1000000;
   if (lag_ms >= timeout_.count() / 4) {
     others += "; the last rank to make the call was rank " + std::to_string(last) +
               (last == rank_ ? " (this one)" : "") + ", " + std::to_string(lag_ms) +

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host backend's fallback: every call the index or the cutoffs decline.
 // All-reduce through MPI_Iallreduce polled against the timeout (f32 with
 // MPI_SUM, f16/bf16 with user-defined ops that add in fp32), the fused op as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/host/mpi_reduction_types.hpp"
 
 #include <cstdint>
@@ -54,9 +55,12 @@ MPI_Datatype MpiReductionTypes::datatype(DataType dtype) const noexcept {
 
 MPI_Op MpiReductionTypes::sum(DataType dtype) const noexcept {
   switch (dtype) {
-    case DataType::bf16: return bf16_sum_;
-    case DataType::f16: return f16_sum_;
-    case DataType::f32: break;
+    case DataType::bf16:
+      return bf16_sum_;
+    case DataType::f16:
+      return f16_sum_;
+    case DataType::f32:
+      break;
   }
   return MPI_SUM;
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // MPI has no bf16 and (in MPI 4.1 implementations we target) no portable
 // f16 type, so the fallback reduces 16-bit floats through a contiguous
 // 2-byte user datatype and user-defined commutative operations that add in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The hierarchical route's step between nodes on the host backend: the
 // ranks that hold the same local rank, one on each node, add up their fp32
 // shards in node order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/host/peer_segments.hpp"
 
 #include <cstdint>
@@ -62,9 +63,10 @@ PeerSegments PeerSegments::establish(bootstrap::Bootstrap& bootstrap,
     if (p.bytes != bytes) size_mismatch = true;
   }
   if (size_mismatch) {
-    error = "peerplan host backend: the ranks of this node asked for staging segments of "
-            "different sizes; reserve() must be called with the same size on every rank "
-            "(do all ranks declare the same plans?).";
+    error =
+        "peerplan host backend: the ranks of this node asked for staging segments of "
+        "different sizes; reserve() must be called with the same size on every rank "
+        "(do all ranks declare the same plans?).";
   } else if (error.empty()) {
     for (int peer = 0; peer < static_cast<int>(published.size()); ++peer) {
       if (peer == me) continue;
@@ -88,8 +90,7 @@ PeerSegments PeerSegments::establish(bootstrap::Bootstrap& bootstrap,
   if (!failures) return result;
   result.release();
   if (size_mismatch) throw Mismatch(error);
-  throw SystemError("peerplan host backend: setting up shared memory failed (" +
-                    failures->message +
+  throw SystemError("peerplan host backend: setting up shared memory failed (" + failures->message +
                     "). Check /dev/shm on those ranks: free space (df -h /dev/shm), docker "
                     "--shm-size, or set PEERPLAN_DISABLE_P2P=1.");
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared-memory segments of all ranks of this node, each mapped in this
 // process: the collective setup protocol of the host P2P transport.
 //   1. every rank creates, sizes, maps and zero-fills its own segment;

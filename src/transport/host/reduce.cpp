@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/host/reduce.hpp"
 
 #include <algorithm>
@@ -56,8 +57,8 @@ void sum_sources_to_float(DataType dtype, const void* const* sources, int n, std
   });
 }
 
-void reduce_sources_to_float(DataType dtype, const void* const* sources, int n,
-                             std::int64_t first, std::int64_t count, float* dst) {
+void reduce_sources_to_float(DataType dtype, const void* const* sources, int n, std::int64_t first,
+                             std::int64_t count, float* dst) {
   visit_element(dtype, [&](auto traits) {
     using E = decltype(traits);
     reduce_chunks<E>(sources, n, first, count,

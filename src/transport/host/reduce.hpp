@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The reduction step shared by the P2P algorithms: element-wise sum of the
 // staging buffers of all ranks in fp32, always in the fixed source order
 // 0..n-1 and rounded once, so that every rank computes bit-identical
@@ -21,7 +22,7 @@ void sum_sources_to_float(DataType dtype, const void* const* sources, int n, std
                           std::int64_t count, float* dst);
 
 // Same sums, rounded to `dtype` but handed back as floats (for the fused op).
-void reduce_sources_to_float(DataType dtype, const void* const* sources, int n,
-                             std::int64_t first, std::int64_t count, float* dst);
+void reduce_sources_to_float(DataType dtype, const void* const* sources, int n, std::int64_t first,
+                             std::int64_t count, float* dst);
 
 }  // namespace peerplan::transport::host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The add + RMSNorm half of the fused op, defined once for every path so that
 // the P2P route and the fallback round identically. Per row of `hidden`
 // elements, with s the all-reduced value already rounded to the dtype:

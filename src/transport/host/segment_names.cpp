@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/host/segment_names.hpp"
 
 #include <dirent.h>

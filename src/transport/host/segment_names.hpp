@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Names of the host transport's shared-memory segments, and the removal of
 // segments that crashed jobs left behind in /dev/shm.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/host/shm_segment.hpp"
 
 #include <fcntl.h>
@@ -16,9 +17,9 @@ namespace {
 
 [[noreturn]] void throw_os_error(const std::string& what, const std::string& name,
                                  std::size_t bytes, int error) {
-  std::string message = "peerplan host backend: " + what + " of shared-memory segment \"" +
-                        name + "\" (" + std::to_string(bytes) + " bytes) failed: " +
-                        std::strerror(error) + " (errno " + std::to_string(error) + ").";
+  std::string message = "peerplan host backend: " + what + " of shared-memory segment \"" + name +
+                        "\" (" + std::to_string(bytes) + " bytes) failed: " + std::strerror(error) +
+                        " (errno " + std::to_string(error) + ").";
   if (error == ENOSPC || error == ENOMEM || error == EFBIG || error == EFAULT) {
     message +=
         " Shared memory lives in /dev/shm: check its free space (df -h /dev/shm); in a "
@@ -28,13 +29,15 @@ namespace {
   } else if (error == EACCES || error == EPERM || error == EROFS) {
     message += " Check that /dev/shm is mounted writable for this user.";
   } else if (error == ENOENT) {
-    message += " The owning rank removed it or never created it; is /dev/shm shared by "
-               "all ranks of this node (same container / mount namespace)?";
+    message +=
+        " The owning rank removed it or never created it; is /dev/shm shared by "
+        "all ranks of this node (same container / mount namespace)?";
   } else {
     message += " Check /dev/shm (mounted, writable, free space).";
   }
-  message += " PEERPLAN_DISABLE_P2P=1 avoids shared memory entirely (every call then "
-             "goes to the MPI fallback).";
+  message +=
+      " PEERPLAN_DISABLE_P2P=1 avoids shared memory entirely (every call then "
+      "goes to the MPI fallback).";
   throw SystemError(message);
 }
 

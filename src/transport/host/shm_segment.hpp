@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One POSIX shared-memory object mapped into this process. The creating
 // rank owns the name: it removes it (shm_unlink) as soon as every peer has
 // mapped the object, and the destructor removes it if that never happened

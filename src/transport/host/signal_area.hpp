@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The head of every rank's shared-memory segment: the flags through which
 // its owner tells its peers how far it got. Only the owner writes its flags
 // (release stores); peers read them (acquire loads). No read-modify-write

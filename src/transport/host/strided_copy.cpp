@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "transport/host/strided_copy.hpp"
 
 #include <algorithm>
@@ -81,18 +82,17 @@ template <std::size_t Bytes, bool ToContiguous>
 void strided_copy(const TensorLayout& layout, const void* source, std::int64_t first,
                   std::int64_t count, void* target) {
   constexpr auto unit = static_cast<std::int64_t>(Bytes);
-  for_each_run(layout, first, count,
-               [&](std::int64_t offset, std::int64_t stride, std::int64_t pos, std::int64_t run) {
-                 if constexpr (ToContiguous) {
-                   copy_elements<Bytes>(static_cast<const std::byte*>(source) + offset * unit,
-                                        stride * unit, static_cast<std::byte*>(target) + pos * unit,
-                                        unit, run);
-                 } else {
-                   copy_elements<Bytes>(static_cast<const std::byte*>(source) + pos * unit, unit,
-                                        static_cast<std::byte*>(target) + offset * unit,
-                                        stride * unit, run);
-                 }
-               });
+  for_each_run(
+      layout, first, count,
+      [&](std::int64_t offset, std::int64_t stride, std::int64_t pos, std::int64_t run) {
+        if constexpr (ToContiguous) {
+          copy_elements<Bytes>(static_cast<const std::byte*>(source) + offset * unit, stride * unit,
+                               static_cast<std::byte*>(target) + pos * unit, unit, run);
+        } else {
+          copy_elements<Bytes>(static_cast<const std::byte*>(source) + pos * unit, unit,
+                               static_cast<std::byte*>(target) + offset * unit, stride * unit, run);
+        }
+      });
 }
 
 template <bool ToContiguous>
@@ -102,12 +102,16 @@ void dispatch_copy(const TensorLayout& layout, std::size_t element_bytes, const 
   if (is_dense(layout)) {  // fast path: one memcpy
     const auto bytes = static_cast<std::size_t>(count) * element_bytes;
     const auto skip = static_cast<std::size_t>(first) * element_bytes;
-    if (ToContiguous) std::memcpy(to, static_cast<const std::byte*>(from) + skip, bytes);
-    else std::memcpy(static_cast<std::byte*>(to) + skip, from, bytes);
+    if (ToContiguous)
+      std::memcpy(to, static_cast<const std::byte*>(from) + skip, bytes);
+    else
+      std::memcpy(static_cast<std::byte*>(to) + skip, from, bytes);
     return;
   }
-  if (element_bytes == 2) strided_copy<2, ToContiguous>(layout, from, first, count, to);
-  else strided_copy<4, ToContiguous>(layout, from, first, count, to);
+  if (element_bytes == 2)
+    strided_copy<2, ToContiguous>(layout, from, first, count, to);
+  else
+    strided_copy<4, ToContiguous>(layout, from, first, count, to);
 }
 
 }  // namespace

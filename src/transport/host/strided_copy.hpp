@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Copies between a strided tensor (TensorLayout: shape and element strides,
 // up to kMaxRank dimensions) and a contiguous staging buffer, in row-major
 // logical order. The transports stage every message contiguously, so these
@@ -11,7 +12,6 @@
 #include "peerplan/layout.hpp"
 
 namespace peerplan::transport::host {
-
 
 // True when element i (row-major) lives at offset i, i.e. a plain memcpy
 // moves the tensor. Strides of size-1 dimensions do not matter.

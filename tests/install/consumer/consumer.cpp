@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A user's program built against the installed peerplan: creates a
 // communicator over MPI_COMM_WORLD (run as a singleton, one rank), declares a
 // plan, runs a declared and an undeclared all-reduce and checks the results
@@ -17,7 +18,8 @@ int main(int argc, char** argv) {
     config.backend = peerplan::Backend::host;
     auto comm = peerplan::Communicator::create(MPI_COMM_WORLD, config);
     const peerplan::TensorLayout layout{2, 8};
-    comm->declare(std::vector{peerplan::Declaration::all_reduce("x", peerplan::DataType::f32, layout)});
+    comm->declare(
+        std::vector{peerplan::Declaration::all_reduce("x", peerplan::DataType::f32, layout)});
     if (!comm->has_plan_for(peerplan::make_all_reduce_key(peerplan::DataType::f32, layout))) {
       std::puts("declared plan not found");
       ++failures;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "oracles/plan_scan.hpp"
 
 #include <utility>

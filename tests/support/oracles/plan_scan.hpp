@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A linear scan over the declared keys with exactly the contract and API of
 // PlanIndex (see src/plan/plan_index.hpp for the contract, threads and
 // reclamation): the canonical key of every declaration is computed once at
