@@ -102,6 +102,7 @@ def _declare(lib):
         "peerplan_result_string": (ctypes.c_char_p, [ctypes.c_int]),
         "peerplan_route_name": (ctypes.c_char_p, [ctypes.c_int]),
         "peerplan_reason_name": (ctypes.c_char_p, [ctypes.c_int]),
+        "peerplan_protocol_name": (ctypes.c_char_p, [ctypes.c_int]),
         "peerplan_last_error": (ctypes.c_char_p, []),
         "peerplan_mpi_world": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int)]),
         "peerplan_mpi_finalize": (None, []),
@@ -146,6 +147,26 @@ def _declare(lib):
         function.restype = restype
         function.argtypes = argtypes
     return lib
+
+
+# The C enums are numbered from 0 without gaps (peerplan.h); past the last
+# one the library's name function answers "unknown". Far more than any enum.
+_ENUM_CODES_LIMIT = 64
+
+
+def enum_names(name_of):
+    """{code: name} of one of the C interface's enums, read from the library
+    through its name function (e.g. lib.peerplan_route_name), so that Python
+    never keeps a copy of the numbering that could drift from the C one."""
+    names = {}
+    for code in range(_ENUM_CODES_LIMIT):
+        name = name_of(code).decode()
+        if name == "unknown":
+            break
+        names[code] = name
+    if not names:
+        raise ImportError("peerplan: the library names no value of an enum; is it a peerplan library?")
+    return names
 
 
 lib = _declare(_load())
