@@ -8,6 +8,7 @@
  * rank has one. */
 #include <math.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,21 @@ static int g_rank = 0;
   } while (0)
 
 #define HIDDEN 64
+
+/* Reads the stats and every plan's stats many times over, as a monitoring
+ * thread beside another would; returns non-NULL on a failed read. */
+#define STATS_READS 2000
+static void* read_stats_repeatedly(void* handle) {
+  peerplan_comm_t comm = (peerplan_comm_t)handle;
+  for (int i = 0; i < STATS_READS; ++i) {
+    peerplan_stats_t stats;
+    peerplan_plan_stats_t plan;
+    if (peerplan_stats(comm, &stats) != PEERPLAN_SUCCESS || stats.plans != 2) return handle;
+    if (peerplan_plan_stats(comm, 0, &plan) != PEERPLAN_SUCCESS || plan.name[0] == '\0')
+      return handle;
+  }
+  return NULL;
+}
 
 static void check_configuration(void) {
   peerplan_config_t config = NULL;
@@ -184,6 +200,28 @@ static void check_communicator(peerplan_comm_t comm, int size) {
         "plan stats of 'norm'");
   CHECK(peerplan_plan_stats(comm, 2, &plan) == PEERPLAN_ERROR_INVALID_ARGUMENT,
         "index past the end");
+  /* peerplan.h: a plan's name and launch text stay valid until the next
+   * declare, close or destroy, so a later peerplan_stats must not free them
+   * (the sanitizer stage reports a use after free otherwise). */
+  CHECK(peerplan_plan_stats(comm, 1, &plan) == PEERPLAN_SUCCESS, "plan stats again");
+  const char* kept_name = plan.name;
+  const char* kept_launch = plan.launch;
+  CHECK(peerplan_stats(comm, &stats) == PEERPLAN_SUCCESS &&
+            peerplan_stats(comm, &stats) == PEERPLAN_SUCCESS,
+        "stats read twice more");
+  CHECK(strcmp(kept_name, "norm") == 0 && strlen(kept_launch) < 4096,
+        "a plan's name after later peerplan_stats calls");
+  /* Two threads reading the stats of one handle at once. */
+  pthread_t readers[2];
+  int started = 0;
+  for (int t = 0; t < 2; ++t)
+    started += pthread_create(&readers[t], NULL, read_stats_repeatedly, comm) == 0;
+  CHECK(started == 2, "started the stats readers");
+  for (int t = 0; t < started; ++t) {
+    void* failed = NULL;
+    pthread_join(readers[t], &failed);
+    CHECK(failed == NULL, "stats read by thread %d", t);
+  }
   CHECK(peerplan_reset_stats(comm) == PEERPLAN_SUCCESS && peerplan_stats(comm, &stats) == 0 &&
             stats.fallback_undeclared == 0,
         "reset_stats");
@@ -226,6 +264,22 @@ int main(int argc, char** argv) {
         "create from a Fortran handle");
   if (from_fortran) check_communicator(from_fortran, size);
   peerplan_comm_destroy(from_fortran);
+
+  /* Fortran handles that name no communicator: made up, negative, or freed.
+   * Each must give INVALID_ARGUMENT on every rank, not MPI's fatal error
+   * handler (which would end the job here). */
+  MPI_Comm freed = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &freed);
+  const MPI_Fint freed_handle = MPI_Comm_c2f(freed);
+  MPI_Comm_free(&freed);
+  const MPI_Fint bad_handles[] = {12345, -7, freed_handle};
+  for (int i = 0; i < 3; ++i) {
+    peerplan_comm_t bad = NULL;
+    CHECK(peerplan_comm_create_f(bad_handles[i], config, &bad) == PEERPLAN_ERROR_INVALID_ARGUMENT &&
+              bad == NULL && strstr(peerplan_last_error(), "names no MPI communicator") != NULL,
+          "create from Fortran handle %d", (int)bad_handles[i]);
+    peerplan_comm_destroy(bad);
+  }
   peerplan_config_destroy(config);
 
   int failures = 0;

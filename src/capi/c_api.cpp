@@ -5,8 +5,11 @@
 #include "peerplan/peerplan.h"
 
 #include <memory>
+#include <mutex>
+#include <set>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -18,7 +21,21 @@
 
 struct peerplan_comm {
   std::unique_ptr<peerplan::Communicator> comm;
-  peerplan::Stats stats;  // what the last peerplan_stats read (plan names live here)
+  // peerplan_stats and peerplan_plan_stats may run on several threads (a
+  // monitor beside the caller): the snapshot is read and replaced under it.
+  std::mutex stats_mutex;
+  peerplan::Stats stats;  // what the last peerplan_stats read
+  // The plan names and launch texts handed out by peerplan_plan_stats. They
+  // must stay valid until the next declare, close or destroy (peerplan.h),
+  // whatever later peerplan_stats calls do, so they are kept apart from
+  // the snapshot: a set's elements never move, and it only grows until then.
+  std::set<std::string, std::less<>> texts;
+
+  const char* keep(const std::string& text) { return texts.insert(text).first->c_str(); }
+  void forget_texts() {
+    const std::lock_guard lock(stats_mutex);
+    texts.clear();
+  }
 };
 
 namespace peerplan::capi {
@@ -170,13 +187,37 @@ peerplan_result_t peerplan_comm_create(MPI_Comm comm, peerplan_config_t config,
 
 peerplan_result_t peerplan_comm_create_f(MPI_Fint comm, peerplan_config_t config,
                                          peerplan_comm_t* out) {
-  return create(MPI_Comm_f2c(comm), config, out);
+  if (out != nullptr) *out = nullptr;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) {
+    return fail(PEERPLAN_ERROR_INVALID_USAGE,
+                "peerplan_comm_create_f: MPI is not running; call it between MPI_Init and "
+                "MPI_Finalize");
+  }
+  const MPI_Comm c_comm = MPI_Comm_f2c(comm);
+  // A handle that names no communicator (never made, or freed) converts to
+  // a null pointer in Open MPI; the next MPI call would run the fatal error
+  // handler. Where MPI_Comm is an integer, create's own MPI checks see it.
+  if constexpr (std::is_pointer_v<MPI_Comm>) {
+    if (c_comm == nullptr) {
+      return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
+                  "peerplan_comm_create_f: Fortran handle " + std::to_string(comm) +
+                      " names no MPI communicator (never created, or freed); pass "
+                      "MPI_Comm_c2f of a live communicator");
+    }
+  }
+  return create(c_comm, config, out);
 }
 
 peerplan_result_t peerplan_comm_close(peerplan_comm_t comm) {
   peerplan_result_t result;
   if (missing(comm, "peerplan_comm_close", &result)) return result;
-  return guarded([&] { comm->comm->close(); });
+  return guarded([&] {
+    comm->comm->close();
+    comm->forget_texts();
+  });
 }
 
 void peerplan_comm_destroy(peerplan_comm_t comm) { delete comm; }
@@ -211,6 +252,7 @@ peerplan_result_t peerplan_declare(peerplan_comm_t comm, const peerplan_declarat
     set.reserve(count);
     for (std::size_t i = 0; i < count; ++i) set.push_back(to_declaration(declarations[i], i));
     comm->comm->declare(set);
+    comm->forget_texts();
   });
 }
 
@@ -311,6 +353,7 @@ peerplan_result_t peerplan_stats(peerplan_comm_t comm, peerplan_stats_t* stats) 
   if (stats == nullptr)
     return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_stats: stats is NULL");
   return guarded([&] {
+    const std::lock_guard lock(comm->stats_mutex);
     comm->stats = comm->comm->stats();
     const Stats& s = comm->stats;
     *stats = peerplan_stats_t{s.p2p_calls,
@@ -330,22 +373,24 @@ peerplan_result_t peerplan_plan_stats(peerplan_comm_t comm, size_t index,
   if (stats == nullptr) {
     return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_plan_stats: stats is NULL");
   }
+  const std::lock_guard lock(comm->stats_mutex);
   if (index >= comm->stats.plans.size()) {
     return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
                 "peerplan_plan_stats: index " + std::to_string(index) + " is not below " +
                     std::to_string(comm->stats.plans.size()) +
                     ", the plan count of the last peerplan_stats call");
   }
-  const PlanStats& p = comm->stats.plans[index];
-  *stats = peerplan_plan_stats_t{p.name.c_str(),
-                                 static_cast<peerplan_operation_t>(p.operation),
-                                 static_cast<peerplan_route_t>(p.route),
-                                 static_cast<peerplan_fallback_reason_t>(p.route_reason),
-                                 p.hits,
-                                 p.fallbacks,
-                                 static_cast<peerplan_protocol_t>(p.protocol),
-                                 p.launch.c_str()};
-  return PEERPLAN_SUCCESS;
+  return guarded([&] {  // keeping a text may allocate
+    const PlanStats& p = comm->stats.plans[index];
+    *stats = peerplan_plan_stats_t{comm->keep(p.name),
+                                   static_cast<peerplan_operation_t>(p.operation),
+                                   static_cast<peerplan_route_t>(p.route),
+                                   static_cast<peerplan_fallback_reason_t>(p.route_reason),
+                                   p.hits,
+                                   p.fallbacks,
+                                   static_cast<peerplan_protocol_t>(p.protocol),
+                                   comm->keep(p.launch)};
+  });
 }
 
 peerplan_result_t peerplan_reset_stats(peerplan_comm_t comm) {
