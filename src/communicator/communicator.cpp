@@ -9,6 +9,7 @@
 
 #include "bootstrap/fail_together.hpp"
 #include "bootstrap/mpi_bootstrap.hpp"
+#include "bootstrap/mpi_check.hpp"
 #include "communicator/backend_selection.hpp"
 #include "communicator/call_checks.hpp"
 #include "communicator/call_counters.hpp"
@@ -209,6 +210,9 @@ class CommunicatorImpl final : public Communicator {
   void close() override {
     const CallGuard guard(call_in_progress_, "close");
     if (closed_) return;
+    // close() is collective and uses MPI; after MPI_Finalize that would
+    // abort the process. The destructor still releases this rank's share.
+    bootstrap::detail::require_mpi_running("close");
     closed_stats_ = live_stats();  // while the plans holding the per-plan counters exist
     closed_ = true;  // first: a failure below must not leave a usable half-closed communicator
     plans_.clear();
