@@ -5,12 +5,13 @@ in the same order, as in C++ (README, "Using it")."""
 import ctypes
 
 from . import _tensors
-from ._library import CallResult, Declaration as _CDeclaration, PlanInfo, PlanStats, Stats, lib
+from ._library import (CallResult, Declaration as _CDeclaration, PlanInfo, PlanStats, Stats,
+                       enum_names, lib)
 
-ROUTES = {0: "one_shot", 1: "two_shot", 2: "fused_one_shot", 3: "fallback", 4: "hierarchical",
-          5: "fused_two_shot"}
-PROTOCOLS = {0: "none", 1: "staged", 2: "ll", 3: "lamport", 4: "pull", 5: "dma"}
-REASONS = {0: "none", 1: "undeclared", 2: "over_cutoff", 3: "p2p_disabled", 4: "node_layout"}
+# The names of the C enums, as the library spells them ({code: name}).
+ROUTES = enum_names(lib.peerplan_route_name)
+PROTOCOLS = enum_names(lib.peerplan_protocol_name)
+REASONS = enum_names(lib.peerplan_reason_name)
 
 # The hot paths' functions, bound once (argtypes and restype: _library).
 # all_reduce and fused_add_rms_norm call a tensor type's reader themselves
@@ -33,6 +34,68 @@ _c_comm_rank = lib.peerplan_comm_rank
 _c_comm_size = lib.peerplan_comm_size
 _route_name = ROUTES.get
 _reason_name = REASONS.get
+
+
+_DTYPE_NAMES = {0: "f16", 1: "bf16", 2: "f32"}
+
+# Pairs of Layouts already found alike: (id, id) -> the two Layouts, kept
+# alive so that their ids are not reused. Layouts come from the tensor
+# readers' caches, so a loop over the same tensors compares them once.
+_alike_layouts = {}
+# (id of x's Layout, id of the weight's Layout) -> both: weights found right.
+_weights_checked = {}
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+def _layout_values(layout):
+    """(shape, strides) of a C Layout, contiguous strides spelled out."""
+    shape = tuple(layout.shape[i] for i in range(layout.ndim))
+    if layout.strides:
+        return shape, tuple(layout.strides[i] for i in range(layout.ndim))
+    return shape, _contiguous_strides(shape)
+
+
+def _describe(dtype, layout):
+    shape, strides = _layout_values(layout)
+    return f"{_DTYPE_NAMES.get(dtype, dtype)} shape {shape} strides {strides}"
+
+
+def _require_alike(call, name, first, dtype, layout, other_dtype, other_layout):
+    """The C call takes one dtype and layout for every tensor it is given, so
+    `name` must match `first` in dtype, shape and strides; ValueError else."""
+    if other_dtype == dtype and (other_layout is layout
+                                 or (id(layout), id(other_layout)) in _alike_layouts):
+        return
+    if other_dtype != dtype or _layout_values(other_layout) != _layout_values(layout):
+        raise ValueError(f"peerplan: {call}: {name} is {_describe(other_dtype, other_layout)}, "
+                         f"{first} is {_describe(dtype, layout)}; pass a {name} of {first}'s "
+                         "dtype, shape and strides")
+    if len(_alike_layouts) >= 256:
+        _alike_layouts.clear()
+    _alike_layouts[(id(layout), id(other_layout))] = (layout, other_layout)
+
+
+def _require_weight(dtype, layout, weight_dtype, weight_layout):
+    """The fused op reads `hidden` (x's last extent) contiguous elements of
+    x's dtype from the weight; anything else would be read past its end."""
+    hidden = layout.shape[layout.ndim - 1] if layout.ndim else 1
+    shape, strides = _layout_values(weight_layout)
+    elements = 1
+    for extent in shape:
+        elements *= extent
+    contiguous = all(extent == 1 or stride == expected for extent, stride, expected
+                     in zip(shape, strides, _contiguous_strides(shape)))
+    if weight_dtype != dtype or elements != hidden or not contiguous:
+        raise ValueError(f"peerplan: fused_add_rms_norm: weight is "
+                         f"{_describe(weight_dtype, weight_layout)}; pass {hidden} contiguous "
+                         f"{_DTYPE_NAMES.get(dtype, dtype)} elements (x's last extent and dtype)")
 
 
 class Error(RuntimeError):
@@ -84,6 +147,9 @@ class Declaration:
     _DTYPES = {"f16": 0, "float16": 0, "bf16": 1, "bfloat16": 1, "f32": 2, "float32": 2}
 
     def __init__(self, name, operation, dtype, shape, strides=None, weight=None, eps=0.0):
+        if not isinstance(name, str):
+            raise ValueError(f"peerplan: a declaration's name must be a str, not "
+                             f"{type(name).__name__}")
         if dtype not in self._DTYPES:
             raise ValueError(f"peerplan: dtype {dtype!r}; use one of {sorted(self._DTYPES)}")
         self.name = name
@@ -223,7 +289,8 @@ class Communicator:
         if out is None or out is inp:
             out_ptr = ptr
         else:
-            out_ptr = (_readers.get(type(out)) or _reader_for(type(out)))(out)[0]
+            out_ptr, out_dtype, out_layout = (_readers.get(type(out)) or _reader_for(type(out)))(out)
+            _require_alike("all_reduce", "out", "inp", dtype, layout, out_dtype, out_layout)
         if stream is None:
             stream = _torch_stream(inp) if reader is _read_torch else 0
         else:
@@ -239,9 +306,21 @@ class Communicator:
         Returns (route, reason)."""
         reader = _readers.get(type(x)) or _reader_for(type(x))
         ptr, dtype, layout = reader(x)
-        residual_ptr = (_readers.get(type(residual)) or _reader_for(type(residual)))(residual)[0]
+        residual_ptr, residual_dtype, residual_layout = (
+            _readers.get(type(residual)) or _reader_for(type(residual)))(residual)
+        if residual_layout is not layout or residual_dtype != dtype:
+            _require_alike("fused_add_rms_norm", "residual", "x", dtype, layout, residual_dtype,
+                           residual_layout)
         # The weight's address is read every call: the plan key holds it.
-        weight_ptr = (_readers.get(type(weight)) or _reader_for(type(weight)))(weight)[0]
+        weight_ptr, weight_dtype, weight_layout = (
+            _readers.get(type(weight)) or _reader_for(type(weight)))(weight)
+        if (id(layout), id(weight_layout)) not in _weights_checked:
+            _require_weight(dtype, layout, weight_dtype, weight_layout)
+            if len(_weights_checked) >= 256:
+                _weights_checked.clear()
+            _weights_checked[(id(layout), id(weight_layout))] = (layout, weight_layout)
+        elif weight_dtype != dtype:
+            _require_weight(dtype, layout, weight_dtype, weight_layout)
         eps = float(eps)
         if stream is None:
             stream = _torch_stream(x) if reader is _read_torch else 0
