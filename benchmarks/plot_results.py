@@ -164,7 +164,7 @@ class Data:
                             number(row, "nccl_us", at, False))
             fused_rows = row.get("fused_rows")
             if fused_rows:
-                self.add_series(self.fused, "NCCL + torch add/RMSNorm" + run, fused_rows,
+                self.add_series(self.fused, "torch NCCL + add/RMSNorm (reference)" + run, fused_rows,
                                 number(row, "nccl_plus_norm_us", at, False))
 
     def add_peers(self, doc, where):
@@ -313,6 +313,8 @@ def fused_figure(plt, data, title):
               ("TRT-LLM fused", dict(color="tab:green", linewidth=1, linestyle="--")),
               ("NCCL + peerplan add/RMSNorm", dict(color="tab:red", linewidth=1.6, marker="^")),
               ("NCCL + torch add/RMSNorm", dict(color="tab:red", linewidth=1, linestyle="-.")),
+              ("torch NCCL + add/RMSNorm (reference)", dict(color="tab:orange", linewidth=1,
+                                                             linestyle="-.")),
               ("peerplan plain all-reduce, same bytes", dict(color="tab:blue", linewidth=0.9,
                                                               linestyle=":"))]
     rows = set()
@@ -324,7 +326,8 @@ def fused_figure(plt, data, title):
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator(sorted(rows)))
+    # The row counts peerplan ran label the axis; other sources may add rows in between.
+    ax.xaxis.set_major_locator(FixedLocator(sorted(data.fused.get("peerplan fused") or rows)))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_yscale("log")
