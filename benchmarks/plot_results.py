@@ -289,8 +289,10 @@ def latency_figure(plt, data, title):
 def ratio_figure(plt, data, title):
     ours = data.allreduce.get("peerplan", {})
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    others = [("NCCL", data.allreduce.get("NCCL") or data.allreduce.get("torch NCCL", {}),
-               "tab:red"), ("best peer", data.best_peer(), "tab:green")]
+    # NCCL timed in peerplan's own run where there is one, else torch's.
+    nccl = "NCCL" if data.allreduce.get("NCCL") else "torch NCCL"
+    others = [(nccl, data.allreduce.get(nccl, {}), "tab:red"),
+              ("best peer", data.best_peer(), "tab:green")]
     sizes = set()
     for label, series, color in others:
         ratio = {b: ours[b] / series[b] for b in ours if series.get(b)}
