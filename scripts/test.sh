@@ -19,8 +19,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/nccl-less/stage.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/sanitizers/stage.sh"
 
 start=$SECONDS
-# The Python package's tests need NumPy and mpi4py (the library does not).
-PEERPLAN_PACKAGES+=(python3-numpy python3-mpi4py)
+# The Python package's tests need NumPy and mpi4py (the library does not);
+# plot_results_test needs matplotlib.
+PEERPLAN_PACKAGES+=(python3-numpy python3-mpi4py python3-matplotlib)
 # The format check (scripts/format.sh) needs clang-format.
 PEERPLAN_PACKAGES+=(clang-format)
 install_missing_packages
