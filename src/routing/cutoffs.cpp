@@ -21,7 +21,7 @@
 //
 // The CUDA backend's come from measurement on 2x H200 (NVLink NV18, bf16;
 // peerplan_tune and the collective benchmark, CUDA graphs and eager;
-// benchmarks/RESULTS.md). At two ranks: one-shot is the
+// their history in CHANGELOG.md). At two ranks: one-shot is the
 // fastest route up to 1 MiB (it ties two-shot there); two-shot beats NCCL
 // from 1 MiB to 64 MiB by 11-44% in both modes, and at 256 MiB by 3%,
 // which is not worth its 1 GiB of staging per rank; the fused op beats
