@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host time per eager call from C++ (DESIGN §7): what the calling thread
-// pays until a call returns (lookup, admission, launch), not the GPU's
-// completion. The yardstick for python/benchmarks/call_overhead.py, which
+// Host time per eager call from C++, a benchmark program, not a test: what the
+// calling thread pays until a call returns (lookup, admission, launch), not the
+// GPU's completion. The yardstick for python/benchmarks/call_overhead.py, which
 // times the same cases the same way through the Python package;
 // benchmarks/compare_call_overhead.py sets the two side by side (the issue's
 // requirement: a call from Python costs at most ~3 µs more than from C++).

@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
-// Collective benchmark in the style of nccl-tests (DESIGN §7): peerplan's
-// all-reduce or fused all-reduce + add + RMSNorm, per message size, next to
-// NCCL on the same buffers in the same run. Times are per call (µs), the
-// median over 7 batches of -n calls each (eager launches, or with -G 1 CUDA
-// graphs of 20 captured calls replayed -n/20 times); busbw = algbw * 2(n-1)/n. #wrong counts elements that
-// differ from the exact result (all-reduce of small integers, exact in every
-// dtype) or, for the fused op, from the fallback's result beyond rounding.
-// Eager mode also reports the host time per call (ns: what the calling
-// thread pays for lookup, admission and launch; median batch, slowest rank)
-// of peerplan and of NCCL. The fused op also times a plain peerplan
-// all-reduce of the same [rows, hidden] (declared alike, same --route): the
-// fused / plain ratio. --protocols ll,lamport times the all-reduce again on
-// one more communicator per listed PEERPLAN_ONE_SHOT_PROTOCOL value (same
-// declarations and buffers, same run), one column each; with --route
-// one_shot every size runs one-shot, so that the protocols meet at every
-// size. With --op fused, --protocols lists PEERPLAN_FUSED_PROTOCOL values
-// instead: each column times the fused op on its own communicator, whose
-// output and residual must equal the first communicator's bit for bit
-// (counted in #wrong otherwise).
+// Collective benchmark in the style of nccl-tests (docs/design.md, Build, tests
+// and benchmarks): peerplan's all-reduce or fused all-reduce + add + RMSNorm,
+// per message size, next to NCCL on the same buffers in the same run. Times are
+// per call (µs), the median over 7 batches of -n calls each (eager launches, or
+// with -G 1 CUDA graphs of 20 captured calls replayed -n/20 times); busbw =
+// algbw * 2(n-1)/n. #wrong counts elements that differ from the exact result
+// (all-reduce of small integers, exact in every dtype) or, for the fused op,
+// from the fallback's result beyond rounding. Eager mode also reports the host
+// time per call (ns: what the calling thread pays for lookup, admission and
+// launch; median batch, slowest rank) of peerplan and of NCCL. The fused op
+// also times a plain peerplan all-reduce of the same [rows, hidden] (declared
+// alike, same --route): the fused / plain ratio. --protocols ll,lamport times
+// the all-reduce again on one more communicator per listed
+// PEERPLAN_ONE_SHOT_PROTOCOL value (same declarations and buffers, same run),
+// one column each; with --route one_shot every size runs one-shot, so that the
+// protocols meet at every size. With --op fused, --protocols lists
+// PEERPLAN_FUSED_PROTOCOL values instead: each column times the fused op on its
+// own communicator, whose output and residual must equal the first
+// communicator's bit for bit (counted in #wrong otherwise).
 //
 //   mpirun -np 2 peerplan_collective_bench -b 1K -e 64M -f 2 -d bf16 -G 1 --json out.json
 #include <cuda_runtime_api.h>

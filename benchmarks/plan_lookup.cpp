@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Plan-lookup benchmark: the cost of one dispatch-time lookup (build the
 // call's canonical key, find the declared plan) with the hash index and with
-// the linear scan, at 64, 512 and 4096 declared plans (DESIGN §2 point 11).
+// the linear scan, at 64, 512 and 4096 declared plans: the lookup must cost
+// the same at every count (docs/design.md, The lookup contract, point 11).
 //
 // The declared set models a transformer: per layer, an all-reduce of
 // [tokens, hidden] and a fused add+RMSNorm of [tokens, hidden] with that

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA backend's kernels as the host sees them (DESIGN §5): the types
-// every kernel takes (PeerSet, KernelLayout, PullSource, the error word),
-// the slab's sizes, and host launchers. Only the CUDA transport
-// (src/transport/cuda/, compiled with the toolkit) includes this; nothing
-// outside it sees CUDA types.
+// The CUDA backend's kernels as the host sees them (docs/design.md, Protocols;
+// Signals and epochs): the types every kernel takes (PeerSet, KernelLayout,
+// PullSource, the error word), the slab's sizes, and host launchers. Only the
+// CUDA transport (src/transport/cuda/, compiled with the toolkit) includes
+// this; nothing outside it sees CUDA types.
 //
 // A declared plan's P2P calls launch through LaunchRecipes
 // (launch_recipe.hpp: decided once at declare, launched per call). One file

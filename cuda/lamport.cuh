@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The Lamport protocol's device side (DESIGN §5), shared by the Lamport
-// one-shot all-reduce (one_shot_lamport.cu), the Lamport two-shot
+// The Lamport protocol's device side (docs/design.md, Lamport), shared by the
+// Lamport one-shot all-reduce (one_shot_lamport.cu), the Lamport two-shot
 // (two_shot_lamport.cu: both halves of its sub-slot layout are there) and
 // the fused all-reduce + residual add + RMSNorm on it (fused_lamport.cu):
 // the data is its own flag. Every rank's slab holds a receive region that is kept filled with a

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Launch recipes: what a declared plan decides once, so that a call only
-// adds its pointers and its stream (DESIGN §5). Host-only API, included by
-// the C++ transport (compiled by the host compiler): no device code, no
-// CUDA syntax beyond the runtime API's types.
+// Launch recipes: what a declared plan decides once, so that a call only adds
+// its pointers and its stream (docs/design.md, Launch shapes). Host-only API,
+// included by the C++ transport (compiled by the host compiler): no device
+// code, no CUDA syntax beyond the runtime API's types.
 //
 // prepare_all_reduce() / prepare_fused() run at declare time: they check
 // that the algorithm can carry the message, and fix the kernel

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The one-shot all-reduce by the Lamport protocol (DESIGN §5): the data is
-// its own flag. The protocol - the receive region and its layout, the
-// sentinel, arrival, why two parities suffice, what a failure leaves - is
-// described in lamport.cuh, whose device helpers this kernel uses; the
-// fused all-reduce + add + RMSNorm on the same region is fused_lamport.cu.
+// The one-shot all-reduce by the Lamport protocol (docs/design.md, Lamport):
+// the data is its own flag. The protocol - the receive region and its layout,
+// the sentinel, arrival, why two parities suffice, what a failure leaves - is
+// described in lamport.cuh, whose device helpers this kernel uses; the fused
+// all-reduce + add + RMSNorm on the same region is fused_lamport.cu.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

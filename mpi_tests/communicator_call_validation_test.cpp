@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Call-argument validation end to end (issue 12): what all_reduce and
-// fused_add_rms_norm accept and reject, on a declared key (a hit) and on an
-// undeclared one (the fallback). Every rejection is an InvalidArgument whose
-// message names the argument or layout field and says what to change; it
-// happens before anything is read, written, reduced or counted, and the
-// communicator stays usable. The rules are those of declare() (one
-// validation serves both paths), widened for undeclared calls to what the
-// fallback serves: zero-element calls, any order of non-overlapping
-// dimensions, an inner stride other than 1 (all-reduce only).
+// Call-argument validation end to end: what all_reduce and fused_add_rms_norm
+// accept and reject, on a declared key (a hit) and on an undeclared one (the
+// fallback). Every rejection is an InvalidArgument whose message names the
+// argument or layout field and says what to change; it happens before anything
+// is read, written, reduced or counted, and the communicator stays usable. The
+// rules are those of declare() (one validation serves both paths), widened for
+// undeclared calls to what the fallback serves: zero-element calls, any order
+// of non-overlapping dimensions, an inner stride other than 1 (all-reduce
+// only).
 #include <gtest/gtest.h>
 
 #include <cstdint>

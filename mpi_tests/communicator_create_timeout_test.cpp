@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Communicator::create when a rank is late or stopped (issue 12): every rank
-// raises peerplan::Timeout within the bound, never hangs; the timeouts name
-// the missing ranks wherever MPI allows (every step after the duplication of
-// the user's communicator; the duplication itself cannot know who is
-// missing and says so); and once every rank has called create the same
+// Communicator::create when a rank is late or stopped (docs/design.md, Bounded
+// waits): every rank raises peerplan::Timeout within the bound, never hangs;
+// the timeouts name the missing ranks wherever MPI allows (every step after the
+// duplication of the user's communicator; the duplication itself cannot know
+// who is missing and says so); and once every rank has called create the same
 // number of times, a new create on every rank works again.
 #include <mpi.h>
 #include <signal.h>

@@ -4,8 +4,8 @@
 // declaration and the differing ranks; an invalid declaration on one rank
 // is an InvalidArgument on every rank; after a failure the previous set
 // stays in force), and the lookup contract through the communicator
-// (DESIGN §2): probe and strict lookup, first declared wins, refresh
-// replaces the whole set.
+// (docs/design.md, The lookup contract): probe and strict lookup, first
+// declared wins, refresh replaces the whole set.
 #include <gtest/gtest.h>
 
 #include <string>

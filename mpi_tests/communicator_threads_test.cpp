@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// One thread at a time per communicator (issue 12): a call made while
-// another thread of the same rank is inside a call on the same communicator
-// raises InvalidUsage naming the rule, instead of mixing the two calls'
-// collectives (wrong sums on the fallback, a timeout on P2P). The guard is
-// released on every exit, exceptions included.
+// One thread at a time per communicator: a call made while another thread of
+// the same rank is inside a call on the same communicator raises InvalidUsage
+// naming the rule, instead of mixing the two calls' collectives (wrong sums on
+// the fallback, a timeout on P2P). The guard is released on every exit,
+// exceptions included.
 //
 // Determinism: on rank 0 two threads make the same all-reduce while the
 // other ranks hold back. Whichever thread gets in first waits inside the

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA backend's teardown on real GPUs (issue 12): close() and the
-// destructor stay bounded by the timeout while a CUDA graph that captured a
-// fallback (NCCL) call or a P2P call still exists, a graph destroyed before
-// close() gives a clean close (no WARN), and a rank that skips close() does
-// not hold the others. The MPI fallback (ranks sharing a GPU, or
-// Config::fallback = mpi) cannot be captured: the tests of graphs of
+// The CUDA backend's teardown on real GPUs (docs/design.md, Bounded waits; CUDA
+// graphs): close() and the destructor stay bounded by the timeout while a CUDA
+// graph that captured a fallback (NCCL) call or a P2P call still exists, a
+// graph destroyed before close() gives a clean close (no WARN), and a rank that
+// skips close() does not hold the others. The MPI fallback (ranks sharing a
+// GPU, or Config::fallback = mpi) cannot be captured: the tests of graphs of
 // fallback calls skip there, and its own tests check that close() and the
-// destructor after eager fallback calls are bounded and clean. Any world
-// size from 2 to 8, one GPU per rank or shared. Skipped (on every rank)
-// without GPUs.
+// destructor after eager fallback calls are bounded and clean. Any world size
+// from 2 to 8, one GPU per rank or shared. Skipped (on every rank) without
+// GPUs.
 #include <chrono>
 #include <string>
 #include <thread>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The MPI fallback on its own (issue 12): MPI errors never abort the job,
-// a bad dtype is rejected before any MPI call, and the communicator the
-// fallback owns is duplicated within the timeout.
+// The MPI fallback on its own: MPI errors never abort the job, a bad dtype is
+// rejected before any MPI call, and the communicator the fallback owns is
+// duplicated within the timeout.
 #include <mpi.h>
 
 #include <gtest/gtest.h>

@@ -33,7 +33,7 @@
 # ranks that share a GPU.
 #
 # GPU_TESTS with SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_DEMO=1 is the quick loop for
-# one area, e.g. the teardown tests (issue 12):
+# one area, e.g. the teardown tests:
 #   GPU_TESTS="cuda_teardown_test cuda_lifecycle_test" SKIP_SANITIZER=1 SKIP_BENCH=1 SKIP_DEMO=1 \
 #     bash scripts/gpu-check.sh
 # FALLBACK_BENCH=1 times peerplan's NCCL fallback against a plain blocking NCCL

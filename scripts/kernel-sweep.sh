@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The sweeps behind the CUDA backend's kernel choices and 2-rank defaults
-# (benchmarks/RESULTS.md, session 3), on a GPU host, one call: builds, runs
+# The sweeps behind the CUDA backend's kernel choices and 2-rank defaults (their
+# numbers are in CHANGELOG.md), on a GPU host, one call: builds, runs
 # the GPU tests (SKIP_TESTS=1 skips them), then bf16 under CUDA graphs:
 # the one-shot grid (PEERPLAN_ONE_SHOT_MAX_BLOCKS in $BLOCKS), two-shot at
 # every size, the fused op's LL limit (PEERPLAN_FUSED_LL_MAX_BYTES), and

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The communicator: lifecycle (create, declare, close) and dispatch of
-// all-reduce and fused add + RMSNorm (DESIGN §4). Collective calls must be
-// made by every rank of the communicator, in the same order.
+// all-reduce and fused add + RMSNorm (docs/design.md, Lifecycle). Collective
+// calls must be made by every rank of the communicator, in the same order.
 //
 // Threads: one thread at a time per communicator, as with NCCL. A call of
 // all_reduce, fused_add_rms_norm, declare, register_buffers,

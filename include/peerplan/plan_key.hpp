@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The exact key of a collective call, in canonical form (lookup contract,
-// DESIGN §2): operation, dtype, shape, strides with size-1 dimensions'
+// The exact key of a collective call, in canonical form (docs/design.md, The
+// lookup contract): operation, dtype, shape, strides with size-1 dimensions'
 // strides zeroed, and for the fused op the weight's address and epsilon's
 // bits. Fixed size, no heap: building and hashing a key never allocates.
 #pragma once

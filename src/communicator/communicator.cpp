@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The communicator: lifecycle (DESIGN §4) and dispatch. One index lookup per
-// call decides between the P2P route prepared at declare and the fallback.
+// The communicator: lifecycle (docs/design.md, Lifecycle) and dispatch (The
+// path of one call). One index lookup per call decides between the P2P route
+// prepared at declare and the fallback.
 #include "peerplan/communicator.hpp"
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Cross-rank agreement on a declared set (DESIGN §4 step 2). Every rank
+// Cross-rank agreement on a declared set (docs/design.md, Declare). Every rank
 // must declare the same plans in the same order; weight addresses differ
 // per rank and are left out. A disagreement fails declare() on every rank
 // with a message naming the first differing declaration and the ranks that

@@ -14,7 +14,7 @@ namespace peerplan::plan {
 // communicator derives its prepared plans - route, slab, registrations -
 // from it). The index owns payloads and destroys them when the declared set
 // they belong to is reclaimed, which is how replaced plans release their
-// resources (DESIGN §2 point 6).
+// resources (docs/design.md, The lookup contract, point 6).
 class PlanPayload {
  public:
   PlanPayload() = default;
@@ -30,7 +30,8 @@ struct IndexEntry {
 };
 
 // The error of a strict lookup that missed. Deliberately cheap: it names the
-// key and nothing else (no dump of the declared set, DESIGN §2 point 9).
+// key and nothing else (no dump of the declared set: docs/design.md, The
+// lookup contract, point 9).
 [[noreturn]] void throw_undeclared_plan(const PlanKey& key);
 
 }  // namespace peerplan::plan

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The declared-plan index: one hash lookup on a call's canonical key finds
-// the declared plan or reports a miss (DESIGN §2).
+// the declared plan or reports a miss (docs/design.md, The lookup contract).
 //
 // Contract
 // - Declared keys only. A miss inserts nothing (no negative cache), so

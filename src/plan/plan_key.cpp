@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// Canonical plan keys (DESIGN §2 points 1-3): the stride of a size-1
-// dimension is irrelevant and stored as 0, unused dimension slots are 0,
-// epsilon is compared by its bits with -0.0 folded onto +0.0, and the weight
-// is compared by address. Two calls that must hit the same plan therefore
-// produce bit-identical keys, and hashing/equality need no special cases.
+// Canonical plan keys (docs/design.md, The lookup contract, points 1-3): the
+// stride of a size-1 dimension is irrelevant and stored as 0, unused dimension
+// slots are 0, epsilon is compared by its bits with -0.0 folded onto +0.0, and
+// the weight is compared by address. Two calls that must hit the same plan
+// therefore produce bit-identical keys, and hashing/equality need no special
+// cases.
 #include "peerplan/plan_key.hpp"
 
 #include <bit>

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Declarations that can never be hit: when several declarations of one set
-// share a key, the first declared wins (DESIGN §2 point 5), so the later
-// ones are dead. Finding them lets declare() warn the user.
+// share a key, the first declared wins (docs/design.md, The lookup contract,
+// point 5), so the later ones are dead. Finding them lets declare() warn the
+// user.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Validation of a declared set (DESIGN §4 step 2), before anything is
+// Validation of a declared set (docs/design.md, Declare), before anything is
 // routed, registered or indexed.
 #pragma once
 

@@ -21,13 +21,13 @@
 //
 // The CUDA backend's come from measurement on 2x H200 (NVLink NV18, bf16;
 // peerplan_tune and the collective benchmark, CUDA graphs and eager;
-// benchmarks/RESULTS.md, "Session 3"). At two ranks: one-shot is the
+// their history in CHANGELOG.md). At two ranks: one-shot is the
 // fastest route up to 1 MiB (it ties two-shot there); two-shot beats NCCL
 // from 1 MiB to 64 MiB by 11-44% in both modes, and at 256 MiB by 3%,
 // which is not worth its 1 GiB of staging per rank; the fused op beats
 // NCCL + a separate add + RMSNorm at every measured size up to 64 MiB, by
 // 13% at 14 MiB and 5% at 64 MiB. So: one-shot 1 MiB, two-shot
-// (1 MiB, 64 MiB], fused 16 MiB. Session 4 added the Lamport one-shot
+// (1 MiB, 64 MiB], fused 16 MiB. The Lamport one-shot, measured later
 // (half the link bytes of LL lines): one-shot 20.4 us at 4 MiB against
 // two-shot's 23.2, 78.9 at 16 MiB against 60.7 (CUDA graphs, bf16): the
 // one-shot limit is 4 MiB since.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // A lookup running concurrently with a refresh sees the old declared set or
-// the new one, never a mix (DESIGN §2 point 6), on both implementations.
+// the new one, never a mix (docs/design.md, The lookup contract, point 6), on
+// both implementations.
 //
 // Sets A and B have disjoint keys. A writer alternates rebuild(A), rebuild(B),
 // each time with fresh payloads stamped with a generation number. Readers,

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The lookup contract of DESIGN §2, point by point, checked on both lookup
+// The lookup contract (docs/design.md), point by point, checked on both lookup
 // implementations (the hash index and the linear scan must be
 // interchangeable). Points 7 and 10 are the communicator's (close() and the
 // dispatch fallback); the index parts they rely on (clear, a noexcept find

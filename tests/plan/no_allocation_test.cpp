@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// DESIGN §2 point 8: the index holds declared keys only. 100,000 probes of
-// undeclared row counts leave its size and the heap unchanged: this
-// executable replaces the global operator new/delete to count allocations,
-// and zero must happen while probing (key building included).
+// The lookup contract's point 8 (docs/design.md): the index holds declared keys
+// only. 100,000 probes of undeclared row counts leave its size and the heap
+// unchanged: this executable replaces the global operator new/delete to count
+// allocations, and zero must happen while probing (key building included).
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Canonical plan keys (DESIGN §2 points 1-3) and their hash.
+// Canonical plan keys (docs/design.md, The lookup contract, points 1-3) and
+// their hash.
 #include <gtest/gtest.h>
 
 #include <bit>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Declaration validation (DESIGN §4 step 2): one test per rule, each
+// Declaration validation (docs/design.md, Declare): one test per rule, each
 // checking that the message names the offending declaration (position and
 // name) and the field.
 #include <gtest/gtest.h>

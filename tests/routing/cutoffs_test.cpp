@@ -25,7 +25,7 @@ TEST(DefaultCutoffs, FiniteAndNonZeroForEveryWorldSize) {
 }
 
 TEST(DefaultCutoffs, CudaTwoRanksAreTheMeasuredCrossovers) {
-  // benchmarks/RESULTS.md, 2x H200 (sessions 3 and 4): one-shot (Lamport)
+  // Measured on 2x H200 (CHANGELOG.md): one-shot (Lamport)
   // fastest up to 4 MiB, two-shot beats NCCL from there to 64 MiB (at
   // 256 MiB by 3%, not worth its 1 GiB of staging), fused beats NCCL +
   // add/RMSNorm up to 16 MiB.

@@ -57,14 +57,14 @@ static_assert(kOneShotMaxBlocksLimit == cuda_kernels::kMaxOneShotBlocks,
 // derives the same ones from the same (agreed) choices.
 
 // Fused calls up to this size use LL lines (no barrier), larger ones the
-// two-shot all-reduce + add/RMSNorm; measured on 2x H200 (benchmarks/
-// RESULTS.md, session 3: LL wins up to 1 MiB, ties at 3.5 MiB, loses at
+// two-shot all-reduce + add/RMSNorm; measured on 2x H200 (CHANGELOG.md:
+// LL wins up to 1 MiB, ties at 3.5 MiB, loses at
 // 14 MiB). KernelChoices::fused_ll_max_bytes overrides it.
 constexpr std::uint64_t kFusedLinesMaxBytes = 2u << 20;
 
 // Push one-shot calls up to this many bytes use LL lines, larger ones the
 // Lamport protocol (cuda/one_shot_lamport.cu). Measured on 2x H200, bf16,
-// CUDA graphs (benchmarks/RESULTS.md, session 4): LL 2.93 / 3.80 us at 1 KiB
+// CUDA graphs (CHANGELOG.md): LL 2.93 / 3.80 us at 1 KiB
 // / 64 KiB against Lamport's 3.40 / 4.30; Lamport 4.95 / 9.27 / 20.3 us at
 // 256 KiB / 1 MiB / 4 MiB against LL's 5.24 / 11.9 / 32.2 (it sends half
 // the link bytes: no flag words). KernelChoices::one_shot_lamport_above_bytes
@@ -83,7 +83,7 @@ static_assert(routing::kNoLimit == kTwoShotLamportAlways, "\"every size\" too");
 // fused_ll_max_bytes) or the staged paths. KernelChoices::
 // fused_lamport_above_bytes overrides the threshold; auto is Lamport above
 // 64 KiB and up to 4 MiB. Measured on 2x H200 (bf16, CUDA graphs, hidden
-// 7168, benchmarks/RESULTS.md session 4), Lamport vs the previous kernels:
+// 7168, CHANGELOG.md), Lamport vs the previous kernels:
 // 1 row 5.92 vs 5.57 us, 4 rows 6.19 vs 6.09, 16 rows 7.05 vs 7.30, 64 rows
 // 11.80 vs 17.83, 256 rows (3.5 MiB) 35.8 vs 36.2, 1024 rows (14 MiB,
 // two-shot + add/RMSNorm there) 129.1 vs 108.9. Must agree on every rank.
@@ -168,10 +168,10 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, mine.device),
                "cudaDeviceGetAttribute");
     peers_.overlap_launch = major >= 9;
-    // The one-shot kernel's largest grid: one block (512 threads) per SM,
-    // measured best on 2x H200 against 40, 80 and 2 per SM (RESULTS.md,
-    // session 3), unless KernelChoices::one_shot_max_blocks says otherwise
-    // (only speed changes, and ranks may differ).
+    // The one-shot kernel's largest grid: one block (512 threads) per SM, measured
+    // best on 2x H200 against 40, 80 and 2 per SM (CHANGELOG.md), unless
+    // KernelChoices::one_shot_max_blocks says otherwise (only speed changes, and
+    // ranks may differ).
     int multiprocessors = 1;
     check_cuda(
         cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, mine.device),

@@ -294,7 +294,7 @@ void NcclFallback::init(bootstrap::Bootstrap& bootstrap, RowClusters row_cluster
   // A blocking communicator. A non-blocking one bounds every NCCL step, but
   // NCCL then hands every call to a thread of its own: measured on 2x H200,
   // an eager fallback all-reduce took 64 us per call instead of NCCL's 8.7
-  // (benchmarks/RESULTS.md, session 4). What can block for long is bounded
+  // (CHANGELOG.md). What can block for long is bounded
   // otherwise: the rendezvous runs on a helper thread until the deadline
   // (an unfinished one is left running with its communicator, leaked, and
   // this rank raises Timeout); the connections between the ranks are made
