@@ -44,7 +44,7 @@
 #                         after declare), TRACE (every call's route). Lines
 #                         read "peerplan[host:pid rank R] INFO: ...".
 #   PEERPLAN_TUNING_FILE  a tuning file written by peerplan_tune on this kind
-#                         of node (README "Tuning files"); on a shared file
+#                         of node (docs/tuning.md); on a shared file
 #                         system every rank reads the same one, as it must.
 set -euo pipefail
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# Builds examples/c/all_reduce.c the way README tells a user to (the MPI C
+# Builds examples/c/all_reduce.c the way docs/api-c.md tells a user to (the MPI C
 # compiler, C99, the library's headers and libpeerplan), runs it under
 # mpiexec, and fails unless it ran correctly ("#wrong 0").
 #   cmake -DMPICC=... -DSOURCE=... -DOUTPUT=... -DINCLUDES=a@@b -DLIBDIR=...

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* The C interface of peerplan: for C and Fortran programs (through
  * MPI_Fint communicator handles) and for Python (ctypes). It mirrors the
- * C++ Communicator (peerplan/communicator.hpp); README "C interface" shows
+ * C++ Communicator (peerplan/communicator.hpp); docs/api-c.md shows
  * a whole program.
  *
  * Conventions:
@@ -161,7 +161,7 @@ PEERPLAN_API peerplan_result_t peerplan_mpi_world(MPI_Fint* world);
 PEERPLAN_API void peerplan_mpi_finalize(void);
 
 /* Configuration: the names and values of the PEERPLAN_* environment
- * variables (README, "Configuration"), e.g. ("PEERPLAN_TIMEOUT_MS", "5000").
+ * variables (docs/configuration.md), e.g. ("PEERPLAN_TIMEOUT_MS", "5000").
  * A value is checked when set (INVALID_ARGUMENT names what is accepted).
  * The environment still overrides what is set here, as it overrides the
  * C++ Config. */

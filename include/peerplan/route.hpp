@@ -19,8 +19,7 @@ enum class Route : std::uint8_t {
   fallback = 3,        // NCCL (cuda backend) or MPI (host backend)
   // The job spans several nodes with the same number of ranks on each:
   // reduce-scatter among each node's ranks, all-reduce of every shard
-  // between the nodes, all-gather among each node's ranks (README, "Several
-  // nodes"). Both operations take it on such a job.
+  // between the nodes, all-gather among each node's ranks (docs/multi-node.md). Both operations take it on such a job.
   hierarchical = 4,
   // The fused op as a two-shot all-reduce in place, then residual add +
   // RMSNorm row by row: fused messages too large for the fused one-shot

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The communicator over the C interface: collective calls on every rank
-in the same order, as in C++ (README, "Using it")."""
+in the same order, as in C++ (docs/api-cpp.md)."""
 
 import ctypes
 
@@ -295,7 +295,7 @@ class Communicator:
             stream = _torch_stream(inp) if reader is _read_torch else 0
         else:
             stream = _stream_handle(stream, inp)
-        result = CallResult()  # per call: another thread may call next (README, one at a time)
+        result = CallResult()  # per call: another thread may call next (docs/api-cpp.md: one thread at a time)
         status = _c_all_reduce(self._handle, ptr, out_ptr, dtype, layout, stream, result)
         if status:
             _check(status)

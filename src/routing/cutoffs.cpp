@@ -34,7 +34,7 @@
 //
 // Other world sizes are not measured (no host with more than two GPUs has
 // been available); their defaults come from the link bytes per rank of a
-// message of M bytes at n ranks (README, "World sizes"):
+// message of M bytes at n ranks (docs/concepts.md, "World sizes"):
 //   one-shot  sends (n-1) M, one hop;
 //   two-shot  sends 2 (n-1)/n M (reduce-scatter, then all-gather), two hops
 //             and a barrier;

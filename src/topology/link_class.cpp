@@ -134,7 +134,7 @@ LinkClass classify(const GpuLocation& a, const GpuLocation& b, int nvlinks) {
 // when P2P is off) serves no better; the real peer copy of the CUDA backend
 // catches a root complex that does not forward P2P at all. Across the CPU
 // interconnect (SYS) P2P is unsupported or slow on many machines, and NCCL
-// leaves it off there too unless told otherwise. README.md has the details.
+// leaves it off there too unless told otherwise. docs/configuration.md has the details.
 P2PLevel effective_p2p_level(P2PLevel level) noexcept {
   return level == P2PLevel::automatic ? P2PLevel::node : level;
 }

@@ -394,7 +394,7 @@ tune::RowListener make_listener(const Options& options, const tune::SweepPlan& p
 
 std::string file_comment(const std::string& when) {
   return "peerplan tuning file (written by peerplan_tune on " + when +
-         ")\nFormat: peerplan's README, \"Tuning files\". Load it with "
+         ")\nFormat: peerplan's docs/tuning.md. Load it with "
          "PEERPLAN_TUNING_FILE=<this file>.";
 }
 

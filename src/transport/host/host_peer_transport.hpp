@@ -21,7 +21,7 @@
 // every row after the gather, as on one node. So a result is
 // round(sum over nodes in node order of (sum over the node's ranks in local
 // rank order)): bit-identical on every rank, and within fp32 reassociation
-// of the one-node sum (README, "Several nodes"). A Timeout between nodes
+// of the one-node sum (docs/multi-node.md). A Timeout between nodes
 // leaves the group out of step: the communicator is unusable from then on.
 #pragma once
 

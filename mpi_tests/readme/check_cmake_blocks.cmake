@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: Apache-2.0
+# Every ```cmake block that the docs mark with "<!-- snippet cmake begin -->"
+# and "<!-- snippet cmake end -->" must appear verbatim in CONSUMER, the
+# project that the install test builds against the installed peerplan: what
+# the docs tell users to write is then what is tested.
+#   cmake -DCONSUMER=<CMakeLists.txt> -DROOT=<repository> -P check_cmake_blocks.cmake
+# reads ROOT/README.md and ROOT/docs/*.md.
+cmake_minimum_required(VERSION 3.25)
+file(GLOB DOCS ${ROOT}/docs/*.md)
+list(PREPEND DOCS ${ROOT}/README.md)
+file(READ "${CONSUMER}" consumer)
+set(begin_marker "<!-- snippet cmake begin -->")
+set(end_marker "<!-- snippet cmake end -->")
+string(LENGTH "${begin_marker}" begin_length)
+set(checked 0)
+set(failures "")
+foreach(doc IN LISTS DOCS)
+  file(READ "${doc}" text)
+  while(TRUE)
+    string(FIND "${text}" "${begin_marker}" begin)
+    if(begin EQUAL -1)
+      break()
+    endif()
+    math(EXPR from "${begin} + ${begin_length}")
+    string(SUBSTRING "${text}" ${from} -1 text)
+    string(FIND "${text}" "${end_marker}" end)
+    if(end EQUAL -1)
+      message(FATAL_ERROR "${doc}: '${begin_marker}' without '${end_marker}'")
+    endif()
+    string(SUBSTRING "${text}" 0 ${end} block)
+    if(NOT block MATCHES "^[ \t\r\n]*```cmake\r?\n(.*)\r?\n```[ \t\r\n]*$")
+      message(FATAL_ERROR "${doc}: between the cmake snippet markers there must be one "
+                          "```cmake fenced block and nothing else")
+    endif()
+    set(code "${CMAKE_MATCH_1}")
+    string(FIND "${consumer}" "${code}" found)
+    if(found EQUAL -1)
+      string(APPEND failures "${doc}: this block is not in ${CONSUMER}:\n${code}\n")
+    endif()
+    math(EXPR checked "${checked} + 1")
+  endwhile()
+endforeach()
+if(failures)
+  message(FATAL_ERROR "${failures}Copy the block into the consumer project (or fix the doc) so "
+                      "that the install test builds what the docs say.")
+endif()
+if(checked EQUAL 0)
+  message(FATAL_ERROR "no marked ```cmake block found in ${DOCS}")
+endif()
+message(STATUS "docs_cmake_blocks: ${checked} block(s) found verbatim in ${CONSUMER}")
