@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
   check_c(peerplan_comm_create(MPI_COMM_WORLD, nullptr, &c_comm), "peerplan_comm_create");
   // Only the public API: like the Python package, this links libpeerplan.so,
   // which exports nothing else. The fingerprint of ranks sharing a GPU ends
-  // in " shared" (README, "World sizes, shared GPUs and the fallbacks").
+  // in " shared" (docs/concepts.md, "Ranks sharing a GPU").
   const std::string& fingerprint = comm->topology_fingerprint();
   const bool gpus_shared = fingerprint.ends_with(" shared");
 

@@ -5,7 +5,7 @@
 //   - every rank raises Timeout for that call (no rank returns a result the
 //     others did not get); the late rank's message names the ranks that gave
 //     up waiting for it, the others' messages name the late rank;
-//   - every rank closes the communicator (as the README says to), creates a
+//   - every rank closes the communicator (as docs/faults.md says to), creates a
 //     new one, and fallback calls on it give correct sums;
 //   - the process reaches MPI_Finalize (the harness's main calls it after the
 //     last test) and exits 0, although the abandoned reductions completed
@@ -111,7 +111,7 @@ TEST_P(LateRank, EveryRankTimesOutNamingTheOthersThenANewCommunicatorWorks) {
     mine = attempt([&] { comm->all_reduce(in.data(), out.data(), c.dtype, layout); });
     if (!mine.timed_out) mine.message += " (result " + std::to_string(out.get(0)) + ")";
   }
-  // What the README says to do after a fallback timeout: close (on every
+  // What docs/faults.md says to do after a fallback timeout: close (on every
   // rank, at once: the ranks that gave up close before the late rank has
   // even made its call) and create a new communicator.
   EXPECT_NO_THROW(comm->close());

@@ -1084,8 +1084,7 @@ TEST(CudaHierarchicalLayout, UnfitNodesFallBackWithTheNodeLayoutReason) {
 }
 
 // The last rank is late for a hierarchical call, by more than the timeout.
-// P2P kernels report a failed wait at the next call (README, "When things
-// go wrong"), the step between nodes at once: every rank, the late one
+// P2P kernels report a failed wait at the next call (docs/faults.md), the step between nodes at once: every rank, the late one
 // included, raises Timeout at the late call or at the call after it, and
 // within the bound (no rank hangs: the device kernels give up, the MPI
 // step between nodes is bounded); destroying the broken communicator is

@@ -144,7 +144,7 @@ std::string judge_survivor(const Scenario& s, const std::vector<Outcome>& outcom
            std::to_string(bound) + " ms";
   }
   // A rank missing from the duplication of the user's communicator cannot
-  // be named (README: MPI cannot tell who has joined a collective).
+  // be named (docs/faults.md: MPI cannot tell who has joined a collective).
   if (s.name != "create-late" && !names_rank(failed->message, s.victim)) {
     return "FAIL the message does not name rank " + std::to_string(s.victim);
   }

@@ -248,7 +248,7 @@ inline std::unique_ptr<Communicator> create_cuda(Config config = {}) {
 }
 
 // The fused op's route under the CUDA backend's default kernel choices
-// (an independent statement of README's "Routes, protocols and what a call
+// (an independent statement of docs/concepts.md, "Routes" to "What a call
 // launches", not the router's code): Lamport above 64 KiB up to 4 MiB and LL
 // lines up to 2 MiB, both for rows of whole 16-byte packs, run
 // fused_one_shot; past them a dense message runs fused_two_shot, a strided

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA push transport's protocol windows as it reports them with the
-// default kernel choices (an independent statement of README's "Routes,
-// protocols and what a call launches"), for the routing tests.
+// default kernel choices (an independent statement of docs/concepts.md,
+// "Routes" to "What a call launches"), for the routing tests.
 #pragma once
 
 #include <cstddef>

@@ -47,7 +47,7 @@ TEST(DefaultCutoffs, CudaTwoRanksAreTheMeasuredCrossovers) {
 }
 
 TEST(DefaultCutoffs, CudaBeyondTwoRanksFollowTheLinkBytesModel) {
-  // src/routing/cutoffs.cpp and README "World sizes": one-shot up to
+  // src/routing/cutoffs.cpp and docs/concepts.md "World sizes": one-shot up to
   // a B n / ((n-1)(n-2)) with a B = 1.1 MB, as a power of two; two-shot up
   // to 128 MiB / n (constant staging); fused 16 MiB / (n-1).
   constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
