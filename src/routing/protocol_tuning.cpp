@@ -44,6 +44,16 @@ ProtocolWindows apply_protocol_tuning(ProtocolWindows windows, const ProtocolTun
   return windows;
 }
 
+std::string describe_protocol_windows(const ProtocolWindows& windows) {
+  std::string text;
+  for (const WindowField& field : kWindowFields) {
+    if (!window_applies(field, windows)) continue;
+    if (!text.empty()) text += ' ';
+    text += std::string(field.name) + '=' + core::window_text(windows.*field.resolved);
+  }
+  return text;
+}
+
 std::string describe_protocol_tuning(const ProtocolTuning& tuning) {
   std::string text;
   for (const WindowField& field : kWindowFields) {

@@ -75,6 +75,10 @@ ProtocolWindows apply_configured_windows(ProtocolWindows windows,
 ProtocolWindows apply_protocol_tuning(ProtocolWindows windows, const ProtocolTuning& tuned,
                                       const KernelChoices& kernels) noexcept;
 
+// "one_shot_lamport=64K.. fused_lamport=64K..4M ...": the windows a
+// transport runs (those window_applies to), for the INFO log.
+std::string describe_protocol_windows(const ProtocolWindows& windows);
+
 // "one_shot_lamport=64K.. fused_lamport=auto ...": every field, for logs
 // and the create-time agreement.
 std::string describe_protocol_tuning(const ProtocolTuning& tuning);

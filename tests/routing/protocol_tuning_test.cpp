@@ -206,6 +206,17 @@ TEST(ProtocolTuning, DescribeNamesEveryField) {
             "two_shot_lamport=1M");
 }
 
+TEST(ProtocolTuning, DescribeWindowsNamesThoseTheTransportRuns) {
+  EXPECT_EQ(describe_protocol_windows(cuda_push()),
+            "one_shot_lamport=64K.. fused_lamport=64K..4M fused_ll=2M two_shot_dma=never "
+            "two_shot_lamport=never");
+  ProtocolWindows pull = cuda_push();
+  pull.pull = true;
+  pull.lines = false;
+  EXPECT_EQ(describe_protocol_windows(pull), "fused_lamport=64K..4M fused_ll=2M")
+      << "pull has one one-shot and one two-shot protocol";
+}
+
 TEST(ProtocolTuning, TheConfiguredWindowsApplyWhereTheTransportRunsThem) {
   KernelChoices kernels;
   kernels.one_shot_lamport = Window::every_size();

@@ -62,10 +62,12 @@ TEST_F(WriteEntry, ReplacesItsOwnEntryAndKeepsOthers) {
 TEST_F(WriteEntry, KeepsTheProtocolWindows) {
   routing::TuningEntry entry{"cuda ranks=2", RouteCutoffs{1, 2, 3, 4}, "run 1", 0, {}, {}};
   // Fused LL off: never is a value, not auto.
-  entry.protocols = {Window::above_bytes(65536), Window{65536, 4194304}, Window::never()};
+  entry.protocols = {Window::above_bytes(65536), Window{65536, 4194304}, Window::never(),
+                     std::nullopt, std::nullopt};
   write_entry(path_, entry, "");
   routing::TuningEntry lamport_never{"cuda ranks=4", RouteCutoffs{1, 2, 3, 4}, "run 2", 0, {}, {}};
-  lamport_never.protocols = {Window::every_size(), Window::never(), Window::up_to_bytes(2097152)};
+  lamport_never.protocols = {Window::every_size(), Window::never(), Window::up_to_bytes(2097152),
+                             std::nullopt, std::nullopt};
   write_entry(path_, lamport_never, "");
   const auto file = routing::read_tuning_file(path_);
   ASSERT_EQ(file.entries.size(), 2u);

@@ -10,7 +10,6 @@
 #include <string>
 
 #include "core/log.hpp"
-#include "core/window_text.hpp"
 #include "bootstrap/fail_together.hpp"
 #include "peerplan/errors.hpp"
 #include "routing/defaults.hpp"
@@ -63,13 +62,10 @@ static_assert(cuda_kernels::kDmaPieceTargetBytes == routing::kDmaPieceTargetByte
 // The kernel choices in force, for the INFO log (their "auto" resolved),
 // under the names and in the window syntax of KernelChoices.
 std::string describe_choices(const cuda_kernels::PeerSet& p, const routing::ProtocolWindows& w) {
-  std::string text = "one_shot_max_blocks=" + std::to_string(p.one_shot_max_blocks);
-  if (w.pull) text += " one-shot and two-shot by pull";
-  for (const routing::WindowField& field : routing::kWindowFields) {
-    if (routing::window_applies(field, w))
-      text += std::string(" ") + field.name + '=' + core::window_text(w.*field.resolved);
-  }
-  return text + " row_clusters=" + (p.cluster_rows ? "on" : "off");
+  std::string text = "one_shot_max_blocks=" + std::to_string(p.one_shot_max_blocks) + ' ';
+  if (w.pull) text += "(one-shot and two-shot by pull) ";
+  return text + routing::describe_protocol_windows(w) +
+         " row_clusters=" + (p.cluster_rows ? "on" : "off");
 }
 
 }  // namespace
