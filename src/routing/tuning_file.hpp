@@ -96,9 +96,9 @@ void upsert_entry(TuningFile& file, TuningEntry entry);
 
 // The file's text: `comment` (each of its lines prefixed with "# "), the
 // header, then every entry; parse_tuning_file reads it back to the same
-// entries (apart from `line`). Cutoffs at kAutoCutoff, and a one-shot grid
-// without steps, are left out. Line
-// breaks inside a fingerprint or measured text become spaces.
+// entries (apart from `line`). Cutoffs at kAutoCutoff, windows left auto
+// and a one-shot grid without steps are left out. Line breaks inside a
+// fingerprint or measured text become spaces.
 std::string format_tuning_file(const TuningFile& file, std::string_view comment = {});
 
 }  // namespace peerplan::routing
