@@ -1,23 +1,24 @@
 // SPDX-License-Identifier: Apache-2.0
-// Collective benchmark in the style of nccl-tests (docs/design.md, Build, tests
-// and benchmarks): peerplan's all-reduce or fused all-reduce + add + RMSNorm,
-// per message size, next to NCCL on the same buffers in the same run. Times are
-// per call (µs), the median over 7 batches of -n calls each (eager launches, or
-// with -G 1 CUDA graphs of 20 captured calls replayed -n/20 times); busbw =
-// algbw * 2(n-1)/n. #wrong counts elements that differ from the exact result
-// (all-reduce of small integers, exact in every dtype) or, for the fused op,
-// from the fallback's result beyond rounding. Eager mode also reports the host
-// time per call (ns: what the calling thread pays for lookup, admission and
-// launch; median batch, slowest rank) of peerplan and of NCCL. The fused op
-// also times a plain peerplan all-reduce of the same [rows, hidden] (declared
-// alike, same --route): the fused / plain ratio. --protocols ll,lamport times
-// the all-reduce again on one more communicator per listed
-// PEERPLAN_ONE_SHOT_PROTOCOL value (same declarations and buffers, same run),
-// one column each; with --route one_shot every size runs one-shot, so that the
-// protocols meet at every size. With --op fused, --protocols lists
-// PEERPLAN_FUSED_PROTOCOL values instead: each column times the fused op on its
-// own communicator, whose output and residual must equal the first
-// communicator's bit for bit (counted in #wrong otherwise).
+// Collective benchmark in the style of nccl-tests (docs/design.md, Build,
+// tests and benchmarks): peerplan's
+// all-reduce or fused all-reduce + add + RMSNorm, per message size, next to
+// NCCL on the same buffers in the same run. Times are per call (µs), the
+// median over 7 batches of -n calls each (eager launches, or with -G 1 CUDA
+// graphs of 20 captured calls replayed -n/20 times); busbw = algbw * 2(n-1)/n. #wrong counts elements that
+// differ from the exact result (all-reduce of small integers, exact in every
+// dtype) or, for the fused op, from the fallback's result beyond rounding.
+// Eager mode also reports the host time per call (ns: what the calling
+// thread pays for lookup, admission and launch; median batch, slowest rank)
+// of peerplan and of NCCL. The fused op also times a plain peerplan
+// all-reduce of the same [rows, hidden] (declared alike, same --route): the
+// fused / plain ratio. --protocols never,all times the all-reduce again on
+// one more communicator per listed PEERPLAN_ONE_SHOT_LAMPORT window (same
+// declarations and buffers, same run), one column each; with --route
+// one_shot every size runs one-shot, so that the protocols meet at every
+// size. With --op fused, --protocols lists PEERPLAN_FUSED_LAMPORT windows
+// instead: each column times the fused op on its own communicator, whose
+// output and residual must equal the first communicator's bit for bit
+// (counted in #wrong otherwise).
 //
 //   mpirun -np 2 peerplan_collective_bench -b 1K -e 64M -f 2 -d bf16 -G 1 --json out.json
 #include <cuda_runtime_api.h>
@@ -106,8 +107,9 @@ int main(int argc, char** argv) {
   std::string protocols_text;
   app.add_option("--protocols", protocols_text,
                  "also time one communicator per value in this comma-separated list (e.g. "
-                 "ll,lamport), one column each: PEERPLAN_ONE_SHOT_PROTOCOL values (allreduce) or "
-                 "PEERPLAN_FUSED_PROTOCOL values (fused)");
+                 "never,all: LL lines, then Lamport, at every size), one column each: "
+                 "PEERPLAN_ONE_SHOT_LAMPORT windows (allreduce) or PEERPLAN_FUSED_LAMPORT windows "
+                 "(fused)");
   app.add_option("--json", json_path, "write every row as JSON to this file (rank 0)");
   try {
     app.parse(argc, argv);
@@ -183,7 +185,7 @@ int main(int argc, char** argv) {
   // a communicator is created, so it is set around each create.
   std::vector<std::unique_ptr<Communicator>> protocol_comms;
   {
-    const char* variable = fused ? "PEERPLAN_FUSED_PROTOCOL" : "PEERPLAN_ONE_SHOT_PROTOCOL";
+    const char* variable = fused ? "PEERPLAN_FUSED_LAMPORT" : "PEERPLAN_ONE_SHOT_LAMPORT";
     const char* before = std::getenv(variable);
     const std::string saved = before ? before : "";
     for (const auto& protocol : protocols) {

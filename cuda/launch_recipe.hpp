@@ -124,6 +124,10 @@ struct LaunchRecipe {
 // reduction of this one on the call's stream; the events order the three
 // streams (and join the two into a CUDA-graph capture of the call).
 inline constexpr int kMaxDmaPieces = 8;
+// The size each piece of a copy-engine message aims at: the built-in
+// default of the table in src/routing/defaults.hpp (a static_assert in the
+// transport ties the two).
+inline constexpr std::size_t kDmaPieceTargetBytes = std::size_t{8} << 20;
 struct DmaStreams {
   cudaStream_t out = nullptr;
   cudaStream_t back = nullptr;

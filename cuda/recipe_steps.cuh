@@ -49,9 +49,8 @@ KernelStep two_shot_dma_step(ElementType type, std::int64_t shard);
 cudaError_t launch_two_shot_dma(const LaunchRecipe& recipe, const PeerSet& peers, const void* in,
                                 void* out, const DmaStreams* streams, cudaStream_t stream);
 // The pieces a copy-engine message of `message_bytes` runs as: one per
-// kDmaPieceTargetBytes, at least 1 and at most kMaxDmaPieces (messages
-// under twice the target run whole).
-inline constexpr std::size_t kDmaPieceTargetBytes = 8u << 20;
+// kDmaPieceTargetBytes (launch_recipe.hpp), at least 1 and at most
+// kMaxDmaPieces (messages under twice the target run whole).
 int dma_pieces_for(std::size_t message_bytes);
 // Fused op, Lamport: the variant for shape.cluster_rows and shape.size, as
 // many rows at once as the device holds (occupancy query, cached per

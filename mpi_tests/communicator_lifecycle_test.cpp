@@ -243,47 +243,47 @@ TEST(CommunicatorCreate, KernelChoicesThatMustAgreeFailCreateOnEveryRank) {
   };
   {
     Config config;
-    if (test_rank() == last) config.kernels.fused_lamport_above_bytes = kLamportNever;
+    if (test_rank() == last) config.kernels.fused_lamport = Window::never();
     const CreateOutcome o = try_create(config);
     expect_same_failure_everywhere(o, ErrorCode::mismatch, "fused protocol on the last rank");
-    expect_names(o, "kernels.fused_lamport_above_bytes", "PEERPLAN_FUSED_PROTOCOL");
-    EXPECT_NE(o.message.find("is auto on rank 0 but ll on rank " + std::to_string(last)),
+    expect_names(o, "kernels.fused_lamport", "PEERPLAN_FUSED_LAMPORT");
+    EXPECT_NE(o.message.find("is auto on rank 0 but never on rank " + std::to_string(last)),
               std::string::npos)
         << o.message;
   }
   {
-    ScopedEnv env("PEERPLAN_ONE_SHOT_PROTOCOL", test_rank() == 0 ? "lamport" : "ll");
+    ScopedEnv env("PEERPLAN_ONE_SHOT_LAMPORT", test_rank() == 0 ? "all" : "never");
     const CreateOutcome o = try_create({});
     expect_same_failure_everywhere(o, ErrorCode::mismatch, "one-shot protocol on rank 0");
-    expect_names(o, "kernels.one_shot_lamport_above_bytes", "PEERPLAN_ONE_SHOT_PROTOCOL");
+    expect_names(o, "kernels.one_shot_lamport", "PEERPLAN_ONE_SHOT_LAMPORT");
     EXPECT_TRUE(names_rank(o.message, last)) << o.message;
   }
   {
     // Set on one node only: the usual way it happens.
-    ScopedEnv env("PEERPLAN_FUSED_LL_MAX_BYTES", test_rank() == last ? "64K" : nullptr);
+    ScopedEnv env("PEERPLAN_FUSED_LL", test_rank() == last ? "64K" : nullptr);
     const CreateOutcome o = try_create({});
     expect_same_failure_everywhere(o, ErrorCode::mismatch, "fused LL limit on the last rank");
-    expect_names(o, "kernels.fused_ll_max_bytes", "PEERPLAN_FUSED_LL_MAX_BYTES");
+    expect_names(o, "kernels.fused_ll", "PEERPLAN_FUSED_LL");
     EXPECT_TRUE(names_rank(o.message, last)) << o.message;
   }
   {
     // The two-shot's copy engines: both ranks must stage, or both use dma.
-    ScopedEnv env("PEERPLAN_TWO_SHOT_PROTOCOL", test_rank() == last ? "dma" : "16M");
+    ScopedEnv env("PEERPLAN_TWO_SHOT_DMA", test_rank() == last ? "all" : "16M..");
     const CreateOutcome o = try_create({});
     expect_same_failure_everywhere(o, ErrorCode::mismatch, "two-shot protocol on the last rank");
-    expect_names(o, "kernels.two_shot_dma_above_bytes", "PEERPLAN_TWO_SHOT_PROTOCOL");
-    EXPECT_NE(o.message.find("is 16777216 on rank 0 but dma on rank " + std::to_string(last)),
+    expect_names(o, "kernels.two_shot_dma", "PEERPLAN_TWO_SHOT_DMA");
+    EXPECT_NE(o.message.find("is 16M.. on rank 0 but all on rank " + std::to_string(last)),
               std::string::npos)
         << o.message;
   }
   {
     // The two-shot's Lamport window: a rank that runs Lamport writes into a
     // region its peer, running the staged kernel, never reads.
-    ScopedEnv env("PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES", test_rank() == last ? "all" : "1M");
+    ScopedEnv env("PEERPLAN_TWO_SHOT_LAMPORT", test_rank() == last ? "all" : "1M");
     const CreateOutcome o = try_create({});
     expect_same_failure_everywhere(o, ErrorCode::mismatch, "two-shot Lamport on the last rank");
-    expect_names(o, "kernels.two_shot_lamport_max_bytes", "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES");
-    EXPECT_NE(o.message.find("is 1048576 on rank 0 but all on rank " + std::to_string(last)),
+    expect_names(o, "kernels.two_shot_lamport", "PEERPLAN_TWO_SHOT_LAMPORT");
+    EXPECT_NE(o.message.find("is 1M on rank 0 but all on rank " + std::to_string(last)),
               std::string::npos)
         << o.message;
   }
@@ -291,24 +291,24 @@ TEST(CommunicatorCreate, KernelChoicesThatMustAgreeFailCreateOnEveryRank) {
     // Two fields at once: both named.
     Config config;
     if (test_rank() == last) {
-      config.kernels.fused_ll_max_bytes = 0;
-      config.kernels.one_shot_lamport_above_bytes = 4096;
+      config.kernels.fused_ll = Window::never();
+      config.kernels.one_shot_lamport = Window::above_bytes(4096);
     }
     const CreateOutcome o = try_create(config);
     expect_same_failure_everywhere(o, ErrorCode::mismatch, "two knobs on the last rank");
-    expect_names(o, "kernels.fused_ll_max_bytes", "PEERPLAN_FUSED_LL_MAX_BYTES");
-    expect_names(o, "kernels.one_shot_lamport_above_bytes", "PEERPLAN_ONE_SHOT_PROTOCOL");
+    expect_names(o, "kernels.fused_ll", "PEERPLAN_FUSED_LL");
+    expect_names(o, "kernels.one_shot_lamport", "PEERPLAN_ONE_SHOT_LAMPORT");
   }
   // Local launch shapes may differ between ranks.
   Config config;
-  config.kernels.fused_lamport_above_bytes = 1u << 20;  // the same everywhere
+  config.kernels.fused_lamport = Window::above_bytes(1u << 20);  // the same everywhere
   if (test_rank() == last) {
     config.kernels.one_shot_max_blocks = 64;
     config.kernels.row_clusters = RowClusters::off;
   }
   auto comm = create_on_world(config);
   EXPECT_EQ(comm->config().kernels.one_shot_max_blocks, test_rank() == last ? 64 : 0);
-  EXPECT_EQ(comm->config().kernels.fused_lamport_above_bytes, std::size_t{1} << 20);
+  EXPECT_EQ(comm->config().kernels.fused_lamport, Window::above_bytes(std::size_t{1} << 20));
   comm->close();
 }
 

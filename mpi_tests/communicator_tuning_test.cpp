@@ -280,9 +280,7 @@ TEST_F(CommunicatorTuning, RanksResolvingDifferentCutoffsAreAMismatch) {
 // protocol, staged copies), so its plans keep it; and the windows are part
 // of what every rank must resolve alike, so an entry that differs only in
 // them on one rank is a Mismatch too.
-const char* const kProtocolKeys =
-    "one_shot_ll_max_bytes = 4K\nfused_lamport_after_bytes = 0\nfused_lamport_max_bytes = 1M\n"
-    "fused_ll_max_bytes = 0\n";
+const char* const kProtocolKeys = "one_shot_lamport = 4K..\nfused_lamport = 1M\nfused_ll = never\n";
 
 TEST_F(CommunicatorTuning, ProtocolWindowsLeaveTheHostBackendsProtocolAlone) {
   PEERPLAN_MPI_SKIP_IF(!all_ranks_on_one_node(), "the ranks span several nodes");
@@ -312,7 +310,7 @@ TEST_F(CommunicatorTuning, RanksResolvingDifferentProtocolWindowsAreAMismatch) {
   const CreateOutcome o = try_create(config);
   expect_same_failure_everywhere(o, ErrorCode::mismatch, "protocol windows on the last rank only");
   EXPECT_TRUE(names_rank(o.message, last)) << o.message;
-  EXPECT_NE(o.message.find("one_shot_ll_max_bytes=4096"), std::string::npos)
+  EXPECT_NE(o.message.find("one_shot_lamport=4K.."), std::string::npos)
       << "the message shows the differing windows: " << o.message;
 }
 

@@ -2,8 +2,8 @@
 // The fused all-reduce + residual add + RMSNorm on the Lamport protocol
 // (cuda/fused_lamport.cu) on real GPUs. Each check runs the same inputs
 // through a communicator whose fused op takes the Lamport kernel
-// (PEERPLAN_FUSED_PROTOCOL=lamport, read at create), one that keeps LL
-// lines and the staged paths (=ll), and the fallback (NCCL + the add/RMSNorm
+// (PEERPLAN_FUSED_LAMPORT=all, read at create), one that keeps LL
+// lines and the staged paths (=never), and the fallback (NCCL + the add/RMSNorm
 // kernel: the same op under another eps, an undeclared key), and requires:
 // the float64 reference within the fused op's rounding, the same bytes on
 // every rank, the same bytes from Lamport and LL, and at two ranks the same
@@ -39,11 +39,11 @@
 namespace peerplan::cuda_test {
 namespace {
 
-constexpr const char* kFusedProtocol = "PEERPLAN_FUSED_PROTOCOL";
-constexpr const char* kOneShotProtocol = "PEERPLAN_ONE_SHOT_PROTOCOL";
+constexpr const char* kFusedProtocol = "PEERPLAN_FUSED_LAMPORT";
+constexpr const char* kOneShotProtocol = "PEERPLAN_ONE_SHOT_LAMPORT";
 // Mixed communicators: LL up to this many bytes, Lamport above, for the
 // one-shot and the fused op alike.
-constexpr const char* kMixedThreshold = "16384";
+constexpr const char* kMixedThreshold = "16384..";
 
 // Fused plans up to 32 MiB on the fused route, all-reduces up to 32 MiB
 // one-shot.
@@ -55,8 +55,9 @@ Config routes_config() {
   return c;
 }
 
-// A communicator created with PEERPLAN_FUSED_PROTOCOL = `fused` and
-// PEERPLAN_ONE_SHOT_PROTOCOL = `one_shot` (both read at create).
+// A communicator created with the Lamport windows PEERPLAN_FUSED_LAMPORT =
+// `fused` and PEERPLAN_ONE_SHOT_LAMPORT = `one_shot` (both read at create):
+// "never" keeps LL lines, "all" is Lamport at every size.
 std::unique_ptr<Communicator> create_with(const std::string& fused, const std::string& one_shot,
                                           Config config = routes_config()) {
   setenv(kFusedProtocol, fused.c_str(), 1);
@@ -239,8 +240,8 @@ std::vector<FusedCase> every_case() {
 
 TEST(CudaFusedLamport, EveryDtypeRowsAndHiddenMatchFloat64AndLLAndFallbackBitForBit) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto lamport = create_with("lamport", "auto");
-  auto ll = create_with("ll", "auto");
+  auto lamport = create_with("all", "auto");
+  auto ll = create_with("never", "auto");
   ASSERT_TRUE(lamport->p2p_enabled() && ll->p2p_enabled()) << lamport->p2p_disabled_reason();
   const float eps = 1e-6f;
   const auto cases = every_case();
@@ -309,7 +310,7 @@ TEST(CudaFusedLamport, RowClustersAndOneBlockPerRowGiveTheSameBits) {
   for (int clusters : {1, 0}) {
     Config config = routes_config();
     config.kernels.row_clusters = clusters ? RowClusters::automatic : RowClusters::off;
-    auto comm = create_with("lamport", "auto", config);
+    auto comm = create_with("all", "auto", config);
     std::vector<std::unique_ptr<DeviceBuffer>> weights;
     std::vector<Declaration> declared;
     for (std::size_t c = 0; c < cases.size(); ++c) {
@@ -420,8 +421,8 @@ TEST(CudaFusedLamport, TwoHundredBackToBackCallsMixingFusedAndAllReduceOfBothPro
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const float eps = 1e-6f;
   ShapeSets sets;
-  auto ll = create_with("ll", "ll");
-  auto lamport = create_with("lamport", "lamport");
+  auto ll = create_with("never", "never");
+  auto lamport = create_with("all", "all");
   auto mixed =
       create_with(kMixedThreshold, kMixedThreshold);  // both protocols, both ops, interleaved
   const auto declared = shape_declarations(sets.weights, eps);
@@ -514,7 +515,7 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
   PEERPLAN_SKIP_WITHOUT_GPUS();
   const float eps = 1e-6f;
   ShapeSets sets;
-  auto ll = create_with("ll", "ll");
+  auto ll = create_with("never", "never");
   auto mixed = create_with(kMixedThreshold, kMixedThreshold);
   // Without P2P the calls would go to the fallback, which (MPI) refuses capture.
   ASSERT_TRUE(ll->p2p_enabled() && mixed->p2p_enabled()) << mixed->p2p_disabled_reason();
@@ -629,8 +630,8 @@ TEST(CudaFusedLamport, RankThatSkipsACallLeavesTheRowsUntouchedThenTimeoutThenDe
   PEERPLAN_SKIP_WITHOUT_GPUS();
   Config config = routes_config();
   config.timeout = std::chrono::milliseconds(1500);
-  auto comm = create_with("lamport", "lamport", config);
-  auto ll = create_with("ll", "ll");
+  auto comm = create_with("all", "all", config);
+  auto ll = create_with("never", "never");
   ASSERT_TRUE(comm->p2p_enabled() && ll->p2p_enabled()) << comm->p2p_disabled_reason();
   const float eps = 1e-6f;
   const DataType bf16 = DataType::bf16;
@@ -700,7 +701,7 @@ TEST(CudaFusedLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   std::string message = "create() succeeded";
   try {
-    create_with(rank() == 0 ? "ll" : "lamport", "auto");
+    create_with(rank() == 0 ? "never" : "all", "auto");
   } catch (const Mismatch& e) {
     message = e.what();
   }
@@ -713,7 +714,7 @@ TEST(CudaFusedLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
   } catch (const InvalidArgument& e) {
     message = e.what();
   }
-  EXPECT_NE(message.find("PEERPLAN_FUSED_PROTOCOL=\"fastest\""), std::string::npos) << message;
+  EXPECT_NE(message.find("PEERPLAN_FUSED_LAMPORT=\"fastest\""), std::string::npos) << message;
 }
 
 }  // namespace

@@ -456,10 +456,11 @@ TEST(CudaGraphReplay, OddElementCountsThroughTheTransportOnBothRoutes) {
       // on the protocol the router would give it.
       std::vector<std::unique_ptr<transport::PlanLaunch>> launches;
       for (std::size_t i = 0; i < calls.size(); ++i) {
-        const Protocol protocol = route == Route::two_shot ? Protocol::staged
-                                  : calls[i].bytes() > peer.protocol_windows().one_shot_ll_max_bytes
-                                      ? Protocol::lamport
-                                      : Protocol::ll;
+        const Protocol protocol =
+            route == Route::two_shot ? Protocol::staged
+            : peer.protocol_windows().one_shot_lamport.contains(calls[i].bytes())
+                ? Protocol::lamport
+                : Protocol::ll;
         launches.push_back(peer.prepare(
             {Operation::all_reduce, route, protocol, dtype, &layouts[i], calls[i].bytes()}));
       }

@@ -2,7 +2,7 @@
 // The Lamport one-shot all-reduce (cuda/one_shot_lamport.cu) on real GPUs.
 // Each check runs the same inputs through a communicator whose push
 // one-shot uses the Lamport protocol and one that uses LL lines
-// (PEERPLAN_ONE_SHOT_PROTOCOL, read at create), and requires: the float64
+// (PEERPLAN_ONE_SHOT_LAMPORT, read at create), and requires: the float64
 // reference within one rounding (NaN stays NaN, infinities exact), the same
 // bytes on every rank, and the same bytes from both protocols. Inputs hold
 // special bit patterns: the sentinel itself (all ones, whole packs of it
@@ -41,11 +41,12 @@
 namespace peerplan::cuda_test {
 namespace {
 
-constexpr const char* kProtocolVariable = "PEERPLAN_ONE_SHOT_PROTOCOL";
+constexpr const char* kProtocolVariable = "PEERPLAN_ONE_SHOT_LAMPORT";
 // A communicator mixing the protocols: LL lines up to this many bytes, Lamport above.
-constexpr const char* kMixedThreshold = "16384";
+constexpr const char* kMixedThreshold = "16384..";
 
-// A communicator whose push one-shot calls use `protocol`; every declared
+// A communicator whose push one-shot calls use the Lamport window
+// `protocol` ("never": LL lines, "all": Lamport); every declared
 // all-reduce up to 64 MiB is routed one-shot.
 std::unique_ptr<Communicator> create_with_protocol(const std::string& protocol,
                                                    Config config = forcing(Route::one_shot)) {
@@ -69,7 +70,7 @@ AllReduceCall through(transport::PeerTransport& peer, DataType dtype, const Tens
     // The protocol the router would give a plan of this size.
     const std::size_t bytes = static_cast<std::size_t>(layout.numel()) * element_size(dtype);
     const Protocol protocol =
-        bytes > peer.protocol_windows().one_shot_ll_max_bytes ? Protocol::lamport : Protocol::ll;
+        peer.protocol_windows().one_shot_lamport.contains(bytes) ? Protocol::lamport : Protocol::ll;
     transport::all_reduce_once(peer, Route::one_shot, protocol, args);
   };
 }
@@ -98,8 +99,8 @@ constexpr std::array<DataType, 3> kDtypes{DataType::f16, DataType::bf16, DataTyp
 
 TEST(CudaLamport, EveryDtypeAndCountMatchesFloat64AndTheLLOneShotBitForBit) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto ll = create_with_protocol("ll");
-  auto lamport = create_with_protocol("lamport");
+  auto ll = create_with_protocol("never");
+  auto lamport = create_with_protocol("all");
   ASSERT_TRUE(ll->p2p_enabled() && lamport->p2p_enabled()) << lamport->p2p_disabled_reason();
   auto counts = [](DataType dtype) {
     // Declarations have whole 16-byte rows: counts of packs (8 or 4
@@ -127,8 +128,8 @@ TEST(CudaLamport, EveryDtypeAndCountMatchesFloat64AndTheLLOneShotBitForBit) {
 
 TEST(CudaLamport, StridedPaddedRowsAndInPlace) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto ll = create_with_protocol("ll");
-  auto lamport = create_with_protocol("lamport");
+  auto ll = create_with_protocol("never");
+  auto lamport = create_with_protocol("all");
   // 2-d and 3-d layouts with padding between rows (declarations need
   // 16-byte rows and strides: 8 elements of every dtype make 16 or 32 bytes).
   const std::vector<TensorLayout> layouts{
@@ -167,17 +168,17 @@ TEST(CudaLamport, AnyElementCountAndRowThroughTheTransport) {
   CUDA_OK(cudaGetDeviceCount(&devices));
   CUDA_OK(cudaSetDevice(rank() % devices));
   auto boot = bootstrap::make_mpi_bootstrap(MPI_COMM_WORLD, std::chrono::milliseconds(30000));
-  auto make = [&](std::size_t lamport_above_bytes) {
+  auto make = [&](Window lamport) {
     KernelChoices kernels;
-    kernels.one_shot_lamport_above_bytes = lamport_above_bytes;
+    kernels.one_shot_lamport = lamport;
     auto peer = std::make_unique<transport::cuda::CudaPeerTransport>(
         *boot, std::chrono::milliseconds(10000), false, kernels);
     const std::size_t capacity = (std::size_t{3} << 20) + 64;
-    peer->reserve(capacity, lamport_above_bytes == kLamportNever ? 0 : capacity);
+    peer->reserve(capacity, lamport.is_never() ? 0 : capacity);
     return peer;
   };
-  auto ll = make(kLamportNever);
-  auto lamport = make(kLamportAlways);
+  auto ll = make(Window::never());
+  auto lamport = make(Window::every_size());
   for (DataType dtype : kDtypes) {
     const std::int64_t several_mib =
         static_cast<std::int64_t>((std::size_t{3} << 20) / element_size(dtype)) - 3;
@@ -217,8 +218,8 @@ constexpr std::array<Shape, 7> kShapes{{{DataType::bf16, 1000},   // 2000 B
 
 TEST(CudaLamport, TwoHundredBackToBackCallsChangingDtypeSizeAndProtocol) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto ll = create_with_protocol("ll");
-  auto lamport = create_with_protocol("lamport");
+  auto ll = create_with_protocol("never");
+  auto lamport = create_with_protocol("all");
   auto mixed = create_with_protocol(kMixedThreshold);  // Lamport and LL calls interleaved
   const auto declared = message_declarations(kShapes);
   for (Communicator* c : {ll.get(), lamport.get(), mixed.get()}) c->declare(declared);
@@ -292,7 +293,7 @@ TEST(CudaLamport, TwoHundredBackToBackCallsChangingDtypeSizeAndProtocol) {
 
 TEST(CudaLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto ll = create_with_protocol("ll");
+  auto ll = create_with_protocol("never");
   // Lamport for the two small calls, LL for the large one, in one graph.
   auto mixed = create_with_protocol(kMixedThreshold);
   // Without P2P the calls would go to the fallback, which (MPI) refuses capture.
@@ -367,8 +368,8 @@ TEST(CudaLamport, RankThatSkipsACallMakesTheOthersRaiseTimeoutThenDeclareRecover
   PEERPLAN_SKIP_WITHOUT_GPUS();
   Config config = forcing(Route::one_shot);
   config.timeout = std::chrono::milliseconds(1500);
-  auto comm = create_with_protocol("lamport", config);
-  auto ll = create_with_protocol("ll");
+  auto comm = create_with_protocol("all", config);
+  auto ll = create_with_protocol("never");
   ASSERT_TRUE(comm->p2p_enabled() && ll->p2p_enabled()) << comm->p2p_disabled_reason();
   const std::int64_t n = 8192, small = 12;
   const std::vector<Declaration> declared{
@@ -401,12 +402,12 @@ TEST(CudaLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   std::string message = "create() succeeded";
   try {
-    create_with_protocol(rank() == 0 ? "ll" : "lamport");
+    create_with_protocol(rank() == 0 ? "never" : "all");
   } catch (const Mismatch& e) {
     message = e.what();
   }
   EXPECT_NE(message.find(kProtocolVariable), std::string::npos) << message;
-  EXPECT_NE(message.find("kernels.one_shot_lamport_above_bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("kernels.one_shot_lamport"), std::string::npos) << message;
   EXPECT_NE(message.find("set the same value on every rank"), std::string::npos) << message;
 
   message = "create() succeeded";
@@ -415,16 +416,16 @@ TEST(CudaLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
   } catch (const InvalidArgument& e) {
     message = e.what();
   }
-  EXPECT_NE(message.find("PEERPLAN_ONE_SHOT_PROTOCOL=\"fastest\""), std::string::npos) << message;
+  EXPECT_NE(message.find("PEERPLAN_ONE_SHOT_LAMPORT=\"fastest\""), std::string::npos) << message;
 
-  auto comm = create_with_protocol("lamport");  // agreeing ranks still work afterwards
+  auto comm = create_with_protocol("all");  // agreeing ranks still work afterwards
   EXPECT_TRUE(comm->p2p_enabled());
   comm->close();
 }
 
 // A tuning file entry's protocol windows move the one-shot's LL/Lamport
 // threshold and the fused op's windows (routing/protocol_tuning.hpp), and
-// an explicit PEERPLAN_ONE_SHOT_PROTOCOL wins over the file. Tuning files
+// an explicit PEERPLAN_ONE_SHOT_LAMPORT wins over the file. Tuning files
 // are never applied where ranks share a GPU (their times would be time
 // slices), so this needs a GPU per rank.
 TEST(CudaLamport, ATuningEntrysProtocolWindowsMoveThePlansProtocols) {
@@ -436,8 +437,7 @@ TEST(CudaLamport, ATuningEntrysProtocolWindowsMoveThePlansProtocols) {
   PEERPLAN_MPI_SKIP_IF(shared, "ranks share a GPU: tuning files are not applied then");
   const std::string path = "/tmp/peerplan_cuda_tuning_" + std::to_string(::getpid()) + ".tune";
   std::ofstream(path) << "peerplan-tuning 1\n[entry]\nfingerprint = " << fingerprint
-                      << "\none_shot_ll_max_bytes = 4K\nfused_lamport_max_bytes = 0\n"
-                         "fused_ll_max_bytes = 8M\n";
+                      << "\none_shot_lamport = 4K..\nfused_lamport = never\nfused_ll = 8M\n";
   const auto ar = [](std::int64_t elements) {
     return Declaration::all_reduce("ar", DataType::bf16, TensorLayout{elements});
   };
@@ -459,7 +459,7 @@ TEST(CudaLamport, ATuningEntrysProtocolWindowsMoveThePlansProtocols) {
     comm->close();
   }
   {
-    setenv(kProtocolVariable, "ll", 1);
+    setenv(kProtocolVariable, "never", 1);
     auto comm = create_cuda(config);
     unsetenv(kProtocolVariable);
     comm->declare(std::vector<Declaration>{ar(4096)});

@@ -4,8 +4,8 @@
 // (Protocol::lamport, cuda/two_shot_lamport.cu), each test run for both.
 // Each check runs the same inputs through a communicator whose two-shot
 // runs on the tested protocol and one whose two-shot stages through the
-// kernel (KernelChoices::two_shot_dma_above_bytes and
-// two_shot_lamport_max_bytes at their ends), and requires: CallResult
+// kernel (KernelChoices::two_shot_dma and two_shot_lamport at every size
+// or never), and requires: CallResult
 // naming the protocol that ran, the float64 reference within one rounding
 // (NaN stays NaN, infinities exact; the inputs are full of special bit
 // patterns, the Lamport sentinel among them), the same bytes on every
@@ -36,9 +36,9 @@ constexpr std::array<DataType, 3> kDtypes{DataType::f16, DataType::bf16, DataTyp
 // Every declared all-reduce up to 64 MiB routed two-shot, on `protocol`
 // (staged, dma or lamport) at every size.
 Config two_shot_on(Protocol protocol, Config config = forcing(Route::two_shot)) {
-  config.kernels.two_shot_dma_above_bytes = protocol == Protocol::dma ? kDmaAlways : kDmaNever;
-  config.kernels.two_shot_lamport_max_bytes =
-      protocol == Protocol::lamport ? kTwoShotLamportAlways : kTwoShotLamportNever;
+  config.kernels.two_shot_dma = protocol == Protocol::dma ? Window::every_size() : Window::never();
+  config.kernels.two_shot_lamport =
+      protocol == Protocol::lamport ? Window::every_size() : Window::never();
   return config;
 }
 
@@ -214,8 +214,8 @@ TEST_P(CudaTwoShotProtocol, TheFusedTwoShotReducesOnTheProtocolWithTheStagedOnes
   const Protocol protocol = GetParam();
   const auto fused_two_shot_on = [](Protocol p) {
     Config config = two_shot_on(p, forcing(Route::fused_one_shot));
-    config.kernels.fused_lamport_above_bytes = kLamportNever;
-    config.kernels.fused_ll_max_bytes = 0;
+    config.kernels.fused_lamport = Window::never();
+    config.kernels.fused_ll = Window::never();
     return config;
   };
   auto staged = create_cuda(fused_two_shot_on(Protocol::staged));
@@ -265,7 +265,7 @@ TEST_P(CudaTwoShotProtocol, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetw
   const Protocol protocol = GetParam();
   Config mixed = two_shot_on(protocol);
   mixed.cutoffs.one_shot_max_bytes = 16 * 1024;
-  mixed.kernels.one_shot_lamport_above_bytes = 4 * 1024;
+  mixed.kernels.one_shot_lamport = Window::above_bytes(4 * 1024);
   auto tested = create_cuda(mixed);
   auto staged = create_cuda(two_shot_on(Protocol::staged));
   ASSERT_TRUE(staged->p2p_enabled() && tested->p2p_enabled()) << tested->p2p_disabled_reason();

@@ -231,20 +231,20 @@ step bench-graph-p2p bench-p2p.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" --route p
 step bench-fused-p2p bench-fused-p2p.tmp timeout 100 "${MPIRUN[@]}" "$BENCH" --op fused --route p2p --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-fused-graph-p2p.json"
 # The same P2P routes by pull (PEERPLAN_TRANSFER_MODE=pull; inputs staged, not registered).
 step bench-graph-pull bench-pull.tmp timeout 150 env PEERPLAN_TRANSFER_MODE=pull "${MPIRUN[@]}" -x PEERPLAN_TRANSFER_MODE "$BENCH" --route p2p -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/bench-graph-pull.json"
-# The push one-shot's protocols (PEERPLAN_ONE_SHOT_PROTOCOL=ll / lamport, one communicator
+# The push one-shot's protocols (PEERPLAN_ONE_SHOT_LAMPORT=never / all, one communicator
 # each) side by side at every size up to 4 MiB, one-shot forced, same run.
-step bench-protocols bench-protocols.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" --route one_shot --protocols ll,lamport -b 1K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/protocols-graph.json"
-# The fused op's protocols (PEERPLAN_FUSED_PROTOCOL=ll / lamport, one communicator each;
+step bench-protocols bench-protocols.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" --route one_shot --protocols never,all -b 1K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/protocols-graph.json"
+# The fused op's protocols (PEERPLAN_FUSED_LAMPORT=never / all, one communicator each;
 # the first one runs the default, auto) side by side, 1 to 1024 rows, P2P forced.
-step bench-fused-protocols bench-fused-protocols.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" --op fused --route p2p --hidden 7168 --protocols ll,lamport -b 14K -e 14M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/fused-protocols-graph.json"
+step bench-fused-protocols bench-fused-protocols.tmp timeout 150 "${MPIRUN[@]}" "$BENCH" --op fused --route p2p --hidden 7168 --protocols never,all -b 14K -e 14M -f 4 -n 100 -w 10 -d bf16 -G 1 --json "$OUT/fused-protocols-graph.json"
 # Other dtypes (auto routes, graph), for the per-byte comparison with bf16.
 for d in f16 f32; do
   step "bench-graph-$d" "bench-$d.tmp" timeout 150 "${MPIRUN[@]}" "$BENCH" -b 1K -e "$BENCH_MAX" -f 4 -n 100 -w 10 -d $d -G 1 --json "$OUT/bench-graph-$d.json"
 done
 # The fused op with every message on LL lines, and with none (FUSED_SWEEP=1).
 if [[ -n "${FUSED_SWEEP:-}" ]]; then
-  for ll in 0 67108864; do
-    step "bench-fused-ll-$ll" "bench-fused-ll-$ll.tmp" timeout 100 env PEERPLAN_FUSED_LL_MAX_BYTES=$ll "${MPIRUN[@]}" -x PEERPLAN_FUSED_LL_MAX_BYTES "$BENCH" --op fused --route p2p --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1
+  for ll in never 64M; do
+    step "bench-fused-ll-$ll" "bench-fused-ll-$ll.tmp" timeout 100 env PEERPLAN_FUSED_LL=$ll "${MPIRUN[@]}" -x PEERPLAN_FUSED_LL "$BENCH" --op fused --route p2p --hidden 7168 -b 14K -e 4M -f 4 -n 100 -w 10 -d bf16 -G 1
   done
 fi
 cat "$OUT/bench-graph.tmp" "$OUT/bench-fused.tmp" "$OUT/bench-p2p.tmp" "$OUT/bench-fused-p2p.tmp" "$OUT/bench-pull.tmp" "$OUT/bench-protocols.tmp" "$OUT"/bench-f*.tmp >>"$OUT/bench.log" 2>/dev/null; rm -f "$OUT"/*.tmp

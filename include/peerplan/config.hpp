@@ -12,6 +12,7 @@
 #include <string>
 
 #include "peerplan/export.h"
+#include "peerplan/window.hpp"
 
 namespace peerplan {
 
@@ -54,7 +55,7 @@ enum class P2PLevel : std::uint8_t {
   sys = 6,   // across NUMA nodes (the SMP interconnect: UPI, Infinity Fabric, ...)
   // The default, printed "auto": NODE (everything but SYS) until peerplan
   // knows better for a machine. Not a distance itself: the topology layer
-  // resolves it (topology::effective_p2p_level). README.md says why NODE.
+  // resolves it (topology::effective_p2p_level). docs/configuration.md, "P2P level", says why NODE.
   automatic = 7,
 };
 
@@ -111,21 +112,6 @@ enum class RowClusters : std::uint8_t {
   off = 2,        // one block per row everywhere (a check, or a driver that refuses clusters)
 };
 
-// Protocol thresholds of the CUDA push kernels (KernelChoices): messages
-// up to the threshold travel as LL lines (8 data bytes + a flag per 16-byte
-// store), larger ones by the Lamport protocol (16 data bytes per store into
-// a sentinel-filled region). These two values are its ends.
-inline constexpr std::size_t kLamportAlways = 0;  // Lamport at every size
-inline constexpr std::size_t kLamportNever = std::numeric_limits<std::size_t>::max();  // LL only
-
-// KernelChoices::two_shot_dma_above_bytes at its two ends.
-inline constexpr std::size_t kDmaAlways = 0;
-inline constexpr std::size_t kDmaNever = std::numeric_limits<std::size_t>::max();
-
-// KernelChoices::two_shot_lamport_max_bytes at its two ends.
-inline constexpr std::size_t kTwoShotLamportNever = 0;
-inline constexpr std::size_t kTwoShotLamportAlways = std::numeric_limits<std::size_t>::max();
-
 // The largest KernelChoices::one_shot_max_blocks (the kernels' own limit).
 inline constexpr int kOneShotMaxBlocksLimit = 1024;
 
@@ -140,40 +126,34 @@ struct KernelChoices {
   // multiprocessor of the GPU; else 1..kOneShotMaxBlocksLimit. A local
   // choice: those kernels have no per-block flags, so ranks may differ.
   int one_shot_max_blocks = 0;
-  // Push one-shot all-reduce: LL lines up to this many bytes, Lamport above
-  // (kLamportAlways, kLamportNever: one protocol at every size). nullopt =
-  // auto: LL up to 64 KiB. Pull mode has its own one-shot and ignores it.
-  // Must agree on every rank: sender and receiver run the same protocol.
-  std::optional<std::size_t> one_shot_lamport_above_bytes;
-  // Fused all-reduce + add + RMSNorm: the Lamport kernel above this many
-  // bytes (messages of whole 16-byte rows that fit the Lamport region),
-  // the kernels of fused_ll_max_bytes below. nullopt = auto: Lamport above
-  // 64 KiB and only up to 4 MiB (an explicit value has no ceiling). Must
-  // agree on every rank.
-  std::optional<std::size_t> fused_lamport_above_bytes;
-  // Fused op where Lamport does not run: messages up to this many bytes
-  // travel as LL lines (no barrier), larger ones take the two-shot
-  // all-reduce then add + RMSNorm. 0 turns LL off; kAutoCutoff = the
-  // built-in 2 MiB. Must agree on every rank.
-  std::size_t fused_ll_max_bytes = kAutoCutoff;
+  // The protocol windows (Window: messages of above < bytes <= up_to; see
+  // window.hpp). nullopt = auto: the tuning file's window for this machine
+  // if one applies, else the backend's built-in default
+  // (routing/defaults.hpp). Each must agree on every rank: sender and
+  // receiver run the same protocol. Pull mode has its own one-shot and
+  // two-shot and ignores the one-shot and two-shot windows.
+  //
+  // Push one-shot all-reduce: the Lamport protocol (16 data bytes per
+  // store into a sentinel-filled region) inside the window, LL lines (8
+  // data bytes + a flag per 16-byte store) outside it.
+  std::optional<Window> one_shot_lamport;
+  // Fused all-reduce + add + RMSNorm: the Lamport kernel inside the window
+  // (messages of whole 16-byte rows that fit the Lamport region), else
+  // LL lines inside fused_ll, else the two-shot all-reduce then add +
+  // RMSNorm.
+  std::optional<Window> fused_lamport;
+  std::optional<Window> fused_ll;
   // A local choice: the row's rounding order is the same either way and no
   // peer sees the launch shape.
   RowClusters row_clusters = RowClusters::automatic;
   // Two-shot all-reduce of a contiguous layout: the copy-engine protocol
-  // (Protocol::dma: copy engines move the shards, the SMs only reduce)
-  // above this many bytes, the staged kernel below (kDmaAlways, kDmaNever:
-  // one protocol at every size). nullopt = auto: the transport's default,
-  // or a tuning file's window. Pull mode ignores it. Must agree on every
-  // rank.
-  std::optional<std::size_t> two_shot_dma_above_bytes;
-  // Two-shot all-reduce, any layout: the Lamport protocol (both phases
-  // write plain data into the sentinel-filled region, no flag words and no
-  // barrier) for messages up to this many bytes, the staged kernel (or
-  // copy engines, above two_shot_dma_above_bytes) above.
-  // kTwoShotLamportNever (0) turns it off. nullopt = auto: the transport's
-  // default (off until measured), or a tuning file's window. Pull mode
-  // ignores it. Must agree on every rank.
-  std::optional<std::size_t> two_shot_lamport_max_bytes;
+  // (copy engines move the shards, the SMs only reduce) inside the window,
+  // the staged kernel outside it.
+  std::optional<Window> two_shot_dma;
+  // Two-shot all-reduce, any layout: the Lamport protocol (no flag words,
+  // no barrier) inside the window. It comes first: a size in both this
+  // and two_shot_dma takes Lamport.
+  std::optional<Window> two_shot_lamport;
 
   friend bool operator==(const KernelChoices&, const KernelChoices&) = default;
 };
@@ -194,7 +174,7 @@ struct Config {
   // fingerprint (Communicator::topology_fingerprint) supplies the cutoffs
   // left at kAutoCutoff; empty = none. Per cutoff: an explicit value (code
   // or PEERPLAN_*_BYTES) > the file's entry > the built-in default table.
-  // The format is described in README.md ("Tuning files").
+  // The format is described in docs/tuning.md.
   std::string tuning_file;
   // If > 0, create() fails unless the communicator has exactly this many ranks.
   int expected_world_size = 0;
@@ -214,22 +194,10 @@ inline constexpr int kMaxUndeclaredKeysTracked = 1024;
 
 // Returns `config` with every PEERPLAN_* variable set in the environment
 // applied. Throws InvalidArgument naming the variable and its accepted
-// values when one cannot be parsed. Variables: PEERPLAN_DEBUG
-// (NONE|WARN|INFO|TRACE), PEERPLAN_BACKEND (auto|cuda|host), PEERPLAN_DEVICE,
-// PEERPLAN_TIMEOUT_MS, PEERPLAN_ONE_SHOT_MAX_BYTES, PEERPLAN_TWO_SHOT_MIN_BYTES,
-// PEERPLAN_TWO_SHOT_MAX_BYTES, PEERPLAN_FUSED_MAX_BYTES,
-// PEERPLAN_TWO_SHOT_CHUNK_BYTES, PEERPLAN_TRANSFER_MODE (auto|pull|push),
-// PEERPLAN_DISABLE_P2P (0|1), PEERPLAN_P2P_LEVEL (auto|LOC|NVL|PIX|PXB|PHB|NODE|SYS), PEERPLAN_TOPO_FILE, PEERPLAN_TUNING_FILE,
-// PEERPLAN_WORLD_SIZE, and the KernelChoices: PEERPLAN_ONE_SHOT_MAX_BLOCKS
-// (1..1024|auto), PEERPLAN_ONE_SHOT_PROTOCOL and PEERPLAN_FUSED_PROTOCOL
-// (auto|ll|lamport|a size), PEERPLAN_FUSED_LL_MAX_BYTES (a size|auto),
-// PEERPLAN_ROW_CLUSTERS (auto|on|off or a boolean), PEERPLAN_TWO_SHOT_PROTOCOL
-// (auto|staged|dma|a size), PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES
-// (auto|off|all|a size), PEERPLAN_FALLBACK (auto|nccl|mpi),
-// PEERPLAN_TRACK_UNDECLARED (0..1024). Names and keywords are
-// case-insensitive; sizes take K/M/G suffixes (KiB multiples, e.g. 512K) or
-// "auto"; booleans 0/1/true/false/yes/no/on/off. A variable set to the empty
-// string counts as unset. src/core/environment.cpp documents each one.
+// values when one cannot be parsed. The variables: docs/configuration.md.
+// Sizes take K/M/G suffixes (KiB multiples, e.g. 512K); booleans are
+// 0/1/true/false/yes/no/on/off; keywords are case-insensitive; a variable
+// set to the empty string counts as unset.
 PEERPLAN_API Config apply_environment(Config config);
 
 PEERPLAN_API const char* to_string(Backend backend) noexcept;

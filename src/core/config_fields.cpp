@@ -1,31 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/config_fields.hpp"
 
+#include "core/window_text.hpp"
+
 namespace peerplan::core {
 
 std::string bytes_or_auto(std::size_t bytes) {
   return bytes == kAutoCutoff ? std::string("auto") : std::to_string(bytes);
-}
-
-std::string protocol_text(const std::optional<std::size_t>& lamport_above_bytes) {
-  if (!lamport_above_bytes) return "auto";
-  if (*lamport_above_bytes == kLamportNever) return "ll";
-  if (*lamport_above_bytes == kLamportAlways) return "lamport";
-  return std::to_string(*lamport_above_bytes);
-}
-
-std::string two_shot_protocol_text(const std::optional<std::size_t>& dma_above_bytes) {
-  if (!dma_above_bytes) return "auto";
-  if (*dma_above_bytes == kDmaNever) return "staged";
-  if (*dma_above_bytes == kDmaAlways) return "dma";
-  return std::to_string(*dma_above_bytes);
-}
-
-std::string two_shot_lamport_text(const std::optional<std::size_t>& lamport_max_bytes) {
-  if (!lamport_max_bytes) return "auto";
-  if (*lamport_max_bytes == kTwoShotLamportNever) return "off";
-  if (*lamport_max_bytes == kTwoShotLamportAlways) return "all";
-  return std::to_string(*lamport_max_bytes);
 }
 
 std::vector<ConfigField> config_fields(const Config& c) {
@@ -59,18 +40,15 @@ std::vector<ConfigField> config_fields(const Config& c) {
       {"kernels.one_shot_max_blocks", "PEERPLAN_ONE_SHOT_MAX_BLOCKS",
        k.one_shot_max_blocks == 0 ? std::string("auto") : std::to_string(k.one_shot_max_blocks),
        false},
-      {"kernels.one_shot_lamport_above_bytes", "PEERPLAN_ONE_SHOT_PROTOCOL",
-       protocol_text(k.one_shot_lamport_above_bytes), true},
-      {"kernels.fused_lamport_above_bytes", "PEERPLAN_FUSED_PROTOCOL",
-       protocol_text(k.fused_lamport_above_bytes), true},
-      {"kernels.fused_ll_max_bytes", "PEERPLAN_FUSED_LL_MAX_BYTES",
-       bytes_or_auto(k.fused_ll_max_bytes), true},
+      // Sender and receiver must run the same protocol.
+      {"kernels.one_shot_lamport", "PEERPLAN_ONE_SHOT_LAMPORT", window_text(k.one_shot_lamport),
+       true},
+      {"kernels.fused_lamport", "PEERPLAN_FUSED_LAMPORT", window_text(k.fused_lamport), true},
+      {"kernels.fused_ll", "PEERPLAN_FUSED_LL", window_text(k.fused_ll), true},
       {"kernels.row_clusters", "PEERPLAN_ROW_CLUSTERS", to_string(k.row_clusters), false},
-      // Sender and receiver must run the same two-shot protocol.
-      {"kernels.two_shot_dma_above_bytes", "PEERPLAN_TWO_SHOT_PROTOCOL",
-       two_shot_protocol_text(k.two_shot_dma_above_bytes), true},
-      {"kernels.two_shot_lamport_max_bytes", "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES",
-       two_shot_lamport_text(k.two_shot_lamport_max_bytes), true},
+      {"kernels.two_shot_dma", "PEERPLAN_TWO_SHOT_DMA", window_text(k.two_shot_dma), true},
+      {"kernels.two_shot_lamport", "PEERPLAN_TWO_SHOT_LAMPORT", window_text(k.two_shot_lamport),
+       true},
       // Every rank must take the same fallback: the calls are collectives.
       {"fallback", "PEERPLAN_FALLBACK", to_string(c.fallback), true},
       // What this rank's Stats keep: no peer depends on it.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/config_validation.hpp"
 
+#include <optional>
 #include <string>
 
 #include "peerplan/errors.hpp"
@@ -23,6 +24,27 @@ void validate_config(const Config& config) {
                     ": set 0 (one block per multiprocessor, the default) or a block count from "
                     "1 to " +
                     std::to_string(kOneShotMaxBlocksLimit) + " (PEERPLAN_ONE_SHOT_MAX_BLOCKS)");
+  }
+  // A backwards range would silently mean "never"; never() says so.
+  struct NamedWindow {
+    const char* name;
+    const char* variable;
+    const std::optional<Window>& window;
+  };
+  const NamedWindow windows[] = {
+      {"one_shot_lamport", "PEERPLAN_ONE_SHOT_LAMPORT", k.one_shot_lamport},
+      {"fused_lamport", "PEERPLAN_FUSED_LAMPORT", k.fused_lamport},
+      {"fused_ll", "PEERPLAN_FUSED_LL", k.fused_ll},
+      {"two_shot_dma", "PEERPLAN_TWO_SHOT_DMA", k.two_shot_dma},
+      {"two_shot_lamport", "PEERPLAN_TWO_SHOT_LAMPORT", k.two_shot_lamport},
+  };
+  for (const NamedWindow& w : windows) {
+    if (w.window && !w.window->is_valid()) {
+      add(errors,
+          std::string("Config::kernels.") + w.name + " is {above " +
+              std::to_string(w.window->above) + ", up_to " + std::to_string(w.window->up_to) +
+              "}, which holds no size: set above < up_to, or Window::never() (" + w.variable + ")");
+    }
   }
   // An enum is a byte: a value cast from an integer can fall outside it.
   if (k.row_clusters != RowClusters::automatic && k.row_clusters != RowClusters::on &&

@@ -1,53 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// PEERPLAN_* environment variables: each overrides one Config field.
-//
-// | variable                     | Config field                         | accepted values                         | default        |
-// |------------------------------|--------------------------------------|-----------------------------------------|----------------|
-// | PEERPLAN_DEBUG               | log_level                            | NONE, WARN, INFO, TRACE                 | WARN           |
-// | PEERPLAN_BACKEND             | backend                              | auto, cuda, host                        | auto           |
-// | PEERPLAN_DEVICE              | device                               | integer >= -1 (-1 = the local rank)     | -1             |
-// | PEERPLAN_TIMEOUT_MS          | timeout                              | integer 1 .. 2147483647 (milliseconds)  | 30000          |
-// | PEERPLAN_ONE_SHOT_MAX_BYTES  | cutoffs.one_shot_max_bytes           | size, or auto; 0 disables the route     | auto           |
-// | PEERPLAN_TWO_SHOT_MIN_BYTES  | cutoffs.two_shot_min_bytes           | size, or auto; 0 = no lower bound       | auto           |
-// | PEERPLAN_TWO_SHOT_MAX_BYTES  | cutoffs.two_shot_max_bytes           | size, or auto; 0 disables the route     | auto           |
-// | PEERPLAN_FUSED_MAX_BYTES     | cutoffs.fused_max_bytes              | size, or auto; 0 disables the route     | auto           |
-// | PEERPLAN_TWO_SHOT_CHUNK_BYTES | cutoffs.two_shot_chunk_bytes        | size, or auto; 0 = never split          | auto           |
-// | PEERPLAN_TRANSFER_MODE       | transfer_mode                        | auto, pull, push                        | auto           |
-// | PEERPLAN_DISABLE_P2P         | disable_p2p                          | boolean                                 | 0              |
-// | PEERPLAN_P2P_LEVEL           | p2p_level                            | auto, LOC/NVL/PIX/PXB/PHB/NODE/SYS      | auto (= NODE)  |
-// | PEERPLAN_TOPO_FILE           | topology_file                        | path of an hwloc XML file               | (live machine) |
-// | PEERPLAN_TUNING_FILE         | tuning_file                          | path of a tuning file (peerplan_tune)   | (none)         |
-// | PEERPLAN_WORLD_SIZE          | expected_world_size                  | integer >= 0 (0 = not checked)          | 0              |
-// | PEERPLAN_ONE_SHOT_MAX_BLOCKS | kernels.one_shot_max_blocks          | integer 1 .. 1024, or auto (one per SM) | auto           |
-// | PEERPLAN_ONE_SHOT_PROTOCOL   | kernels.one_shot_lamport_above_bytes | auto, ll, lamport, or a size            | auto           |
-// | PEERPLAN_FUSED_PROTOCOL      | kernels.fused_lamport_above_bytes    | auto, ll, lamport, or a size            | auto           |
-// | PEERPLAN_FUSED_LL_MAX_BYTES  | kernels.fused_ll_max_bytes           | size, or auto; 0 turns LL lines off     | auto (2 MiB)   |
-// | PEERPLAN_ROW_CLUSTERS        | kernels.row_clusters                 | auto, on, off, or a boolean             | auto           |
-// | PEERPLAN_TWO_SHOT_PROTOCOL   | kernels.two_shot_dma_above_bytes     | auto, staged, dma, or a size            | auto           |
-// | PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES | kernels.two_shot_lamport_max_bytes | auto, off (= 0), all, or a size    | auto           |
-// | PEERPLAN_FALLBACK            | fallback                             | auto, nccl, mpi                         | auto           |
-// | PEERPLAN_TRACK_UNDECLARED    | undeclared_keys_tracked              | integer 0 .. 1024 (0 = off)             | 0              |
-//
-// A protocol size N means LL lines up to N bytes, the Lamport protocol
-// above; `ll` is LL at every size (kLamportNever), `lamport` Lamport at
-// every size (kLamportAlways, the same as 0). Likewise for the two-shot:
-// N is the staged kernel up to N bytes, copy engines (dma) above; `staged`
-// is kDmaNever, `dma` kDmaAlways (the same as 0). The two-shot's Lamport
-// window is a maximum, not a threshold between two protocols: N is Lamport
-// up to N bytes and the protocols above (staged or dma) past it; `off` is
-// kTwoShotLamportNever (the same as 0), `all` kTwoShotLamportAlways. The
-// kernel knobs are read by the CUDA backend only (config.hpp, KernelChoices).
-//
-// PEERPLAN_P2P_LEVEL=auto (P2PLevel::automatic) allows every link class up
-// to NODE: P2P within a NUMA node, never across the CPU interconnect (SYS)
-// unless asked for (README.md, "PEERPLAN_P2P_LEVEL", says why).
+// PEERPLAN_* environment variables: each overrides one Config field. The
+// table of variables, fields, values and defaults: docs/configuration.md.
 //
 // Keywords are case-insensitive. A size is a byte count with an optional
-// K, M or G suffix (KiB multiples: 512K = 524288). A boolean is one of
-// 0/1, true/false, yes/no, on/off. "auto" for a cutoff means the tuning
-// file's value for this machine if one applies, else the backend's default
-// for the communicator's world size (see kAutoCutoff). An explicit cutoff
-// wins over the tuning file.
+// K, M or G suffix (KiB multiples: 512K = 524288); a protocol window takes
+// the syntax of core/window_text.hpp. A boolean is one of 0/1, true/false,
+// yes/no, on/off. "auto" leaves the choice to the tuning file, else the
+// built-in default (routing/defaults.hpp).
 //
 // A variable set to the empty string counts as unset, so `PEERPLAN_DEBUG=`
 // on a command line restores the default instead of failing. Any other
@@ -62,6 +21,7 @@
 #include <optional>
 
 #include "core/value_parsing.hpp"
+#include "core/window_text.hpp"
 #include "peerplan/errors.hpp"
 
 namespace peerplan {
@@ -131,80 +91,41 @@ const std::string kMinSizeAccepted =
     "a byte count with an optional K, M or G suffix (e.g. 524288 or 512K), 0 for no lower "
     "bound, or auto";
 
-// The two protocols a protocol knob chooses between by size: the keyword
-// that selects each at every size, and its name in the effect line.
-struct ProtocolPair {
-  const char* below_keyword;  // up to the threshold; the knob's "never" value
-  const char* below_name;
-  const char* above_keyword;  // above it; the knob's "always" value (0)
-  const char* above_name;
+// A protocol window of KernelChoices, in the window syntax; `name` is the
+// field's, for the effect line.
+template <std::optional<Window> KernelChoices::*Field>
+std::optional<std::string> apply_window(Config& config, std::string_view value, const char* name) {
+  const core::WindowSetting setting = core::parse_window(value);
+  if (!setting.ok()) return std::nullopt;
+  config.kernels.*Field = setting.window;
+  if (!setting.window) return std::string(name) + " = the tuning file's or the built-in window";
+  return std::string(name) + " = " + core::window_text(*setting.window);
+}
+
+const std::string kWindowAccepted = std::string(core::kWindowSyntax);
+
+// Variables of earlier versions, refused with what replaces them: set and
+// silently ignored, they would change nothing without anyone noticing.
+struct RenamedVariable {
+  const char* name;
+  const char* replacement;
 };
-
-// The Lamport and copy-engine knobs share their ends (kLamportNever ==
-// kDmaNever, kLamportAlways == kDmaAlways), so one parser serves both.
-static_assert(kLamportNever == kDmaNever && kLamportAlways == kDmaAlways);
-
-constexpr ProtocolPair kLlOrLamport{"ll", "LL lines", "lamport", "Lamport"};
-constexpr ProtocolPair kStagedOrDma{"staged", "staged", "dma", "dma"};
-
-// A protocol knob: auto (nullopt), either keyword of `pair`, or the byte
-// count up to which the lower protocol runs. `which` names the kernel in
-// the effect line.
-std::optional<std::string> apply_protocol(std::optional<std::size_t>& field, std::string_view value,
-                                          const char* which,
-                                          const ProtocolPair& pair = kLlOrLamport) {
-  if (core::equals_ignore_case(value, "auto")) {
-    field.reset();
-    return std::string(which) + " protocol = the backend's default";
-  }
-  if (core::equals_ignore_case(value, pair.below_keyword)) {
-    field = kLamportNever;
-  } else if (core::equals_ignore_case(value, pair.above_keyword)) {
-    field = kLamportAlways;
-  } else {
-    field = parse_size(value);
-    if (!field) return std::nullopt;
-  }
-  const std::string prefix = std::string(which) + " protocol ";
-  if (*field == kLamportNever) return prefix + pair.below_name + " at every size";
-  if (*field == kLamportAlways) return prefix + pair.above_name + " at every size";
-  return prefix + pair.below_name + " up to " + std::to_string(*field) + " bytes, " +
-         pair.above_name + " above";
-}
-
-const std::string kProtocolAccepted =
-    "auto, ll, lamport (case-insensitive), or a byte count with an optional K, M or G suffix "
-    "(LL lines up to it, Lamport above; e.g. 65536 or 64K)";
-const std::string kTwoShotProtocolAccepted =
-    "auto, staged, dma (case-insensitive), or a byte count with an optional K, M or G suffix "
-    "(the staged kernel up to it, copy engines above; e.g. 16777216 or 16M)";
-
-// The two-shot's Lamport window: auto (nullopt), off (also 0), all, or the
-// byte count up to which Lamport runs. Its own keywords rather than a
-// ProtocolPair: the protocol above the window is not one protocol but
-// whatever PEERPLAN_TWO_SHOT_PROTOCOL chooses there.
-std::optional<std::string> apply_two_shot_lamport(std::optional<std::size_t>& field,
-                                                  std::string_view value) {
-  if (core::equals_ignore_case(value, "auto")) {
-    field.reset();
-    return std::string("two-shot Lamport = the backend's default");
-  }
-  if (core::equals_ignore_case(value, "off")) {
-    field = kTwoShotLamportNever;
-  } else if (core::equals_ignore_case(value, "all")) {
-    field = kTwoShotLamportAlways;
-  } else {
-    field = parse_size(value);
-    if (!field) return std::nullopt;
-  }
-  if (*field == kTwoShotLamportNever) return std::string("two-shot Lamport off");
-  if (*field == kTwoShotLamportAlways) return std::string("two-shot Lamport at every size");
-  return "two-shot Lamport up to " + std::to_string(*field) + " bytes";
-}
-
-const std::string kTwoShotLamportAccepted =
-    "auto, off, all (case-insensitive), 0 (off), or a byte count with an optional K, M or G "
-    "suffix (Lamport up to it, the other two-shot protocols above; e.g. 1048576 or 1M)";
+constexpr RenamedVariable kRenamedVariables[] = {
+    {"PEERPLAN_ONE_SHOT_PROTOCOL",
+     "PEERPLAN_ONE_SHOT_LAMPORT, the one-shot's Lamport window (ll -> never, lamport -> all, "
+     "N -> N..)"},
+    {"PEERPLAN_FUSED_PROTOCOL",
+     "PEERPLAN_FUSED_LAMPORT, the fused op's Lamport window (ll -> never, lamport -> all, "
+     "N -> N..)"},
+    {"PEERPLAN_FUSED_LL_MAX_BYTES",
+     "PEERPLAN_FUSED_LL, the fused op's LL window (0 -> never, N -> N)"},
+    {"PEERPLAN_TWO_SHOT_PROTOCOL",
+     "PEERPLAN_TWO_SHOT_DMA, the two-shot's copy-engine window (staged -> never, dma -> all, "
+     "N -> N..)"},
+    {"PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES",
+     "PEERPLAN_TWO_SHOT_LAMPORT, the two-shot's Lamport window (off or 0 -> never, all -> "
+     "all, N -> N)"},
+};
 
 template <typename Enum, std::size_t N>
 std::string one_of(const std::array<Enum, N>& values) {
@@ -331,24 +252,17 @@ const std::vector<Variable>& variables() {
          c.kernels.one_shot_max_blocks = *blocks;
          return "one-shot grid at most " + std::to_string(*blocks) + " blocks";
        }},
-      {"PEERPLAN_ONE_SHOT_PROTOCOL", kProtocolAccepted,
+      {"PEERPLAN_ONE_SHOT_LAMPORT", kWindowAccepted,
        [](Config& c, std::string_view v) {
-         return apply_protocol(c.kernels.one_shot_lamport_above_bytes, v, "one-shot");
+         return apply_window<&KernelChoices::one_shot_lamport>(c, v, "one_shot_lamport");
        }},
-      {"PEERPLAN_FUSED_PROTOCOL", kProtocolAccepted,
+      {"PEERPLAN_FUSED_LAMPORT", kWindowAccepted,
        [](Config& c, std::string_view v) {
-         return apply_protocol(c.kernels.fused_lamport_above_bytes, v, "fused");
+         return apply_window<&KernelChoices::fused_lamport>(c, v, "fused_lamport");
        }},
-      {"PEERPLAN_FUSED_LL_MAX_BYTES",
-       "a byte count with an optional K, M or G suffix (e.g. 2097152 or 2M), 0 to turn LL lines "
-       "off, or auto",
-       [](Config& c, std::string_view v) -> std::optional<std::string> {
-         const auto bytes = parse_cutoff(v);
-         if (!bytes) return std::nullopt;
-         c.kernels.fused_ll_max_bytes = *bytes;
-         if (*bytes == kAutoCutoff) return std::string("fused LL limit = the backend's default");
-         if (*bytes == 0) return std::string("fused LL lines off");
-         return "fused LL lines up to " + std::to_string(*bytes) + " bytes";
+      {"PEERPLAN_FUSED_LL", kWindowAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_window<&KernelChoices::fused_ll>(c, v, "fused_ll");
        }},
       {"PEERPLAN_ROW_CLUSTERS",
        "one of auto|on|off or a boolean 0|1|true|false|yes|no (case-insensitive)",
@@ -370,13 +284,13 @@ const std::vector<Variable>& variables() {
          }
          return std::string("row clusters where the GPU has them");
        }},
-      {"PEERPLAN_TWO_SHOT_PROTOCOL", kTwoShotProtocolAccepted,
+      {"PEERPLAN_TWO_SHOT_DMA", kWindowAccepted,
        [](Config& c, std::string_view v) {
-         return apply_protocol(c.kernels.two_shot_dma_above_bytes, v, "two-shot", kStagedOrDma);
+         return apply_window<&KernelChoices::two_shot_dma>(c, v, "two_shot_dma");
        }},
-      {"PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES", kTwoShotLamportAccepted,
+      {"PEERPLAN_TWO_SHOT_LAMPORT", kWindowAccepted,
        [](Config& c, std::string_view v) {
-         return apply_two_shot_lamport(c.kernels.two_shot_lamport_max_bytes, v);
+         return apply_window<&KernelChoices::two_shot_lamport>(c, v, "two_shot_lamport");
        }},
       {"PEERPLAN_FALLBACK", one_of(kFallbacks),
        [](Config& c, std::string_view v) -> std::optional<std::string> {
@@ -404,6 +318,13 @@ Config apply_environment_from(Config config, const EnvironmentLookup& lookup,
                               std::vector<std::string>* applied) {
   std::vector<std::string> lines;
   std::string errors;
+  for (const RenamedVariable& renamed : kRenamedVariables) {
+    const char* raw = lookup(renamed.name);
+    if (raw == nullptr || *raw == '\0') continue;
+    if (!errors.empty()) errors += "; ";
+    errors += std::string(renamed.name) + "=\"" + raw + "\" is no longer read: set " +
+              renamed.replacement + " instead";
+  }
   for (const Variable& variable : variables()) {
     const char* raw = lookup(variable.name);
     if (raw == nullptr || *raw == '\0') continue;

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Default size cutoffs per world size, and the resolution of the cutoffs a
-// Config leaves at kAutoCutoff (from a tuning file's entry, then the
-// defaults).
+// The resolution of the cutoffs a Config leaves at kAutoCutoff (from a
+// tuning file's entry, then the defaults of routing/defaults.hpp).
 #pragma once
 
 #include <array>
@@ -10,6 +9,7 @@
 
 #include "peerplan/config.hpp"
 #include "routing/byte_fields.hpp"
+#include "routing/defaults.hpp"
 
 namespace peerplan::routing {
 
@@ -30,12 +30,6 @@ inline constexpr std::array<CutoffField, 5> kCutoffFields{{
 // than the piece).
 std::size_t two_shot_piece_bytes(const RouteCutoffs& cutoffs, std::size_t message_bytes,
                                  bool contiguous) noexcept;
-
-// The cutoffs a backend uses for `world_size` ranks when neither the
-// config nor a tuning file sets them. Every field is a finite byte count
-// (never kAutoCutoff). World sizes below 2 get the 2-rank row (they never
-// take a P2P route anyway).
-RouteCutoffs default_cutoffs(int world_size, Backend backend = Backend::host) noexcept;
 
 // `preferred` with each kAutoCutoff field taken from `fallback`.
 RouteCutoffs fill_automatic(RouteCutoffs preferred, const RouteCutoffs& fallback) noexcept;

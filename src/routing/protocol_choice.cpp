@@ -9,17 +9,15 @@ constexpr std::size_t kPackBytes = 16;  // one vector store: LL and Lamport move
 constexpr std::size_t kLamportMaxPacks = 0x7fffffffu;
 
 // The push two-shot all-reduce's protocol for a message of `bytes` bytes:
-// Lamport up to its window (its window sits below the copy engines': small
-// messages, where a barrier's latency weighs most), copy engines above
-// theirs (contiguous layouts only), else the staged kernel.
+// Lamport inside its window first (small messages, where a barrier's
+// latency weighs most), then copy engines inside theirs (contiguous
+// layouts only), else the staged kernel.
 Protocol push_two_shot_protocol(const TensorLayout& layout, std::size_t bytes,
                                 const ProtocolWindows& w) noexcept {
-  if (w.lines && w.two_shot_lamport_max_bytes != 0 && bytes <= w.two_shot_lamport_max_bytes &&
-      bytes / kPackBytes <= kLamportMaxPacks) {
+  if (w.lines && w.two_shot_lamport.contains(bytes) && bytes / kPackBytes <= kLamportMaxPacks) {
     return Protocol::lamport;
   }
-  if (w.two_shot_dma_after_bytes != kNoLimit && bytes > w.two_shot_dma_after_bytes &&
-      layout.is_contiguous()) {
+  if (w.two_shot_dma.contains(bytes) && layout.is_contiguous()) {
     return Protocol::dma;
   }
   return Protocol::staged;
@@ -33,12 +31,10 @@ RouteAndProtocol fused_protocol(const Declaration& declaration, std::size_t byte
           ? static_cast<std::size_t>(layout.last_dim()) * element_size(declaration.dtype)
           : 0;
   const bool whole_packs = row_bytes != 0 && row_bytes % kPackBytes == 0;
-  if (whole_packs && w.fused_lamport_after_bytes != kNoLimit &&
-      bytes > w.fused_lamport_after_bytes && bytes <= w.fused_lamport_max_bytes &&
-      bytes / kPackBytes <= kLamportMaxPacks) {
+  if (whole_packs && w.fused_lamport.contains(bytes) && bytes / kPackBytes <= kLamportMaxPacks) {
     return {Route::fused_one_shot, Protocol::lamport};
   }
-  if (whole_packs && bytes <= w.fused_ll_max_bytes) return {Route::fused_one_shot, Protocol::ll};
+  if (whole_packs && w.fused_ll.contains(bytes)) return {Route::fused_one_shot, Protocol::ll};
   // The two-shot all-reduce in place, on the protocol a plain two-shot of
   // the same bytes takes, then the row kernel.
   if (w.fused_two_shot && layout.is_contiguous()) {
@@ -55,7 +51,7 @@ RouteAndProtocol choose_protocol(Route route, const Declaration& declaration, st
     case Route::one_shot:
       if (w.pull) return {route, Protocol::pull};
       if (!w.lines) return {route, Protocol::staged};
-      return {route, bytes > w.one_shot_ll_max_bytes ? Protocol::lamport : Protocol::ll};
+      return {route, w.one_shot_lamport.contains(bytes) ? Protocol::lamport : Protocol::ll};
     case Route::two_shot:
       if (w.pull) return {route, Protocol::pull};
       return {route, push_two_shot_protocol(declaration.layout, bytes, w)};

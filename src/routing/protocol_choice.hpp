@@ -13,46 +13,41 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 
 #include "peerplan/declaration.hpp"
 #include "peerplan/route.hpp"
+#include "peerplan/window.hpp"
 
 namespace peerplan::routing {
 
-inline constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
-
-// What a P2P transport can run, by message size. The defaults describe a
-// transport with one protocol for everything (the host backend: staged
-// copies through shared memory).
+// What a P2P transport can run, by message size: the same Windows, under
+// the same names, as KernelChoices (there with "auto" resolved). The
+// defaults describe a transport with one protocol for everything (the host
+// backend: staged copies through shared memory).
 struct ProtocolWindows {
   // One-shot and two-shot all-reduces move data by pull (TransferMode::pull).
   bool pull = false;
-  // Push one-shot all-reduce: LL lines up to this many bytes, the Lamport
-  // protocol above it (kNoLimit: LL at every size). Only read with `lines`.
-  std::size_t one_shot_ll_max_bytes = kNoLimit;
   // The transport has the LL and Lamport protocols at all (CUDA push).
   bool lines = false;
+  // Push one-shot all-reduce: Lamport inside, LL lines outside. Only read
+  // with `lines`.
+  Window one_shot_lamport = Window::never();
   // Fused op: the Lamport kernel for messages of whole 16-byte rows in
-  // (fused_lamport_after_bytes, fused_lamport_max_bytes] (after = kNoLimit:
-  // never); LL lines for rows of whole packs up to fused_ll_max_bytes (0:
-  // never); past both, a dense message takes the two-shot all-reduce + row
-  // norm when `fused_two_shot` (its all-reduce on the protocol a plain
-  // two-shot of the same bytes takes: the two-shot windows below),
-  // everything else the staged fused kernel.
-  std::size_t fused_lamport_after_bytes = kNoLimit;
-  std::size_t fused_lamport_max_bytes = kNoLimit;
-  std::size_t fused_ll_max_bytes = 0;
+  // fused_lamport; else LL lines for rows of whole packs in fused_ll; else
+  // a dense message takes the two-shot all-reduce + row norm when
+  // `fused_two_shot` (its all-reduce on the protocol a plain two-shot of
+  // the same bytes takes: the two-shot windows below), everything else
+  // the staged fused kernel.
+  Window fused_lamport = Window::never();
+  Window fused_ll = Window::never();
   bool fused_two_shot = false;
-  // Two-shot all-reduce of a contiguous layout: copy engines (Protocol::dma)
-  // for messages above this many bytes (kNoLimit: never; 0: every size).
-  // Read only by a push transport (`pull` false).
-  std::size_t two_shot_dma_after_bytes = kNoLimit;
-  // Two-shot all-reduce (any layout): the Lamport protocol for messages up
-  // to this many bytes (0: never; kNoLimit: every size). It comes before
-  // the copy-engine window: a message in both takes Lamport. Read only
-  // with `lines` (a push transport that has the Lamport region).
-  std::size_t two_shot_lamport_max_bytes = 0;
+  // Two-shot all-reduce of a contiguous layout: copy engines
+  // (Protocol::dma) inside. Read only by a push transport (`pull` false).
+  Window two_shot_dma = Window::never();
+  // Two-shot all-reduce (any layout): the Lamport protocol inside. It
+  // comes before the copy-engine window: a message in both takes Lamport.
+  // Read only with `lines` (a push transport that has the Lamport region).
+  Window two_shot_lamport = Window::never();
   // The windows above may be moved by a tuning file's entry
   // (routing/protocol_tuning.hpp): the transport runs every protocol they
   // choose between (the CUDA kernels). False: they are fixed.

@@ -1,44 +1,66 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "routing/protocol_tuning.hpp"
 
+#include "core/window_text.hpp"
+
 namespace peerplan::routing {
+
+const WindowField* find_window_field(std::string_view name) noexcept {
+  for (const WindowField& field : kWindowFields)
+    if (name == field.name) return &field;
+  return nullptr;
+}
 
 bool is_empty(const ProtocolTuning& tuning) noexcept { return tuning == ProtocolTuning{}; }
 
-ProtocolWindows apply_protocol_tuning(ProtocolWindows windows, const ProtocolTuning& tuned,
-                                      const KernelChoices& kernels) noexcept {
-  if (!windows.tunable) return windows;
-  if (windows.lines && !windows.pull && !kernels.one_shot_lamport_above_bytes &&
-      tuned.one_shot_ll_max_bytes != kAutoCutoff) {
-    windows.one_shot_ll_max_bytes = tuned.one_shot_ll_max_bytes;
-  }
-  if (!kernels.fused_lamport_above_bytes && tuned.fused_lamport_max_bytes != kAutoCutoff) {
-    if (tuned.fused_lamport_max_bytes == 0) {
-      windows.fused_lamport_after_bytes = kNoLimit;  // never
-    } else {
-      if (tuned.fused_lamport_after_bytes != kAutoCutoff)
-        windows.fused_lamport_after_bytes = tuned.fused_lamport_after_bytes;
-      windows.fused_lamport_max_bytes = tuned.fused_lamport_max_bytes;
-    }
-  }
-  if (kernels.fused_ll_max_bytes == kAutoCutoff && tuned.fused_ll_max_bytes != kAutoCutoff) {
-    windows.fused_ll_max_bytes = tuned.fused_ll_max_bytes;
-  }
-  if (!windows.pull && !kernels.two_shot_dma_above_bytes &&
-      tuned.two_shot_dma_after_bytes != kAutoCutoff) {
-    windows.two_shot_dma_after_bytes = tuned.two_shot_dma_after_bytes;
-  }
-  // The two-shot's Lamport writes into the Lamport region, which only a
-  // push transport with `lines` has: no other can open the window.
-  if (windows.lines && !windows.pull && !kernels.two_shot_lamport_max_bytes &&
-      tuned.two_shot_lamport_max_bytes != kAutoCutoff) {
-    windows.two_shot_lamport_max_bytes = tuned.two_shot_lamport_max_bytes;
+bool window_applies(const WindowField& field, const ProtocolWindows& windows) noexcept {
+  // The fused op always pushes: its windows apply to every tunable transport.
+  if (field.resolved == &ProtocolWindows::fused_lamport ||
+      field.resolved == &ProtocolWindows::fused_ll)
+    return true;
+  if (windows.pull) return false;
+  // The Lamport windows write into the Lamport region, which only a push
+  // transport with `lines` has.
+  return field.resolved == &ProtocolWindows::two_shot_dma || windows.lines;
+}
+
+ProtocolWindows apply_configured_windows(ProtocolWindows windows,
+                                         const KernelChoices& kernels) noexcept {
+  for (const WindowField& field : kWindowFields) {
+    const std::optional<Window>& window = kernels.*field.configured;
+    if (window && window_applies(field, windows)) windows.*field.resolved = *window;
   }
   return windows;
 }
 
+ProtocolWindows apply_protocol_tuning(ProtocolWindows windows, const ProtocolTuning& tuned,
+                                      const KernelChoices& kernels) noexcept {
+  if (!windows.tunable) return windows;
+  for (const WindowField& field : kWindowFields) {
+    const std::optional<Window>& window = tuned.*field.tuned;
+    if (window && !(kernels.*field.configured) && window_applies(field, windows))
+      windows.*field.resolved = *window;
+  }
+  return windows;
+}
+
+std::string describe_protocol_windows(const ProtocolWindows& windows) {
+  std::string text;
+  for (const WindowField& field : kWindowFields) {
+    if (!window_applies(field, windows)) continue;
+    if (!text.empty()) text += ' ';
+    text += std::string(field.name) + '=' + core::window_text(windows.*field.resolved);
+  }
+  return text;
+}
+
 std::string describe_protocol_tuning(const ProtocolTuning& tuning) {
-  return describe_byte_fields(tuning, kProtocolTuningFields);
+  std::string text;
+  for (const WindowField& field : kWindowFields) {
+    if (!text.empty()) text += ' ';
+    text += std::string(field.name) + '=' + core::window_text(tuning.*field.tuned);
+  }
+  return text;
 }
 
 }  // namespace peerplan::routing

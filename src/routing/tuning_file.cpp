@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/value_parsing.hpp"
+#include "core/window_text.hpp"
 #include "peerplan/errors.hpp"
 #include "routing/cutoffs.hpp"
 
@@ -42,15 +43,42 @@ std::string in_quotes(std::string_view text) {
 std::string known_keys() {
   std::string keys(kFingerprintKey);
   for (const CutoffField& field : kCutoffFields) keys += std::string(", ") + field.name;
-  for (const ProtocolTuningField& field : kProtocolTuningFields)
-    keys += std::string(", ") + field.name;
+  for (const WindowField& field : kWindowFields) keys += std::string(", ") + field.name;
   return keys + ", " + std::string(kOneShotGridKey) + ", " + std::string(kMeasuredKey);
 }
 
 bool is_known_key(std::string_view key) noexcept {
   return key == kFingerprintKey || key == kMeasuredKey || key == kOneShotGridKey ||
-         find_byte_field(kCutoffFields, key) != nullptr ||
-         find_byte_field(kProtocolTuningFields, key) != nullptr;
+         find_byte_field(kCutoffFields, key) != nullptr || find_window_field(key) != nullptr;
+}
+
+// Protocol keys of files written before the windows had one syntax, and
+// the line that replaces each (peerplan_tune writes the new keys).
+struct RenamedKey {
+  std::string_view old_key;
+  std::string_view replacement;
+};
+constexpr RenamedKey kRenamedKeys[] = {
+    {"one_shot_ll_max_bytes", "one_shot_lamport = N.. (Lamport above N bytes)"},
+    {"fused_lamport_after_bytes", "fused_lamport = A..B (Lamport above A, up to B bytes)"},
+    {"fused_lamport_max_bytes", "fused_lamport = A..B (Lamport above A, up to B bytes)"},
+    {"fused_ll_max_bytes", "fused_ll = N (LL lines up to N bytes; never for 0)"},
+    {"two_shot_dma_after_bytes", "two_shot_dma = N.. (copy engines above N bytes)"},
+    {"two_shot_lamport_max_bytes", "two_shot_lamport = N (Lamport up to N bytes; never for 0)"},
+};
+
+const RenamedKey* find_renamed_key(std::string_view key) noexcept {
+  for (const RenamedKey& renamed : kRenamedKeys)
+    if (renamed.old_key == key) return &renamed;
+  return nullptr;
+}
+
+// The entry's windows that are set, as "name = window" lines.
+void write_set_windows(std::ostream& text, const ProtocolTuning& tuning) {
+  for (const WindowField& field : kWindowFields) {
+    if (const std::optional<Window>& window = tuning.*field.tuned)
+      text << field.name << " = " << core::window_text(*window) << '\n';
+  }
 }
 
 // The entry's fields that are set, as "name = value" lines.
@@ -138,6 +166,10 @@ class Parser {
            "write 'key = value', '[entry]', or start a comment with '#'");
     }
     const std::string_view value = trim(line.substr(equals + 1));
+    if (const RenamedKey* renamed = find_renamed_key(key)) {
+      fail(number, "the key '" + key + "' was renamed",
+           "write " + std::string(renamed->replacement) + ", or run peerplan_tune again");
+    }
     if (!is_known_key(key)) {
       fail(number, "unknown key '" + key + "'", "the keys are " + known_keys());
     }
@@ -166,8 +198,7 @@ class Parser {
     } else if (const CutoffField* cutoff = find_byte_field(kCutoffFields, key)) {
       current_->cutoffs.*cutoff->member = parse_cutoff(key, value, number);
     } else {
-      current_->protocols.*find_byte_field(kProtocolTuningFields, key)->member =
-          parse_cutoff(key, value, number);
+      current_->protocols.*find_window_field(key)->tuned = parse_window(key, value, number);
     }
   }
 
@@ -176,7 +207,17 @@ class Parser {
     if (const auto bytes = core::parse_size(value)) return *bytes;
     fail(number, "'" + key + " = " + std::string(value) + "' is not a byte count",
          "write a number of bytes with an optional K, M or G suffix (e.g. 65536 or 64K), 0 "
-         "(no route or protocol, or no lower bound for two_shot_min_bytes), or auto");
+         "(no route, or no lower bound for two_shot_min_bytes), or auto");
+  }
+
+  std::optional<Window> parse_window(const std::string& key, std::string_view value,
+                                     int number) const {
+    const core::WindowSetting setting = core::parse_window(value);
+    if (!setting.ok()) {
+      fail(number, "'" + key + " = " + std::string(value) + "' is not a window: " + setting.problem,
+           "write " + std::string(core::kWindowSyntax));
+    }
+    return setting.window;
   }
 
   // "auto" (like the byte keys) means no steps: the transport's default
@@ -287,7 +328,7 @@ std::string format_tuning_file(const TuningFile& file, std::string_view comment)
     text << '\n' << kEntrySection << '\n';
     text << kFingerprintKey << " = " << one_line(entry.fingerprint) << '\n';
     write_set_fields(text, entry.cutoffs, kCutoffFields);
-    write_set_fields(text, entry.protocols, kProtocolTuningFields);
+    write_set_windows(text, entry.protocols);
     // No steps: the key is left out, like an automatic cutoff.
     if (!entry.shapes.one_shot_grid.empty()) {
       text << kOneShotGridKey << " = " << describe_one_shot_grid(entry.shapes.one_shot_grid)

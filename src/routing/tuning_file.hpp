@@ -13,12 +13,11 @@
 //   two_shot_min_bytes = 1048576
 //   two_shot_max_bytes = 16777216
 //   fused_max_bytes = 3670016
-//   one_shot_ll_max_bytes = 65536
-//   fused_lamport_after_bytes = 65536
-//   fused_lamport_max_bytes = 4M
-//   fused_ll_max_bytes = 2M
-//   two_shot_dma_after_bytes = 64M
-//   two_shot_lamport_max_bytes = 256K
+//   one_shot_lamport = 64K..
+//   fused_lamport = 64K..4M
+//   fused_ll = 2M
+//   two_shot_dma = 64M..
+//   two_shot_lamport = 256K
 //   one_shot_grid = 64K:8 1M:64
 //   measured = peerplan_tune 0.1.0, 2025-06-01T12:00:00Z, bf16, CUDA graphs
 //
@@ -31,11 +30,12 @@
 //   above them. Keys: fingerprint (required; compared exactly with
 //   Communicator::topology_fingerprint(), see routing/fingerprint.hpp),
 //   one_shot_max_bytes, two_shot_min_bytes, two_shot_max_bytes,
-//   fused_max_bytes, the protocol windows one_shot_ll_max_bytes,
-//   fused_lamport_after_bytes, fused_lamport_max_bytes, fused_ll_max_bytes,
-//   two_shot_dma_after_bytes and two_shot_lamport_max_bytes
-//   (routing/protocol_tuning.hpp; all byte counts with an optional K/M/G
-//   suffix, or "auto"; a key left out or "auto" keeps the built-in value),
+//   fused_max_bytes (byte counts with an optional K/M/G suffix, or "auto"),
+//   the protocol windows one_shot_lamport, fused_lamport, fused_ll,
+//   two_shot_dma and two_shot_lamport (routing/protocol_tuning.hpp; the
+//   window syntax of core/window_text.hpp: never, all, N, A..B, A..);
+//   a key left out or "auto" keeps the built-in value (the protocol keys
+//   of older files are refused with the line that replaces them),
 //   one_shot_grid (the one-shot kernels' largest grid by message size,
 //   routing/launch_shape_tuning.hpp: space-separated "<size>:<blocks>"
 //   steps with increasing sizes, blocks 1..kOneShotMaxBlocksLimit; a
@@ -67,7 +67,7 @@ struct TuningEntry {
   std::string measured;
   int line = 0;  // line of its "[entry]" (0: not read from a file)
   // Last, so that brace initialisations of the fields above keep their
-  // meaning. Fields the entry leaves out stay kAutoCutoff.
+  // meaning. Windows the entry leaves out stay nullopt.
   ProtocolTuning protocols;
   // The kernels' launch shapes (no steps: the transport's defaults).
   LaunchShapeTuning shapes;
@@ -96,9 +96,9 @@ void upsert_entry(TuningFile& file, TuningEntry entry);
 
 // The file's text: `comment` (each of its lines prefixed with "# "), the
 // header, then every entry; parse_tuning_file reads it back to the same
-// entries (apart from `line`). Cutoffs at kAutoCutoff, and a one-shot grid
-// without steps, are left out. Line
-// breaks inside a fingerprint or measured text become spaces.
+// entries (apart from `line`). Cutoffs at kAutoCutoff, windows left auto
+// and a one-shot grid without steps are left out. Line breaks inside a
+// fingerprint or measured text become spaces.
 std::string format_tuning_file(const TuningFile& file, std::string_view comment = {});
 
 }  // namespace peerplan::routing

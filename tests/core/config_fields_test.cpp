@@ -37,48 +37,55 @@ TEST(ConfigFields, OneFieldPerEnvironmentVariable) {
 TEST(ConfigFields, KernelChoicesDefaultToAuto) {
   const auto fields = config_fields(Config{});
   EXPECT_EQ(field(fields, "kernels.one_shot_max_blocks").value, "auto");
-  EXPECT_EQ(field(fields, "kernels.one_shot_lamport_above_bytes").value, "auto");
-  EXPECT_EQ(field(fields, "kernels.fused_lamport_above_bytes").value, "auto");
-  EXPECT_EQ(field(fields, "kernels.fused_ll_max_bytes").value, "auto");
+  EXPECT_EQ(field(fields, "kernels.one_shot_lamport").value, "auto");
+  EXPECT_EQ(field(fields, "kernels.fused_lamport").value, "auto");
+  EXPECT_EQ(field(fields, "kernels.fused_ll").value, "auto");
   EXPECT_EQ(field(fields, "kernels.row_clusters").value, "auto");
-  EXPECT_EQ(field(fields, "kernels.two_shot_dma_above_bytes").value, "auto");
-  EXPECT_EQ(field(fields, "kernels.two_shot_lamport_max_bytes").value, "auto");
+  EXPECT_EQ(field(fields, "kernels.two_shot_dma").value, "auto");
+  EXPECT_EQ(field(fields, "kernels.two_shot_lamport").value, "auto");
 }
 
 TEST(ConfigFields, KernelChoicesAsTheVariablesWriteThem) {
   Config c;
   c.kernels.one_shot_max_blocks = 80;
-  c.kernels.one_shot_lamport_above_bytes = kLamportNever;
-  c.kernels.fused_lamport_above_bytes = kLamportAlways;
-  c.kernels.fused_ll_max_bytes = 0;
+  c.kernels.one_shot_lamport = Window::never();
+  c.kernels.fused_lamport = Window::every_size();
+  c.kernels.fused_ll = Window::never();
   c.kernels.row_clusters = RowClusters::off;
-  c.kernels.two_shot_dma_above_bytes = kDmaNever;
-  c.kernels.two_shot_lamport_max_bytes = kTwoShotLamportNever;
+  c.kernels.two_shot_dma = Window::never();
+  c.kernels.two_shot_lamport = Window::never();
   const auto fields = config_fields(c);
   EXPECT_EQ(field(fields, "kernels.one_shot_max_blocks").value, "80");
-  EXPECT_EQ(field(fields, "kernels.one_shot_lamport_above_bytes").value, "ll");
-  EXPECT_EQ(field(fields, "kernels.fused_lamport_above_bytes").value, "lamport");
-  EXPECT_EQ(field(fields, "kernels.fused_ll_max_bytes").value, "0");
+  EXPECT_EQ(field(fields, "kernels.one_shot_lamport").value, "never");
+  EXPECT_EQ(field(fields, "kernels.one_shot_lamport").variable,
+            std::string("PEERPLAN_ONE_SHOT_LAMPORT"));
+  EXPECT_EQ(field(fields, "kernels.fused_lamport").value, "all");
+  EXPECT_EQ(field(fields, "kernels.fused_lamport").variable, std::string("PEERPLAN_FUSED_LAMPORT"));
+  EXPECT_EQ(field(fields, "kernels.fused_ll").value, "never");
+  EXPECT_EQ(field(fields, "kernels.fused_ll").variable, std::string("PEERPLAN_FUSED_LL"));
   EXPECT_EQ(field(fields, "kernels.row_clusters").value, "off");
-  EXPECT_EQ(field(fields, "kernels.two_shot_dma_above_bytes").value, "staged");
-  EXPECT_EQ(field(fields, "kernels.two_shot_dma_above_bytes").variable,
-            std::string("PEERPLAN_TWO_SHOT_PROTOCOL"));
-  EXPECT_EQ(field(fields, "kernels.two_shot_lamport_max_bytes").value, "off");
-  EXPECT_EQ(field(fields, "kernels.two_shot_lamport_max_bytes").variable,
-            std::string("PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES"));
-  c.kernels.one_shot_lamport_above_bytes = 16384;
-  EXPECT_EQ(field(config_fields(c), "kernels.one_shot_lamport_above_bytes").value, "16384");
-  c.kernels.two_shot_dma_above_bytes = kDmaAlways;
-  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_dma_above_bytes").value, "dma");
-  c.kernels.two_shot_dma_above_bytes = std::size_t{16} << 20;
-  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_dma_above_bytes").value, "16777216");
-  c.kernels.two_shot_lamport_max_bytes = kTwoShotLamportAlways;
-  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_lamport_max_bytes").value, "all");
-  c.kernels.two_shot_lamport_max_bytes = std::size_t{1} << 20;
-  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_lamport_max_bytes").value, "1048576");
+  EXPECT_EQ(field(fields, "kernels.two_shot_dma").value, "never");
+  EXPECT_EQ(field(fields, "kernels.two_shot_dma").variable, std::string("PEERPLAN_TWO_SHOT_DMA"));
+  EXPECT_EQ(field(fields, "kernels.two_shot_lamport").value, "never");
+  EXPECT_EQ(field(fields, "kernels.two_shot_lamport").variable,
+            std::string("PEERPLAN_TWO_SHOT_LAMPORT"));
+  c.kernels.one_shot_lamport = Window::above_bytes(16384);
+  EXPECT_EQ(field(config_fields(c), "kernels.one_shot_lamport").value, "16K..");
+  c.kernels.two_shot_dma = Window::every_size();
+  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_dma").value, "all");
+  c.kernels.two_shot_dma = Window::above_bytes(std::size_t{16} << 20);
+  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_dma").value, "16M..");
+  c.kernels.two_shot_lamport = Window::every_size();
+  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_lamport").value, "all");
+  c.kernels.two_shot_lamport = Window::up_to_bytes(std::size_t{1} << 20);
+  EXPECT_EQ(field(config_fields(c), "kernels.two_shot_lamport").value, "1M");
+  c.kernels.fused_lamport = Window{65536, 4u << 20};
+  EXPECT_EQ(field(config_fields(c), "kernels.fused_lamport").value, "64K..4M");
+  c.kernels.fused_ll = Window::up_to_bytes(1000);
+  EXPECT_EQ(field(config_fields(c), "kernels.fused_ll").value, "1000");
 
   // Each value, given back to its variable, gives the same field.
-  for (const auto& f : fields) {
+  for (const auto& f : config_fields(c)) {
     if (f.name.rfind("kernels.", 0) != 0) continue;
     const Config back = apply_environment_from(Config{}, [&](const char* name) -> const char* {
       return f.variable == std::string(name) ? f.value.c_str() : nullptr;
@@ -90,11 +97,11 @@ TEST(ConfigFields, KernelChoicesAsTheVariablesWriteThem) {
 TEST(ConfigFields, AgreedAreThoseThatChangeWhatPeersRun) {
   const auto fields = config_fields(Config{});
   // Sender and receiver must run the same protocol.
-  EXPECT_TRUE(field(fields, "kernels.one_shot_lamport_above_bytes").agreed);
-  EXPECT_TRUE(field(fields, "kernels.fused_lamport_above_bytes").agreed);
-  EXPECT_TRUE(field(fields, "kernels.fused_ll_max_bytes").agreed);
-  EXPECT_TRUE(field(fields, "kernels.two_shot_dma_above_bytes").agreed);
-  EXPECT_TRUE(field(fields, "kernels.two_shot_lamport_max_bytes").agreed);
+  EXPECT_TRUE(field(fields, "kernels.one_shot_lamport").agreed);
+  EXPECT_TRUE(field(fields, "kernels.fused_lamport").agreed);
+  EXPECT_TRUE(field(fields, "kernels.fused_ll").agreed);
+  EXPECT_TRUE(field(fields, "kernels.two_shot_dma").agreed);
+  EXPECT_TRUE(field(fields, "kernels.two_shot_lamport").agreed);
   // Launch shapes no peer depends on (no per-block flags; same bits).
   EXPECT_FALSE(field(fields, "kernels.one_shot_max_blocks").agreed);
   EXPECT_FALSE(field(fields, "kernels.row_clusters").agreed);
@@ -110,11 +117,11 @@ TEST(ConfigFields, AgreedAreThoseThatChangeWhatPeersRun) {
 
 TEST(ConfigFields, DescribeConfigListsEveryField) {
   Config c;
-  c.kernels.fused_lamport_above_bytes = 65536;
+  c.kernels.fused_lamport = Window::above_bytes(65536);
   const std::string line = describe_config(c);
   for (const auto& f : config_fields(c))
     EXPECT_NE(line.find(f.name + "="), std::string::npos) << f.name << " missing from " << line;
-  EXPECT_NE(line.find("kernels.fused_lamport_above_bytes=65536"), std::string::npos) << line;
+  EXPECT_NE(line.find("kernels.fused_lamport=64K.."), std::string::npos) << line;
   EXPECT_NE(line.find("kernels.row_clusters=auto"), std::string::npos) << line;
   EXPECT_NE(line.find("cutoffs.one_shot_max_bytes=auto"), std::string::npos) << line;
   EXPECT_NE(line.find("topology_file=\"\""), std::string::npos) << line;
@@ -133,11 +140,11 @@ TEST(ConfigFields, EveryAgreedFieldShowsItsAutoValueAsAuto) {
                                         "cutoffs.two_shot_chunk_bytes",
                                         "transfer_mode",
                                         "p2p_level",
-                                        "kernels.one_shot_lamport_above_bytes",
-                                        "kernels.fused_lamport_above_bytes",
-                                        "kernels.fused_ll_max_bytes",
-                                        "kernels.two_shot_dma_above_bytes",
-                                        "kernels.two_shot_lamport_max_bytes",
+                                        "kernels.one_shot_lamport",
+                                        "kernels.fused_lamport",
+                                        "kernels.fused_ll",
+                                        "kernels.two_shot_dma",
+                                        "kernels.two_shot_lamport",
                                         "fallback"};
   // Config{} holds every auto value; the agreed fields without one are
   // plain numbers or booleans (timeout, disable_p2p, expected_world_size).
@@ -154,15 +161,16 @@ TEST(ConfigFields, EveryAgreedFieldShowsItsAutoValueAsAuto) {
 }
 
 TEST(ConfigFields, NoFieldShowsASentinelNumber) {
-  // Every sentinel peerplan uses, in every size field at once.
-  for (const std::size_t sentinel : {kAutoCutoff, kLamportNever, kLamportAlways}) {
-    Config c;
-    c.cutoffs = RouteCutoffs{sentinel, sentinel, sentinel, sentinel};
-    c.kernels.fused_ll_max_bytes = sentinel;
-    c.kernels.one_shot_lamport_above_bytes = sentinel;
-    c.kernels.fused_lamport_above_bytes = sentinel;
-    c.kernels.two_shot_dma_above_bytes = sentinel;
-    c.kernels.two_shot_lamport_max_bytes = sentinel;
+  // kAutoCutoff in every cutoff, kNoLimit at both ends of every window.
+  Config c;
+  c.cutoffs = RouteCutoffs{kAutoCutoff, kAutoCutoff, kAutoCutoff, kAutoCutoff};
+  for (const Window window : {Window{kNoLimit, kNoLimit}, Window::every_size(),
+                              Window::above_bytes(kNoLimit), Window::up_to_bytes(kNoLimit)}) {
+    c.kernels.fused_ll = window;
+    c.kernels.one_shot_lamport = window;
+    c.kernels.fused_lamport = window;
+    c.kernels.two_shot_dma = window;
+    c.kernels.two_shot_lamport = window;
     for (const auto& f : config_fields(c)) {
       EXPECT_EQ(f.value.find(std::to_string(std::numeric_limits<std::size_t>::max())),
                 std::string::npos)
@@ -187,10 +195,11 @@ TEST(ConfigFields, EveryFieldReadsBackThroughItsVariable) {
   set.topology_file = "/tmp/topo.xml";
   set.tuning_file = "/tmp/peerplan.tune";
   set.expected_world_size = 4;
-  set.kernels.one_shot_lamport_above_bytes = kLamportAlways;
-  set.kernels.fused_ll_max_bytes = 1u << 20;
-  set.kernels.two_shot_dma_above_bytes = 8u << 20;
-  set.kernels.two_shot_lamport_max_bytes = 256u << 10;
+  set.kernels.one_shot_lamport = Window::every_size();
+  set.kernels.fused_lamport = Window{64u << 10, 4u << 20};
+  set.kernels.fused_ll = Window::up_to_bytes(1u << 20);
+  set.kernels.two_shot_dma = Window::above_bytes(8u << 20);
+  set.kernels.two_shot_lamport = Window::up_to_bytes(256u << 10);
   set.fallback = Fallback::mpi;
   for (const Config& config : {Config{}, set}) {
     for (const auto& f : config_fields(config)) {
@@ -203,19 +212,7 @@ TEST(ConfigFields, EveryFieldReadsBackThroughItsVariable) {
   }
 }
 
-TEST(ConfigFields, ProtocolText) {
-  EXPECT_EQ(protocol_text(std::nullopt), "auto");
-  EXPECT_EQ(protocol_text(kLamportNever), "ll");
-  EXPECT_EQ(protocol_text(kLamportAlways), "lamport");
-  EXPECT_EQ(protocol_text(4096), "4096");
-  EXPECT_EQ(two_shot_protocol_text(std::nullopt), "auto");
-  EXPECT_EQ(two_shot_protocol_text(kDmaNever), "staged");
-  EXPECT_EQ(two_shot_protocol_text(kDmaAlways), "dma");
-  EXPECT_EQ(two_shot_protocol_text(std::size_t{16} << 20), "16777216");
-  EXPECT_EQ(two_shot_lamport_text(std::nullopt), "auto");
-  EXPECT_EQ(two_shot_lamport_text(kTwoShotLamportNever), "off");
-  EXPECT_EQ(two_shot_lamport_text(kTwoShotLamportAlways), "all");
-  EXPECT_EQ(two_shot_lamport_text(std::size_t{1} << 20), "1048576");
+TEST(ConfigFields, BytesOrAuto) {
   EXPECT_EQ(bytes_or_auto(kAutoCutoff), "auto");
   EXPECT_EQ(bytes_or_auto(0), "0");
 }

@@ -30,9 +30,11 @@ TEST(ConfigValidation, DefaultsAndEveryKnobsRangeAreAccepted) {
     c.kernels.one_shot_max_blocks = blocks;
     EXPECT_NO_THROW(validate_config(c)) << blocks;
   }
-  c.kernels.one_shot_lamport_above_bytes = kLamportNever;
-  c.kernels.fused_lamport_above_bytes = kLamportAlways;
-  c.kernels.fused_ll_max_bytes = 0;
+  c.kernels.one_shot_lamport = Window::never();
+  c.kernels.fused_lamport = Window::every_size();
+  c.kernels.fused_ll = Window::never();
+  c.kernels.two_shot_dma = Window{1, 2};
+  c.kernels.two_shot_lamport = Window::up_to_bytes(1);
   for (auto clusters : {RowClusters::automatic, RowClusters::on, RowClusters::off}) {
     c.kernels.row_clusters = clusters;
     EXPECT_NO_THROW(validate_config(c));
@@ -50,6 +52,23 @@ TEST(ConfigValidation, OneShotMaxBlocksOutOfRange) {
     EXPECT_NE(message.find("1 to 1024"), std::string::npos) << message;
     EXPECT_NE(message.find("PEERPLAN_ONE_SHOT_MAX_BLOCKS"), std::string::npos) << message;
   }
+}
+
+TEST(ConfigValidation, AWindowThatHoldsNoSizeOtherThanNever) {
+  for (const Window empty : {Window{5, 5}, Window{8, 4}, Window{kNoLimit, kNoLimit}}) {
+    Config c;
+    c.kernels.fused_lamport = empty;
+    const std::string message = rejection(c);
+    EXPECT_NE(message.find("Config::kernels.fused_lamport is {above " +
+                           std::to_string(empty.above) + ", up_to " + std::to_string(empty.up_to)),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("Window::never()"), std::string::npos) << message;
+    EXPECT_NE(message.find("PEERPLAN_FUSED_LAMPORT"), std::string::npos) << message;
+  }
+  Config c;
+  c.kernels.two_shot_lamport = Window{0, 0};  // never() itself
+  EXPECT_NO_THROW(validate_config(c));
 }
 
 TEST(ConfigValidation, P2PLevelOutsideTheEnum) {

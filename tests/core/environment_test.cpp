@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "peerplan/errors.hpp"
 
@@ -71,12 +72,12 @@ TEST(Environment, ReadsExactlyTheDocumentedVariables) {
                                                  "PEERPLAN_TUNING_FILE",
                                                  "PEERPLAN_WORLD_SIZE",
                                                  "PEERPLAN_ONE_SHOT_MAX_BLOCKS",
-                                                 "PEERPLAN_ONE_SHOT_PROTOCOL",
-                                                 "PEERPLAN_FUSED_PROTOCOL",
-                                                 "PEERPLAN_FUSED_LL_MAX_BYTES",
+                                                 "PEERPLAN_ONE_SHOT_LAMPORT",
+                                                 "PEERPLAN_FUSED_LAMPORT",
+                                                 "PEERPLAN_FUSED_LL",
                                                  "PEERPLAN_ROW_CLUSTERS",
-                                                 "PEERPLAN_TWO_SHOT_PROTOCOL",
-                                                 "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES",
+                                                 "PEERPLAN_TWO_SHOT_DMA",
+                                                 "PEERPLAN_TWO_SHOT_LAMPORT",
                                                  "PEERPLAN_FALLBACK",
                                                  "PEERPLAN_TRACK_UNDECLARED"};
   EXPECT_EQ(environment_variable_names(), documented);
@@ -87,7 +88,12 @@ TEST(Environment, ReadsExactlyTheDocumentedVariables) {
     asked.emplace_back(name);
     return nullptr;
   });
-  EXPECT_EQ(asked, std::vector<std::string>(documented.begin(), documented.end()));
+  // The retired protocol variables first, to refuse them (RetiredVariables).
+  std::vector<std::string> expected_asked{
+      "PEERPLAN_ONE_SHOT_PROTOCOL", "PEERPLAN_FUSED_PROTOCOL", "PEERPLAN_FUSED_LL_MAX_BYTES",
+      "PEERPLAN_TWO_SHOT_PROTOCOL", "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES"};
+  expected_asked.insert(expected_asked.end(), documented.begin(), documented.end());
+  EXPECT_EQ(asked, expected_asked);
 }
 
 TEST(Environment, NothingSetLeavesTheConfigAsGiven) {
@@ -294,177 +300,96 @@ TEST(Environment, OneShotMaxBlocks) {
   EXPECT_NE(zero.find("or auto (one block per multiprocessor)"), std::string::npos) << zero;
 }
 
-class ProtocolVariable : public testing::TestWithParam<
-                             std::pair<const char*, std::optional<std::size_t> KernelChoices::*>> {
+// A protocol window variable and the KernelChoices field it sets.
+struct WindowVariable {
+  const char* name;
+  std::optional<Window> KernelChoices::*field;
+  const char* field_name;
 };
 
-TEST_P(ProtocolVariable, KeywordsSizesAndAuto) {
-  const auto [name, field] = GetParam();
-  for (const char* ll : {"ll", "LL", "Ll"})
-    EXPECT_EQ(with(name, ll).kernels.*field, kLamportNever) << ll;
-  for (const char* lamport : {"lamport", "LAMPORT", "Lamport", "0"})
-    EXPECT_EQ(with(name, lamport).kernels.*field, kLamportAlways) << lamport;
-  EXPECT_EQ(with(name, "65536").kernels.*field, 65536u);
-  EXPECT_EQ(with(name, "64K").kernels.*field, 65536u);
-  EXPECT_EQ(with(name, "4m").kernels.*field, std::size_t{4} << 20);
-  EXPECT_EQ(with(name, "1G").kernels.*field, std::size_t{1} << 30);
+class WindowVariables : public testing::TestWithParam<WindowVariable> {};
+
+TEST_P(WindowVariables, EverySpellingOfAWindow) {
+  const auto [name, field, field_name] = GetParam();
+  const auto window = [&](const char* value) { return with(name, value).kernels.*field; };
+  for (const char* never : {"never", "NEVER", "off", "Off"})
+    EXPECT_EQ(window(never), Window::never()) << never;
+  for (const char* all : {"all", "ALL", "All"}) EXPECT_EQ(window(all), Window::every_size()) << all;
+  EXPECT_EQ(window("65536"), Window::up_to_bytes(65536));
+  EXPECT_EQ(window("64K"), Window::up_to_bytes(65536));
+  EXPECT_EQ(window("4m"), Window::up_to_bytes(std::size_t{4} << 20));
+  EXPECT_EQ(window("64K..4M"), (Window{65536, std::size_t{4} << 20}));
+  EXPECT_EQ(window("16M.."), Window::above_bytes(std::size_t{16} << 20));
+  EXPECT_EQ(window("1G.."), Window::above_bytes(std::size_t{1} << 30));
   // auto resets a value given in code.
   Config code;
-  code.kernels.*field = 1234;
+  code.kernels.*field = Window::up_to_bytes(1234);
   for (const char* automatic : {"auto", "AUTO"})
     EXPECT_EQ(apply({{name, automatic}}, code).kernels.*field, std::nullopt) << automatic;
 
   // Only the field changes.
   KernelChoices expected;
-  expected.*field = 4096;
+  expected.*field = Window::up_to_bytes(4096);
   EXPECT_EQ(with(name, "4K").kernels, expected);
   EXPECT_EQ(with(name, "4K").cutoffs, RouteCutoffs{});
 
-  for (const char* bad : {"fastest", "-1", "1.5M", "64KB", "ll ", " lamport", "K", "lamport64",
-                          "99999999999999999999"})
-    expect_rejected(name, bad, "lamport");
-}
+  // The keywords of the retired variables are not windows; nor is 0, nor
+  // a range the wrong way round.
+  for (const char* bad :
+       {"ll", "lamport", "staged", "dma", "0", "4M..64K", "64K..64K", "-1", "1.5M", "64KB", "all ",
+        " never", "64K-4M", "..4M", "99999999999999999999"})
+    expect_rejected(name, bad, "auto, never (or off), all, a size N");
+  const std::string message = rejection(name, "4M..64K");
+  EXPECT_NE(message.find("A < B"), std::string::npos) << message;
 
-INSTANTIATE_TEST_SUITE_P(Environment, ProtocolVariable,
-                         testing::Values(std::pair{"PEERPLAN_ONE_SHOT_PROTOCOL",
-                                                   &KernelChoices::one_shot_lamport_above_bytes},
-                                         std::pair{"PEERPLAN_FUSED_PROTOCOL",
-                                                   &KernelChoices::fused_lamport_above_bytes}),
-                         [](const auto& info) { return std::string(info.param.first).substr(9); });
-
-TEST(Environment, ProtocolsDescribeTheirEffect) {
+  // The effect line names the field, in the window syntax.
   std::vector<std::string> applied;
-  apply({{"PEERPLAN_ONE_SHOT_PROTOCOL", "ll"}, {"PEERPLAN_FUSED_PROTOCOL", "lamport"}}, Config{},
-        &applied);
-  apply({{"PEERPLAN_ONE_SHOT_PROTOCOL", "16K"}, {"PEERPLAN_FUSED_PROTOCOL", "auto"}}, Config{},
-        &applied);
-  ASSERT_EQ(applied.size(), 4u);
-  EXPECT_EQ(applied[0], "PEERPLAN_ONE_SHOT_PROTOCOL=ll (one-shot protocol LL lines at every size)");
-  EXPECT_EQ(applied[1], "PEERPLAN_FUSED_PROTOCOL=lamport (fused protocol Lamport at every size)");
-  EXPECT_EQ(applied[2],
-            "PEERPLAN_ONE_SHOT_PROTOCOL=16K (one-shot protocol LL lines up to 16384 bytes, "
-            "Lamport above)");
-  EXPECT_EQ(applied[3], "PEERPLAN_FUSED_PROTOCOL=auto (fused protocol = the backend's default)");
+  for (const char* value : {"never", "all", "1M", "64K..4M", "16M..", "auto"})
+    apply({{name, value}}, Config{}, &applied);
+  ASSERT_EQ(applied.size(), 6u);
+  const std::string prefix = std::string(name) + "=";
+  const std::string field_text = std::string(" (") + field_name + " = ";
+  EXPECT_EQ(applied[0], prefix + "never" + field_text + "never)");
+  EXPECT_EQ(applied[1], prefix + "all" + field_text + "all)");
+  EXPECT_EQ(applied[2], prefix + "1M" + field_text + "1M)");
+  EXPECT_EQ(applied[3], prefix + "64K..4M" + field_text + "64K..4M)");
+  EXPECT_EQ(applied[4], prefix + "16M.." + field_text + "16M..)");
+  EXPECT_EQ(applied[5], prefix + "auto" + field_text + "the tuning file's or the built-in window)");
 }
 
-TEST(Environment, TwoShotProtocol) {
-  const char* name = "PEERPLAN_TWO_SHOT_PROTOCOL";
-  const auto dma_above = [&](const char* value) {
-    return with(name, value).kernels.two_shot_dma_above_bytes;
+INSTANTIATE_TEST_SUITE_P(
+    Environment, WindowVariables,
+    testing::Values(
+        WindowVariable{"PEERPLAN_ONE_SHOT_LAMPORT", &KernelChoices::one_shot_lamport,
+                       "one_shot_lamport"},
+        WindowVariable{"PEERPLAN_FUSED_LAMPORT", &KernelChoices::fused_lamport, "fused_lamport"},
+        WindowVariable{"PEERPLAN_FUSED_LL", &KernelChoices::fused_ll, "fused_ll"},
+        WindowVariable{"PEERPLAN_TWO_SHOT_DMA", &KernelChoices::two_shot_dma, "two_shot_dma"},
+        WindowVariable{"PEERPLAN_TWO_SHOT_LAMPORT", &KernelChoices::two_shot_lamport,
+                       "two_shot_lamport"}),
+    [](const auto& info) { return std::string(info.param.name).substr(9); });
+
+// The protocol variables of earlier versions are refused, each naming the
+// variable that replaced it and how its values translate: set and ignored,
+// they would silently change nothing.
+TEST(Environment, RetiredVariablesNameTheirReplacement) {
+  const std::pair<const char*, const char*> retired[] = {
+      {"PEERPLAN_ONE_SHOT_PROTOCOL", "set PEERPLAN_ONE_SHOT_LAMPORT"},
+      {"PEERPLAN_FUSED_PROTOCOL", "set PEERPLAN_FUSED_LAMPORT"},
+      {"PEERPLAN_FUSED_LL_MAX_BYTES", "set PEERPLAN_FUSED_LL"},
+      {"PEERPLAN_TWO_SHOT_PROTOCOL", "set PEERPLAN_TWO_SHOT_DMA"},
+      {"PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES", "set PEERPLAN_TWO_SHOT_LAMPORT"},
   };
-  for (const char* staged : {"staged", "STAGED", "Staged"})
-    EXPECT_EQ(dma_above(staged), kDmaNever) << staged;
-  for (const char* dma : {"dma", "DMA", "Dma", "0"}) EXPECT_EQ(dma_above(dma), kDmaAlways) << dma;
-  EXPECT_EQ(dma_above("16777216"), std::size_t{16} << 20);
-  EXPECT_EQ(dma_above("16M"), std::size_t{16} << 20);
-  EXPECT_EQ(dma_above("512k"), std::size_t{512} << 10);
-  EXPECT_EQ(dma_above("1G"), std::size_t{1} << 30);
-  // auto resets a value given in code.
-  Config code;
-  code.kernels.two_shot_dma_above_bytes = kDmaAlways;
-  for (const char* automatic : {"auto", "AUTO"}) {
-    EXPECT_EQ(apply({{name, automatic}}, code).kernels.two_shot_dma_above_bytes, std::nullopt)
-        << automatic;
+  for (const auto& [old_name, replacement] : retired) {
+    const std::string message = rejection(old_name, "64K");
+    EXPECT_NE(message.find(std::string(old_name) + "=\"64K\" is no longer read"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find(replacement), std::string::npos) << message;
+    // Empty still counts as unset.
+    EXPECT_NO_THROW(with(old_name, ""));
   }
-  // Only the field changes.
-  KernelChoices expected;
-  expected.two_shot_dma_above_bytes = std::size_t{8} << 20;
-  EXPECT_EQ(with(name, "8M").kernels, expected);
-  EXPECT_EQ(with(name, "8M").cutoffs, RouteCutoffs{});
-
-  // The one-shot's keywords are not the two-shot's.
-  for (const char* bad : {"ll", "lamport", "pull", "copy", "-1", "1.5M", "16MB", "dma ", " staged",
-                          "dma16M", "99999999999999999999"})
-    expect_rejected(name, bad, "auto, staged, dma");
-  const std::string message = rejection(name, "ll");
-  EXPECT_NE(message.find("staged kernel up to it, copy engines above"), std::string::npos)
-      << message;
-}
-
-TEST(Environment, TwoShotProtocolDescribesItsEffect) {
-  std::vector<std::string> applied;
-  for (const char* value : {"staged", "dma", "16M", "auto"})
-    apply({{"PEERPLAN_TWO_SHOT_PROTOCOL", value}}, Config{}, &applied);
-  ASSERT_EQ(applied.size(), 4u);
-  EXPECT_EQ(applied[0],
-            "PEERPLAN_TWO_SHOT_PROTOCOL=staged (two-shot protocol staged at every size)");
-  EXPECT_EQ(applied[1], "PEERPLAN_TWO_SHOT_PROTOCOL=dma (two-shot protocol dma at every size)");
-  EXPECT_EQ(applied[2],
-            "PEERPLAN_TWO_SHOT_PROTOCOL=16M (two-shot protocol staged up to 16777216 bytes, "
-            "dma above)");
-  EXPECT_EQ(applied[3],
-            "PEERPLAN_TWO_SHOT_PROTOCOL=auto (two-shot protocol = the backend's default)");
-}
-
-TEST(Environment, TwoShotLamportMaxBytes) {
-  const char* name = "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES";
-  const auto lamport_max = [&](const char* value) {
-    return with(name, value).kernels.two_shot_lamport_max_bytes;
-  };
-  for (const char* off : {"off", "OFF", "Off", "0"})
-    EXPECT_EQ(lamport_max(off), kTwoShotLamportNever) << off;
-  for (const char* all : {"all", "ALL", "All"})
-    EXPECT_EQ(lamport_max(all), kTwoShotLamportAlways) << all;
-  EXPECT_EQ(lamport_max("1048576"), std::size_t{1} << 20);
-  EXPECT_EQ(lamport_max("1M"), std::size_t{1} << 20);
-  EXPECT_EQ(lamport_max("256k"), std::size_t{256} << 10);
-  EXPECT_EQ(lamport_max("2G"), std::size_t{2} << 30);
-  // auto resets a value given in code.
-  Config code;
-  code.kernels.two_shot_lamport_max_bytes = kTwoShotLamportAlways;
-  for (const char* automatic : {"auto", "AUTO"}) {
-    EXPECT_EQ(apply({{name, automatic}}, code).kernels.two_shot_lamport_max_bytes, std::nullopt)
-        << automatic;
-  }
-  // Only the field changes: not the copy-engine knob it shares a kernel with.
-  KernelChoices expected;
-  expected.two_shot_lamport_max_bytes = std::size_t{512} << 10;
-  EXPECT_EQ(with(name, "512K").kernels, expected);
-  EXPECT_EQ(with(name, "512K").cutoffs, RouteCutoffs{});
-
-  // Not the protocol knobs' keywords: this one is a window, not a choice.
-  for (const char* bad : {"lamport", "staged", "dma", "ll", "on", "none", "-1", "1.5M", "1MB",
-                          "off ", " all", "all1M", "99999999999999999999"})
-    expect_rejected(name, bad, "auto, off, all");
-  const std::string message = rejection(name, "lamport");
-  EXPECT_NE(message.find("Lamport up to it, the other two-shot protocols above"), std::string::npos)
-      << message;
-}
-
-TEST(Environment, TwoShotLamportMaxBytesDescribesItsEffect) {
-  std::vector<std::string> applied;
-  for (const char* value : {"1M", "off", "0", "all", "auto"})
-    apply({{"PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES", value}}, Config{}, &applied);
-  ASSERT_EQ(applied.size(), 5u);
-  EXPECT_EQ(applied[0],
-            "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=1M (two-shot Lamport up to 1048576 bytes)");
-  EXPECT_EQ(applied[1], "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=off (two-shot Lamport off)");
-  EXPECT_EQ(applied[2], "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=0 (two-shot Lamport off)");
-  EXPECT_EQ(applied[3], "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=all (two-shot Lamport at every size)");
-  EXPECT_EQ(applied[4],
-            "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES=auto (two-shot Lamport = the backend's default)");
-}
-
-TEST(Environment, FusedLlMaxBytes) {
-  EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "2097152").kernels.fused_ll_max_bytes, 2u << 20);
-  EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "2M").kernels.fused_ll_max_bytes, 2u << 20);
-  EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "512k").kernels.fused_ll_max_bytes, 512u << 10);
-  EXPECT_EQ(with("PEERPLAN_FUSED_LL_MAX_BYTES", "0").kernels.fused_ll_max_bytes, 0u);
-  Config code;
-  code.kernels.fused_ll_max_bytes = 1000;
-  EXPECT_EQ(apply({{"PEERPLAN_FUSED_LL_MAX_BYTES", "Auto"}}, code).kernels.fused_ll_max_bytes,
-            kAutoCutoff);
-  for (const char* bad : {"off", "-1", "2MB", "1.5M", "2M "})
-    expect_rejected("PEERPLAN_FUSED_LL_MAX_BYTES", bad, "2M");
-
-  std::vector<std::string> applied;
-  for (const char* value : {"0", "1M", "auto"})
-    apply({{"PEERPLAN_FUSED_LL_MAX_BYTES", value}}, Config{}, &applied);
-  ASSERT_EQ(applied.size(), 3u);
-  EXPECT_EQ(applied[0], "PEERPLAN_FUSED_LL_MAX_BYTES=0 (fused LL lines off)");
-  EXPECT_EQ(applied[1], "PEERPLAN_FUSED_LL_MAX_BYTES=1M (fused LL lines up to 1048576 bytes)");
-  EXPECT_EQ(applied[2],
-            "PEERPLAN_FUSED_LL_MAX_BYTES=auto (fused LL limit = the backend's default)");
+  const std::string message = rejection("PEERPLAN_ONE_SHOT_PROTOCOL", "ll");
+  EXPECT_NE(message.find("ll -> never, lamport -> all, N -> N.."), std::string::npos) << message;
 }
 
 TEST(Environment, Fallback) {
@@ -511,20 +436,20 @@ TEST(Environment, OneShotMaxBlocksDescribesItsEffect) {
 TEST(Environment, KernelKnobsUnsetOrEmptyLeaveTheCodesChoices) {
   Config code;
   code.kernels.one_shot_max_blocks = 64;
-  code.kernels.one_shot_lamport_above_bytes = kLamportNever;
-  code.kernels.fused_lamport_above_bytes = 128;
-  code.kernels.fused_ll_max_bytes = 0;
+  code.kernels.one_shot_lamport = Window::never();
+  code.kernels.fused_lamport = Window::above_bytes(128);
+  code.kernels.fused_ll = Window::never();
   code.kernels.row_clusters = RowClusters::off;
-  code.kernels.two_shot_dma_above_bytes = kDmaNever;
-  code.kernels.two_shot_lamport_max_bytes = 64 << 10;
+  code.kernels.two_shot_dma = Window::never();
+  code.kernels.two_shot_lamport = Window::up_to_bytes(64 << 10);
   std::vector<std::string> applied;
   const Config result = apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", ""},
-                               {"PEERPLAN_ONE_SHOT_PROTOCOL", ""},
-                               {"PEERPLAN_FUSED_PROTOCOL", ""},
-                               {"PEERPLAN_FUSED_LL_MAX_BYTES", ""},
+                               {"PEERPLAN_ONE_SHOT_LAMPORT", ""},
+                               {"PEERPLAN_FUSED_LAMPORT", ""},
+                               {"PEERPLAN_FUSED_LL", ""},
                                {"PEERPLAN_ROW_CLUSTERS", ""},
-                               {"PEERPLAN_TWO_SHOT_PROTOCOL", ""},
-                               {"PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES", ""}},
+                               {"PEERPLAN_TWO_SHOT_DMA", ""},
+                               {"PEERPLAN_TWO_SHOT_LAMPORT", ""}},
                               code, &applied);
   EXPECT_EQ(result.kernels, code.kernels);
   EXPECT_TRUE(applied.empty());
@@ -532,24 +457,24 @@ TEST(Environment, KernelKnobsUnsetOrEmptyLeaveTheCodesChoices) {
   // And the defaults are every knob's "auto".
   const KernelChoices defaults;
   EXPECT_EQ(defaults.one_shot_max_blocks, 0);
-  EXPECT_EQ(defaults.one_shot_lamport_above_bytes, std::nullopt);
-  EXPECT_EQ(defaults.fused_lamport_above_bytes, std::nullopt);
-  EXPECT_EQ(defaults.fused_ll_max_bytes, kAutoCutoff);
+  EXPECT_EQ(defaults.one_shot_lamport, std::nullopt);
+  EXPECT_EQ(defaults.fused_lamport, std::nullopt);
+  EXPECT_EQ(defaults.fused_ll, std::nullopt);
   EXPECT_EQ(defaults.row_clusters, RowClusters::automatic);
-  EXPECT_EQ(defaults.two_shot_dma_above_bytes, std::nullopt);
-  EXPECT_EQ(defaults.two_shot_lamport_max_bytes, std::nullopt);
+  EXPECT_EQ(defaults.two_shot_dma, std::nullopt);
+  EXPECT_EQ(defaults.two_shot_lamport, std::nullopt);
 }
 
 TEST(Environment, BadKernelKnobsAreReportedTogether) {
   try {
     apply({{"PEERPLAN_ONE_SHOT_MAX_BLOCKS", "0"},
-           {"PEERPLAN_FUSED_PROTOCOL", "fast"},
+           {"PEERPLAN_FUSED_LAMPORT", "fast"},
            {"PEERPLAN_ROW_CLUSTERS", "maybe"}});
     FAIL() << "accepted three bad values";
   } catch (const InvalidArgument& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("PEERPLAN_ONE_SHOT_MAX_BLOCKS=\"0\""), std::string::npos) << message;
-    EXPECT_NE(message.find("PEERPLAN_FUSED_PROTOCOL=\"fast\""), std::string::npos) << message;
+    EXPECT_NE(message.find("PEERPLAN_FUSED_LAMPORT=\"fast\""), std::string::npos) << message;
     EXPECT_NE(message.find("PEERPLAN_ROW_CLUSTERS=\"maybe\""), std::string::npos) << message;
   }
 }

@@ -15,10 +15,9 @@ inline ProtocolWindows cuda_push_windows() {
   ProtocolWindows w;
   w.lines = true;
   w.tunable = true;
-  w.one_shot_ll_max_bytes = 64 * kKiB;
-  w.fused_lamport_after_bytes = 64 * kKiB;
-  w.fused_lamport_max_bytes = 4096 * kKiB;
-  w.fused_ll_max_bytes = 2048 * kKiB;
+  w.one_shot_lamport = Window::above_bytes(64 * kKiB);
+  w.fused_lamport = Window{64 * kKiB, 4096 * kKiB};
+  w.fused_ll = Window::up_to_bytes(2048 * kKiB);
   w.fused_two_shot = true;
   return w;
 }

@@ -52,10 +52,10 @@ TEST(ProtocolChoice, OneShotLinesUpToTheirLimitLamportAbove) {
   EXPECT_EQ(choose(Route::one_shot, all_reduce_of(64 * kKiB + 2), w),
             (RouteAndProtocol{Route::one_shot, Protocol::lamport}));
   ProtocolWindows never = w;
-  never.one_shot_ll_max_bytes = kNoLimit;
+  never.one_shot_lamport = Window::never();
   EXPECT_EQ(choose(Route::one_shot, all_reduce_of(64 * kKiB * 1024), never).protocol, Protocol::ll);
   ProtocolWindows always = w;
-  always.one_shot_ll_max_bytes = 0;
+  always.one_shot_lamport = Window::every_size();
   EXPECT_EQ(choose(Route::one_shot, all_reduce_of(2), always).protocol, Protocol::lamport);
 }
 
@@ -73,7 +73,7 @@ TEST(ProtocolChoice, TwoShotTakesCopyEnginesAboveItsWindowOnContiguousLayoutsOnl
   auto w = cuda_push();
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(64 * kKiB * kKiB), w).protocol, Protocol::staged)
       << "the default window is empty";
-  w.two_shot_dma_after_bytes = 16 * kKiB * kKiB;
+  w.two_shot_dma = Window::above_bytes(16 * kKiB * kKiB);
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(16 * kKiB * kKiB), w).protocol, Protocol::staged)
       << "the window starts above its bound";
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(16 * kKiB * kKiB + 2), w),
@@ -84,7 +84,7 @@ TEST(ProtocolChoice, TwoShotTakesCopyEnginesAboveItsWindowOnContiguousLayoutsOnl
   const Declaration strided =
       Declaration::all_reduce("ar", DataType::bf16, TensorLayout::strided(shape, strides));
   EXPECT_EQ(choose(Route::two_shot, strided, w).protocol, Protocol::staged);
-  w.two_shot_dma_after_bytes = 0;
+  w.two_shot_dma = Window::every_size();
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(2), w).protocol, Protocol::dma);
   // Neither the one-shot, the hierarchical route nor pull take it.
   EXPECT_EQ(choose(Route::one_shot, all_reduce_of(2), w).protocol, Protocol::ll);
@@ -98,8 +98,8 @@ TEST(ProtocolChoice, TwoShotTakesLamportUpToItsWindowOnAnyLayoutBeforeCopyEngine
   auto w = cuda_push();
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(2), w).protocol, Protocol::staged)
       << "the default window is closed";
-  w.two_shot_lamport_max_bytes = 4 * kKiB * kKiB;
-  w.two_shot_dma_after_bytes = 0;  // copy engines everywhere else: Lamport still comes first
+  w.two_shot_lamport = Window::up_to_bytes(4 * kKiB * kKiB);
+  w.two_shot_dma = Window::every_size();  // copy engines everywhere else: Lamport still comes first
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(4 * kKiB * kKiB), w),
             (RouteAndProtocol{Route::two_shot, Protocol::lamport}))
       << "the window includes its bound";
@@ -110,10 +110,10 @@ TEST(ProtocolChoice, TwoShotTakesLamportUpToItsWindowOnAnyLayoutBeforeCopyEngine
   const Declaration strided =
       Declaration::all_reduce("ar", DataType::bf16, TensorLayout::strided(shape, strides));
   EXPECT_EQ(choose(Route::two_shot, strided, w).protocol, Protocol::lamport);
-  w.two_shot_dma_after_bytes = kNoLimit;
+  w.two_shot_dma = Window::never();
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(4 * kKiB * kKiB + 2), w).protocol,
             Protocol::staged);
-  w.two_shot_lamport_max_bytes = kNoLimit;
+  w.two_shot_lamport = Window::every_size();
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(1024 * kKiB * kKiB), w).protocol,
             Protocol::lamport);
   // The one-shot keeps its own window; pull and the host backend have no Lamport.
@@ -122,7 +122,7 @@ TEST(ProtocolChoice, TwoShotTakesLamportUpToItsWindowOnAnyLayoutBeforeCopyEngine
   pull.pull = true;
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(2), pull).protocol, Protocol::pull);
   ProtocolWindows host;
-  host.two_shot_lamport_max_bytes = kNoLimit;
+  host.two_shot_lamport = Window::every_size();
   EXPECT_EQ(choose(Route::two_shot, all_reduce_of(2), host).protocol, Protocol::staged);
 }
 
@@ -180,9 +180,9 @@ TEST(ProtocolChoice, PaddedFusedRowsKeepTheOneShotRoute) {
 
 TEST(ProtocolChoice, FusedWindowsCanBeClosed) {
   auto w = cuda_push();
-  w.fused_lamport_after_bytes = kNoLimit;  // PEERPLAN_FUSED_PROTOCOL=ll
+  w.fused_lamport = Window::never();  // PEERPLAN_FUSED_LAMPORT=never
   EXPECT_EQ(choose(Route::fused_one_shot, fused_of(64, 4096), w).protocol, Protocol::ll);
-  w.fused_ll_max_bytes = 0;  // LL off too
+  w.fused_ll = Window::never();  // LL off too
   EXPECT_EQ(choose(Route::fused_one_shot, fused_of(1, 4096), w),
             (RouteAndProtocol{Route::fused_two_shot, Protocol::staged}));
   w.fused_two_shot = false;
@@ -192,16 +192,16 @@ TEST(ProtocolChoice, FusedWindowsCanBeClosed) {
 
 TEST(ProtocolChoice, FusedTwoShotReducesOnThePlainTwoShotsProtocolForTheSameBytes) {
   auto w = cuda_push();
-  w.two_shot_lamport_max_bytes = 4 * kKiB * kKiB;
-  w.two_shot_dma_after_bytes = 8 * kKiB * kKiB;
+  w.two_shot_lamport = Window::up_to_bytes(4 * kKiB * kKiB);
+  w.two_shot_dma = Window::above_bytes(8 * kKiB * kKiB);
   // 8 MiB and 16 MiB + 8 KiB dense messages past the fused windows (4 MiB).
   EXPECT_EQ(choose(Route::fused_one_shot, fused_of(1024, 4096), w),
             (RouteAndProtocol{Route::fused_two_shot, Protocol::staged}));
   EXPECT_EQ(choose(Route::fused_one_shot, fused_of(2049, 4096), w),
             (RouteAndProtocol{Route::fused_two_shot, Protocol::dma}));
   // Below the fused windows' end only when they are closed: then Lamport.
-  w.fused_lamport_after_bytes = kNoLimit;
-  w.fused_ll_max_bytes = 0;
+  w.fused_lamport = Window::never();
+  w.fused_ll = Window::never();
   EXPECT_EQ(choose(Route::fused_one_shot, fused_of(64, 4096), w),
             (RouteAndProtocol{Route::fused_two_shot, Protocol::lamport}));
   // Padded rows never take the two-shot (it reduces in place).
@@ -210,7 +210,7 @@ TEST(ProtocolChoice, FusedTwoShotReducesOnThePlainTwoShotsProtocolForTheSameByte
   // Pull mode has no Lamport and no copy engines (the transport closes
   // the dma window; `lines` is off): the staged two-shot.
   w.lines = false;
-  w.two_shot_dma_after_bytes = kNoLimit;
+  w.two_shot_dma = Window::never();
   EXPECT_EQ(choose(Route::fused_one_shot, fused_of(64, 4096), w),
             (RouteAndProtocol{Route::fused_two_shot, Protocol::staged}));
 }

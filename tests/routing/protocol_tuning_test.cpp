@@ -2,7 +2,7 @@
 // apply_protocol_tuning: a tuning entry's windows move a tunable
 // transport's windows, field by field; an explicit Config window wins; a
 // transport whose windows are fixed (the host backend) or that pulls (the
-// one-shot and the two-shot) keeps its own; max = 0 closes the fused
+// one-shot and the two-shot) keeps its own; never closes the fused
 // Lamport window and the two-shot's. And the router then chooses by the
 // moved windows.
 #include "routing/protocol_tuning.hpp"
@@ -25,12 +25,11 @@ ProtocolWindows cuda_push() { return test::cuda_push_windows(); }
 
 ProtocolTuning every_field() {
   ProtocolTuning t;
-  t.one_shot_ll_max_bytes = 256 * kKiB;
-  t.fused_lamport_after_bytes = 16 * kKiB;
-  t.fused_lamport_max_bytes = 8 * kMiB;
-  t.fused_ll_max_bytes = 512 * kKiB;
-  t.two_shot_dma_after_bytes = 32 * kMiB;
-  t.two_shot_lamport_max_bytes = 1 * kMiB;
+  t.one_shot_lamport = Window::above_bytes(256 * kKiB);
+  t.fused_lamport = Window{16 * kKiB, 8 * kMiB};
+  t.fused_ll = Window::up_to_bytes(512 * kKiB);
+  t.two_shot_dma = Window::above_bytes(32 * kMiB);
+  t.two_shot_lamport = Window::up_to_bytes(1 * kMiB);
   return t;
 }
 
@@ -42,68 +41,62 @@ TEST(ProtocolTuning, AnEmptyEntryChangesNothing) {
 
 TEST(ProtocolTuning, EveryFieldMovesItsWindow) {
   const ProtocolWindows w = apply_protocol_tuning(cuda_push(), every_field(), KernelChoices{});
-  EXPECT_EQ(w.one_shot_ll_max_bytes, 256 * kKiB);
-  EXPECT_EQ(w.fused_lamport_after_bytes, 16 * kKiB);
-  EXPECT_EQ(w.fused_lamport_max_bytes, 8 * kMiB);
-  EXPECT_EQ(w.fused_ll_max_bytes, 512 * kKiB);
-  EXPECT_EQ(w.two_shot_dma_after_bytes, 32 * kMiB);
-  EXPECT_EQ(w.two_shot_lamport_max_bytes, 1 * kMiB);
+  EXPECT_EQ(w.one_shot_lamport, Window::above_bytes(256 * kKiB));
+  EXPECT_EQ(w.fused_lamport, (Window{16 * kKiB, 8 * kMiB}));
+  EXPECT_EQ(w.fused_ll, Window::up_to_bytes(512 * kKiB));
+  EXPECT_EQ(w.two_shot_dma, Window::above_bytes(32 * kMiB));
+  EXPECT_EQ(w.two_shot_lamport, Window::up_to_bytes(1 * kMiB));
   EXPECT_TRUE(w.lines && w.tunable && w.fused_two_shot && !w.pull) << "capabilities stay";
 }
 
 TEST(ProtocolTuning, OneFieldAtATime) {
   ProtocolTuning t;
-  t.fused_ll_max_bytes = 0;
+  t.fused_ll = Window::never();
   ProtocolWindows expected = cuda_push();
-  expected.fused_ll_max_bytes = 0;
+  expected.fused_ll = Window::never();
   EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), expected);
-  // A max without an after keeps the transport's after.
+  // The fused Lamport window moves whole, both its ends.
   t = ProtocolTuning{};
-  t.fused_lamport_max_bytes = 16 * kMiB;
+  t.fused_lamport = Window{0, 16 * kMiB};
   expected = cuda_push();
-  expected.fused_lamport_max_bytes = 16 * kMiB;
+  expected.fused_lamport = Window{0, 16 * kMiB};
   EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), expected);
-  // An after without a max says nothing about the window: ignored.
-  t = ProtocolTuning{};
-  t.fused_lamport_after_bytes = 0;
-  EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), cuda_push());
-  // The copy-engine window alone; 0 is dma at every size, not "never".
-  for (const std::size_t after : {std::size_t{0}, 16 * kMiB}) {
+  // The copy-engine window alone, at every size or above a size.
+  for (const Window dma : {Window::every_size(), Window::above_bytes(16 * kMiB)}) {
     t = ProtocolTuning{};
-    t.two_shot_dma_after_bytes = after;
+    t.two_shot_dma = dma;
     expected = cuda_push();
-    expected.two_shot_dma_after_bytes = after;
-    EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), expected) << after;
+    expected.two_shot_dma = dma;
+    EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), expected) << dma.above;
   }
   // The two-shot's Lamport window alone, on a transport that has it shut.
-  ASSERT_EQ(cuda_push().two_shot_lamport_max_bytes, 0u);
+  ASSERT_EQ(cuda_push().two_shot_lamport, Window::never());
   for (const std::size_t max : {256 * kKiB, 64 * kMiB}) {
     t = ProtocolTuning{};
-    t.two_shot_lamport_max_bytes = max;
+    t.two_shot_lamport = Window::up_to_bytes(max);
     expected = cuda_push();
-    expected.two_shot_lamport_max_bytes = max;
+    expected.two_shot_lamport = Window::up_to_bytes(max);
     EXPECT_EQ(apply_protocol_tuning(cuda_push(), t, KernelChoices{}), expected) << max;
   }
 }
 
-TEST(ProtocolTuning, MaxZeroClosesTheTwoShotLamportWindow) {
+TEST(ProtocolTuning, NeverClosesTheTwoShotLamportWindow) {
   ProtocolWindows open = cuda_push();
-  open.two_shot_lamport_max_bytes = 512 * kKiB;  // a transport whose default is open
+  open.two_shot_lamport = Window::up_to_bytes(512 * kKiB);  // a transport whose default is open
   ProtocolTuning t;
-  t.two_shot_lamport_max_bytes = 0;
+  t.two_shot_lamport = Window::never();
   const ProtocolWindows w = apply_protocol_tuning(open, t, KernelChoices{});
-  EXPECT_EQ(w.two_shot_lamport_max_bytes, 0u) << "0 is never, not every size";
+  EXPECT_TRUE(w.two_shot_lamport.is_never());
   ProtocolWindows expected = open;
-  expected.two_shot_lamport_max_bytes = 0;
+  expected.two_shot_lamport = Window::never();
   EXPECT_EQ(w, expected) << "no other window moves";
 }
 
-TEST(ProtocolTuning, MaxZeroClosesTheFusedLamportWindow) {
+TEST(ProtocolTuning, NeverClosesTheFusedLamportWindow) {
   ProtocolTuning t;
-  t.fused_lamport_after_bytes = 16 * kKiB;
-  t.fused_lamport_max_bytes = 0;
+  t.fused_lamport = Window::never();
   const ProtocolWindows w = apply_protocol_tuning(cuda_push(), t, KernelChoices{});
-  EXPECT_EQ(w.fused_lamport_after_bytes, kNoLimit);
+  EXPECT_TRUE(w.fused_lamport.is_never());
   const auto fused =
       Declaration::fused_add_rms_norm("f", DataType::bf16, TensorLayout{64, 7168}, nullptr, 1e-6f);
   EXPECT_EQ(choose_protocol(Route::fused_one_shot, fused, message_bytes(fused), w).protocol,
@@ -113,38 +106,42 @@ TEST(ProtocolTuning, MaxZeroClosesTheFusedLamportWindow) {
 
 TEST(ProtocolTuning, AnExplicitConfigWindowWins) {
   KernelChoices kernels;
-  kernels.one_shot_lamport_above_bytes = kLamportNever;
-  kernels.fused_lamport_above_bytes = 32 * kKiB;
-  kernels.fused_ll_max_bytes = 1 * kMiB;
-  kernels.two_shot_dma_above_bytes = kDmaNever;
-  kernels.two_shot_lamport_max_bytes = kTwoShotLamportNever;
+  kernels.one_shot_lamport = Window::never();
+  kernels.fused_lamport = Window::above_bytes(32 * kKiB);
+  kernels.fused_ll = Window::up_to_bytes(1 * kMiB);
+  kernels.two_shot_dma = Window::never();
+  kernels.two_shot_lamport = Window::never();
   // The transport's windows already hold the config's values; the file's
   // must not replace them.
   EXPECT_EQ(apply_protocol_tuning(cuda_push(), every_field(), kernels), cuda_push());
-  KernelChoices only_ll_max;
-  only_ll_max.fused_ll_max_bytes = 1 * kMiB;
-  const ProtocolWindows w = apply_protocol_tuning(cuda_push(), every_field(), only_ll_max);
-  EXPECT_EQ(w.fused_ll_max_bytes, 2 * kMiB) << "the config's (transport's) value";
-  EXPECT_EQ(w.one_shot_ll_max_bytes, 256 * kKiB) << "the file's: the config left it automatic";
-  EXPECT_EQ(w.two_shot_dma_after_bytes, 32 * kMiB) << "the file's: the config left it automatic";
-  EXPECT_EQ(w.two_shot_lamport_max_bytes, 1 * kMiB) << "the file's: the config left it automatic";
+  KernelChoices only_ll;
+  only_ll.fused_ll = Window::up_to_bytes(1 * kMiB);
+  const ProtocolWindows w = apply_protocol_tuning(cuda_push(), every_field(), only_ll);
+  EXPECT_EQ(w.fused_ll, Window::up_to_bytes(2 * kMiB)) << "the config's (transport's) value";
+  EXPECT_EQ(w.one_shot_lamport, Window::above_bytes(256 * kKiB))
+      << "the file's: the config left it automatic";
+  EXPECT_EQ(w.two_shot_dma, Window::above_bytes(32 * kMiB))
+      << "the file's: the config left it automatic";
+  EXPECT_EQ(w.two_shot_lamport, Window::up_to_bytes(1 * kMiB))
+      << "the file's: the config left it automatic";
   // Each explicit two-shot choice keeps the transport's window (which
-  // already holds it), even a size that happens to equal the file's.
-  for (const std::size_t above : {kDmaNever, kDmaAlways, 32 * kMiB, 64 * kMiB}) {
+  // already holds it), even one that happens to equal the file's.
+  for (const Window above : {Window::never(), Window::every_size(), Window::above_bytes(32 * kMiB),
+                             Window::above_bytes(64 * kMiB)}) {
     KernelChoices dma;
-    dma.two_shot_dma_above_bytes = above;
-    EXPECT_EQ(apply_protocol_tuning(cuda_push(), every_field(), dma).two_shot_dma_after_bytes,
-              kNoLimit)
-        << above;
+    dma.two_shot_dma = above;
+    EXPECT_EQ(apply_protocol_tuning(cuda_push(), every_field(), dma).two_shot_dma, Window::never())
+        << above.above;
   }
   // Likewise for the two-shot's Lamport window: the transport's window
   // (here shut) stays, whatever the config chose.
-  for (const std::size_t max : {kTwoShotLamportNever, kTwoShotLamportAlways, 1 * kMiB}) {
+  for (const Window max : {Window::never(), Window::every_size(), Window::up_to_bytes(1 * kMiB)}) {
     KernelChoices lamport;
-    lamport.two_shot_lamport_max_bytes = max;
+    lamport.two_shot_lamport = max;
     const ProtocolWindows moved = apply_protocol_tuning(cuda_push(), every_field(), lamport);
-    EXPECT_EQ(moved.two_shot_lamport_max_bytes, 0u) << max;
-    EXPECT_EQ(moved.two_shot_dma_after_bytes, 32 * kMiB) << "the other two-shot window moves";
+    EXPECT_EQ(moved.two_shot_lamport, Window::never()) << max.up_to;
+    EXPECT_EQ(moved.two_shot_dma, Window::above_bytes(32 * kMiB))
+        << "the other two-shot window moves";
   }
 }
 
@@ -152,34 +149,31 @@ TEST(ProtocolTuning, FixedWindowsAndPullKeepTheirOwn) {
   EXPECT_EQ(apply_protocol_tuning(ProtocolWindows{}, every_field(), KernelChoices{}),
             ProtocolWindows{})
       << "the host backend's single protocol";
-  EXPECT_EQ(apply_protocol_tuning(ProtocolWindows{}, every_field(), KernelChoices{})
-                .two_shot_dma_after_bytes,
-            kNoLimit)
+  EXPECT_EQ(apply_protocol_tuning(ProtocolWindows{}, every_field(), KernelChoices{}).two_shot_dma,
+            Window::never())
       << "the host two-shot has no copy-engine protocol";
   ProtocolWindows pull = cuda_push();
   pull.pull = true;
   pull.lines = false;
-  pull.one_shot_ll_max_bytes = kNoLimit;
+  pull.one_shot_lamport = Window::never();
   const ProtocolWindows w = apply_protocol_tuning(pull, every_field(), KernelChoices{});
-  EXPECT_EQ(w.one_shot_ll_max_bytes, kNoLimit) << "pull has one one-shot protocol";
-  EXPECT_EQ(w.fused_ll_max_bytes, 512 * kKiB) << "the fused op pushes in pull mode too";
-  EXPECT_EQ(w.two_shot_dma_after_bytes, kNoLimit) << "the pull two-shot has one protocol";
-  EXPECT_EQ(w.two_shot_lamport_max_bytes, 0u) << "the pull two-shot has one protocol";
+  EXPECT_EQ(w.one_shot_lamport, Window::never()) << "pull has one one-shot protocol";
+  EXPECT_EQ(w.fused_ll, Window::up_to_bytes(512 * kKiB)) << "the fused op pushes in pull mode too";
+  EXPECT_EQ(w.two_shot_dma, Window::never()) << "the pull two-shot has one protocol";
+  EXPECT_EQ(w.two_shot_lamport, Window::never()) << "the pull two-shot has one protocol";
   ProtocolWindows pull_with_lines = cuda_push();
   pull_with_lines.pull = true;
-  EXPECT_EQ(apply_protocol_tuning(pull_with_lines, every_field(), KernelChoices{})
-                .two_shot_lamport_max_bytes,
-            0u)
+  EXPECT_EQ(apply_protocol_tuning(pull_with_lines, every_field(), KernelChoices{}).two_shot_lamport,
+            Window::never())
       << "pulling alone keeps the window shut";
   // A tunable push transport without the Lamport region cannot open it.
   ProtocolWindows no_lines = cuda_push();
   no_lines.lines = false;
+  EXPECT_EQ(apply_protocol_tuning(no_lines, every_field(), KernelChoices{}).two_shot_lamport,
+            Window::never());
   EXPECT_EQ(
-      apply_protocol_tuning(no_lines, every_field(), KernelChoices{}).two_shot_lamport_max_bytes,
-      0u);
-  EXPECT_EQ(apply_protocol_tuning(ProtocolWindows{}, every_field(), KernelChoices{})
-                .two_shot_lamport_max_bytes,
-            0u)
+      apply_protocol_tuning(ProtocolWindows{}, every_field(), KernelChoices{}).two_shot_lamport,
+      Window::never())
       << "the host two-shot has no Lamport protocol";
 }
 
@@ -205,13 +199,42 @@ TEST(ProtocolTuning, TheRouterChoosesByTheMovedWindows) {
 
 TEST(ProtocolTuning, DescribeNamesEveryField) {
   EXPECT_EQ(describe_protocol_tuning(ProtocolTuning{}),
-            "one_shot_ll_max_bytes=auto fused_lamport_after_bytes=auto "
-            "fused_lamport_max_bytes=auto fused_ll_max_bytes=auto "
-            "two_shot_dma_after_bytes=auto two_shot_lamport_max_bytes=auto");
+            "one_shot_lamport=auto fused_lamport=auto fused_ll=auto two_shot_dma=auto "
+            "two_shot_lamport=auto");
   EXPECT_EQ(describe_protocol_tuning(every_field()),
-            "one_shot_ll_max_bytes=262144 fused_lamport_after_bytes=16384 "
-            "fused_lamport_max_bytes=8388608 fused_ll_max_bytes=524288 "
-            "two_shot_dma_after_bytes=33554432 two_shot_lamport_max_bytes=1048576");
+            "one_shot_lamport=256K.. fused_lamport=16K..8M fused_ll=512K two_shot_dma=32M.. "
+            "two_shot_lamport=1M");
+}
+
+TEST(ProtocolTuning, DescribeWindowsNamesThoseTheTransportRuns) {
+  EXPECT_EQ(describe_protocol_windows(cuda_push()),
+            "one_shot_lamport=64K.. fused_lamport=64K..4M fused_ll=2M two_shot_dma=never "
+            "two_shot_lamport=never");
+  ProtocolWindows pull = cuda_push();
+  pull.pull = true;
+  pull.lines = false;
+  EXPECT_EQ(describe_protocol_windows(pull), "fused_lamport=64K..4M fused_ll=2M")
+      << "pull has one one-shot and one two-shot protocol";
+}
+
+TEST(ProtocolTuning, TheConfiguredWindowsApplyWhereTheTransportRunsThem) {
+  KernelChoices kernels;
+  kernels.one_shot_lamport = Window::every_size();
+  kernels.fused_ll = Window::never();
+  kernels.two_shot_dma = Window::above_bytes(16 * kMiB);
+  ProtocolWindows expected = cuda_push();
+  expected.one_shot_lamport = Window::every_size();
+  expected.fused_ll = Window::never();
+  expected.two_shot_dma = Window::above_bytes(16 * kMiB);
+  EXPECT_EQ(apply_configured_windows(cuda_push(), kernels), expected);
+  ProtocolWindows pull = cuda_push();
+  pull.pull = true;
+  pull.lines = false;
+  pull.one_shot_lamport = Window::never();
+  const ProtocolWindows w = apply_configured_windows(pull, kernels);
+  EXPECT_EQ(w.one_shot_lamport, Window::never()) << "pull has one one-shot protocol";
+  EXPECT_EQ(w.two_shot_dma, Window::never()) << "the pull two-shot has one protocol";
+  EXPECT_EQ(w.fused_ll, Window::never()) << "the fused op pushes in pull mode too";
 }
 
 }  // namespace

@@ -9,9 +9,11 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <string>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include "peerplan/errors.hpp"
@@ -59,13 +61,13 @@ std::string header_and(const std::string& body) { return "peerplan-tuning 1\n" +
 
 // The protocol window `member` as an entry holding only `key = value`
 // reads it; that entry must set no cutoff and no other window.
-std::size_t window_read_alone(std::size_t ProtocolTuning::*member, const std::string& key,
-                              const std::string& value) {
+std::optional<Window> window_read_alone(std::optional<Window> ProtocolTuning::*member,
+                                        const std::string& key, const std::string& value) {
   const TuningFile file =
       parse(header_and("[entry]\nfingerprint = cuda ranks=2\n" + key + " = " + value + "\n"));
   EXPECT_EQ(file.entries.at(0).cutoffs, RouteCutoffs{}) << key << ": not a cutoff";
   ProtocolTuning others = file.entries.at(0).protocols;
-  others.*member = kAutoCutoff;
+  others.*member = std::nullopt;
   EXPECT_TRUE(is_empty(others)) << key << ": no other protocol window";
   return file.entries.at(0).protocols.*member;
 }
@@ -92,62 +94,79 @@ TEST(TuningFile, LeftOutAndAutoFieldsStayAutomatic) {
 }
 
 TEST(TuningFile, ReadsTheProtocolWindows) {
-  const TuningFile file = parse(header_and(
-      "[entry]\nfingerprint = cuda ranks=2\none_shot_ll_max_bytes = 64K\n"
-      "fused_lamport_after_bytes = 0\nfused_lamport_max_bytes = 4M\nfused_ll_max_bytes = auto\n"));
+  const TuningFile file =
+      parse(header_and("[entry]\nfingerprint = cuda ranks=2\none_shot_lamport = 64K..\n"
+                       "fused_lamport = 4M\nfused_ll = auto\n"));
   ASSERT_EQ(file.entries.size(), 1u);
   ProtocolTuning expected;
-  expected.one_shot_ll_max_bytes = 65536;
-  expected.fused_lamport_after_bytes = 0;
-  expected.fused_lamport_max_bytes = 4 << 20;
+  expected.one_shot_lamport = Window::above_bytes(65536);
+  expected.fused_lamport = Window::up_to_bytes(4 << 20);
   EXPECT_EQ(file.entries[0].protocols, expected);
   EXPECT_EQ(file.entries[0].cutoffs, RouteCutoffs{}) << "protocol keys are not cutoffs";
-  expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_ll_max_bytes = lines\n"), 4,
-                     "byte count");
-  expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_dma_after_bytes = dma\n"), 4,
-                     "byte count");
-  expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_ll_max_bytes = 1M\n"
-                                "fused_ll_max_bytes = 2M\n"),
-                     5, "set again");
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_ll = lines\n"), 4,
+                     "is not a window");
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_dma = dma\n"), 4,
+                     "write auto, never (or off), all");
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_ll = 1M\nfused_ll = 2M\n"), 5,
+                     "set again");
+  // A range the wrong way round holds no size: an error, not "never".
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_lamport = 4M..64K\n"), 4,
+                     "holds no message");
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\nfused_lamport = 64K..64K\n"), 4,
+                     "holds no message");
+}
+
+TEST(TuningFile, RefusesTheProtocolKeysOfOlderFilesWithTheirReplacement) {
+  const std::pair<const char*, const char*> renamed[] = {
+      {"one_shot_ll_max_bytes", "one_shot_lamport = N.."},
+      {"fused_lamport_after_bytes", "fused_lamport = A..B"},
+      {"fused_lamport_max_bytes", "fused_lamport = A..B"},
+      {"fused_ll_max_bytes", "fused_ll = N"},
+      {"two_shot_dma_after_bytes", "two_shot_dma = N.."},
+      {"two_shot_lamport_max_bytes", "two_shot_lamport = N"},
+  };
+  for (const auto& [old_key, replacement] : renamed) {
+    expect_rejected_at(header_and("[entry]\nfingerprint = f\n" + std::string(old_key) + " = 64K\n"),
+                       4, replacement);
+  }
 }
 
 TEST(TuningFile, ReadsTheTwoShotCopyEngineWindow) {
-  const auto dma_after = [](const std::string& value) {
-    return window_read_alone(&ProtocolTuning::two_shot_dma_after_bytes, "two_shot_dma_after_bytes",
-                             value);
+  const auto dma = [](const std::string& value) {
+    return window_read_alone(&ProtocolTuning::two_shot_dma, "two_shot_dma", value);
   };
-  EXPECT_EQ(dma_after("16M"), std::size_t{16} << 20);
-  EXPECT_EQ(dma_after("33554432"), std::size_t{32} << 20);
-  EXPECT_EQ(dma_after("0"), 0u);  // copy engines at every size
-  EXPECT_EQ(dma_after("auto"), kAutoCutoff);
+  EXPECT_EQ(dma("16M.."), Window::above_bytes(std::size_t{16} << 20));
+  EXPECT_EQ(dma("33554432.."), Window::above_bytes(std::size_t{32} << 20));
+  EXPECT_EQ(dma("all"), Window::every_size());  // copy engines at every size
+  EXPECT_EQ(dma("16M..64M"), (Window{std::size_t{16} << 20, std::size_t{64} << 20}));
+  EXPECT_EQ(dma("auto"), std::nullopt);
   // The unknown-key message lists it with the other keys.
   expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_dma_after = 1\n"), 4,
-                     "fused_ll_max_bytes, two_shot_dma_after_bytes, two_shot_lamport_max_bytes, "
-                     "one_shot_grid, measured");
+                     "fused_ll, two_shot_dma, two_shot_lamport, one_shot_grid, measured");
 }
 
 TEST(TuningFile, ReadsTheTwoShotLamportWindow) {
-  const auto lamport_max = [](const std::string& value) {
-    return window_read_alone(&ProtocolTuning::two_shot_lamport_max_bytes,
-                             "two_shot_lamport_max_bytes", value);
+  const auto lamport = [](const std::string& value) {
+    return window_read_alone(&ProtocolTuning::two_shot_lamport, "two_shot_lamport", value);
   };
-  EXPECT_EQ(lamport_max("256K"), std::size_t{256} << 10);
-  EXPECT_EQ(lamport_max("1048576"), std::size_t{1} << 20);
-  EXPECT_EQ(lamport_max("0"), 0u);  // never Lamport
-  EXPECT_EQ(lamport_max("auto"), kAutoCutoff);
-  // The environment variable's keywords are not byte counts here.
-  for (const char* keyword : {"off", "all", "lamport"}) {
-    expect_rejected_at(header_and(std::string("[entry]\nfingerprint = f\n"
-                                              "two_shot_lamport_max_bytes = ") +
-                                  keyword + "\n"),
-                       4, "byte count");
-  }
+  EXPECT_EQ(lamport("256K"), Window::up_to_bytes(std::size_t{256} << 10));
+  EXPECT_EQ(lamport("1048576"), Window::up_to_bytes(std::size_t{1} << 20));
+  EXPECT_EQ(lamport("never"), Window::never());
+  EXPECT_EQ(lamport("OFF"), Window::never());
+  EXPECT_EQ(lamport("all"), Window::every_size());
+  EXPECT_EQ(lamport("auto"), std::nullopt);
+  // 0 is no longer "never": a window up to 0 bytes is refused.
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_lamport = 0\n"), 4,
+                     "write never");
+  expect_rejected_at(header_and("[entry]\nfingerprint = f\ntwo_shot_lamport = lamport\n"), 4,
+                     "is not a window");
   // Together with the copy-engine window: each keeps its own value.
   const TuningFile both =
-      parse(header_and("[entry]\nfingerprint = cuda ranks=2\ntwo_shot_lamport_max_bytes = 512K\n"
-                       "two_shot_dma_after_bytes = 32M\n"));
-  EXPECT_EQ(both.entries.at(0).protocols.two_shot_lamport_max_bytes, std::size_t{512} << 10);
-  EXPECT_EQ(both.entries.at(0).protocols.two_shot_dma_after_bytes, std::size_t{32} << 20);
+      parse(header_and("[entry]\nfingerprint = cuda ranks=2\ntwo_shot_lamport = 512K\n"
+                       "two_shot_dma = 32M..\n"));
+  EXPECT_EQ(both.entries.at(0).protocols.two_shot_lamport,
+            Window::up_to_bytes(std::size_t{512} << 10));
+  EXPECT_EQ(both.entries.at(0).protocols.two_shot_dma, Window::above_bytes(std::size_t{32} << 20));
 }
 
 TEST(TuningFile, ReadsTheOneShotGrid) {
@@ -321,12 +340,14 @@ TEST(TuningFileFormat, RoundTrip) {
   RouteCutoffs partial;
   partial.fused_max_bytes = 0;
   file.entries.push_back({"host ranks=3", partial, "", 0, {}, {}});
-  file.entries[0].protocols.one_shot_ll_max_bytes = 131072;
-  file.entries[0].protocols.fused_lamport_max_bytes = 0;
-  file.entries[0].protocols.two_shot_dma_after_bytes = 67108864;
-  file.entries[1].protocols.two_shot_dma_after_bytes = 0;
-  file.entries[0].protocols.two_shot_lamport_max_bytes = 262144;
-  file.entries[1].protocols.two_shot_lamport_max_bytes = 0;
+  file.entries[0].protocols.one_shot_lamport = Window::above_bytes(131072);
+  file.entries[0].protocols.fused_lamport = Window::never();
+  file.entries[1].protocols.fused_lamport = Window{65536, 4 << 20};
+  file.entries[0].protocols.two_shot_dma = Window::above_bytes(67108864);
+  file.entries[1].protocols.two_shot_dma = Window::every_size();
+  file.entries[0].protocols.two_shot_lamport = Window::up_to_bytes(262144);
+  file.entries[1].protocols.two_shot_lamport = Window::never();
+  file.entries[1].protocols.fused_ll = Window::up_to_bytes(1000);
   file.entries[0].shapes.one_shot_grid = {{65536, 8}, {1048576, 64}, {4194304, 132}};
   const std::string text = format_tuning_file(file, "written by a test\n\nsecond line");
   EXPECT_NE(text.find("one_shot_grid = 65536:8 1048576:64 4194304:132\n"), std::string::npos)
@@ -334,14 +355,16 @@ TEST(TuningFileFormat, RoundTrip) {
   EXPECT_EQ(text.find("one_shot_grid", text.find("host ranks=3")), std::string::npos)
       << "a grid without steps is left out:\n"
       << text;
-  EXPECT_NE(text.find("two_shot_dma_after_bytes = 67108864\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("two_shot_lamport_max_bytes = 262144\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("two_shot_lamport_max_bytes = 0\n", text.find("host ranks=3")),
-            std::string::npos)
+  EXPECT_NE(text.find("one_shot_lamport = 128K..\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("two_shot_dma = 64M..\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("two_shot_lamport = 256K\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("two_shot_lamport = never\n", text.find("host ranks=3")), std::string::npos)
       << text;
-  EXPECT_NE(text.find("two_shot_dma_after_bytes = 0\n", text.find("host ranks=3")),
-            std::string::npos)
+  EXPECT_NE(text.find("two_shot_dma = all\n", text.find("host ranks=3")), std::string::npos)
       << text;
+  EXPECT_NE(text.find("fused_lamport = 64K..4M\n", text.find("host ranks=3")), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("fused_ll = 1000\n", text.find("host ranks=3")), std::string::npos) << text;
   EXPECT_EQ(text.rfind("# written by a test\n#\n# second line\npeerplan-tuning 1\n", 0), 0u)
       << text;
   EXPECT_EQ(text.find("one_shot_max_bytes", text.find("host ranks=3")), std::string::npos)

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "crossovers.hpp"
@@ -68,16 +69,23 @@ std::vector<TwoShotProtocolTimes> two_shot_rows(const std::vector<ProtocolWinner
   return out;
 }
 
+// The size above which the derived copy-engine window runs (it has no ceiling).
 std::size_t dma_after(const std::vector<TwoShotProtocolTimes>& rows) {
-  return derive_protocols({}, {}, rows).two_shot_dma_after_bytes;
+  const std::optional<Window> dma = derive_protocols({}, {}, rows).two_shot_dma;
+  EXPECT_TRUE(dma && dma->up_to == kNoLimit);
+  return dma ? dma->above : kNoLimit;
 }
 
 std::size_t dma_after(const std::vector<ProtocolWinner>& winners) {
   return dma_after(two_shot_rows(winners));
 }
 
+// The size up to which the derived two-shot Lamport window runs (from the
+// smallest size); 0 when it is never.
 std::size_t lamport_max(const std::vector<TwoShotProtocolTimes>& rows) {
-  return derive_protocols({}, {}, rows).two_shot_lamport_max_bytes;
+  const std::optional<Window> lamport = derive_protocols({}, {}, rows).two_shot_lamport;
+  EXPECT_TRUE(lamport && lamport->above == 0);
+  return !lamport || lamport->is_never() ? 0 : lamport->up_to;
 }
 
 std::size_t lamport_max(const std::vector<ProtocolWinner>& winners) {
@@ -136,18 +144,18 @@ TEST(DeriveProtocols, NothingMeasuredLeavesEveryFieldAuto) {
 
 TEST(DeriveProtocols, TwoShotRowsSetOnlyTheTwoShotWindows) {
   routing::ProtocolTuning expected;
-  expected.two_shot_dma_after_bytes = 1 * MiB;
-  expected.two_shot_lamport_max_bytes = 0;  // measured, never the fastest: off
+  expected.two_shot_dma = Window::above_bytes(1 * MiB);
+  expected.two_shot_lamport = Window::never();  // measured, never the fastest: off
   EXPECT_EQ(derive_protocols({}, {}, two_shot_rows({S, D})), expected);
   // Pull mode (or the host backend) times no two-shot protocols: auto.
   const auto others = derive_protocols(one_shot_rows({L, M}), fused_rows({L, M, T}));
-  EXPECT_EQ(others.two_shot_dma_after_bytes, kAutoCutoff);
-  EXPECT_EQ(others.two_shot_lamport_max_bytes, kAutoCutoff);
+  EXPECT_EQ(others.two_shot_dma, std::nullopt);
+  EXPECT_EQ(others.two_shot_lamport, std::nullopt);
   EXPECT_EQ(derive_protocols(one_shot_rows({L, M}), fused_rows({L, M, T}), two_shot_rows({M, D})),
             [&] {
               auto with_two_shot = others;
-              with_two_shot.two_shot_lamport_max_bytes = 1 * MiB;
-              with_two_shot.two_shot_dma_after_bytes = 1 * MiB;
+              with_two_shot.two_shot_lamport = Window::up_to_bytes(1 * MiB);
+              with_two_shot.two_shot_dma = Window::above_bytes(1 * MiB);
               return with_two_shot;
             }())
       << "the two-shot rows change no other window";
@@ -158,12 +166,12 @@ TEST(DeriveProtocols, TwoShotLamportSmallStagedMiddleDmaLarge) {
   // for (no barrier for small messages, copy engines for large ones).
   const auto rows = two_shot_rows({M, M, S, S, D, D, D});
   const auto t = derive_protocols({}, {}, rows);
-  EXPECT_EQ(t.two_shot_lamport_max_bytes, 2 * MiB);
-  EXPECT_EQ(t.two_shot_dma_after_bytes, 8 * MiB);
+  EXPECT_EQ(t.two_shot_lamport, Window::up_to_bytes(2 * MiB));
+  EXPECT_EQ(t.two_shot_dma, Window::above_bytes(8 * MiB));
   // Lamport straight into dma: dma's window starts where Lamport's ends.
   const auto no_staged = derive_protocols({}, {}, two_shot_rows({M, M, M, D}));
-  EXPECT_EQ(no_staged.two_shot_lamport_max_bytes, 4 * MiB);
-  EXPECT_EQ(no_staged.two_shot_dma_after_bytes, 4 * MiB);
+  EXPECT_EQ(no_staged.two_shot_lamport, Window::up_to_bytes(4 * MiB));
+  EXPECT_EQ(no_staged.two_shot_dma, Window::above_bytes(4 * MiB));
   // Lamport everywhere: up to the largest measured size, and no dma.
   EXPECT_EQ(lamport_max({M, M, M}), 4 * MiB);
   EXPECT_EQ(dma_after({M, M, M}), 4 * MiB);
@@ -237,18 +245,20 @@ TEST(DeriveProtocols, NoDmaWinAtTheTopMeansStagedAtEveryMeasuredSize) {
 TEST(DeriveProtocols, EachPartWithoutRowsStaysAuto) {
   // Pull mode measures no one-shot protocols; -e below one row, no fused.
   const auto fused = fused_only({L, M, T});
-  EXPECT_EQ(fused.one_shot_ll_max_bytes, kAutoCutoff);
-  EXPECT_NE(fused.fused_lamport_max_bytes, kAutoCutoff);
+  EXPECT_EQ(fused.one_shot_lamport, std::nullopt);
+  EXPECT_NE(fused.fused_lamport, std::nullopt);
   const auto one_shot = derive_protocols(one_shot_rows({L, M}), {});
-  EXPECT_EQ(one_shot.one_shot_ll_max_bytes, 1 * KiB);
-  EXPECT_EQ(one_shot.fused_lamport_after_bytes, kAutoCutoff);
-  EXPECT_EQ(one_shot.fused_lamport_max_bytes, kAutoCutoff);
-  EXPECT_EQ(one_shot.fused_ll_max_bytes, kAutoCutoff);
+  EXPECT_EQ(one_shot.one_shot_lamport, Window::above_bytes(1 * KiB));
+  EXPECT_EQ(one_shot.fused_lamport, std::nullopt);
+  EXPECT_EQ(one_shot.fused_ll, std::nullopt);
 }
 
 TEST(DeriveProtocols, OneShotLlPrefix) {
+  // The size above which the derived one-shot Lamport window runs: LL up to it.
   auto ll_max = [](std::initializer_list<ProtocolWinner> w) {
-    return derive_protocols(one_shot_rows(w), {}).one_shot_ll_max_bytes;
+    const std::optional<Window> lamport = derive_protocols(one_shot_rows(w), {}).one_shot_lamport;
+    EXPECT_TRUE(lamport && lamport->up_to == kNoLimit);
+    return lamport ? lamport->above : kNoLimit;
   };
   EXPECT_EQ(ll_max({L, L, L, M, M}), 4 * KiB);
   EXPECT_EQ(ll_max({L, L, L}), 4 * KiB);     // LL everywhere: up to the largest measured size
@@ -256,58 +266,52 @@ TEST(DeriveProtocols, OneShotLlPrefix) {
   EXPECT_EQ(ll_max({L, M, L, L}), 1 * KiB);  // a win after a loss does not extend it
   // A tie is Lamport's, so it ends the prefix.
   const std::vector<OneShotProtocolTimes> tie{{1 * KiB, 1, 2}, {2 * KiB, 2, 2}, {4 * KiB, 1, 2}};
-  EXPECT_EQ(derive_protocols(tie, {}).one_shot_ll_max_bytes, 1 * KiB);
+  EXPECT_EQ(derive_protocols(tie, {}).one_shot_lamport, Window::above_bytes(1 * KiB));
 }
 
 TEST(DeriveProtocols, TheGpuShape) {
   // LL for small messages, Lamport in the middle, the two-shot for large
   // ones: the shape of the built-in windows.
   const auto t = fused_only({L, L, L, M, M, M, T, T});
-  EXPECT_EQ(t.fused_lamport_after_bytes, 8 * KiB);
-  EXPECT_EQ(t.fused_lamport_max_bytes, 64 * KiB);
-  EXPECT_EQ(t.fused_ll_max_bytes, 8 * KiB);
+  EXPECT_EQ(t.fused_lamport, (Window{8 * KiB, 64 * KiB}));
+  EXPECT_EQ(t.fused_ll, Window::up_to_bytes(8 * KiB));
 }
 
 TEST(DeriveProtocols, LamportFromTheSmallestSizeHasNoLowerBound) {
   const auto t = fused_only({M, M, T});
-  EXPECT_EQ(t.fused_lamport_after_bytes, 0u);
-  EXPECT_EQ(t.fused_lamport_max_bytes, 4 * KiB);
-  EXPECT_EQ(t.fused_ll_max_bytes, 0u);  // the two-shot wins the only size outside
+  EXPECT_EQ(t.fused_lamport, (Window{0, 4 * KiB}));
+  EXPECT_EQ(t.fused_ll, Window::never());  // the two-shot wins the only size outside
 }
 
 TEST(DeriveProtocols, LamportWindowIsTheLongestRunTheLowestOnATie) {
   // A lone win at 4 KiB, a longer run 16..64 KiB.
   const auto longest = fused_only({L, M, L, M, M, M, T});
-  EXPECT_EQ(longest.fused_lamport_after_bytes, 8 * KiB);
-  EXPECT_EQ(longest.fused_lamport_max_bytes, 64 * KiB);
+  EXPECT_EQ(longest.fused_lamport, (Window{8 * KiB, 64 * KiB}));
   // Equal runs: the lower one.
   const auto lower = fused_only({L, M, M, T, M, M});
-  EXPECT_EQ(lower.fused_lamport_after_bytes, 2 * KiB);
-  EXPECT_EQ(lower.fused_lamport_max_bytes, 8 * KiB);
+  EXPECT_EQ(lower.fused_lamport, (Window{2 * KiB, 8 * KiB}));
 }
 
 TEST(DeriveProtocols, NoLamportWinMeansNever) {
   const auto t = fused_only({L, L, T});
-  EXPECT_EQ(t.fused_lamport_max_bytes, 0u);
-  EXPECT_EQ(t.fused_lamport_after_bytes, kAutoCutoff);
-  EXPECT_EQ(t.fused_ll_max_bytes, 4 * KiB);
+  EXPECT_EQ(t.fused_lamport, Window::never());
+  EXPECT_EQ(t.fused_ll, Window::up_to_bytes(4 * KiB));
   // A Lamport tie with the two-shot is not a win.
   const std::vector<FusedProtocolTimes> tie{{2 * KiB, 1, 3, 1, 1}};
-  EXPECT_EQ(derive_protocols({}, tie).fused_lamport_max_bytes, 0u);
+  EXPECT_EQ(derive_protocols({}, tie).fused_lamport, Window::never());
 }
 
 TEST(DeriveProtocols, FusedLlPrefixSkipsTheLamportWindow) {
   // LL below and above the window: one LL region around it.
   const auto around = fused_only({L, M, M, L, L, T});
-  EXPECT_EQ(around.fused_lamport_after_bytes, 2 * KiB);
-  EXPECT_EQ(around.fused_lamport_max_bytes, 8 * KiB);
-  EXPECT_EQ(around.fused_ll_max_bytes, 32 * KiB);
+  EXPECT_EQ(around.fused_lamport, (Window{2 * KiB, 8 * KiB}));
+  EXPECT_EQ(around.fused_ll, Window::up_to_bytes(32 * KiB));
   // LL everywhere: up to the largest measured size.
-  EXPECT_EQ(fused_only({L, L, L}).fused_ll_max_bytes, 8 * KiB);
+  EXPECT_EQ(fused_only({L, L, L}).fused_ll, Window::up_to_bytes(8 * KiB));
   // The two-shot at the smallest size outside the window: LL off.
-  EXPECT_EQ(fused_only({T, L, L}).fused_ll_max_bytes, 0u);
+  EXPECT_EQ(fused_only({T, L, L}).fused_ll, Window::never());
   // Every size inside the window: nothing says where LL would win.
-  EXPECT_EQ(fused_only({M, M}).fused_ll_max_bytes, 0u);
+  EXPECT_EQ(fused_only({M, M}).fused_ll, Window::never());
 }
 
 TEST(DeriveProtocols, FusedLlAgainstTheTwoShotOnlyOutsideTheWindow) {
@@ -317,26 +321,24 @@ TEST(DeriveProtocols, FusedLlAgainstTheTwoShotOnlyOutsideTheWindow) {
                                              {8 * KiB, 4, 1, 3, 3},   {16 * KiB, 8, 3, 1, 3},
                                              {32 * KiB, 16, 3, 1, 3}, {64 * KiB, 32, 3, 3, 1}};
   const auto t = derive_protocols({}, rows);
-  EXPECT_EQ(t.fused_lamport_after_bytes, 8 * KiB);
-  EXPECT_EQ(t.fused_lamport_max_bytes, 32 * KiB);
-  EXPECT_EQ(t.fused_ll_max_bytes, 8 * KiB);
+  EXPECT_EQ(t.fused_lamport, (Window{8 * KiB, 32 * KiB}));
+  EXPECT_EQ(t.fused_ll, Window::up_to_bytes(8 * KiB));
   // LL tied with the two-shot ends the LL region.
   const std::vector<FusedProtocolTimes> tie{
       {2 * KiB, 1, 1, 3, 3}, {4 * KiB, 2, 2, 3, 2}, {8 * KiB, 4, 1, 3, 3}};
-  EXPECT_EQ(derive_protocols({}, tie).fused_ll_max_bytes, 2 * KiB);
+  EXPECT_EQ(derive_protocols({}, tie).fused_ll, Window::up_to_bytes(2 * KiB));
 }
 
 TEST(DeriveProtocols, PatternsTheWindowsCannotSay) {
   // LL above a size the two-shot won: the LL region stops below it.
   const auto late_ll = fused_only({L, T, L});
-  EXPECT_EQ(late_ll.fused_ll_max_bytes, 2 * KiB);
-  EXPECT_EQ(late_ll.fused_lamport_max_bytes, 0u);
+  EXPECT_EQ(late_ll.fused_ll, Window::up_to_bytes(2 * KiB));
+  EXPECT_EQ(late_ll.fused_lamport, Window::never());
   // Two Lamport runs: only the lower (equally long) one is a window; the
   // other's sizes get the two-shot (LL ties with it there).
   const auto two_runs = fused_only({M, L, M});
-  EXPECT_EQ(two_runs.fused_lamport_after_bytes, 0u);
-  EXPECT_EQ(two_runs.fused_lamport_max_bytes, 2 * KiB);
-  EXPECT_EQ(two_runs.fused_ll_max_bytes, 4 * KiB);
+  EXPECT_EQ(two_runs.fused_lamport, (Window{0, 2 * KiB}));
+  EXPECT_EQ(two_runs.fused_ll, Window::up_to_bytes(4 * KiB));
 }
 
 // --- What the router runs with the derived windows -----------------------

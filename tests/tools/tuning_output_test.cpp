@@ -61,20 +61,23 @@ TEST_F(WriteEntry, ReplacesItsOwnEntryAndKeepsOthers) {
 
 TEST_F(WriteEntry, KeepsTheProtocolWindows) {
   routing::TuningEntry entry{"cuda ranks=2", RouteCutoffs{1, 2, 3, 4}, "run 1", 0, {}, {}};
-  entry.protocols = {65536, 65536, 4194304, 0};  // fused LL off: 0 is a value, not auto
+  // Fused LL off: never is a value, not auto.
+  entry.protocols = {Window::above_bytes(65536), Window{65536, 4194304}, Window::never(),
+                     std::nullopt, std::nullopt};
   write_entry(path_, entry, "");
   routing::TuningEntry lamport_never{"cuda ranks=4", RouteCutoffs{1, 2, 3, 4}, "run 2", 0, {}, {}};
-  lamport_never.protocols = {0, kAutoCutoff, 0, 2097152};
+  lamport_never.protocols = {Window::every_size(), Window::never(), Window::up_to_bytes(2097152),
+                             std::nullopt, std::nullopt};
   write_entry(path_, lamport_never, "");
   const auto file = routing::read_tuning_file(path_);
   ASSERT_EQ(file.entries.size(), 2u);
   EXPECT_EQ(file.entries[0].protocols, entry.protocols);
   EXPECT_EQ(file.entries[1].protocols, lamport_never.protocols);
-  // The second entry's auto `after` is left out of the file.
+  // The windows are written in their syntax; auto ones are left out.
   const std::string text = contents();
-  const auto first = text.find("fused_lamport_after_bytes");
-  ASSERT_NE(first, std::string::npos) << text;
-  EXPECT_EQ(text.find("fused_lamport_after_bytes", first + 1), std::string::npos) << text;
+  EXPECT_NE(text.find("fused_lamport = 64K..4M\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("fused_lamport = never\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("two_shot_dma"), std::string::npos) << text;
 }
 
 TEST_F(WriteEntry, LeavesAFileItCannotParseAlone) {

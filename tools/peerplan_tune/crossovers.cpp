@@ -147,19 +147,26 @@ ProtocolWinner fastest_protocol(const TwoShotProtocolTimes& t) noexcept {
 routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> one_shot,
                                          std::span<const FusedProtocolTimes> fused,
                                          std::span<const TwoShotProtocolTimes> two_shot) {
-  routing::ProtocolTuning tuning;  // every field auto
-  tuning.one_shot_ll_max_bytes = winning_prefix_max(one_shot, ProtocolWinner::ll);
-  tuning.two_shot_dma_after_bytes = two_shot_dma_after(two_shot);
-  tuning.two_shot_lamport_max_bytes = winning_prefix_max(two_shot, ProtocolWinner::lamport);
+  // Up to a measured size; 0 (the protocol lost the smallest size): never.
+  const auto up_to = [](std::size_t bytes) {
+    return bytes == 0 ? Window::never() : Window::up_to_bytes(bytes);
+  };
+  routing::ProtocolTuning tuning;  // every window auto
+  if (!one_shot.empty())
+    tuning.one_shot_lamport = Window::above_bytes(winning_prefix_max(one_shot, ProtocolWinner::ll));
+  if (!two_shot.empty()) {
+    tuning.two_shot_dma = Window::above_bytes(two_shot_dma_after(two_shot));
+    tuning.two_shot_lamport = up_to(winning_prefix_max(two_shot, ProtocolWinner::lamport));
+  }
   if (fused.empty()) return tuning;
   const Run lamport = longest_run(fused, 0, ProtocolWinner::lamport);
   if (lamport.length == 0) {
-    tuning.fused_lamport_max_bytes = 0;  // never; `after` means nothing then and stays auto
+    tuning.fused_lamport = Window::never();
   } else {
-    tuning.fused_lamport_max_bytes = fused[lamport.first + lamport.length - 1].bytes;
-    tuning.fused_lamport_after_bytes = lamport.first == 0 ? 0 : fused[lamport.first - 1].bytes;
+    tuning.fused_lamport = Window{lamport.first == 0 ? 0 : fused[lamport.first - 1].bytes,
+                                  fused[lamport.first + lamport.length - 1].bytes};
   }
-  tuning.fused_ll_max_bytes = fused_ll_max(fused, lamport);
+  tuning.fused_ll = up_to(fused_ll_max(fused, lamport));
   return tuning;
 }
 

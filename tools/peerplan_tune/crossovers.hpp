@@ -107,31 +107,29 @@ ProtocolWinner fastest_protocol(const FusedProtocolTimes& times) noexcept;
 ProtocolWinner fastest_protocol(const TwoShotProtocolTimes& times) noexcept;
 
 // The protocol windows the measurements support (rows in increasing size),
-// for the router's order: a fused message in the Lamport window runs
-// Lamport, else LL lines up to fused_ll_max_bytes, else the two-shot.
-//  - one_shot_ll_max_bytes: the largest measured size s such that LL is
-//    the fastest at every measured size <= s (Lamport above it); 0 when
-//    Lamport wins the smallest size.
-//  - fused Lamport window: the longest contiguous run of measured sizes at
-//    which Lamport is the fastest of the three (the lowest run on a tie).
-//    fused_lamport_max_bytes is its largest size; fused_lamport_after_bytes
-//    the measured size just below it, or 0 when the run starts at the
-//    smallest size. When Lamport never wins: max 0 (never), after auto.
-//  - fused_ll_max_bytes: outside that window only LL and the two-shot can
-//    run, so it is the largest measured size s such that, at every
-//    measured size <= s outside the window, LL is strictly faster than the
-//    two-shot (inside the window Lamport runs whatever LL does there); 0
-//    when the two-shot is faster at the smallest size outside the window,
-//    or when every measured size is inside it.
-//  - two_shot_lamport_max_bytes: the two-shot's Lamport runs up to it, so
-//    it is the largest measured size s such that Lamport is the fastest
-//    of the three two-shot protocols at every measured size <= s; 0 (off)
-//    when it does not win the smallest size.
-//  - two_shot_dma_after_bytes: the copy engines run above it, so it is the
-//    largest measured size at which dma was not the fastest (staged or
-//    Lamport won; dma won every measured size above it); 0 when dma won
-//    every size. When dma won none, or lost the largest, that is the
-//    largest measured size: nothing claimed for dma.
+// for the router's order: a fused message in fused_lamport runs Lamport,
+// else LL lines in fused_ll, else the two-shot.
+//  - one_shot_lamport: above the largest measured size s such that LL is
+//    the fastest at every measured size <= s; every size when Lamport
+//    wins the smallest size.
+//  - fused_lamport: the longest contiguous run of measured sizes at which
+//    Lamport is the fastest of the three (the lowest run on a tie): up to
+//    its largest size, above the measured size just below it (0 when the
+//    run starts at the smallest size). Never when Lamport never wins.
+//  - fused_ll: outside that window only LL and the two-shot can run, so it
+//    is up to the largest measured size s such that, at every measured
+//    size <= s outside the window, LL is strictly faster than the two-shot
+//    (inside the window Lamport runs whatever LL does there); never when
+//    the two-shot is faster at the smallest size outside the window, or
+//    when every measured size is inside it.
+//  - two_shot_lamport: up to the largest measured size s such that
+//    Lamport is the fastest of the three two-shot protocols at every
+//    measured size <= s; never when it does not win the smallest size.
+//  - two_shot_dma: above the largest measured size at which dma was not
+//    the fastest (staged or Lamport won; dma won every measured size above
+//    it); every size when dma won every size. When dma won none, or lost
+//    the largest, that is above the largest measured size: nothing
+//    claimed for dma.
 // Applied in the router's order, every measured size then gets its winner,
 // except where the winners alternate more than these windows can say: a
 // Lamport win outside the longest run gets LL or the two-shot, whichever
@@ -141,7 +139,7 @@ ProtocolWinner fastest_protocol(const TwoShotProtocolTimes& times) noexcept;
 // it, and dma's starts above it); a dma win below a size dma lost gets
 // Lamport (inside its window) or the staged kernel. Like derive_cutoffs, a
 // protocol is admitted only up to the last size where it was seen to win.
-// An empty span leaves its fields auto (kAutoCutoff): the transport's
+// An empty span leaves its windows auto (nullopt): the transport's
 // built-in windows stay (e.g. pull mode, which has no one-shot or two-shot
 // protocols).
 routing::ProtocolTuning derive_protocols(std::span<const OneShotProtocolTimes> one_shot,

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/value_parsing.hpp"
+#include "core/window_text.hpp"
 #include "crossovers.hpp"
 #include "peerplan/errors.hpp"
 #include "peerplan/version.hpp"
@@ -80,9 +81,8 @@ void ignore_route_and_protocol_variables() {
   for (const char* name :
        {"PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MIN_BYTES", "PEERPLAN_TWO_SHOT_MAX_BYTES",
         "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TUNING_FILE", "PEERPLAN_DISABLE_P2P",
-        "PEERPLAN_ONE_SHOT_PROTOCOL", "PEERPLAN_FUSED_PROTOCOL", "PEERPLAN_FUSED_LL_MAX_BYTES",
-        "PEERPLAN_TWO_SHOT_PROTOCOL", "PEERPLAN_TWO_SHOT_LAMPORT_MAX_BYTES",
-        "PEERPLAN_ONE_SHOT_MAX_BLOCKS"}) {
+        "PEERPLAN_ONE_SHOT_LAMPORT", "PEERPLAN_FUSED_LAMPORT", "PEERPLAN_FUSED_LL",
+        "PEERPLAN_TWO_SHOT_DMA", "PEERPLAN_TWO_SHOT_LAMPORT", "PEERPLAN_ONE_SHOT_MAX_BLOCKS"}) {
     if (std::getenv(name) == nullptr) continue;
     if (world_rank() == 0)
       std::printf("# ignoring %s=%s: peerplan_tune measures every route, protocol and grid\n", name,
@@ -280,9 +280,10 @@ nlohmann::json protocol_rows_json(const tune::Sweep& sweep) {
 // The derived windows; null where a field is auto (nothing measured).
 nlohmann::json protocol_windows_json(const routing::ProtocolTuning& protocols) {
   nlohmann::json windows;
-  for (const auto& field : routing::kProtocolTuningFields) {
-    const std::size_t value = protocols.*field.member;
-    windows[field.name] = value == kAutoCutoff ? nlohmann::json(nullptr) : nlohmann::json(value);
+  for (const auto& field : routing::kWindowFields) {
+    const std::optional<Window>& window = protocols.*field.tuned;
+    windows[field.name] =
+        window ? nlohmann::json(core::window_text(*window)) : nlohmann::json(nullptr);
   }
   return windows;
 }

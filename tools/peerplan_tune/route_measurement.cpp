@@ -86,10 +86,10 @@ void expect_protocol(const CallResult& result, const ForcedProtocol& forced,
 }
 
 // Every all-reduce up to `largest` bytes on the one-shot route, on the
-// protocol `lamport_above` picks (kLamportNever: LL, kLamportAlways: Lamport).
-Config forcing_one_shot_protocol(Backend backend, std::size_t largest, std::size_t lamport_above) {
+// protocol `lamport` picks (never: LL, every_size: Lamport).
+Config forcing_one_shot_protocol(Backend backend, std::size_t largest, Window lamport) {
   Config config = forcing(backend, RouteCutoffs{largest, 0, 0, 0});
-  config.kernels.one_shot_lamport_above_bytes = lamport_above;
+  config.kernels.one_shot_lamport = lamport;
   return config;
 }
 
@@ -106,21 +106,18 @@ enum class TwoShotProtocol { staged, dma, lamport };
 Config forcing_two_shot_protocol(Backend backend, std::size_t largest, TwoShotProtocol protocol) {
   Config config = forcing(backend, RouteCutoffs{0, largest, 0, 0});
   const bool lamport = protocol == TwoShotProtocol::lamport;
-  config.kernels.two_shot_lamport_max_bytes =
-      lamport ? kTwoShotLamportAlways : kTwoShotLamportNever;
-  config.kernels.two_shot_dma_above_bytes =
-      protocol == TwoShotProtocol::dma ? kDmaAlways : kDmaNever;
+  config.kernels.two_shot_lamport = lamport ? Window::every_size() : Window::never();
+  config.kernels.two_shot_dma =
+      protocol == TwoShotProtocol::dma ? Window::every_size() : Window::never();
   return config;
 }
 
-// Every fused op up to `largest` bytes on P2P: Lamport where
-// `lamport_above` admits it, else LL lines up to `ll_max`, else the
-// two-shot (an explicit Lamport threshold has no upper end).
-Config forcing_fused_protocol(Backend backend, std::size_t largest, std::size_t lamport_above,
-                              std::size_t ll_max) {
+// Every fused op up to `largest` bytes on P2P: Lamport inside `lamport`,
+// else LL lines inside `ll`, else the two-shot.
+Config forcing_fused_protocol(Backend backend, std::size_t largest, Window lamport, Window ll) {
   Config config = forcing(backend, RouteCutoffs{0, 0, largest, 0});
-  config.kernels.fused_lamport_above_bytes = lamport_above;
-  config.kernels.fused_ll_max_bytes = ll_max;
+  config.kernels.fused_lamport = lamport;
+  config.kernels.fused_ll = ll;
   return config;
 }
 
@@ -236,8 +233,8 @@ void measure_one_shot_protocols(MPI_Comm comm, const SweepPlan& plan,
   const std::size_t largest = sizes.back();
   const Backend backend = sweep.backend;
   const std::array<ForcingConfig, 2> protocols{{
-      {forcing_one_shot_protocol(backend, largest, kLamportNever), kOneShotLl},
-      {forcing_one_shot_protocol(backend, largest, kLamportAlways), kOneShotLamport},
+      {forcing_one_shot_protocol(backend, largest, Window::never()), kOneShotLl},
+      {forcing_one_shot_protocol(backend, largest, Window::every_size()), kOneShotLamport},
   }};
   measure_all_reduce_protocols(comm, plan, sizes, protocols, "--protocols-max", timer, backend,
                                [&](std::size_t bytes, const std::vector<double>& times) {
@@ -318,12 +315,12 @@ void measure_fused_protocols(MPI_Comm comm, const SweepPlan& plan,
                              const RowListener& listener) {
   const std::size_t largest = sizes.back().bytes;
   const Backend backend = sweep.backend;
-  auto ll =
-      Communicator::create(comm, forcing_fused_protocol(backend, largest, kLamportNever, largest));
-  auto lamport =
-      Communicator::create(comm, forcing_fused_protocol(backend, largest, kLamportAlways, 0));
-  auto two_shot =
-      Communicator::create(comm, forcing_fused_protocol(backend, largest, kLamportNever, 0));
+  auto ll = Communicator::create(comm, forcing_fused_protocol(backend, largest, Window::never(),
+                                                              Window::up_to_bytes(largest)));
+  auto lamport = Communicator::create(
+      comm, forcing_fused_protocol(backend, largest, Window::every_size(), Window::never()));
+  auto two_shot = Communicator::create(
+      comm, forcing_fused_protocol(backend, largest, Window::never(), Window::never()));
   const CallBuffer weight(backend,
                           static_cast<std::size_t>(plan.hidden) * element_size(plan.dtype));
   const auto declarations = fused_declarations(sizes, plan, weight.data());

@@ -12,6 +12,8 @@
 #include "core/log.hpp"
 #include "bootstrap/fail_together.hpp"
 #include "peerplan/errors.hpp"
+#include "routing/defaults.hpp"
+#include "routing/protocol_tuning.hpp"
 #include "transport/cuda/bounded_wait.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/row_clusters.hpp"
@@ -53,78 +55,17 @@ constexpr std::uint32_t kProbePattern = 0x5eed0000u;
 static_assert(kOneShotMaxBlocksLimit == cuda_kernels::kMaxOneShotBlocks,
               "config.hpp's limit must be the kernels' own");
 
-// Below: the values each "auto" of KernelChoices stands for. Every rank
-// derives the same ones from the same (agreed) choices.
+// The kernels' copy-engine piece target is the defaults table's.
+static_assert(cuda_kernels::kDmaPieceTargetBytes == routing::kDmaPieceTargetBytes,
+              "routing/defaults.hpp holds the built-in piece target");
 
-// Fused calls up to this size use LL lines (no barrier), larger ones the
-// two-shot all-reduce + add/RMSNorm; measured on 2x H200 (CHANGELOG.md:
-// LL wins up to 1 MiB, ties at 3.5 MiB, loses at
-// 14 MiB). KernelChoices::fused_ll_max_bytes overrides it.
-constexpr std::uint64_t kFusedLinesMaxBytes = 2u << 20;
-
-// Push one-shot calls up to this many bytes use LL lines, larger ones the
-// Lamport protocol (cuda/one_shot_lamport.cu). Measured on 2x H200, bf16,
-// CUDA graphs (CHANGELOG.md): LL 2.93 / 3.80 us at 1 KiB
-// / 64 KiB against Lamport's 3.40 / 4.30; Lamport 4.95 / 9.27 / 20.3 us at
-// 256 KiB / 1 MiB / 4 MiB against LL's 5.24 / 11.9 / 32.2 (it sends half
-// the link bytes: no flag words). KernelChoices::one_shot_lamport_above_bytes
-// overrides it; it must agree on every rank (sender and receiver must run
-// the same protocol), which create() checks.
-constexpr std::uint64_t kLinesEverySize = ~std::uint64_t{0};
-constexpr std::uint64_t kLinesAutoMaxBytes = 64 * 1024;
-static_assert(kLamportNever == kLinesEverySize, "`ll` is the largest threshold");
-static_assert(routing::kNoLimit == kLinesEverySize, "\"never\" means the same to the router");
-static_assert(routing::kNoLimit == kDmaNever, "\"never\" means the same to the router");
-static_assert(routing::kNoLimit == kTwoShotLamportAlways, "\"every size\" too");
-
-// Fused calls above this many bytes take the Lamport fused kernel
-// (cuda/fused_lamport.cu) where their rows are whole 16-byte packs and the
-// message fits the Lamport region; the others keep LL lines (up to
-// fused_ll_max_bytes) or the staged paths. KernelChoices::
-// fused_lamport_above_bytes overrides the threshold; auto is Lamport above
-// 64 KiB and up to 4 MiB. Measured on 2x H200 (bf16, CUDA graphs, hidden
-// 7168, CHANGELOG.md), Lamport vs the previous kernels:
-// 1 row 5.92 vs 5.57 us, 4 rows 6.19 vs 6.09, 16 rows 7.05 vs 7.30, 64 rows
-// 11.80 vs 17.83, 256 rows (3.5 MiB) 35.8 vs 36.2, 1024 rows (14 MiB,
-// two-shot + add/RMSNorm there) 129.1 vs 108.9. Must agree on every rank.
-constexpr std::uint64_t kFusedLamportAutoAfterBytes = 64 * 1024;
-constexpr std::uint64_t kFusedLamportAutoMaxBytes = 4 * 1024 * 1024;
-
-// The kernel choices in force, for the INFO log (their "auto" resolved).
+// The kernel choices in force, for the INFO log (their "auto" resolved),
+// under the names and in the window syntax of KernelChoices.
 std::string describe_choices(const cuda_kernels::PeerSet& p, const routing::ProtocolWindows& w) {
-  const auto bytes = [](std::uint64_t n) { return std::to_string(n) + " bytes"; };
-  std::string text =
-      "one-shot grid at most " + std::to_string(p.one_shot_max_blocks) + " blocks; one-shot ";
-  if (w.pull)
-    text += "by pull";
-  else if (w.one_shot_ll_max_bytes == kLinesEverySize)
-    text += "LL lines at every size";
-  else if (w.one_shot_ll_max_bytes == 0)
-    text += "Lamport at every size";
-  else
-    text += "LL lines up to " + bytes(w.one_shot_ll_max_bytes) + ", Lamport above";
-  text += "; fused Lamport ";
-  if (w.fused_lamport_after_bytes == kLinesEverySize) {
-    text += "off";
-  } else {
-    text += "above " + bytes(w.fused_lamport_after_bytes);
-    if (w.fused_lamport_max_bytes != kLinesEverySize)
-      text += " up to " + bytes(w.fused_lamport_max_bytes);
-  }
-  text += w.fused_ll_max_bytes == 0 ? std::string("; fused LL lines off")
-                                    : "; fused LL lines up to " + bytes(w.fused_ll_max_bytes);
-  if (!w.pull) {  // the pull two-shot has one protocol
-    const std::size_t after = w.two_shot_dma_after_bytes;
-    text += "; two-shot by copy engines " + (after == kDmaNever ? std::string("off")
-                                             : after == 0       ? std::string("at every size")
-                                                                : "above " + bytes(after));
-    const std::size_t lamport = w.two_shot_lamport_max_bytes;
-    text +=
-        "; two-shot Lamport " + (lamport == kTwoShotLamportNever    ? std::string("off")
-                                 : lamport == kTwoShotLamportAlways ? std::string("at every size")
-                                                                    : "up to " + bytes(lamport));
-  }
-  return text + "; row clusters " + (p.cluster_rows ? "on" : "off");
+  std::string text = "one_shot_max_blocks=" + std::to_string(p.one_shot_max_blocks) + ' ';
+  if (w.pull) text += "(one-shot and two-shot by pull) ";
+  return text + routing::describe_protocol_windows(w) +
+         " row_clusters=" + (p.cluster_rows ? "on" : "off");
 }
 
 }  // namespace
@@ -168,41 +109,22 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, mine.device),
                "cudaDeviceGetAttribute");
     peers_.overlap_launch = major >= 9;
-    // The one-shot kernel's largest grid: one block (512 threads) per SM, measured
-    // best on 2x H200 against 40, 80 and 2 per SM (CHANGELOG.md), unless
-    // KernelChoices::one_shot_max_blocks says otherwise (only speed changes, and
-    // ranks may differ).
+    // The one-shot kernel's largest grid: the defaults table's blocks per
+    // SM, unless KernelChoices::one_shot_max_blocks says otherwise (only
+    // speed changes, and ranks may differ).
     int multiprocessors = 1;
     check_cuda(
         cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, mine.device),
         "cudaDeviceGetAttribute");
     configured_one_shot_blocks_ = kernels.one_shot_max_blocks;
-    peers_.one_shot_max_blocks =
-        kernels.one_shot_max_blocks > 0 ? kernels.one_shot_max_blocks : multiprocessors;
+    peers_.one_shot_max_blocks = kernels.one_shot_max_blocks > 0
+                                     ? kernels.one_shot_max_blocks
+                                     : multiprocessors * routing::kOneShotBlocksPerMultiprocessor;
     peers_.cluster_rows = use_row_clusters(kernels.row_clusters, mine.device);
-    // Which protocol the router gives which plan (protocol_windows()).
-    // Pull mode has its own one-shot: no Lamport region for it then. The
-    // fused op always pushes, Lamport included.
-    windows_.pull = pull;
-    windows_.lines = !pull;
-    windows_.one_shot_ll_max_bytes =
-        pull ? kLinesEverySize : kernels.one_shot_lamport_above_bytes.value_or(kLinesAutoMaxBytes);
-    const auto& fused = kernels.fused_lamport_above_bytes;
-    windows_.fused_lamport_after_bytes = fused.value_or(kFusedLamportAutoAfterBytes);
-    windows_.fused_lamport_max_bytes = fused ? kLinesEverySize : kFusedLamportAutoMaxBytes;
-    windows_.fused_ll_max_bytes = kernels.fused_ll_max_bytes == kAutoCutoff
-                                      ? kFusedLinesMaxBytes
-                                      : kernels.fused_ll_max_bytes;
-    windows_.fused_two_shot = true;
-    // Copy engines for the two-shot: off until measured on the machine
-    // (a tuning file from peerplan_tune, or the KernelChoices field).
-    windows_.two_shot_dma_after_bytes =
-        pull ? kDmaNever : kernels.two_shot_dma_above_bytes.value_or(kDmaNever);
-    // The Lamport two-shot likewise (it shares the one-shot's region).
-    windows_.two_shot_lamport_max_bytes =
-        pull ? kTwoShotLamportNever
-             : kernels.two_shot_lamport_max_bytes.value_or(kTwoShotLamportNever);
-    windows_.tunable = true;
+    // Which protocol the router gives which plan (protocol_windows()): the
+    // defaults table's windows, with those the Config sets.
+    windows_ = routing::apply_configured_windows(
+        routing::default_protocol_windows(Backend::cuda, local_size_, pull), kernels);
     if (bootstrap.rank() == 0) {
       log::info(std::string(kBackend) + ": " + describe_choices(peers_, windows_));
     }

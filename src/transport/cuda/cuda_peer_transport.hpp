@@ -5,8 +5,8 @@
 //
 // Slab of each rank: [signal area 16 KiB | staging slot 0 | staging slot 1
 // | copy-engine region (two-shot on Protocol::dma) | Lamport region (push
-// one-shot, KernelChoices::one_shot_lamport_above_bytes;
-// fused op, KernelChoices::fused_lamport_above_bytes)].
+// one-shot, KernelChoices::one_shot_lamport;
+// fused op, KernelChoices::fused_lamport; two-shot, two_shot_lamport)].
 // The call epoch lives on the device (the owner's signal area), so eager
 // calls and CUDA-graph replays of captured calls interleave freely and
 // replays need no host patching; the host keeps no per-call state. A

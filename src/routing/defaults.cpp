@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// The built-in defaults, one place for all (defaults.hpp). The CUDA values
+// at two ranks were measured on 2x H200 (NVLink NV18, bf16, CUDA graphs and
+// eager); benchmarks/RESULTS.md has the runs. The host backend's are a
+// starting point, not a measurement.
+//
+// Other world sizes are not measured; their CUDA cutoffs come from the
+// link bytes per rank of an M-byte message at n ranks: one-shot sends
+// (n-1) M in one hop, two-shot 2 (n-1)/n M in two hops and a barrier, so
+// one-shot is the faster while M <= a B n / ((n-1)(n-2)), with a = 3 us
+// (two-shot's extra hop and barrier) and B = 366 GB/s (SM stores over
+// NVLink). docs/concepts.md ("World sizes") has the derivation.
+#include "routing/defaults.hpp"
+
+#include <bit>
+
+namespace peerplan::routing {
+namespace {
+
+constexpr std::size_t KiB = 1024;
+constexpr std::size_t MiB = 1024 * KiB;
+constexpr std::size_t kPackAlignment = 16;  // declared messages are whole 16-byte packs
+
+// Host backend (shared memory, CPU copies).
+// One-shot: (n-1) x limit <= 1 MiB pulled per call, as a power of two.
+constexpr std::size_t kHostOneShotPullBudget = 1 * MiB;
+// The one-shot cap, where custom all-reduce kernels commonly start at 2 ranks.
+constexpr std::size_t kHostOneShotCap = 512 * KiB;
+// Two-shot up to here; above it the fallback's pipelined algorithms compete.
+constexpr std::size_t kHostTwoShotMax = 8 * MiB;
+
+// CUDA backend, two ranks.
+// One-shot (Lamport above 64 KiB) beats two-shot up to here.
+constexpr std::size_t kCudaOneShotTwoRanks = 4 * MiB;
+// Two-shot beats NCCL up to here; past it the gain is not worth the staging.
+constexpr std::size_t kCudaTwoShotMaxTwoRanks = 64 * MiB;
+// The fused op beats NCCL + add + RMSNorm at every measured size; this
+// bounds its one-shot staging.
+constexpr std::size_t kCudaFusedTwoRanks = 16 * MiB;
+// a x B of the world-size model above, in bytes.
+constexpr double kTwoShotLatencyBytes = 3e-6 * 366e9;
+
+// CUDA protocol windows (the same at every world size until measured).
+// One-shot: LL lines win up to 64 KiB, Lamport (half the link bytes) above.
+constexpr Window kCudaOneShotLamport = Window::above_bytes(64 * KiB);
+// Fused: Lamport wins from 64 KiB to a few MiB; by 14 MiB the two-shot + row norm wins.
+constexpr Window kCudaFusedLamport{64 * KiB, 4 * MiB};
+// Fused: LL lines beat the two-shot + row norm up to 2 MiB.
+constexpr Window kCudaFusedLl = Window::up_to_bytes(2 * MiB);
+// Two-shot copy engines and Lamport: off until peerplan_tune measures a machine.
+constexpr Window kCudaTwoShotDma = Window::never();
+constexpr Window kCudaTwoShotLamport = Window::never();
+
+std::size_t host_one_shot_limit(int world_size) noexcept {
+  const std::size_t peers = world_size < 2 ? 1 : static_cast<std::size_t>(world_size - 1);
+  const std::size_t limit = std::bit_floor(kHostOneShotPullBudget / peers);
+  if (limit == 0) return 1;  // more than a million ranks: keep the route finite and nonzero
+  return limit < kHostOneShotCap ? limit : kHostOneShotCap;
+}
+
+// The model's one-shot / two-shot crossover at n >= 3 ranks, as a power of
+// two no larger than the measured two-rank limit.
+std::size_t cuda_one_shot_limit(std::size_t n) noexcept {
+  if (n <= 2) return kCudaOneShotTwoRanks;
+  const double crossover =
+      kTwoShotLatencyBytes * static_cast<double>(n) / static_cast<double>((n - 1) * (n - 2));
+  const std::size_t limit =
+      crossover < 1.0 ? 1 : std::bit_floor(static_cast<std::size_t>(crossover));
+  return limit < kCudaOneShotTwoRanks ? limit : kCudaOneShotTwoRanks;
+}
+
+RouteCutoffs cuda_cutoffs(int world_size) noexcept {
+  const std::size_t n = world_size < 2 ? 2 : static_cast<std::size_t>(world_size);
+  // Two-shot to 128 MiB / n: never more link bytes than the ring it
+  // replaces, and the same staging at every n.
+  const std::size_t two_shot = kCudaTwoShotMaxTwoRanks * 2 / n / kPackAlignment * kPackAlignment;
+  // The fused one-shot pushes n-1 copies: 16 MiB / (n-1).
+  const std::size_t fused = kCudaFusedTwoRanks / (n - 1) / kPackAlignment * kPackAlignment;
+  const std::size_t two_shot_max = two_shot == 0 ? kPackAlignment : two_shot;
+  // Pieces of the default maximum: the staging of a larger two-shot stays
+  // what the default sizes need.
+  return RouteCutoffs{cuda_one_shot_limit(n), two_shot_max, fused == 0 ? kPackAlignment : fused, 0,
+                      two_shot_max};
+}
+
+}  // namespace
+
+RouteCutoffs default_cutoffs(int world_size, Backend backend) noexcept {
+  if (backend == Backend::cuda) return cuda_cutoffs(world_size);
+  // The fused op is a one-shot reduction and shares its limit; two-shot
+  // has no lower bound (below the one-shot limit one-shot is taken first).
+  const std::size_t one_shot = host_one_shot_limit(world_size);
+  return RouteCutoffs{one_shot, kHostTwoShotMax, one_shot, 0, kHostTwoShotMax};
+}
+
+ProtocolWindows default_protocol_windows(Backend backend, int /*world_size*/, bool pull) noexcept {
+  if (backend != Backend::cuda) return {};
+  ProtocolWindows windows;
+  windows.pull = pull;
+  // Pull mode has its own one-shot and two-shot, and no Lamport region for
+  // them; the fused op always pushes, Lamport included.
+  windows.lines = !pull;
+  if (!pull) {
+    windows.one_shot_lamport = kCudaOneShotLamport;
+    windows.two_shot_dma = kCudaTwoShotDma;
+    windows.two_shot_lamport = kCudaTwoShotLamport;
+  }
+  windows.fused_lamport = kCudaFusedLamport;
+  windows.fused_ll = kCudaFusedLl;
+  windows.fused_two_shot = true;
+  windows.tunable = true;
+  return windows;
+}
+
+}  // namespace peerplan::routing
