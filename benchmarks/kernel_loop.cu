@@ -9,7 +9,9 @@
 // (cuda_kernels::prepare_all_reduce / prepare_fused, then launch()), with
 // only the grid capped so that every virtual rank's blocks are resident at
 // once (else the waits would deadlock; the cap comes from the occupancy
-// calculator and the SM count, and is printed). Per case: one call of
+// calculator and the SM count, and is printed; under programmatic
+// dependent launch a stream's whole graph may be resident at once, so
+// --pdl on needs small --calls at 8 virtual ranks). Per case: one call of
 // every virtual rank checked against a host reference (#wrong), then a
 // CUDA graph of --calls back-to-back calls per virtual rank, all graphs
 // replayed at once, timed with events (median over --repeats; µs per call).
@@ -126,8 +128,8 @@ Options parse_options(int argc, char** argv) {
       char* end = nullptr;
       const double v = std::strtod(value.c_str(), &end);
       if (end == value.c_str() || *end != '\0' || !(v >= minimum)) {
-        throw std::invalid_argument(flag + ": '" + value + "' must be a number >= " +
-                                    std::to_string(minimum));
+        throw std::invalid_argument(flag + ": '" + value +
+                                    "' must be a number >= " + std::to_string(minimum));
       }
       return v;
     };
@@ -278,8 +280,7 @@ class VirtualNode {
     // The copy-engine pipelines' streams after every virtual rank's own
     // stream, so that those take the first hardware queues.
     for (auto& v : v_) check(ck::create_dma_streams(v.dma), "create_dma_streams");
-    check(cudaMemcpy(registry_, table.data(), sizeof(void*) * table.size(),
-                     cudaMemcpyHostToDevice),
+    check(cudaMemcpy(registry_, table.data(), sizeof(void*) * table.size(), cudaMemcpyHostToDevice),
           "registry upload");
     for (int r = 0; r < ranks; ++r) {
       ck::PeerSet& p = v_[static_cast<std::size_t>(r)].peers;
@@ -394,7 +395,10 @@ std::string error_words(VirtualNode& node) {
                        : e->code == 2 ? "peer gave up"
                        : e->code == 3 ? "unregistered buffer"
                                       : "error";
-    const char* phase = e->phase == 2 ? "arrive" : e->phase == 3 ? "reduced" : e->phase == 4 ? "done" : "?";
+    const char* phase = e->phase == 2   ? "arrive"
+                        : e->phase == 3 ? "reduced"
+                        : e->phase == 4 ? "done"
+                                        : "?";
     return std::string(code) + " on virtual rank " + std::to_string(r) + " (epoch " +
            std::to_string(e->epoch) + ", phase " + phase + ", waiting for " +
            std::to_string(e->peer) + ", block " + std::to_string(e->block) + ")";
@@ -452,19 +456,30 @@ CaseResult run_case(VirtualNode& node, const loop::LoopCaseInfo& info, std::int6
   layout.strides[1] = 1;
   const ck::PeerSet& shape = node[0].peers;
   const cudaError_t prepared =
-      info.fused ? ck::prepare_fused(algorithm, shape, element_type(o.dtype), layout, size,
-                                     o.hidden, recipe)
-                 : ck::prepare_all_reduce(algorithm, shape, element_type(o.dtype), layout, count,
-                                          recipe);
+      info.fused
+          ? ck::prepare_fused(algorithm, shape, element_type(o.dtype), layout, size, o.hidden,
+                              recipe)
+          : ck::prepare_all_reduce(algorithm, shape, element_type(o.dtype), layout, count, recipe);
   if (prepared != cudaSuccess) {
     cudaGetLastError();
-    result.note = std::string("skipped: the recipe cannot carry it (") +
-                  cudaGetErrorString(prepared) + ")";
+    result.note =
+        std::string("skipped: the recipe cannot carry it (") + cudaGetErrorString(prepared) + ")";
     return result;
   }
+  // Kernels of one virtual rank's stream that may be resident at once: a
+  // kernel triggers its programmatic dependent as it starts, so when every
+  // step is a programmatic launch the whole graph's chain may be (the first
+  // H200 run deadlocked at 8 virtual ranks with a 2-deep estimate); a
+  // programmatic step after a plain one overlaps only that one. Recipes of
+  // unlike kernels get twice the room: blocks of one kernel fragment an SM
+  // for the other (the fused two-shot + row norm deadlocked without it).
+  bool all_programmatic = true;
+  for (int s = 0; s < recipe.step_count; ++s) all_programmatic &= recipe.steps[s].programmatic;
+  const int chain =
+      all_programmatic ? (o.small ? 1 : o.calls) * recipe.step_count : recipe.step_count;
+  const int in_flight = chain * (recipe.step_count > 1 ? 2 : 1);
   for (int s = 0; s < recipe.step_count; ++s) {
     ck::KernelStep& step = recipe.steps[s];
-    const int in_flight = step.programmatic || recipe.step_count > 1 ? 2 : 1;
     const int units = loop::resident_units_per_rank(device_units(step, sms), n, in_flight);
     if (!result.grid.empty()) result.grid += "+";
     if (units == 0) {
@@ -683,8 +698,10 @@ int run(const Options& o) {
   const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   std::printf("# CUDA_DEVICE_MAX_CONNECTIONS=%s; PDL %s\n", connections ? connections : "unset",
               o.pdl ? "on where the device has it (as the transport)" : "off (--pdl off)");
-  std::printf("# grid: blocks launched / the recipe's (capped so that every virtual rank's "
-              "blocks are resident at once: occupancy x SMs / (ranks x kernels in flight))\n");
+  std::printf(
+      "# grid: blocks launched / the recipe's (capped so that every virtual rank's "
+      "blocks are resident at once: occupancy x SMs / (ranks x kernels in flight, the whole graph "
+      "under PDL))\n");
   std::printf("%-26s %2s %5s %10s %13s %10s %6s %7s %7s  %s\n", "case", "N", "dtype", "size",
               "grid", "us/call", "floor", "ratio", "#wrong", "note");
   std::vector<CaseResult> rows;
@@ -736,7 +753,8 @@ int run(const Options& o) {
           std::snprintf(floor, sizeof floor, "%.2f", o.floor_us);
           std::snprintf(ratio, sizeof ratio, "%.2f", r.us / o.floor_us);
         }
-        if (r.wrong >= 0) std::snprintf(wrong, sizeof wrong, "%lld", static_cast<long long>(r.wrong));
+        if (r.wrong >= 0)
+          std::snprintf(wrong, sizeof wrong, "%lld", static_cast<long long>(r.wrong));
         std::printf("%-26s %2d %5s %10s %13s %10s %6s %7s %7s  %s\n", r.name.c_str(), ranks,
                     loop::dtype_name(o.dtype), size_text(r).c_str(), r.grid.c_str(), us, floor,
                     ratio, wrong, r.note.c_str());

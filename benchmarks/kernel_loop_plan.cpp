@@ -66,9 +66,9 @@ std::vector<LoopCaseInfo> parse_cases(std::string_view text) {
     const auto found = std::find_if(cases.begin(), cases.end(),
                                     [&](const LoopCaseInfo& c) { return c.name == name; });
     if (found == cases.end()) {
-      throw std::invalid_argument("--cases: unknown case '" + std::string(name) +
-                                  "'; give 'all' or a comma-separated list of: " +
-                                  known_case_names());
+      throw std::invalid_argument(
+          "--cases: unknown case '" + std::string(name) +
+          "'; give 'all' or a comma-separated list of: " + known_case_names());
     }
     const bool repeated = std::any_of(chosen.begin(), chosen.end(),
                                       [&](const LoopCaseInfo& c) { return c.id == found->id; });

@@ -131,7 +131,8 @@ std::int64_t count_fused_wrong(LoopDtype dtype, const Bytes& inout, const Bytes&
     }
     const float inv_rms = 1.0f / std::sqrt(sum_of_squares / static_cast<float>(hidden) + eps);
     for (std::int64_t j = 0; j < hidden; ++j) {
-      const float y = round_to(dtype, r[static_cast<std::size_t>(j)] * inv_rms * load(dtype, weight, j));
+      const float y =
+          round_to(dtype, r[static_cast<std::size_t>(j)] * inv_rms * load(dtype, weight, j));
       const float x = load(dtype, inout, row * hidden + j);
       if (!(std::fabs(x - y) <= 0.02f * std::fabs(y) + 0.02f)) ++wrong;
     }

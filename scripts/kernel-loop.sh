@@ -47,8 +47,12 @@ fi
 
 # Twice: without programmatic dependent launch, then with it (the
 # transport's launch on sm_90), each to its own table and JSON.
+# Under PDL a stream's whole graph may be resident at once (kernel_loop.cu),
+# so that pass captures PDL_CALLS calls a graph (5) to leave 8 virtual ranks room.
 for pdl in ${PDL_PASSES:-off on}; do
-  timeout "${LOOP_TIMEOUT:-200}" "$LOOP" "${FLOOR_ARGS[@]}" --pdl "$pdl" --timeout-ms 1000 \
+  calls=20
+  [[ "$pdl" == on ]] && calls=${PDL_CALLS:-5}
+  timeout "${LOOP_TIMEOUT:-200}" "$LOOP" "${FLOOR_ARGS[@]}" --pdl "$pdl" --timeout-ms 1000 --calls "$calls" \
     --json "$OUT/kernel_loop_pdl_$pdl.json" ${LOOP_ARGS:-} > "$OUT/kernel_loop_pdl_$pdl.txt" 2>&1
   echo "kernel_loop exit $?" >> "$OUT/kernel_loop_pdl_$pdl.txt"
 done
