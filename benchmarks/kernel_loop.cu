@@ -16,7 +16,13 @@
 // CUDA graph of --calls back-to-back calls per virtual rank, all graphs
 // replayed at once, timed with events (median over --repeats; µs per call).
 // A kernel that gives up (timeout_ns, --timeout-ms) reports it through its
-// error word; the loop never hangs.
+// error word; the loop never hangs. Residency is a one-GPU artefact: the
+// cap is an estimate from an empty device, and a recipe whose row kernel
+// runs in clusters next to other virtual ranks' spinning blocks can still
+// starve (the fused two-shot + row norm at 1024 rows, 4 and 8 virtual
+// ranks, on the H200 run of benchmarks/kernel-loop.md); such a case is
+// reported as a timeout, and --row-clusters off takes the block-per-row
+// variant instead.
 //
 // What the numbers mean: local HBM and L2 are not NVLink, so the loop's
 // bandwidth numbers mean nothing. It ranks variants of the latency-bound
@@ -99,6 +105,7 @@ struct Options {
   double batch_ms = 2.0;  // a batch replays the graphs this long, roughly
   int timeout_ms = 3000;
   bool pdl = true;  // programmatic dependent launch where the device has it, as the transport
+  bool row_clusters = true;  // a cluster per row where the device has them, as the transport
   bool small = false;
   double floor_us = kLoopbackStepUs;
   float eps = 1e-6f;
@@ -108,7 +115,8 @@ struct Options {
 const char* kUsage =
     "kernel_loop [--ranks 2,4,8] [--cases all|NAME,...] [--sizes 1K,...,16M] [--rows 1,...,1024]\n"
     "            [--hidden 7168] [--dtype bf16|f16|f32] [--calls 20] [--repeats 5] [--batch-ms 2]\n"
-    "            [--timeout-ms 3000] [--pdl on|off] [--iterations normal|small] [--floor-us 1.34]\n"
+    "            [--timeout-ms 3000] [--pdl on|off] [--row-clusters on|off]\n"
+    "            [--iterations normal|small] [--floor-us 1.34]\n"
     "            [--json FILE]\n";
 
 Options parse_options(int argc, char** argv) {
@@ -156,6 +164,11 @@ Options parse_options(int argc, char** argv) {
     } else if (flag == "--pdl") {
       if (value != "on" && value != "off") throw std::invalid_argument("--pdl: give on or off");
       o.pdl = value == "on";
+    } else if (flag == "--row-clusters") {
+      if (value != "on" && value != "off") {
+        throw std::invalid_argument("--row-clusters: give on or off");
+      }
+      o.row_clusters = value == "on";
     } else if (flag == "--iterations") {
       if (value != "normal" && value != "small") {
         throw std::invalid_argument("--iterations: give normal or small");
@@ -301,7 +314,7 @@ class VirtualNode {
       p.dma_max_bytes = max_bytes;
       p.overlap_launch = o.pdl && major >= 9;
       p.one_shot_max_blocks = std::min(sms, ck::kMaxOneShotBlocks);
-      p.cluster_rows = ck::rows_in_clusters_supported(device);
+      p.cluster_rows = o.row_clusters && ck::rows_in_clusters_supported(device);
     }
   }
   VirtualNode(const VirtualNode&) = delete;

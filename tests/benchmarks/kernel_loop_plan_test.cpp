@@ -86,10 +86,10 @@ TEST(KernelLoopResidency, SharesTheDeviceBetweenRanksAndKernelsInFlight) {
 
 TEST(KernelLoopResidency, CapKeepsWholeClusters) {
   EXPECT_EQ(capped_blocks(128, 33, 1), 33u);
-  EXPECT_EQ(capped_blocks(20, 33, 1), 20u);         // a small grid stays as it is
-  EXPECT_EQ(capped_blocks(1024, 16, 8), 128u);      // 16 clusters of 8
+  EXPECT_EQ(capped_blocks(20, 33, 1), 20u);     // a small grid stays as it is
+  EXPECT_EQ(capped_blocks(1024, 16, 8), 128u);  // 16 clusters of 8
   EXPECT_EQ(capped_blocks(64, 16, 8), 64u);
-  EXPECT_EQ(capped_blocks(1, 0, 1), 1u);            // at least one unit
+  EXPECT_EQ(capped_blocks(1, 0, 1), 1u);  // at least one unit
 }
 
 TEST(KernelLoopReference, AllReduceSumIsExactAndWrongElementsCount) {
