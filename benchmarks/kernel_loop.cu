@@ -29,24 +29,27 @@
 // path (flags, fences, epoch bookkeeping, loads and stores, the fused op's
 // row layout), trusted only as far as its ranking agrees with a 2-GPU run
 // (benchmarks/kernel-loop.md keeps that table). The floor: on one H200,
-// /work/shared/bench/loopback_limits.cu measured a flag round trip between
+// loopback_limits.cu (shared/bench/, beside the checkout) measured a flag round trip between
 // two co-resident kernels of 0.84 µs and a step of two virtual ranks, each
 // replaying its own graph and meeting the other at a flag, of 1.34 µs; each
 // case is printed against that step (--floor-us to use a re-measured one).
 //
-//   kernel_loop                                   all cases, 2/4/8 virtual ranks, bf16
-//   kernel_loop --ranks 2 --cases one_shot_ll,fused_ll --sizes 1K,64K --rows 1,16 --json out.json
+//   peerplan_kernel_loop                          all cases, 2/4/8 virtual ranks, bf16
+//   peerplan_kernel_loop --ranks 2 --cases one_shot_ll,fused_ll --sizes 1K,64K --rows 1,16 \
+//       --json out.json
 //
 // Profiling: --iterations small makes one eager call per virtual rank, no
 // graphs, no timing. Under ncu kernels run one at a time, so the first
 // virtual rank's kernel waits for its peers until --timeout-ms (its
 // timeout is expected and reported) while the LAST one finds every peer's
 // data already in place: profile that one, the kernel's own critical path.
-// At 2 virtual ranks the second launch is the one:
-//   ncu --clock-control none --launch-skip 1 --launch-count 1 \
+// At 2 virtual ranks the second launch is the one (the run exits 2, for
+// the first one's timeout; scripts/kernel-loop.sh runs this):
+//   ncu --clock-control none -k regex:one_shot_kernel --launch-skip 1 --launch-count 1 \
 //       --section LaunchStats --section Occupancy --section WarpStateStats \
 //       --section SchedulerStats --section SpeedOfLight \
-//       kernel_loop --ranks 2 --cases one_shot_ll --sizes 1K --iterations small --timeout-ms 20
+//       peerplan_kernel_loop --ranks 2 --cases one_shot_ll --sizes 1K --iterations small \
+//       --timeout-ms 20
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -8,7 +8,8 @@
 # short table is printed last.
 #   scripts/kernel-loop.sh [build-dir]   env: ARCH (90), JOBS (16), LOOP_ARGS (extra flags for
 #                                        kernel_loop), SKIP_NCU=1, NCU_CASE (one_shot_ll),
-#                                        NCU_KERNEL (one_shot_kernel: a regex of its kernel name), LOOP_TIMEOUT (200 s a pass),
+#                                        NCU_KERNEL (one_shot_kernel: a regex of its kernel name),
+#                                        LOOP_TIMEOUT (200 s a pass),
 #                                        PDL_PASSES ("off on")
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,8 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu
 if ! { cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPEERPLAN_WITH_CUDA=ON \
          -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DPEERPLAN_BUILD_TESTS=OFF \
          -DPEERPLAN_BUILD_EXAMPLES=OFF -DPEERPLAN_BUILD_TOOLS=OFF &&
-       cmake --build "$BUILD" --target peerplan_kernel_loop -j "$JOBS"; } > "$OUT/build.log" 2>&1; then
+       cmake --build "$BUILD" --target peerplan_kernel_loop -j "$JOBS"; } \
+    > "$OUT/build.log" 2>&1; then
   tail -30 "$OUT/build.log"
   echo "kernel-loop: the build failed (log: $OUT/build.log)"
   exit 1
@@ -52,7 +54,8 @@ fi
 for pdl in ${PDL_PASSES:-off on}; do
   calls=20
   [[ "$pdl" == on ]] && calls=${PDL_CALLS:-5}
-  timeout "${LOOP_TIMEOUT:-200}" "$LOOP" "${FLOOR_ARGS[@]}" --pdl "$pdl" --timeout-ms 1000 --calls "$calls" \
+  timeout "${LOOP_TIMEOUT:-200}" "$LOOP" "${FLOOR_ARGS[@]}" --pdl "$pdl" --timeout-ms 1000 \
+    --calls "$calls" \
     --json "$OUT/kernel_loop_pdl_$pdl.json" ${LOOP_ARGS:-} > "$OUT/kernel_loop_pdl_$pdl.txt" 2>&1
   echo "kernel_loop exit $?" >> "$OUT/kernel_loop_pdl_$pdl.txt"
 done
@@ -60,7 +63,8 @@ done
 if [[ -z "${SKIP_NCU:-}" ]] && command -v ncu > /dev/null; then
   # Under ncu kernels run one at a time: the last virtual rank's kernel
   # finds its peer's data in place (kernel_loop.cu's header).
-  timeout 90 ncu --clock-control none -k "regex:${NCU_KERNEL:-one_shot_kernel}" --launch-skip 1 --launch-count 1 \
+  timeout 90 ncu --clock-control none -k "regex:${NCU_KERNEL:-one_shot_kernel}" \
+    --launch-skip 1 --launch-count 1 \
     --section LaunchStats --section Occupancy --section WarpStateStats --section SchedulerStats \
     --section SpeedOfLight --section MemoryWorkloadAnalysis \
     "$LOOP" --ranks 2 --cases "${NCU_CASE:-one_shot_ll}" --sizes 1K --iterations small \
