@@ -5,17 +5,19 @@
 
 #include <string>
 
-#include "bootstrap/bootstrap.hpp"
+#include <vector>
+
+#include "communicator/rank_card.hpp"
 #include "peerplan/config.hpp"
 
 namespace peerplan::communicator {
 
-// Collective when `backend` is cuda and the communicator is on one node
-// (one allgather of each rank's GPU model, PCI bus id and NVLink ends;
-// the topology is read from config.topology_file or the live machine).
-// Call after select_backend: the cuda backend's device must be selected.
-// Never throws for lack of facts: what cannot be found reads as "unknown".
-std::string machine_fingerprint(bootstrap::Bootstrap& bootstrap, const Config& config,
-                                Backend backend);
+// From every rank's card (its GPU's model, PCI bus id and NVLink ends,
+// used when `backend` is cuda and the communicator is on one node; the
+// topology is read from config.topology_file or the live machine). No
+// exchange. Never throws for lack of facts: what cannot be found reads as
+// "unknown".
+std::string machine_fingerprint(const std::vector<RankCard>& cards, int num_nodes,
+                                const Config& config, Backend backend);
 
 }  // namespace peerplan::communicator

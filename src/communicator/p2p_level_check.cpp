@@ -28,11 +28,6 @@ std::string_view text_of(const bootstrap::Blob& blob) {
 
 // --- this rank's GPU: its rank number, then rank_gpu.hpp's text ------------------
 
-struct NodeRank {
-  int rank = -1;
-  RankGpu gpu;
-};
-
 std::string encode_node_rank(int rank, const RankGpu& gpu) {
   return std::to_string(rank) + '\n' + encode_rank_gpu(gpu);
 }
@@ -166,7 +161,11 @@ P2PLevelVerdict gather_p2p_level_verdict(bootstrap::Bootstrap& bootstrap, const 
   std::vector<NodeRank> node_ranks;
   for (const bootstrap::Blob& blob : bootstrap.local_allgather(bytes_of(mine)))
     node_ranks.push_back(decode_node_rank(blob));
+  return agree_p2p_level_verdict(bootstrap, config, node_ranks);
+}
 
+P2PLevelVerdict agree_p2p_level_verdict(bootstrap::Bootstrap& bootstrap, const Config& config,
+                                        const std::vector<NodeRank>& node_ranks) {
   P2PLevelVerdict local;
   try {
     local = node_verdict(node_ranks, config);

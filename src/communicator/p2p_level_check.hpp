@@ -10,7 +10,10 @@
 #include <optional>
 #include <string>
 
+#include <vector>
+
 #include "bootstrap/bootstrap.hpp"
+#include "communicator/rank_gpu.hpp"
 #include "peerplan/config.hpp"
 #include "topology/nvlink_counts.hpp"
 #include "topology/p2p_policy.hpp"
@@ -31,6 +34,20 @@ topology::P2PLevelVerdict gather_p2p_level_verdict(bootstrap::Bootstrap& bootstr
                                                    const Config& config,
                                                    const std::string& pci_bus_id,
                                                    const topology::NvlinkEnds& nvlinks);
+
+// One rank of this node and its GPU.
+struct NodeRank {
+  int rank = -1;  // of the communicator
+  RankGpu gpu;
+};
+
+// The same verdict, from this node's ranks' GPUs already known (the rank
+// cards of create): only the allgather of the nodes' verdicts, since a
+// node's ranks are placed in that node's own topology, which no other node
+// can read.
+topology::P2PLevelVerdict agree_p2p_level_verdict(bootstrap::Bootstrap& bootstrap,
+                                                  const Config& config,
+                                                  const std::vector<NodeRank>& node_ranks);
 
 // gather_p2p_level_verdict(...).obstacle: why P2P must stay off, or nullopt.
 std::optional<std::string> p2p_level_obstacle(bootstrap::Bootstrap& bootstrap, const Config& config,
