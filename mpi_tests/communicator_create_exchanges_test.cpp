@@ -36,8 +36,8 @@ std::uint64_t exchanges_in_create(Config config) {
 
 // The bootstrap's duplication and roll call (which gives the local rank
 // the GPU choice needs), the one exchange of rank cards, and the MPI
-// fallback's duplication.
-constexpr std::uint64_t kCreateExchanges = 4;
+// fallback's duplication with the barrier that names a rank missing from it.
+constexpr std::uint64_t kCreateExchanges = 5;
 // The shared-memory transport's own: segment name prefixes, the probe
 // segment's names and its verdict; then the agreement to enable P2P.
 constexpr std::uint64_t kSharedMemoryExchanges = 4;

@@ -78,10 +78,14 @@ void enable_p2p_if_agreed(bootstrap::Bootstrap& bootstrap, const Config& config,
   }
 }
 
-// The communicator's own duplicate of `comm` for an MPI fallback, bounded.
-// No barrier before it: the exchange of the rank cards, just before, has
-// named any rank that did not get this far.
-bootstrap::OwnedComm fallback_comm(MPI_Comm comm, const Config& config) {
+// The communicator's own duplicate of `comm` for an MPI fallback. A bounded
+// barrier first names a missing rank; the duplication is bounded as well.
+// (The card exchange cannot stand in for the barrier: a rank late for it
+// still completes it from the cards the others sent before giving up, and
+// would then wait in a duplication that cannot say who is missing.)
+bootstrap::OwnedComm fallback_comm(MPI_Comm comm, bootstrap::Bootstrap& bootstrap,
+                                   const Config& config) {
+  bootstrap.barrier();
   return bootstrap::OwnedComm::duplicate(comm, config.timeout,
                                          "create (the MPI fallback's communicator)");
 }
@@ -96,7 +100,8 @@ void create_host_transports(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, cons
         "(or the cuda backend on GPUs)");
   }
   setup.fallback_kind = Fallback::mpi;
-  setup.fallback = transport::host::make_mpi_fallback(fallback_comm(comm, config), config.timeout);
+  setup.fallback =
+      transport::host::make_mpi_fallback(fallback_comm(comm, bootstrap, config), config.timeout);
   enable_p2p_if_agreed(bootstrap, config, setup, "setting up shared memory", [&] {
     // Several nodes: the hierarchical route's exchange between them gets a
     // communicator of its own (every rank duplicates, so none waits alone).
@@ -169,7 +174,7 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
         transport::cuda::make_nccl_fallback(bootstrap, config.timeout, config.kernels.row_clusters);
   } else {
     setup.fallback = transport::cuda::make_mpi_device_fallback(
-        fallback_comm(comm, config), config.timeout, config.kernels.row_clusters);
+        fallback_comm(comm, bootstrap, config), config.timeout, config.kernels.row_clusters);
   }
   // Several nodes: the hierarchical route's step between them. NCCL where
   // it can serve: built, not ruled out by Config::fallback, and no two

@@ -94,7 +94,8 @@ OwnCard fill_own_card(const Config& config, const std::optional<std::string>& se
     if (field.agreed) card.agreed_settings.push_back({field.name, field.variable, field.value});
   card.tuning_file = config.tuning_file;
   if (!config.tuning_file.empty()) {
-    card.tuning_error = error_of([&] { own.tuning = routing::read_tuning_file(config.tuning_file); });
+    card.tuning_error =
+        error_of([&] { own.tuning = routing::read_tuning_file(config.tuning_file); });
     if (own.tuning) {
       card.tuning_digest = digest_of_file(config.tuning_file);
       for (const auto& entry : own.tuning->entries)

@@ -55,8 +55,7 @@ void check_agreed_settings(const std::vector<RankCard>& cards) {
     for (const RankCard& card : cards) same = same && card.agreed_settings[i] == reference[i];
     if (same) continue;
     if (!differing.empty()) differing += "; ";
-    differing +=
-        reference[i].name + " (" + reference[i].variable + ") " + who_holds_what(cards, i);
+    differing += reference[i].name + " (" + reference[i].variable + ") " + who_holds_what(cards, i);
   }
   if (differing.empty()) return;
   throw Mismatch("create: ranks were given different configurations: " + differing +
@@ -126,7 +125,9 @@ std::vector<int> local_ranks(const std::vector<RankCard>& cards) {
   return locals;
 }
 
-NodeLayout node_layout(const std::vector<RankCard>& cards) { return node_layout_of(node_ids(cards)); }
+NodeLayout node_layout(const std::vector<RankCard>& cards) {
+  return node_layout_of(node_ids(cards));
+}
 
 void check_topologies(const std::vector<RankCard>& cards) {
   if (auto failures = failures_in(cards, &RankCard::topology_error)) {

@@ -54,8 +54,8 @@ class Reader {
   std::int32_t i32(const char* field) { return static_cast<std::int32_t>(u32(field)); }
   bool flag(const char* field) {
     const std::uint8_t value = u8(field);
-    if (value > 1) fail(std::string("field '") + field + "' is " + std::to_string(value) +
-                        ", not 0 or 1");
+    if (value > 1)
+      fail(std::string("field '") + field + "' is " + std::to_string(value) + ", not 0 or 1");
     return value == 1;
   }
   std::string text(const char* field) {

@@ -89,7 +89,8 @@ TEST(CardDecisions, Backend) {
   EXPECT_NE(error_of<Unsupported>([&] { decide_backend(Backend::cuda, false, cards); }), "");
   cards[0].sees_gpu = true;
   EXPECT_EQ(decide_backend(Backend::automatic, true, cards), Backend::host);
-  const std::string blind = error_of<Unsupported>([&] { decide_backend(Backend::cuda, true, cards); });
+  const std::string blind =
+      error_of<Unsupported>([&] { decide_backend(Backend::cuda, true, cards); });
   EXPECT_NE(blind.find("rank 1: sees no GPU"), std::string::npos) << blind;
   cards[1].sees_gpu = true;
   EXPECT_EQ(decide_backend(Backend::automatic, true, cards), Backend::cuda);
