@@ -154,10 +154,7 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
   check_gpus(cards);
   const SharedGpus shared = shared_gpus(cards);
   const std::vector<int> nodes = node_ids(cards);
-  std::vector<NodeRank> node_ranks;
-  for (int r = 0; r < static_cast<int>(cards.size()); ++r)
-    if (nodes[r] == nodes[bootstrap.rank()]) node_ranks.push_back({r, cards[r].gpu});
-  const auto level = agree_p2p_level_verdict(bootstrap, config, node_ranks);
+  const auto level = p2p_level_verdict(cards, nodes, config.p2p_level);
   if (bootstrap.rank() == 0) {
     log::info(level.summary);
     if (level.unknown_links) log::info(*level.unknown_links);

@@ -12,6 +12,7 @@
 #include "core/config_fields.hpp"
 #include "core/config_validation.hpp"
 #include "peerplan/errors.hpp"
+#include "topology/pci_address.hpp"
 #include "topology/topology.hpp"
 #if PEERPLAN_HAVE_CUDA
 #include "transport/cuda/cuda_backend.hpp"
@@ -77,6 +78,15 @@ void fill_gpu([[maybe_unused]] const Config& config, [[maybe_unused]] int local_
     const auto identity = transport::cuda::current_gpu_identity();
     card.gpu = {identity.pci_bus_id, identity.name, identity.nvlinks};
   });
+  // Where this rank's topology places its GPU, for the P2P level check. A
+  // topology that does not load is reported by topology_error instead.
+  if (topology::PciAddress::parse(card.gpu.bus_id)) {
+    try {
+      card.gpu_location =
+          topology::Topology::shared(config.topology_file)->find_gpu(card.gpu.bus_id);
+    } catch (const Error&) {
+    }
+  }
 #endif
 }
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
-#include "communicator/rank_gpu.hpp"
+#include "communicator/rank_card.hpp"
 #include "peerplan/config.hpp"
 #include "topology/nvlink_counts.hpp"
 #include "topology/p2p_policy.hpp"
@@ -35,19 +35,12 @@ topology::P2PLevelVerdict gather_p2p_level_verdict(bootstrap::Bootstrap& bootstr
                                                    const std::string& pci_bus_id,
                                                    const topology::NvlinkEnds& nvlinks);
 
-// One rank of this node and its GPU.
-struct NodeRank {
-  int rank = -1;  // of the communicator
-  RankGpu gpu;
-};
-
-// The same verdict, from this node's ranks' GPUs already known (the rank
-// cards of create): only the allgather of the nodes' verdicts, since a
-// node's ranks are placed in that node's own topology, which no other node
-// can read.
-topology::P2PLevelVerdict agree_p2p_level_verdict(bootstrap::Bootstrap& bootstrap,
-                                                  const Config& config,
-                                                  const std::vector<NodeRank>& node_ranks);
+// The same verdict from every rank's card (its GPU's bus id and NVLink
+// ends, and where its own topology places the GPU), with no exchange: each
+// node's ranks are checked together (`node_of_rank[r]`: rank r's node),
+// and the most telling node verdict wins, ties to the lowest rank. Pure.
+topology::P2PLevelVerdict p2p_level_verdict(const std::vector<RankCard>& cards,
+                                            const std::vector<int>& node_of_rank, P2PLevel level);
 
 // gather_p2p_level_verdict(...).obstacle: why P2P must stay off, or nullopt.
 std::optional<std::string> p2p_level_obstacle(bootstrap::Bootstrap& bootstrap, const Config& config,

@@ -97,7 +97,75 @@ class Reader {
   std::span<const std::byte> rest_;
 };
 
+void put_address(Writer& out, const topology::PciAddress& address) {
+  out.text(address.to_string());
+}
+
+topology::PciAddress get_address(Reader& in, const char* field) {
+  const std::string text = in.text(field);
+  const auto address = topology::PciAddress::parse(text);
+  if (!address)
+    Reader::fail(std::string("field '") + field + "' is '" + text + "', not a PCI address");
+  return *address;
+}
+
+void put_location(Writer& out, const std::optional<topology::GpuLocation>& location) {
+  out.u8(location ? 1 : 0);
+  if (!location) return;
+  put_address(out, location->address);
+  out.u32(location->vendor_id);
+  out.u32(location->device_id);
+  out.u32(location->class_id);
+  out.u32(static_cast<std::uint32_t>(location->bridges.size()));
+  for (const auto& bridge : location->bridges) {
+    put_address(out, bridge.address);
+    out.u32(bridge.vendor_id);
+    out.u32(bridge.device_id);
+    out.u8(static_cast<std::uint8_t>(bridge.role));
+  }
+  out.text(location->host_bridge);
+  out.i32(location->numa_node);
+  out.i32(location->package);
+  out.text(location->local_cpus);
+}
+
+std::uint16_t get_u16(Reader& in, const char* field) {
+  const std::uint32_t value = in.u32(field);
+  if (value > 0xffff) Reader::fail(std::string("field '") + field + "' does not fit 16 bits");
+  return static_cast<std::uint16_t>(value);
+}
+
+std::optional<topology::GpuLocation> get_location(Reader& in) {
+  if (!in.flag("gpu_location")) return std::nullopt;
+  topology::GpuLocation location;
+  location.address = get_address(in, "gpu_location.address");
+  location.vendor_id = get_u16(in, "gpu_location.vendor_id");
+  location.device_id = get_u16(in, "gpu_location.device_id");
+  location.class_id = get_u16(in, "gpu_location.class_id");
+  for (std::uint32_t n = in.count("gpu_location.bridges", 13); n > 0; --n) {
+    topology::PciBridge bridge;
+    bridge.address = get_address(in, "gpu_location.bridges.address");
+    bridge.vendor_id = get_u16(in, "gpu_location.bridges.vendor_id");
+    bridge.device_id = get_u16(in, "gpu_location.bridges.device_id");
+    const std::uint8_t role = in.u8("gpu_location.bridges.role");
+    if (role > static_cast<std::uint8_t>(topology::PciPortRole::switch_downstream))
+      Reader::fail("field 'gpu_location.bridges.role' is " + std::to_string(role));
+    bridge.role = static_cast<topology::PciPortRole>(role);
+    location.bridges.push_back(bridge);
+  }
+  location.host_bridge = in.text("gpu_location.host_bridge");
+  location.numa_node = in.i32("gpu_location.numa_node");
+  location.package = in.i32("gpu_location.package");
+  location.local_cpus = in.text("gpu_location.local_cpus");
+  return location;
+}
+
 }  // namespace
+
+bool operator==(const RankCard& a, const RankCard& b) {
+  // GpuLocation has no comparison of its own: its encoding stands in.
+  return encode_rank_card(a) == encode_rank_card(b);
+}
 
 std::vector<std::byte> encode_rank_card(const RankCard& card) {
   Writer out;
@@ -128,6 +196,7 @@ std::vector<std::byte> encode_rank_card(const RankCard& card) {
   out.i32(card.gpu.nvlinks.switch_links);
   out.u32(static_cast<std::uint32_t>(card.gpu.nvlinks.gpu_peers.size()));
   for (const auto& peer : card.gpu.nvlinks.gpu_peers) out.text(peer.to_string());
+  put_location(out, card.gpu_location);
   return out.take();
 }
 
@@ -174,6 +243,7 @@ RankCard decode_rank_card(std::span<const std::byte> bytes) {
     if (!peer) Reader::fail("NVLink peer '" + text + "' is not a PCI address");
     card.gpu.nvlinks.gpu_peers.push_back(*peer);
   }
+  card.gpu_location = get_location(in);
   in.finish();
   return card;
 }

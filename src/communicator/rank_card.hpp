@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "communicator/rank_gpu.hpp"
+#include "topology/gpu_location.hpp"
 
 namespace peerplan::communicator {
 
@@ -57,8 +58,11 @@ struct RankCard {
   // local rank), or why it cannot; empty on the host backend.
   std::optional<std::string> gpu_error;
   RankGpu gpu;
+  // Where this rank's own topology places its GPU (the input of the P2P
+  // level check); nullopt when the topology does not list it.
+  std::optional<topology::GpuLocation> gpu_location;
 
-  friend bool operator==(const RankCard&, const RankCard&) = default;
+  friend bool operator==(const RankCard&, const RankCard&);
 };
 
 // A versioned, explicit little-endian byte encoding (strings and lists

@@ -10,8 +10,10 @@
 
 #include "communicator/cutoff_resolution.hpp"
 #include "communicator/machine_fingerprint.hpp"
+#include "communicator/p2p_level_check.hpp"
 #include "core/config_fields.hpp"
 #include "peerplan/errors.hpp"
+#include "topology/topology.hpp"
 
 namespace peerplan::communicator {
 namespace {
@@ -182,6 +184,65 @@ TEST(CardDecisions, FingerprintOfTheHostBackendNeedsNoGpu) {
   const auto cards = cards_on({"a", "a"});
   EXPECT_EQ(machine_fingerprint(cards, 1, Config{}, Backend::host),
             machine_fingerprint(cards_on({"b", "b"}), 1, Config{}, Backend::host));
+}
+
+// Two sockets: GPUs 03, 04 below one switch of socket 0, 83, 84 on socket 1.
+std::vector<RankCard> cards_with_gpus(const std::vector<std::string>& nodes,
+                                      const std::vector<std::string>& buses) {
+  const auto machine = topology::Topology::load(std::string(PEERPLAN_TEST_FIXTURES) +
+                                                "/topology/8gpu-two-sockets.xml");
+  auto cards = cards_on(nodes);
+  for (std::size_t r = 0; r < cards.size(); ++r) {
+    cards[r].gpu.bus_id = buses[r];
+    cards[r].gpu_location = machine.find_gpu(buses[r]);
+  }
+  return cards;
+}
+
+TEST(CardDecisions, P2PLevelAcrossSocketsIsAnObstacleByDefault) {
+  const auto cards =
+      cards_with_gpus({"a", "a", "a"}, {"0000:03:00.0", "0000:04:00.0", "0000:83:00.0"});
+  const auto nodes = node_ids(cards);
+  const auto verdict = p2p_level_verdict(cards, nodes, P2PLevel::automatic);
+  EXPECT_EQ(verdict.pairs, 3);
+  EXPECT_FALSE(verdict.unknown_links.has_value());
+  ASSERT_TRUE(verdict.obstacle.has_value());
+  EXPECT_EQ(verdict.obstacle->rfind("ranks 0 and 2: GPUs 0000:03:00.0 and 0000:83:00.0 are "
+                                    "linked through SYS (",
+                                    0),
+            0u)
+      << *verdict.obstacle;
+  EXPECT_FALSE(p2p_level_verdict(cards, nodes, P2PLevel::sys).obstacle.has_value());
+}
+
+TEST(CardDecisions, P2PLevelPairsStayWithinANode) {
+  // The cross-socket GPU is on another node: no pair crosses the sockets.
+  const auto cards =
+      cards_with_gpus({"a", "a", "b"}, {"0000:03:00.0", "0000:04:00.0", "0000:83:00.0"});
+  const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic);
+  EXPECT_FALSE(verdict.obstacle.has_value()) << *verdict.obstacle;
+  EXPECT_EQ(verdict.pairs, 1);
+}
+
+TEST(CardDecisions, P2PLevelWithAGpuTheTopologyDoesNotListIsUnknownNotBlocked) {
+  auto cards = cards_with_gpus({"a", "a"}, {"0000:03:00.0", "0000:04:00.0"});
+  cards[1].gpu_location.reset();
+  const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic);
+  EXPECT_FALSE(verdict.obstacle.has_value());
+  EXPECT_TRUE(verdict.unknown_links.has_value());
+}
+
+TEST(CardDecisions, GpuLocationsSurviveTheCardEncoding) {
+  const auto cards = cards_with_gpus({"a"}, {"0000:83:00.0"});
+  ASSERT_TRUE(cards[0].gpu_location.has_value());
+  ASSERT_FALSE(cards[0].gpu_location->bridges.empty());
+  const RankCard back = decode_rank_card(encode_rank_card(cards[0]));
+  ASSERT_TRUE(back.gpu_location.has_value());
+  EXPECT_EQ(back.gpu_location->bus_id(), "0000:83:00.0");
+  EXPECT_EQ(back.gpu_location->switches(), cards[0].gpu_location->switches());
+  EXPECT_EQ(back.gpu_location->host_bridge, cards[0].gpu_location->host_bridge);
+  EXPECT_EQ(back.gpu_location->numa_node, cards[0].gpu_location->numa_node);
+  EXPECT_EQ(back, cards[0]);
 }
 
 }  // namespace
