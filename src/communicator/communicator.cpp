@@ -69,7 +69,7 @@ class CommunicatorImpl final : public Communicator {
     p2p_enabled_ = peer_ != nullptr;
     p2p_disabled_reason_ = setup.p2p_disabled_reason;
     nodes_ = setup.nodes;
-    fingerprint_ = communicator::machine_fingerprint(cards, nodes_.num_nodes, config_, backend_);
+    fingerprint_ = communicator::machine_fingerprint(cards, nodes_.num_nodes, backend_);
     const auto resolved = communicator::resolve_route_cutoffs(cards, boot_->rank(), config_,
                                                               backend_, fingerprint_, own.tuning);
     cutoffs_ = resolved.cutoffs;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <string>
-
 #include <vector>
 
 #include "communicator/rank_card.hpp"
@@ -12,12 +11,10 @@
 
 namespace peerplan::communicator {
 
-// From every rank's card (its GPU's model, PCI bus id and NVLink ends,
-// used when `backend` is cuda and the communicator is on one node; the
-// topology is read from config.topology_file or the live machine). No
-// exchange. Never throws for lack of facts: what cannot be found reads as
-// "unknown".
-std::string machine_fingerprint(const std::vector<RankCard>& cards, int num_nodes,
-                                const Config& config, Backend backend);
+// From every rank's card (its GPU's model, PCI bus id, NVLink ends and
+// where its own topology placed it), used when `backend` is cuda and the
+// communicator is on one node. Pure: no exchange, the same on every rank.
+// Never throws for lack of facts: what cannot be found reads as "unknown".
+std::string machine_fingerprint(const std::vector<RankCard>& cards, int num_nodes, Backend backend);
 
 }  // namespace peerplan::communicator

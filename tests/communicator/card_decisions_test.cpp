@@ -13,6 +13,7 @@
 #include "communicator/p2p_level_check.hpp"
 #include "core/config_fields.hpp"
 #include "peerplan/errors.hpp"
+#include "routing/fingerprint.hpp"
 #include "topology/topology.hpp"
 
 namespace peerplan::communicator {
@@ -182,8 +183,8 @@ TEST(CardDecisions, AnExplicitCutoffHidesTheEntrysValue) {
 
 TEST(CardDecisions, FingerprintOfTheHostBackendNeedsNoGpu) {
   const auto cards = cards_on({"a", "a"});
-  EXPECT_EQ(machine_fingerprint(cards, 1, Config{}, Backend::host),
-            machine_fingerprint(cards_on({"b", "b"}), 1, Config{}, Backend::host));
+  EXPECT_EQ(machine_fingerprint(cards, 1, Backend::host),
+            machine_fingerprint(cards_on({"b", "b"}), 1, Backend::host));
 }
 
 // Two sockets: GPUs 03, 04 below one switch of socket 0, 83, 84 on socket 1.
@@ -243,6 +244,20 @@ TEST(CardDecisions, GpuLocationsSurviveTheCardEncoding) {
   EXPECT_EQ(back.gpu_location->host_bridge, cards[0].gpu_location->host_bridge);
   EXPECT_EQ(back.gpu_location->numa_node, cards[0].gpu_location->numa_node);
   EXPECT_EQ(back, cards[0]);
+}
+
+TEST(CardDecisions, CudaFingerprintFromTheCardsGpus) {
+  auto cards = cards_with_gpus({"a", "a"}, {"0000:03:00.0", "0000:83:00.0"});
+  for (auto& card : cards) card.gpu.name = "NVIDIA H200";
+  const std::string located = machine_fingerprint(cards, 1, Backend::cuda);
+  EXPECT_NE(located.find("NVIDIA H200"), std::string::npos) << located;
+  EXPECT_EQ(located, machine_fingerprint(cards, 1, Backend::cuda));
+  // A rank whose GPU its topology does not list: links unknown, another print.
+  cards[1].gpu_location.reset();
+  EXPECT_NE(machine_fingerprint(cards, 1, Backend::cuda), located);
+  // Two ranks on one GPU say so.
+  cards[1].gpu.bus_id = cards[0].gpu.bus_id;
+  EXPECT_TRUE(routing::fingerprint_says_shared(machine_fingerprint(cards, 1, Backend::cuda)));
 }
 
 }  // namespace
