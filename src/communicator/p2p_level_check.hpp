@@ -20,6 +20,7 @@
 
 namespace peerplan::communicator {
 
+// Communicator::create uses p2p_level_verdict below, from the rank cards.
 // Collective over every rank of `bootstrap`: one local_allgather of this
 // rank's GPU (`pci_bus_id` as cudaDeviceGetPCIBusId prints it, empty when
 // unknown; `nvlinks` as NVML reports them, empty when unknown), then one
