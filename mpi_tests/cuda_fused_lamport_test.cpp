@@ -697,7 +697,7 @@ TEST(CudaFusedLamport, RankThatSkipsACallLeavesTheRowsUntouchedThenTimeoutThenDe
 
 TEST(CudaFusedLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
   // Checked with the rest of the config at create (communicator/
-  // config_agreement.cpp).
+  // card_decisions.cpp).
   PEERPLAN_SKIP_WITHOUT_GPUS();
   std::string message = "create() succeeded";
   try {

@@ -397,7 +397,7 @@ TEST(CudaLamport, RankThatSkipsACallMakesTheOthersRaiseTimeoutThenDeclareRecover
 
 TEST(CudaLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
   // Checked with the rest of the config at create, on every backend
-  // (communicator/config_agreement.cpp), before any kernel could wait for
+  // (communicator/card_decisions.cpp), before any kernel could wait for
   // a peer that runs the other protocol.
   PEERPLAN_SKIP_WITHOUT_GPUS();
   std::string message = "create() succeeded";

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Which ranks share a GPU (src/communicator/gpu_sharing.hpp), under mpirun
-// with 2, 3 and 4 ranks: the pure grouping, and the collective that every
-// rank must answer alike. Bus ids are made up: no GPU is needed.
+// with 2, 3 and 4 ranks: the pure grouping, and the groups every rank
+// derives alike from the exchanged rank cards (card_decisions.hpp). Bus ids
+// are made up: no GPU is needed.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -9,13 +10,26 @@
 #include <vector>
 
 #include "bootstrap/mpi_bootstrap.hpp"
+#include "bootstrap/nodes.hpp"
+#include "communicator/card_collection.hpp"
+#include "communicator/card_decisions.hpp"
 #include "communicator/gpu_sharing.hpp"
 #include "support/mpi_test_support.hpp"
 
 namespace {
 
-using peerplan::communicator::find_shared_gpus;
 using peerplan::communicator::group_shared_gpus;
+using peerplan::communicator::SharedGpus;
+
+// Every rank's card carries its GPU's bus id (empty: unknown); the groups
+// come from the exchanged cards, as in create.
+SharedGpus find_shared_gpus(peerplan::bootstrap::Bootstrap& boot, const std::string& bus_id) {
+  peerplan::communicator::RankCard card;
+  card.node_key = peerplan::bootstrap::detail::node_key();
+  card.machine_key = peerplan::bootstrap::detail::machine_key();
+  card.gpu.bus_id = bus_id;
+  return peerplan::communicator::shared_gpus(peerplan::communicator::exchange_cards(boot, card));
+}
 using peerplan::mpi_test::world_rank;
 using peerplan::mpi_test::world_size;
 
@@ -64,9 +78,9 @@ TEST(GpuSharing, PosedNodesOfOneMachineStillShareItsGpus) {
   const int rank = world_rank();
   ::setenv("PEERPLAN_HOST_ID", ("posed" + std::to_string(rank)).c_str(), 1);
   auto boot = peerplan::bootstrap::make_mpi_bootstrap(MPI_COMM_WORLD, std::chrono::seconds(30));
-  ::unsetenv("PEERPLAN_HOST_ID");
   EXPECT_EQ(boot->num_nodes(), world_size()) << "every rank poses as a node of its own";
   const auto shared = find_shared_gpus(*boot, "0000:17:00.0");
+  ::unsetenv("PEERPLAN_HOST_ID");
   std::vector<int> everyone;
   for (int r = 0; r < world_size(); ++r) everyone.push_back(r);
   EXPECT_EQ(shared.groups, std::vector<std::vector<int>>{everyone});

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/collective_count.hpp"
 #include "bootstrap/mpi_check.hpp"
 #include "peerplan/errors.hpp"
 
@@ -40,6 +41,7 @@ MPI_Comm duplicate_within(MPI_Comm comm, std::chrono::milliseconds timeout, cons
                           const std::string& explanation) {
   auto* handle = new MPI_Comm(MPI_COMM_NULL);
   MPI_Request request = MPI_REQUEST_NULL;
+  detail::count_collective();
   const int posted = MPI_Comm_idup(comm, handle, &request);
   if (posted != MPI_SUCCESS) {
     delete handle;

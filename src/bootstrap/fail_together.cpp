@@ -51,18 +51,13 @@ void add_rank(RanksByText& groups, std::string text, int rank) {
   }
 }
 
-std::optional<Failures> gather_failures(Bootstrap& bootstrap,
-                                        const std::optional<std::string>& local_error) {
-  const std::vector<Blob> all = bootstrap.allgather(encode(local_error));
+std::optional<Failures> collect_failures(const std::vector<std::optional<std::string>>& by_rank) {
   Failures failures;
   RanksByText groups;
-  for (int rank = 0; rank < static_cast<int>(all.size()); ++rank) {
-    const Blob& blob = all[rank];
-    if (blob.empty()) continue;
+  for (int rank = 0; rank < static_cast<int>(by_rank.size()); ++rank) {
+    if (!by_rank[rank]) continue;
     failures.ranks.push_back(rank);
-    std::string message(reinterpret_cast<const char*>(blob.data()) + 1, blob.size() - 1);
-    if (message.empty()) message = "failed (no message)";
-    add_rank(groups, std::move(message), rank);
+    add_rank(groups, by_rank[rank]->empty() ? "failed (no message)" : *by_rank[rank], rank);
   }
   if (failures.ranks.empty()) return std::nullopt;
   for (const auto& [message, ranks] : groups) {
@@ -70,6 +65,20 @@ std::optional<Failures> gather_failures(Bootstrap& bootstrap,
     failures.message += describe_ranks(ranks) + ": " + message;
   }
   return failures;
+}
+
+std::optional<Failures> gather_failures(Bootstrap& bootstrap,
+                                        const std::optional<std::string>& local_error) {
+  std::vector<std::optional<std::string>> by_rank;
+  for (const Blob& blob : bootstrap.allgather(encode(local_error))) {
+    if (blob.empty()) {
+      by_rank.emplace_back();
+    } else {
+      by_rank.emplace_back(
+          std::string(reinterpret_cast<const char*>(blob.data()) + 1, blob.size() - 1));
+    }
+  }
+  return collect_failures(by_rank);
 }
 
 }  // namespace peerplan::bootstrap

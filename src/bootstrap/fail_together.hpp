@@ -43,6 +43,11 @@ struct Failures {
 std::optional<Failures> gather_failures(Bootstrap& bootstrap,
                                         const std::optional<std::string>& local_error);
 
+// The same Failures from every rank's verdict (`by_rank[r]`: rank r's
+// error, nullopt where it succeeded), with no exchange: for verdicts that
+// arrived by other means (the rank cards of create).
+std::optional<Failures> collect_failures(const std::vector<std::optional<std::string>>& by_rank);
+
 // Runs `step` on this rank, then gathers every rank's verdict as above. A
 // peerplan::Error thrown by `step` is this rank's failure; a Timeout is
 // rethrown without the exchange; any other exception propagates (a bug, or

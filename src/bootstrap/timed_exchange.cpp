@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "bootstrap/collective_count.hpp"
 #include "bootstrap/mpi_check.hpp"
 #include "peerplan/errors.hpp"
 
@@ -110,6 +111,7 @@ void TimedExchange::read_comm() {
 
 int TimedExchange::begin_call() {
   ++calls_;
+  count_collective();
   // Lane i of n uses tags i, i + n, i + 2n, ... up to MPI_TAG_UB.
   const auto count = static_cast<std::uint64_t>(lane_.count);
   const std::uint64_t slots = (static_cast<std::uint64_t>(tag_bound_) + 1) / count;

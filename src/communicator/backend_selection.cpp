@@ -2,19 +2,16 @@
 #include "communicator/backend_selection.hpp"
 
 #include <optional>
-#include <sstream>
 
 #include "bootstrap/fail_together.hpp"
-#include "communicator/declaration_agreement.hpp"
+#include "communicator/card_decisions.hpp"
 #include "communicator/gpu_sharing.hpp"
 #include "communicator/p2p_level_check.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
-#include "topology/topology.hpp"
 #include "transport/host/host_backend.hpp"
 #if PEERPLAN_HAVE_CUDA
 #include "transport/cuda/cuda_backend.hpp"
-#include "transport/cuda/gpu_identity.hpp"
 #endif
 
 namespace peerplan::communicator {
@@ -25,40 +22,6 @@ constexpr bool kCudaBuilt = true;
 #else
 constexpr bool kCudaBuilt = false;
 #endif
-
-// Backend::automatic -> cuda when this build has the CUDA backend and every
-// rank sees a GPU (one agreement, so every rank picks the same backend),
-// else host. Asking for cuda explicitly where it cannot work is an error on
-// every rank, not a silent downgrade.
-Backend resolve_backend(Backend requested, bootstrap::Bootstrap& bootstrap) {
-  if (requested == Backend::host) return Backend::host;
-  if (!kCudaBuilt) {
-    if (requested == Backend::cuda) {
-      throw Unsupported(
-          "Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) but this build "
-          "of peerplan has no CUDA backend (configure with the CUDA toolkit installed; NCCL is "
-          "optional); "
-          "use Backend::automatic or PEERPLAN_BACKEND=host");
-    }
-    return Backend::host;
-  }
-  bool visible = false;
-#if PEERPLAN_HAVE_CUDA
-  visible = transport::cuda::cuda_device_visible();
-#endif
-  const auto blind = bootstrap::gather_failures(
-      bootstrap, visible ? std::nullopt : std::optional<std::string>("sees no GPU"));
-  if (!blind) return Backend::cuda;
-  if (requested == Backend::cuda) {
-    throw Unsupported(
-        "Backend::cuda was requested (Config::backend or PEERPLAN_BACKEND=cuda) "
-        "but " +
-        blind->message +
-        " (check CUDA_VISIBLE_DEVICES and the "
-        "driver); use Backend::automatic or PEERPLAN_BACKEND=host");
-  }
-  return Backend::host;
-}
 
 // Why P2P cannot be used, from rank-invariant facts only (the config has
 // been checked to agree, num_nodes/size are the same everywhere), or empty.
@@ -78,32 +41,6 @@ std::string static_p2p_obstacle(const bootstrap::Bootstrap& bootstrap, const Con
            "every node";
   }
   return {};
-}
-
-// Where this rank runs, logged at INFO so users can check their binding
-// (the host backend's shared-memory traffic stays within a NUMA node when
-// ranks are bound well). A topology file that cannot be read is an error on
-// every rank: it was asked for explicitly.
-void describe_locality(bootstrap::Bootstrap& bootstrap, const Config& config) {
-  std::string where;
-  if (auto failures = bootstrap::run_together(bootstrap, [&] {
-        const auto topology = topology::Topology::shared(config.topology_file);
-        const auto binding = topology->process_binding();
-        // Sets in braces, so that "{0}" cannot be read as a count of zero.
-        // binding.cpus is already a list ("0-3,8"); an XML topology gives
-        // the file's whole machine, not where this process runs.
-        std::ostringstream out;
-        out << "topology " << topology->source() << ": "
-            << (binding.live ? "this process is bound to" : "the file's machine has") << " cpus {"
-            << binding.cpus << "}, NUMA node(s) {";
-        for (std::size_t i = 0; i < binding.numa_nodes.size(); ++i)
-          out << (i > 0 ? "," : "") << binding.numa_nodes[i];
-        out << "}, " << topology->gpus().size() << " GPU(s) visible";
-        where = out.str();
-      })) {
-    throw InvalidArgument("create: cannot load the topology (" + failures->message + ")");
-  }
-  log::info(where);
 }
 
 }  // namespace
@@ -143,6 +80,9 @@ void enable_p2p_if_agreed(bootstrap::Bootstrap& bootstrap, const Config& config,
 
 // The communicator's own duplicate of `comm` for an MPI fallback. A bounded
 // barrier first names a missing rank; the duplication is bounded as well.
+// (The card exchange cannot stand in for the barrier: a rank late for it
+// still completes it from the cards the others sent before giving up, and
+// would then wait in a duplication that cannot say who is missing.)
 bootstrap::OwnedComm fallback_comm(MPI_Comm comm, bootstrap::Bootstrap& bootstrap,
                                    const Config& config) {
   bootstrap.barrier();
@@ -151,7 +91,7 @@ bootstrap::OwnedComm fallback_comm(MPI_Comm comm, bootstrap::Bootstrap& bootstra
 }
 
 void create_host_transports(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config,
-                            BackendSetup& setup) {
+                            const std::vector<RankCard>& cards, BackendSetup& setup) {
   // The config agrees on every rank: every rank throws alike.
   if (config.fallback == Fallback::nccl) {
     throw InvalidArgument(
@@ -171,7 +111,7 @@ void create_host_transports(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, cons
           comm, config.timeout, "create (the hierarchical route's communicator between nodes)");
     }
     return transport::host::make_host_peer_transport(bootstrap, config.timeout,
-                                                     std::move(across_nodes));
+                                                     std::move(across_nodes), node_ids(cards));
   });
 }
 
@@ -207,18 +147,14 @@ Fallback choose_cuda_fallback(const Config& config, const SharedGpus& shared) {
 void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
                             [[maybe_unused]] bootstrap::Bootstrap& bootstrap,
                             [[maybe_unused]] const Config& config,
+                            [[maybe_unused]] const std::vector<RankCard>& cards,
                             [[maybe_unused]] BackendSetup& setup) {
 #if PEERPLAN_HAVE_CUDA
-  transport::cuda::GpuIdentity gpu;
-  if (auto failures = bootstrap::run_together(bootstrap, [&] {
-        const int device = transport::cuda::select_device(config.device, bootstrap.local_rank());
-        transport::cuda::check_kernel_choices(config.kernels, device);
-        gpu = transport::cuda::current_gpu_identity();
-      })) {
-    throw InvalidArgument("create: cannot use the GPU as configured (" + failures->message + ")");
-  }
-  const SharedGpus shared = find_shared_gpus(bootstrap, gpu.pci_bus_id);
-  const auto level = gather_p2p_level_verdict(bootstrap, config, gpu.pci_bus_id, gpu.nvlinks);
+  // Each rank selected its GPU when it filled its card.
+  check_gpus(cards);
+  const SharedGpus shared = shared_gpus(cards);
+  const std::vector<int> nodes = node_ids(cards);
+  const auto level = p2p_level_verdict(cards, nodes, config.p2p_level);
   if (bootstrap.rank() == 0) {
     log::info(level.summary);
     if (level.unknown_links) log::info(*level.unknown_links);
@@ -244,8 +180,7 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
   // distinct GPUs even where the node's own ranks share one.) MPI otherwise.
   bool exchange_on_nccl = false;
   if (setup.nodes.num_nodes > 1) {
-    const SharedGpus within_groups = find_shared_gpus(
-        bootstrap, gpu.pci_bus_id + " local rank " + std::to_string(bootstrap.local_rank()));
+    const SharedGpus within_groups = shared_gpus(cards, /*within_groups=*/true);
     exchange_on_nccl =
         transport::cuda::nccl_built() && config.fallback != Fallback::mpi && !within_groups.any();
   }
@@ -262,7 +197,7 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
                         bootstrap::OwnedComm::duplicate(
                             comm, config.timeout,
                             "create (the hierarchical route's communicator between nodes)"),
-                        bootstrap, config.timeout);
+                        bootstrap, nodes, config.timeout);
           if (bootstrap.rank() == 0) {
             log::info(std::string("hierarchical route: the step between nodes runs on ") +
                       across_nodes->engine());
@@ -278,15 +213,19 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
 
 }  // namespace
 
-BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config) {
+BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config,
+                            const std::vector<RankCard>& cards, const std::string& locality) {
   BackendSetup setup;
-  setup.backend = resolve_backend(config.backend, bootstrap);
-  setup.nodes = find_node_layout(bootstrap);
-  describe_locality(bootstrap, config);
+  setup.backend = decide_backend(config.backend, kCudaBuilt, cards);
+  setup.nodes = node_layout(cards);
+  // A topology file that cannot be read is an error on every rank: it was
+  // asked for explicitly.
+  check_topologies(cards);
+  log::info(locality);
   if (setup.backend == Backend::cuda) {
-    create_cuda_transports(comm, bootstrap, config, setup);
+    create_cuda_transports(comm, bootstrap, config, cards, setup);
   } else {
-    create_host_transports(comm, bootstrap, config, setup);
+    create_host_transports(comm, bootstrap, config, cards, setup);
   }
   if (bootstrap.rank() == 0) {
     log::info(std::string("backend ") + to_string(setup.backend) + ", " +

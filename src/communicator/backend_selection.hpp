@@ -2,16 +2,18 @@
 // The parts of Communicator::create that decide what this communicator can
 // do: the world-size check, the backend, and whether the P2P fast path is
 // enabled (on every rank or on none). The config itself is checked before,
-// in config_agreement.hpp.
+// from the rank cards (card_decisions.hpp).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
 #include "bootstrap/bootstrap.hpp"
 #include "communicator/node_layout.hpp"
+#include "communicator/rank_card.hpp"
 #include "peerplan/config.hpp"
 #include "transport/transport.hpp"
 
@@ -36,6 +38,10 @@ struct BackendSetup {
 // holding the same number >= 2 of ranks each, for the hierarchical route,
 // whose step between nodes the peer transport then owns), the peer transport; an agreement at the end
 // makes every rank enable P2P or none.
-BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config);
+// Every rank's card (`cards`, exchanged before) decides the backend, the
+// node layout and, on the cuda backend, the GPUs; `locality` (this rank's
+// card's topology text) is logged at INFO.
+BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config,
+                            const std::vector<RankCard>& cards, const std::string& locality);
 
 }  // namespace peerplan::communicator

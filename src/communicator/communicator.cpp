@@ -15,7 +15,8 @@
 #include "communicator/call_checks.hpp"
 #include "communicator/call_counters.hpp"
 #include "communicator/call_guard.hpp"
-#include "communicator/config_agreement.hpp"
+#include "communicator/card_collection.hpp"
+#include "communicator/card_decisions.hpp"
 #include "communicator/cutoff_resolution.hpp"
 #include "communicator/declaration_agreement.hpp"
 #include "communicator/machine_fingerprint.hpp"
@@ -45,7 +46,8 @@ bool is_p2p(Route route) noexcept { return route != Route::fallback; }
 class CommunicatorImpl final : public Communicator {
  public:
   CommunicatorImpl(MPI_Comm comm, Config config, std::unique_ptr<bootstrap::Bootstrap> boot,
-                   const std::vector<std::string>& applied_env)
+                   const std::vector<std::string>& applied_env,
+                   const std::optional<std::string>& environment_error)
       : config_(std::move(config)),
         boot_(std::move(boot)),
         counters_(static_cast<std::size_t>(config_.undeclared_keys_tracked)) {
@@ -53,11 +55,15 @@ class CommunicatorImpl final : public Communicator {
       for (const auto& line : applied_env) log::info("environment: " + line);
       log::info("config: " + core::describe_config(config_));
     }
-    // Agreement first: after it, every check below gives the same verdict on every rank.
-    communicator::check_config(*boot_, config_);
+    // The one exchange of create: every rank's card. Every decision below
+    // is derived from the cards, so it is the same on every rank, errors
+    // included (a bad setting on one rank is raised by all, at once).
+    auto own = communicator::fill_own_card(config_, environment_error, boot_->local_rank());
+    const auto cards = communicator::exchange_cards(*boot_, own.card);
+    communicator::check_settings(cards);
     communicator::check_world_size(*boot_, config_);
-    const auto tuning = communicator::load_tuning_file(*boot_, config_);
-    auto setup = communicator::select_backend(comm, *boot_, config_);
+    communicator::check_tuning_files(cards);
+    auto setup = communicator::select_backend(comm, *boot_, config_, cards, own.locality);
     backend_ = setup.backend;
     fallback_kind_ = setup.fallback_kind;
     peer_ = std::move(setup.peer);
@@ -65,9 +71,9 @@ class CommunicatorImpl final : public Communicator {
     p2p_enabled_ = peer_ != nullptr;
     p2p_disabled_reason_ = setup.p2p_disabled_reason;
     nodes_ = setup.nodes;
-    fingerprint_ = communicator::machine_fingerprint(*boot_, config_, backend_);
-    const auto resolved =
-        communicator::resolve_route_cutoffs(*boot_, config_, backend_, fingerprint_, tuning);
+    fingerprint_ = communicator::machine_fingerprint(cards, nodes_.num_nodes, backend_);
+    const auto resolved = communicator::resolve_route_cutoffs(cards, boot_->rank(), config_,
+                                                              backend_, fingerprint_, own.tuning);
     cutoffs_ = resolved.cutoffs;
     if (p2p_enabled_) {
       windows_ = routing::apply_protocol_tuning(peer_->protocol_windows(), resolved.protocols,
@@ -481,13 +487,23 @@ class CommunicatorImpl final : public Communicator {
 
 std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config) {
   std::vector<std::string> applied;
-  config = apply_environment(std::move(config), &applied);
+  // A bad PEERPLAN_* value is not thrown here, on this rank alone (the
+  // others would wait for it until the timeout): it travels in this rank's
+  // card, and every rank raises it after the exchange. Meanwhile this rank
+  // goes on with the Config it was given.
+  std::optional<std::string> environment_error;
+  try {
+    config = apply_environment(config, &applied);
+  } catch (const InvalidArgument& e) {
+    environment_error = e.what();
+  }
   log::set_level(config.log_level);
   fault::check_configuration();
   auto boot = bootstrap::make_mpi_bootstrap(comm, config.timeout);
   log::set_rank(boot->rank());
   PEERPLAN_FAULT_POINT("create.after_bootstrap", boot->rank());
-  return std::make_unique<CommunicatorImpl>(comm, std::move(config), std::move(boot), applied);
+  return std::make_unique<CommunicatorImpl>(comm, std::move(config), std::move(boot), applied,
+                                            environment_error);
 }
 
 }  // namespace peerplan

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "bootstrap/fail_together.hpp"
+#include "communicator/card_decisions.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "routing/cutoffs.hpp"
@@ -16,14 +16,6 @@
 
 namespace peerplan::communicator {
 namespace {
-
-std::span<const std::byte> bytes_of(const std::string& text) {
-  return std::as_bytes(std::span(text.data(), text.size()));
-}
-
-std::string as_text(const bootstrap::Blob& blob) {
-  return std::string(reinterpret_cast<const char*>(blob.data()), blob.size());
-}
 
 // Warned (file, fingerprint) pairs: a program that creates several
 // communicators on one machine hears about a missing entry once.
@@ -93,62 +85,26 @@ std::string grid_text(const routing::LaunchShapeTuning& shapes) {
   return "one-shot grid " + routing::describe_one_shot_grid(shapes.one_shot_grid);
 }
 
-// Every rank must route alike: compare the resolved cutoffs with rank 0's.
-// The launch shapes are compared too: a grid is a local choice that no peer
-// depends on, but ranks that loaded different entries (or files) are
-// misconfigured all the same, and should hear it as they do for cutoffs.
-void check_agreement(bootstrap::Bootstrap& bootstrap, const ResolvedRouting& resolved,
-                     const Config& config, const std::string& fingerprint) {
-  const std::string cutoffs = routing::describe_cutoffs(resolved.cutoffs) + ", " +
-                              routing::describe_protocol_tuning(resolved.protocols) + ", " +
-                              grid_text(resolved.shapes);
-  const std::string mine =
-      cutoffs + " [fingerprint '" + fingerprint + "', tuning file '" + config.tuning_file + "']";
-  const auto all = bootstrap.allgather(bytes_of(mine));
-  const auto cutoffs_of = [&all](int rank) {
-    const std::string text = as_text(all[rank]);
-    return text.substr(0, text.find(" ["));
-  };
-  // Ranks of one node usually resolve alike: each distinct text is said
-  // once, with its ranks, not once per rank.
-  std::vector<int> differing;
-  bootstrap::RanksByText others;
-  for (int rank = 1; rank < static_cast<int>(all.size()); ++rank) {
-    if (cutoffs_of(rank) == cutoffs_of(0)) continue;
-    differing.push_back(rank);
-    bootstrap::add_rank(others, as_text(all[rank]), rank);
-  }
-  if (differing.empty()) return;
-  std::string details;
-  for (const auto& [text, ranks] : others)
-    details += "; " + bootstrap::describe_ranks(ranks) + ": " + text;
-  throw Mismatch("create: " + bootstrap::describe_ranks(differing) +
-                 " resolved other route cutoffs, protocol windows or launch shapes than rank 0 "
-                 "(rank 0: " +
-                 as_text(all[0]) + details +
-                 "). Routing must be identical on every rank: give every rank the same "
-                 "PEERPLAN_*_BYTES settings and the same tuning file (PEERPLAN_TUNING_FILE), or "
-                 "none");
-}
-
 }  // namespace
 
-std::optional<routing::TuningFile> load_tuning_file(bootstrap::Bootstrap& bootstrap,
-                                                    const Config& config) {
-  std::optional<routing::TuningFile> file;
-  // Always collective, even without a file here: another rank may have one.
-  // Every rank reads the same file, so the error is usually the same on
-  // every rank: it is said once, with the ranks that hit it.
-  if (auto failures = bootstrap::run_together(bootstrap, [&] {
-        if (!config.tuning_file.empty()) file = routing::read_tuning_file(config.tuning_file);
-      })) {
-    throw InvalidArgument("create: cannot use the tuning file (" + failures->message + ")");
+std::string tuning_entry_effect(const Config& config, const routing::TuningEntry* entry) {
+  // Per field, what the entry decides: nothing where the Config is explicit
+  // (the Config agrees on every rank), else its value or "auto". With the
+  // defaults the same on every rank, equal effects mean equal resolutions.
+  RouteCutoffs decided;
+  for (const auto& field : routing::kCutoffFields) {
+    if (config.cutoffs.*field.member == kAutoCutoff && entry != nullptr)
+      decided.*field.member = entry->cutoffs.*field.member;
   }
-  return file;
+  const routing::TuningEntry none;
+  const routing::TuningEntry& used = entry != nullptr ? *entry : none;
+  return routing::describe_cutoffs(decided) + ", " +
+         routing::describe_protocol_tuning(used.protocols) + ", " + grid_text(used.shapes);
 }
 
-ResolvedRouting resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Config& config,
-                                      Backend backend, const std::string& fingerprint,
+ResolvedRouting resolve_route_cutoffs(const std::vector<RankCard>& cards, int rank,
+                                      const Config& config, Backend backend,
+                                      const std::string& fingerprint,
                                       const std::optional<routing::TuningFile>& tuning) {
   // Ranks sharing a GPU are for testing: no measurement describes them.
   const bool shared = routing::fingerprint_says_shared(fingerprint);
@@ -156,10 +112,10 @@ ResolvedRouting resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Con
       tuning && !shared ? routing::find_entry(*tuning, fingerprint) : nullptr;
   const ResolvedRouting resolved{
       routing::resolve_cutoffs(config.cutoffs, entry ? entry->cutoffs : RouteCutoffs{},
-                               bootstrap.size(), backend),
+                               static_cast<int>(cards.size()), backend),
       entry ? entry->protocols : routing::ProtocolTuning{},
       entry ? entry->shapes : routing::LaunchShapeTuning{}};
-  if (bootstrap.rank() == 0) {
+  if (rank == 0) {
     if (tuning && shared) {
       log::info("tuning file " + config.tuning_file + " not applied: ranks share a GPU (" +
                 fingerprint + ")");
@@ -168,7 +124,8 @@ ResolvedRouting resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Con
     }
     if (log::enabled(LogLevel::info)) log_resolution(config, fingerprint, entry, resolved.cutoffs);
   }
-  check_agreement(bootstrap, resolved, config, fingerprint);
+  // Every rank must route alike; the cards say what each rank's file decides.
+  check_tuning_agreement(cards, fingerprint, !shared, tuning_entry_effect(config, nullptr));
   return resolved;
 }
 

@@ -12,18 +12,18 @@
 #include <optional>
 #include <string>
 
-#include "bootstrap/bootstrap.hpp"
+#include <vector>
+
+#include "communicator/rank_card.hpp"
 #include "peerplan/config.hpp"
 #include "routing/tuning_file.hpp"
 
 namespace peerplan::communicator {
 
-// Reads Config::tuning_file on every rank (each rank reads the file itself;
-// nullopt where none is configured). Collective: if any rank cannot read
-// or parse it, throws InvalidArgument on every rank with the file, the line
-// and what to change.
-std::optional<routing::TuningFile> load_tuning_file(bootstrap::Bootstrap& bootstrap,
-                                                    const Config& config);
+// What `entry` of a tuning file (nullptr: none) decides of routing given
+// `config`, as text: equal texts on two ranks resolve equal cutoffs,
+// protocol windows and launch shapes. Carried in every rank's card.
+std::string tuning_entry_effect(const Config& config, const routing::TuningEntry* entry);
 
 struct ResolvedRouting {
   RouteCutoffs cutoffs;               // no field at kAutoCutoff
@@ -33,10 +33,12 @@ struct ResolvedRouting {
 
 // Resolves the cutoffs, warns once (rank 0) when the file has no entry for
 // `fingerprint`, logs the result and where each field came from at INFO
-// (rank 0). Collective: throws Mismatch on every rank, naming the ranks,
-// when the ranks' results differ.
-ResolvedRouting resolve_route_cutoffs(bootstrap::Bootstrap& bootstrap, const Config& config,
-                                      Backend backend, const std::string& fingerprint,
+// (`rank` 0). No exchange: from every rank's card (`cards`, which carry
+// what each rank's tuning file decides), throws Mismatch on every rank,
+// naming the ranks, when the ranks' results would differ.
+ResolvedRouting resolve_route_cutoffs(const std::vector<RankCard>& cards, int rank,
+                                      const Config& config, Backend backend,
+                                      const std::string& fingerprint,
                                       const std::optional<routing::TuningFile>& tuning);
 
 }  // namespace peerplan::communicator

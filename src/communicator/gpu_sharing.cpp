@@ -2,9 +2,6 @@
 #include "communicator/gpu_sharing.hpp"
 
 #include <map>
-#include <span>
-
-#include "bootstrap/nodes.hpp"
 
 namespace peerplan::communicator {
 
@@ -36,21 +33,6 @@ SharedGpus group_shared_gpus(const std::vector<std::string>& keys,
     shared.gpus.push_back(static_cast<std::size_t>(first) < names.size() ? names[first] : "?");
   }
   return shared;
-}
-
-SharedGpus find_shared_gpus(bootstrap::Bootstrap& bootstrap, const std::string& pci_bus_id) {
-  // Keyed by the machine, not the node: ranks posing as different nodes
-  // (PEERPLAN_HOST_ID) on one machine still share its GPUs. The bus id
-  // follows the last '/', which a machine key may contain too.
-  const std::string mine =
-      pci_bus_id.empty() ? std::string() : bootstrap::detail::machine_key() + '/' + pci_bus_id;
-  std::vector<std::string> keys, names;
-  for (const auto& blob : bootstrap.allgather(std::as_bytes(std::span(mine.data(), mine.size())))) {
-    keys.emplace_back(reinterpret_cast<const char*>(blob.data()), blob.size());
-    const auto slash = keys.back().rfind('/');
-    names.push_back(slash == std::string::npos ? keys.back() : keys.back().substr(slash + 1));
-  }
-  return group_shared_gpus(keys, names);
 }
 
 }  // namespace peerplan::communicator

@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/bootstrap.hpp"
-
 namespace peerplan::communicator {
 
 struct SharedGpus {
@@ -28,14 +26,9 @@ struct SharedGpus {
 // From every rank's GPU key (anything that names one GPU of one node, e.g.
 // "<node>/<PCI bus id>"), in rank order; an empty key matches nothing.
 // `names[i]` is what messages call rank i's GPU. Pure: the same on every
-// rank given the same inputs.
+// rank given the same inputs (create derives the keys from the rank cards:
+// card_decisions.hpp, shared_gpus).
 SharedGpus group_shared_gpus(const std::vector<std::string>& keys,
                              const std::vector<std::string>& names);
-
-// Collective over every rank of `bootstrap` (one allgather): the groups of
-// ranks whose GPU (`pci_bus_id`, empty when unknown) is the same on the
-// same machine (bootstrap::detail::machine_key: posed nodes of one machine
-// count as one). The same result on every rank.
-SharedGpus find_shared_gpus(bootstrap::Bootstrap& bootstrap, const std::string& pci_bus_id);
 
 }  // namespace peerplan::communicator

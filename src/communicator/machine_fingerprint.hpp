@@ -4,18 +4,17 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
-#include "bootstrap/bootstrap.hpp"
+#include "communicator/rank_card.hpp"
 #include "peerplan/config.hpp"
 
 namespace peerplan::communicator {
 
-// Collective when `backend` is cuda and the communicator is on one node
-// (one allgather of each rank's GPU model, PCI bus id and NVLink ends;
-// the topology is read from config.topology_file or the live machine).
-// Call after select_backend: the cuda backend's device must be selected.
+// From every rank's card (its GPU's model, PCI bus id, NVLink ends and
+// where its own topology placed it), used when `backend` is cuda and the
+// communicator is on one node. Pure: no exchange, the same on every rank.
 // Never throws for lack of facts: what cannot be found reads as "unknown".
-std::string machine_fingerprint(bootstrap::Bootstrap& bootstrap, const Config& config,
-                                Backend backend);
+std::string machine_fingerprint(const std::vector<RankCard>& cards, int num_nodes, Backend backend);
 
 }  // namespace peerplan::communicator

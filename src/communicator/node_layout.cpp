@@ -1,25 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "communicator/node_layout.hpp"
 
-#include <cstdint>
-#include <cstring>
+#include <algorithm>
 #include <vector>
 
 namespace peerplan::communicator {
 
-NodeLayout find_node_layout(bootstrap::Bootstrap& bootstrap) {
+NodeLayout node_layout_of(const std::vector<int>& node_of_rank) {
   NodeLayout layout;
-  layout.num_nodes = bootstrap.num_nodes();
-  // Each rank says its node; counting them gives every node's size.
-  const std::int32_t mine = bootstrap.node_id();
-  bootstrap::Blob blob(sizeof mine);
-  std::memcpy(blob.data(), &mine, sizeof mine);
+  for (int node : node_of_rank) layout.num_nodes = std::max(layout.num_nodes, node + 1);
   std::vector<int> ranks_on(static_cast<std::size_t>(layout.num_nodes), 0);
-  for (const auto& theirs : bootstrap.allgather(blob)) {
-    std::int32_t node = -1;
-    if (theirs.size() == sizeof node) std::memcpy(&node, theirs.data(), sizeof node);
-    if (node >= 0 && node < layout.num_nodes) ++ranks_on[node];
-  }
+  for (int node : node_of_rank)
+    if (node >= 0) ++ranks_on[node];
   bool even = true;
   for (int count : ranks_on) even = even && count == ranks_on[0];
   layout.ranks_per_node = even ? ranks_on[0] : 0;

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "bootstrap/bootstrap.hpp"
+#include <vector>
 
 namespace peerplan::communicator {
 
@@ -21,7 +21,8 @@ struct NodeLayout {
   bool unfit_for_hierarchical() const noexcept { return num_nodes > 1 && ranks_per_node < 2; }
 };
 
-// Collective (one allgather); the same on every rank.
-NodeLayout find_node_layout(bootstrap::Bootstrap& bootstrap);
+// From each rank's node (`node_of_rank[r]`, numbered 0.. in the order of
+// each node's lowest rank). Pure: the same on every rank.
+NodeLayout node_layout_of(const std::vector<int>& node_of_rank);
 
 }  // namespace peerplan::communicator

@@ -157,16 +157,9 @@ int weight(const P2PLevelVerdict& verdict) {
   return verdict.unknown_links ? 1 : 0;
 }
 
-}  // namespace
-
-P2PLevelVerdict gather_p2p_level_verdict(bootstrap::Bootstrap& bootstrap, const Config& config,
-                                         const std::string& pci_bus_id,
-                                         const topology::NvlinkEnds& nvlinks) {
-  const std::string mine = encode_node_rank(bootstrap.rank(), {pci_bus_id, "", nvlinks});
-  std::vector<NodeRank> node_ranks;
-  for (const bootstrap::Blob& blob : bootstrap.local_allgather(bytes_of(mine)))
-    node_ranks.push_back(decode_node_rank(blob));
-
+// The agreed verdict: this node's, then the most telling of all nodes'.
+P2PLevelVerdict agree_on_verdicts(bootstrap::Bootstrap& bootstrap, const Config& config,
+                                  const std::vector<NodeRank>& node_ranks) {
   P2PLevelVerdict local;
   try {
     local = node_verdict(node_ranks, config);
@@ -184,6 +177,52 @@ P2PLevelVerdict gather_p2p_level_verdict(bootstrap::Bootstrap& bootstrap, const 
     if (verdict && (!agreed || weight(*verdict) > weight(*agreed))) agreed = std::move(verdict);
   }
   return agreed ? *agreed : local;
+}
+
+}  // namespace
+
+P2PLevelVerdict gather_p2p_level_verdict(bootstrap::Bootstrap& bootstrap, const Config& config,
+                                         const std::string& pci_bus_id,
+                                         const topology::NvlinkEnds& nvlinks) {
+  const std::string mine = encode_node_rank(bootstrap.rank(), {pci_bus_id, "", nvlinks});
+  std::vector<NodeRank> node_ranks;
+  for (const bootstrap::Blob& blob : bootstrap.local_allgather(bytes_of(mine)))
+    node_ranks.push_back(decode_node_rank(blob));
+  return agree_on_verdicts(bootstrap, config, node_ranks);
+}
+
+P2PLevelVerdict p2p_level_verdict(const std::vector<RankCard>& cards,
+                                  const std::vector<int>& node_of_rank, P2PLevel level) {
+  std::optional<P2PLevelVerdict> agreed;
+  std::vector<bool> done(cards.size(), false);
+  // Nodes in the order of their lowest rank, so that the first most telling
+  // verdict is the one of the lowest rank, as when ranks gather verdicts.
+  for (std::size_t first = 0; first < cards.size(); ++first) {
+    if (done[first]) continue;
+    std::vector<topology::RankGpuPlacement> placements;
+    std::vector<topology::PciAddress> addresses;
+    std::vector<topology::NvlinkEnds> ends;
+    for (std::size_t r = first; r < cards.size(); ++r) {
+      if (node_of_rank[r] != node_of_rank[first]) continue;
+      done[r] = true;
+      const RankGpu& gpu = cards[r].gpu;
+      placements.push_back({static_cast<int>(r), gpu.bus_id, cards[r].gpu_location});
+      // An unreadable bus id has no NVLink peer pointing at it; its pairs
+      // are unknown anyway (check_p2p_level).
+      addresses.push_back(topology::PciAddress::parse(gpu.bus_id).value_or(topology::PciAddress{}));
+      ends.push_back(gpu.nvlinks);
+    }
+    P2PLevelVerdict verdict;
+    try {
+      verdict =
+          topology::check_p2p_level(placements, topology::count_nvlinks(addresses, ends), level);
+    } catch (const Error& e) {
+      // A bug rather than a fact about the machine; say so instead of blocking P2P.
+      verdict.unknown_links = std::string("the P2P level could not be checked: ") + e.what();
+    }
+    if (!agreed || weight(verdict) > weight(*agreed)) agreed = std::move(verdict);
+  }
+  return agreed.value_or(P2PLevelVerdict{});
 }
 
 std::optional<std::string> p2p_level_obstacle(bootstrap::Bootstrap& bootstrap, const Config& config,

@@ -10,13 +10,17 @@
 #include <optional>
 #include <string>
 
+#include <vector>
+
 #include "bootstrap/bootstrap.hpp"
+#include "communicator/rank_card.hpp"
 #include "peerplan/config.hpp"
 #include "topology/nvlink_counts.hpp"
 #include "topology/p2p_policy.hpp"
 
 namespace peerplan::communicator {
 
+// Communicator::create uses p2p_level_verdict below, from the rank cards.
 // Collective over every rank of `bootstrap`: one local_allgather of this
 // rank's GPU (`pci_bus_id` as cudaDeviceGetPCIBusId prints it, empty when
 // unknown; `nvlinks` as NVML reports them, empty when unknown), then one
@@ -31,6 +35,13 @@ topology::P2PLevelVerdict gather_p2p_level_verdict(bootstrap::Bootstrap& bootstr
                                                    const Config& config,
                                                    const std::string& pci_bus_id,
                                                    const topology::NvlinkEnds& nvlinks);
+
+// The same verdict from every rank's card (its GPU's bus id and NVLink
+// ends, and where its own topology places the GPU), with no exchange: each
+// node's ranks are checked together (`node_of_rank[r]`: rank r's node),
+// and the most telling node verdict wins, ties to the lowest rank. Pure.
+topology::P2PLevelVerdict p2p_level_verdict(const std::vector<RankCard>& cards,
+                                            const std::vector<int>& node_of_rank, P2PLevel level);
 
 // gather_p2p_level_verdict(...).obstacle: why P2P must stay off, or nullopt.
 std::optional<std::string> p2p_level_obstacle(bootstrap::Bootstrap& bootstrap, const Config& config,

@@ -16,6 +16,7 @@ struct RankGpu {
   std::string bus_id;  // PCI bus id in any spelling PciAddress::parse takes; empty if unknown
   std::string name;    // model, e.g. "NVIDIA H200"
   topology::NvlinkEnds nvlinks;
+  friend bool operator==(const RankGpu&, const RankGpu&) = default;
 };
 
 // Text, one line per field (a line break in the name becomes a space).

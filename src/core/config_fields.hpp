@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Every Config field as text, in one table: the INFO log of the config and
-// the cross-rank agreement check (communicator/config_agreement.cpp) both
+// the cross-rank agreement check (communicator/card_decisions.cpp) both
 // read it, so a new field is logged and, when it must agree, checked by
 // adding one row.
 #pragma once

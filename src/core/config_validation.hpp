@@ -10,7 +10,7 @@ namespace peerplan::core {
 
 // Throws InvalidArgument naming every out-of-range field, its value, what
 // it accepts and the variable that sets it. Not collective: the
-// communicator runs it on every rank together (communicator/config_agreement.hpp).
+// communicator runs it on every rank together (communicator/card_decisions.hpp).
 void validate_config(const Config& config);
 
 }  // namespace peerplan::core

@@ -37,7 +37,7 @@ void check_kernel_choices(const KernelChoices& kernels, int device);
 // staging memory until reserve(). `mode` picks push or pull kernels for
 // the all-reduce routes (automatic = push); `kernels` the kernels' grids
 // and protocols (the caller has checked that every rank agrees on those
-// that must agree: communicator/config_agreement.hpp). `across_nodes`: the
+// that must agree: communicator/card_decisions.hpp). `across_nodes`: the
 // hierarchical route's step between nodes (node_exchange.hpp) when the
 // communicator spans several nodes, else null.
 std::unique_ptr<PeerTransport> make_cuda_peer_transport(

@@ -46,7 +46,7 @@ class CudaPeerTransport final : public PeerTransport {
   // other (distinct devices, cudaDeviceCanAccessPeer, then a real peer read
   // of a probe slab); throws CudaError/Unsupported on this rank otherwise.
   // `kernels` must agree on every rank where KernelChoices says so: the
-  // communicator checks that (communicator/config_agreement.hpp), not this.
+  // communicator checks that (communicator/card_decisions.hpp), not this.
   // `across_nodes`: the step between nodes of the hierarchical route when
   // the communicator spans several nodes (then every plan is hierarchical),
   // else null.

@@ -52,8 +52,8 @@ class NcclNodeExchange final : public NodeExchange {
 class MpiNodeExchange final : public NodeExchange {
  public:
   MpiNodeExchange(bootstrap::OwnedComm comm, bootstrap::Bootstrap& parent,
-                  std::chrono::milliseconds timeout)
-      : sum_(std::move(comm), parent, timeout), timeout_(timeout) {}
+                  const std::vector<int>& node_of_rank, std::chrono::milliseconds timeout)
+      : sum_(std::move(comm), parent, node_of_rank, timeout), timeout_(timeout) {}
   ~MpiNodeExchange() override { close(); }
 
   void sum(void* shard, std::size_t count, DataType dtype, StreamHandle handle,
@@ -148,8 +148,9 @@ std::unique_ptr<NodeExchange> make_nccl_node_exchange(bootstrap::Bootstrap& pare
 
 std::unique_ptr<NodeExchange> make_mpi_node_exchange(bootstrap::OwnedComm comm,
                                                      bootstrap::Bootstrap& parent,
+                                                     const std::vector<int>& node_of_rank,
                                                      std::chrono::milliseconds timeout) {
-  return std::make_unique<MpiNodeExchange>(std::move(comm), parent, timeout);
+  return std::make_unique<MpiNodeExchange>(std::move(comm), parent, node_of_rank, timeout);
 }
 
 }  // namespace peerplan::transport::cuda

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/owned_comm.hpp"
@@ -56,10 +57,12 @@ std::unique_ptr<NodeExchange> make_nccl_node_exchange(bootstrap::Bootstrap& pare
                                                       std::chrono::milliseconds timeout,
                                                       RowClusters row_clusters);
 
-// Collective over every rank of `parent` (one allgather). `comm`: a
-// duplicate of the communicator `parent` runs on, which it owns from now on.
+// Local (host/node_group_sum.hpp). `comm`: a duplicate of the communicator
+// `parent` runs on, which it owns from now on; `node_of_rank`: every rank's
+// node, as the communicator's rank cards say.
 std::unique_ptr<NodeExchange> make_mpi_node_exchange(bootstrap::OwnedComm comm,
                                                      bootstrap::Bootstrap& parent,
+                                                     const std::vector<int>& node_of_rank,
                                                      std::chrono::milliseconds timeout);
 
 }  // namespace peerplan::transport::cuda

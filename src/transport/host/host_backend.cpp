@@ -10,10 +10,12 @@ namespace peerplan::transport::host {
 
 std::unique_ptr<PeerTransport> make_host_peer_transport(bootstrap::Bootstrap& bootstrap,
                                                         std::chrono::milliseconds timeout,
-                                                        bootstrap::OwnedComm across_nodes) {
+                                                        bootstrap::OwnedComm across_nodes,
+                                                        const std::vector<int>& node_of_rank) {
   std::unique_ptr<NodeGroupSum> group;
   if (across_nodes) {
-    group = std::make_unique<NodeGroupSum>(std::move(across_nodes), bootstrap, timeout);
+    group =
+        std::make_unique<NodeGroupSum>(std::move(across_nodes), bootstrap, node_of_rank, timeout);
   }
   return std::make_unique<HostPeerTransport>(bootstrap, timeout, std::move(group));
 }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/owned_comm.hpp"
@@ -20,10 +21,12 @@ namespace peerplan::transport::host {
 // `across_nodes`: a duplicate of the communicator for the hierarchical
 // route's exchange between nodes, when the job spans several nodes holding
 // the same number of ranks each (every call is then hierarchical); an empty
-// OwnedComm on one node.
+// OwnedComm on one node. `node_of_rank`: every rank's node, with
+// `across_nodes` (NodeGroupSum).
 std::unique_ptr<PeerTransport> make_host_peer_transport(bootstrap::Bootstrap& bootstrap,
                                                         std::chrono::milliseconds timeout,
-                                                        bootstrap::OwnedComm across_nodes = {});
+                                                        bootstrap::OwnedComm across_nodes = {},
+                                                        const std::vector<int>& node_of_rank = {});
 
 // MPI fallback on `comm` (the communicator's own duplicate), which it owns
 // from now on: it frees it at close(), or keeps it until the process exits

@@ -4,38 +4,26 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "peerplan/errors.hpp"
 
 namespace peerplan::transport::host {
-namespace {
-
-// Where a rank sits; 32-bit fields, no padding goes out in the blob.
-struct Seat {
-  std::int32_t node_id;
-  std::int32_t local_rank;
-};
-
-}  // namespace
-
 NodeGroupSum::NodeGroupSum(bootstrap::OwnedComm comm, bootstrap::Bootstrap& bootstrap,
-                           std::chrono::milliseconds timeout)
+                           const std::vector<int>& node_of_rank, std::chrono::milliseconds timeout)
     : comm_(std::move(comm)) {
-  const Seat mine{bootstrap.node_id(), bootstrap.local_rank()};
-  bootstrap::Blob blob(sizeof mine);
-  std::memcpy(blob.data(), &mine, sizeof mine);
-  const auto all = bootstrap.allgather(blob);
+  const int my_local_rank = bootstrap.local_rank();
   // The group: every rank with this rank's local rank. Ascending ranks is
   // the order the exchange wants; node order is the order of the sum.
   std::vector<int> members;
   std::vector<int> node_of_member;
-  for (int rank = 0; rank < static_cast<int>(all.size()); ++rank) {
-    Seat seat{};
-    std::memcpy(&seat, all[rank].data(), std::min(sizeof seat, all[rank].size()));
-    if (seat.local_rank != mine.local_rank) continue;
+  std::map<int, int> seen_on_node;
+  for (int rank = 0; rank < static_cast<int>(node_of_rank.size()); ++rank) {
+    const int node = node_of_rank[rank];
+    if (seen_on_node[node]++ != my_local_rank) continue;
     members.push_back(rank);
-    node_of_member.push_back(seat.node_id);
+    node_of_member.push_back(node);
   }
   const int nodes = bootstrap.num_nodes();
   node_order_.assign(static_cast<std::size_t>(nodes), -1);
@@ -47,7 +35,7 @@ NodeGroupSum::NodeGroupSum(bootstrap::OwnedComm comm, bootstrap::Bootstrap& boot
   }
   if (members.size() != static_cast<std::size_t>(nodes) || node_order_.empty() ||
       std::count(node_order_.begin(), node_order_.end(), -1) != 0) {
-    throw InternalError("peerplan host backend: local rank " + std::to_string(mine.local_rank) +
+    throw InternalError("peerplan host backend: local rank " + std::to_string(my_local_rank) +
                         " is not held once by each of the " + std::to_string(nodes) +
                         " nodes; the hierarchical route needs the same number of ranks on every "
                         "node; please report this");

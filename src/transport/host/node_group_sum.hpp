@@ -28,13 +28,15 @@ namespace peerplan::transport::host {
 
 class NodeGroupSum {
  public:
-  // Collective over every rank of `bootstrap` (one allgather of where each
-  // rank sits). `comm`: a duplicate of the communicator `bootstrap` runs on
-  // (same ranks), which this object owns. Every node must hold the same
-  // number of ranks (the communicator checks that before building the
-  // route); throws InternalError otherwise.
+  // Local: `node_of_rank[r]` is rank r's node (numbered in the order of
+  // each node's lowest rank), as the communicator's rank cards say; a
+  // rank's local rank is its position among its node's ranks. `comm`: a
+  // duplicate of the communicator `bootstrap` runs on (same ranks), which
+  // this object owns. Every node must hold the same number of ranks (the
+  // communicator checks that before building the route); throws
+  // InternalError otherwise.
   NodeGroupSum(bootstrap::OwnedComm comm, bootstrap::Bootstrap& bootstrap,
-               std::chrono::milliseconds timeout);
+               const std::vector<int>& node_of_rank, std::chrono::milliseconds timeout);
   ~NodeGroupSum();
   NodeGroupSum(const NodeGroupSum&) = delete;
   NodeGroupSum& operator=(const NodeGroupSum&) = delete;

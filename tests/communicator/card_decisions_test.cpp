@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+// The decisions of create from every rank's card, without MPI: the same
+// cards give the same verdict, and the errors name the ranks and fields.
+#include "communicator/card_decisions.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "communicator/cutoff_resolution.hpp"
+#include "communicator/machine_fingerprint.hpp"
+#include "communicator/p2p_level_check.hpp"
+#include "core/config_fields.hpp"
+#include "peerplan/errors.hpp"
+#include "routing/fingerprint.hpp"
+#include "topology/topology.hpp"
+
+namespace peerplan::communicator {
+namespace {
+
+RankCard card_on(const std::string& node, const Config& config = {}) {
+  RankCard card;
+  card.node_key = node;
+  card.machine_key = "machine";
+  for (const auto& field : core::config_fields(config))
+    if (field.agreed) card.agreed_settings.push_back({field.name, field.variable, field.value});
+  return card;
+}
+
+std::vector<RankCard> cards_on(const std::vector<std::string>& nodes) {
+  std::vector<RankCard> cards;
+  for (const auto& node : nodes) cards.push_back(card_on(node));
+  return cards;
+}
+
+template <class Error, class Decision>
+std::string error_of(Decision&& decision) {
+  try {
+    decision();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CardDecisions, GoodSettingsPass) {
+  EXPECT_NO_THROW(check_settings(cards_on({"a", "a", "a"})));
+}
+
+TEST(CardDecisions, SettingsErrorsNameEveryRankAndMessage) {
+  auto cards = cards_on({"a", "a", "a", "a"});
+  cards[1].settings_error = "PEERPLAN_ONE_SHOT_MAX_BYTES=\"lots\" is not valid";
+  cards[3].settings_error = "PEERPLAN_ONE_SHOT_MAX_BYTES=\"lots\" is not valid";
+  cards[2].settings_error = "PEERPLAN_FALLBACK=\"pigeon\" is not valid";
+  EXPECT_EQ(error_of<InvalidArgument>([&] { check_settings(cards); }),
+            "create: ranks 1, 3: PEERPLAN_ONE_SHOT_MAX_BYTES=\"lots\" is not valid; rank 2: "
+            "PEERPLAN_FALLBACK=\"pigeon\" is not valid");
+}
+
+TEST(CardDecisions, DifferingAgreedFieldIsAMismatchNamingFieldAndRanks) {
+  Config other;
+  other.cutoffs.one_shot_max_bytes = 1024;
+  std::vector<RankCard> cards{card_on("a"), card_on("a", other), card_on("a")};
+  const std::string error = error_of<Mismatch>([&] { check_settings(cards); });
+  EXPECT_NE(error.find("cutoffs.one_shot_max_bytes (PEERPLAN_ONE_SHOT_MAX_BYTES) is auto on "
+                       "rank 0 but 1024 on rank 1"),
+            std::string::npos)
+      << error;
+}
+
+TEST(CardDecisions, ACardOfAnotherBuildIsNamed) {
+  auto cards = cards_on({"a", "a"});
+  cards[1].agreed_settings.pop_back();
+  const std::string error = error_of<Mismatch>([&] { check_settings(cards); });
+  EXPECT_NE(error.find("rank 1 sent"), std::string::npos) << error;
+  EXPECT_NE(error.find("same peerplan build"), std::string::npos) << error;
+}
+
+TEST(CardDecisions, TuningFileErrors) {
+  auto cards = cards_on({"a", "a"});
+  EXPECT_NO_THROW(check_tuning_files(cards));
+  cards[0].tuning_error = "t.txt line 3: bad";
+  EXPECT_EQ(error_of<InvalidArgument>([&] { check_tuning_files(cards); }),
+            "create: cannot use the tuning file (rank 0: t.txt line 3: bad)");
+}
+
+TEST(CardDecisions, Backend) {
+  auto cards = cards_on({"a", "a"});
+  EXPECT_EQ(decide_backend(Backend::host, true, cards), Backend::host);
+  EXPECT_EQ(decide_backend(Backend::automatic, false, cards), Backend::host);
+  EXPECT_NE(error_of<Unsupported>([&] { decide_backend(Backend::cuda, false, cards); }), "");
+  cards[0].sees_gpu = true;
+  EXPECT_EQ(decide_backend(Backend::automatic, true, cards), Backend::host);
+  const std::string blind =
+      error_of<Unsupported>([&] { decide_backend(Backend::cuda, true, cards); });
+  EXPECT_NE(blind.find("rank 1: sees no GPU"), std::string::npos) << blind;
+  cards[1].sees_gpu = true;
+  EXPECT_EQ(decide_backend(Backend::automatic, true, cards), Backend::cuda);
+}
+
+TEST(CardDecisions, NodesFollowLowestRanks) {
+  const auto cards = cards_on({"y", "x", "y", "x", "z", "z"});
+  EXPECT_EQ(node_ids(cards), (std::vector<int>{0, 1, 0, 1, 2, 2}));
+  EXPECT_EQ(local_ranks(cards), (std::vector<int>{0, 0, 1, 1, 0, 1}));
+  const NodeLayout layout = node_layout(cards);
+  EXPECT_EQ(layout.num_nodes, 3);
+  EXPECT_EQ(layout.ranks_per_node, 2);
+  EXPECT_EQ(layout.text, "3 nodes with 2 ranks each");
+}
+
+TEST(CardDecisions, UnevenNodes) {
+  const NodeLayout layout = node_layout(cards_on({"x", "x", "x", "y"}));
+  EXPECT_EQ(layout.ranks_per_node, 0);
+  EXPECT_EQ(layout.text, "2 nodes with 3, 1 ranks");
+  EXPECT_TRUE(layout.unfit_for_hierarchical());
+  EXPECT_EQ(node_layout(cards_on({"x", "x"})).text, "1 node");
+}
+
+TEST(CardDecisions, TopologyAndGpuErrors) {
+  auto cards = cards_on({"a", "a"});
+  EXPECT_NO_THROW(check_topologies(cards));
+  EXPECT_NO_THROW(check_gpus(cards));
+  cards[1].topology_error = "no such file";
+  cards[0].gpu_error = "device 3 does not exist";
+  EXPECT_EQ(error_of<InvalidArgument>([&] { check_topologies(cards); }),
+            "create: cannot load the topology (rank 1: no such file)");
+  EXPECT_EQ(error_of<InvalidArgument>([&] { check_gpus(cards); }),
+            "create: cannot use the GPU as configured (rank 0: device 3 does not exist)");
+}
+
+TEST(CardDecisions, SharedGpusAcrossPosedNodesOfOneMachine) {
+  auto cards = cards_on({"n0", "n0", "n1", "n1"});
+  const char* buses[] = {"0000:17:00.0", "0000:18:00.0", "0000:17:00.0", "0000:19:00.0"};
+  for (int r = 0; r < 4; ++r) cards[r].gpu.bus_id = buses[r];
+  const SharedGpus shared = shared_gpus(cards);
+  ASSERT_EQ(shared.groups.size(), 1u);
+  EXPECT_EQ(shared.groups[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(shared.text(), "ranks 0, 2 share GPU 0000:17:00.0");
+  // Ranks 0 and 2 are both local rank 0: one group between nodes.
+  EXPECT_TRUE(shared_gpus(cards, true).any());
+  cards[2].machine_key = "another machine";
+  EXPECT_FALSE(shared_gpus(cards).any());
+}
+
+TEST(CardDecisions, SharedGpusOnlyWithinGroupsNeedTheSameLocalRank) {
+  auto cards = cards_on({"n0", "n0", "n1", "n1"});
+  const char* buses[] = {"0000:17:00.0", "0000:18:00.0", "0000:18:00.0", "0000:17:00.0"};
+  for (int r = 0; r < 4; ++r) cards[r].gpu.bus_id = buses[r];
+  EXPECT_TRUE(shared_gpus(cards).any());
+  EXPECT_FALSE(shared_gpus(cards, true).any());
+}
+
+TEST(CardDecisions, TuningAgreement) {
+  const Config config;
+  const std::string none = tuning_entry_effect(config, nullptr);
+  routing::TuningEntry entry;
+  entry.fingerprint = "fp";
+  entry.cutoffs.one_shot_max_bytes = 4096;
+  const std::string effect = tuning_entry_effect(config, &entry);
+  ASSERT_NE(effect, none);
+  auto cards = cards_on({"a", "a", "a"});
+  for (auto& card : cards) card.tuning_entries = {{"fp", effect}};
+  EXPECT_NO_THROW(check_tuning_agreement(cards, "fp", true, none));
+  // A file without an entry for this fingerprint changes nothing.
+  cards[2].tuning_entries = {{"other", effect}};
+  cards[2].tuning_file = "mine.txt";
+  const std::string error =
+      error_of<Mismatch>([&] { check_tuning_agreement(cards, "fp", true, none); });
+  EXPECT_NE(error.find("create: rank 2 resolved other route cutoffs"), std::string::npos) << error;
+  EXPECT_NE(error.find("tuning file 'mine.txt'"), std::string::npos) << error;
+  // Not applied (ranks share a GPU): every rank resolves the defaults.
+  EXPECT_NO_THROW(check_tuning_agreement(cards, "fp", false, none));
+}
+
+TEST(CardDecisions, AnExplicitCutoffHidesTheEntrysValue) {
+  Config config;
+  config.cutoffs.one_shot_max_bytes = 1024;
+  routing::TuningEntry entry;
+  entry.cutoffs.one_shot_max_bytes = 4096;
+  EXPECT_EQ(tuning_entry_effect(config, &entry), tuning_entry_effect(config, nullptr));
+}
+
+TEST(CardDecisions, FingerprintOfTheHostBackendNeedsNoGpu) {
+  const auto cards = cards_on({"a", "a"});
+  EXPECT_EQ(machine_fingerprint(cards, 1, Backend::host),
+            machine_fingerprint(cards_on({"b", "b"}), 1, Backend::host));
+}
+
+// Two sockets: GPUs 03, 04 below one switch of socket 0, 83, 84 on socket 1.
+std::vector<RankCard> cards_with_gpus(const std::vector<std::string>& nodes,
+                                      const std::vector<std::string>& buses) {
+  const auto machine = topology::Topology::load(std::string(PEERPLAN_TEST_FIXTURES) +
+                                                "/topology/8gpu-two-sockets.xml");
+  auto cards = cards_on(nodes);
+  for (std::size_t r = 0; r < cards.size(); ++r) {
+    cards[r].gpu.bus_id = buses[r];
+    cards[r].gpu_location = machine.find_gpu(buses[r]);
+  }
+  return cards;
+}
+
+TEST(CardDecisions, P2PLevelAcrossSocketsIsAnObstacleByDefault) {
+  const auto cards =
+      cards_with_gpus({"a", "a", "a"}, {"0000:03:00.0", "0000:04:00.0", "0000:83:00.0"});
+  const auto nodes = node_ids(cards);
+  const auto verdict = p2p_level_verdict(cards, nodes, P2PLevel::automatic);
+  EXPECT_EQ(verdict.pairs, 3);
+  EXPECT_FALSE(verdict.unknown_links.has_value());
+  ASSERT_TRUE(verdict.obstacle.has_value());
+  EXPECT_EQ(verdict.obstacle->rfind("ranks 0 and 2: GPUs 0000:03:00.0 and 0000:83:00.0 are "
+                                    "linked through SYS (",
+                                    0),
+            0u)
+      << *verdict.obstacle;
+  EXPECT_FALSE(p2p_level_verdict(cards, nodes, P2PLevel::sys).obstacle.has_value());
+}
+
+TEST(CardDecisions, P2PLevelPairsStayWithinANode) {
+  // The cross-socket GPU is on another node: no pair crosses the sockets.
+  const auto cards =
+      cards_with_gpus({"a", "a", "b"}, {"0000:03:00.0", "0000:04:00.0", "0000:83:00.0"});
+  const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic);
+  EXPECT_FALSE(verdict.obstacle.has_value()) << *verdict.obstacle;
+  EXPECT_EQ(verdict.pairs, 1);
+}
+
+TEST(CardDecisions, P2PLevelWithAGpuTheTopologyDoesNotListIsUnknownNotBlocked) {
+  auto cards = cards_with_gpus({"a", "a"}, {"0000:03:00.0", "0000:04:00.0"});
+  cards[1].gpu_location.reset();
+  const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic);
+  EXPECT_FALSE(verdict.obstacle.has_value());
+  EXPECT_TRUE(verdict.unknown_links.has_value());
+}
+
+TEST(CardDecisions, GpuLocationsSurviveTheCardEncoding) {
+  const auto cards = cards_with_gpus({"a"}, {"0000:83:00.0"});
+  ASSERT_TRUE(cards[0].gpu_location.has_value());
+  ASSERT_FALSE(cards[0].gpu_location->bridges.empty());
+  const RankCard back = decode_rank_card(encode_rank_card(cards[0]));
+  ASSERT_TRUE(back.gpu_location.has_value());
+  EXPECT_EQ(back.gpu_location->bus_id(), "0000:83:00.0");
+  EXPECT_EQ(back.gpu_location->switches(), cards[0].gpu_location->switches());
+  EXPECT_EQ(back.gpu_location->host_bridge, cards[0].gpu_location->host_bridge);
+  EXPECT_EQ(back.gpu_location->numa_node, cards[0].gpu_location->numa_node);
+  EXPECT_EQ(back, cards[0]);
+}
+
+TEST(CardDecisions, CudaFingerprintFromTheCardsGpus) {
+  auto cards = cards_with_gpus({"a", "a"}, {"0000:03:00.0", "0000:83:00.0"});
+  for (auto& card : cards) card.gpu.name = "NVIDIA H200";
+  const std::string located = machine_fingerprint(cards, 1, Backend::cuda);
+  EXPECT_NE(located.find("NVIDIA H200"), std::string::npos) << located;
+  EXPECT_EQ(located, machine_fingerprint(cards, 1, Backend::cuda));
+  // A rank whose GPU its topology does not list: links unknown, another print.
+  cards[1].gpu_location.reset();
+  EXPECT_NE(machine_fingerprint(cards, 1, Backend::cuda), located);
+  // Two ranks on one GPU say so.
+  cards[1].gpu.bus_id = cards[0].gpu.bus_id;
+  EXPECT_TRUE(routing::fingerprint_says_shared(machine_fingerprint(cards, 1, Backend::cuda)));
+}
+
+}  // namespace
+}  // namespace peerplan::communicator
