@@ -22,8 +22,8 @@ namespace peerplan::communicator {
 
 // One agreed configuration field (core::config_fields rows marked agreed).
 struct CardSetting {
-  std::string name;      // "kernels.fused_ll_max_bytes"
-  std::string variable;  // "PEERPLAN_FUSED_LL_MAX_BYTES"
+  std::string name;      // "kernels.fused_ll"
+  std::string variable;  // "PEERPLAN_FUSED_LL"
   std::string value;     // "auto", "65536", ...
   friend bool operator==(const CardSetting&, const CardSetting&) = default;
 };
