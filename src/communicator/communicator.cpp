@@ -25,6 +25,7 @@
 #include "core/environment.hpp"
 #include "core/fault_injection.hpp"
 #include "core/log.hpp"
+#include "core/unknown_variables.hpp"
 #include "peerplan/errors.hpp"
 #include "plan/layout_rules.hpp"
 #include "plan/norm_text.hpp"
@@ -498,6 +499,7 @@ std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config)
     environment_error = e.what();
   }
   log::set_level(config.log_level);
+  core::warn_unknown_variables_once();
   fault::check_configuration();
   auto boot = bootstrap::make_mpi_bootstrap(comm, config.timeout);
   log::set_rank(boot->rank());

@@ -350,6 +350,12 @@ Config apply_environment(Config config, std::vector<std::string>* applied) {
 
 Config apply_environment(Config config) { return apply_environment(std::move(config), nullptr); }
 
+std::vector<std::string_view> retired_environment_variable_names() {
+  std::vector<std::string_view> names;
+  for (const RenamedVariable& renamed : kRenamedVariables) names.emplace_back(renamed.name);
+  return names;
+}
+
 std::vector<std::string_view> environment_variable_names() {
   std::vector<std::string_view> names;
   for (const Variable& variable : variables()) names.emplace_back(variable.name);

@@ -30,4 +30,8 @@ Config apply_environment_from(Config config, const EnvironmentLookup& lookup,
 // Every variable apply_environment reads, in the order it applies them.
 std::vector<std::string_view> environment_variable_names();
 
+// The variables of earlier releases that apply_environment refuses, naming
+// the variable that replaced each.
+std::vector<std::string_view> retired_environment_variable_names();
+
 }  // namespace peerplan
