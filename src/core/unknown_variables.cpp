@@ -19,13 +19,26 @@ constexpr std::string_view kPrefix = "PEERPLAN_";
 // hooks, the Python package, the scripts and the test harness (set for the
 // programs they start, so they reach the library's environment too).
 constexpr std::string_view kOtherKnownNames[] = {
-    "PEERPLAN_HOST_ID",           "PEERPLAN_FAULT_INJECT",      "PEERPLAN_LIBRARY",
-    "PEERPLAN_CMAKE_ARGS",        "PEERPLAN_CTEST_ARGS",        "PEERPLAN_BUILD_DIR",
-    "PEERPLAN_DEMO_BUILD_DIR",    "PEERPLAN_DEMO_RANKS",        "PEERPLAN_GPU_COUNT",
-    "PEERPLAN_SKIP_NCCL_LESS",    "PEERPLAN_NCCL_LESS_BUILD_DIR", "PEERPLAN_NCCL_LESS_ALL_RANKS",
-    "PEERPLAN_NCCL_LESS_CTEST_ARGS", "PEERPLAN_SKIP_SANITIZERS", "PEERPLAN_SANITIZER_BUILD_DIR",
-    "PEERPLAN_SANITIZER_CTEST_ARGS", "PEERPLAN_MPI_SELFTEST_BREAK", "PEERPLAN_MPI_TEST_SYNC_TIMEOUT_S",
-    "PEERPLAN_TEST_FIXTURES",     "PEERPLAN_TUNE_TEST_FILE",
+    "PEERPLAN_HOST_ID",
+    "PEERPLAN_FAULT_INJECT",
+    "PEERPLAN_LIBRARY",
+    "PEERPLAN_CMAKE_ARGS",
+    "PEERPLAN_CTEST_ARGS",
+    "PEERPLAN_BUILD_DIR",
+    "PEERPLAN_DEMO_BUILD_DIR",
+    "PEERPLAN_DEMO_RANKS",
+    "PEERPLAN_GPU_COUNT",
+    "PEERPLAN_SKIP_NCCL_LESS",
+    "PEERPLAN_NCCL_LESS_BUILD_DIR",
+    "PEERPLAN_NCCL_LESS_ALL_RANKS",
+    "PEERPLAN_NCCL_LESS_CTEST_ARGS",
+    "PEERPLAN_SKIP_SANITIZERS",
+    "PEERPLAN_SANITIZER_BUILD_DIR",
+    "PEERPLAN_SANITIZER_CTEST_ARGS",
+    "PEERPLAN_MPI_SELFTEST_BREAK",
+    "PEERPLAN_MPI_TEST_SYNC_TIMEOUT_S",
+    "PEERPLAN_TEST_FIXTURES",
+    "PEERPLAN_TUNE_TEST_FILE",
 };
 
 std::vector<std::string_view> known_names() {
@@ -97,7 +110,8 @@ void warn_unknown_variables_once() {
   const auto unknown = unknown_variables(environment);
   if (unknown.empty()) return;
   std::string message;
-  for (const auto& variable : unknown) message += (message.empty() ? "" : "; ") + describe(variable);
+  for (const auto& variable : unknown)
+    message += (message.empty() ? "" : "; ") + describe(variable);
   log::warn("environment: " + message +
             ": peerplan ignores it (docs/configuration.md lists every variable)");
 }
