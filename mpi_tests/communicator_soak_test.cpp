@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Soak test (not a timed test): 300 cycles of
+// Soak test (not a timed test): 1000 cycles of
 //   create -> declare 50 plans (all-reduce and fused, three dtypes, several
 //   shapes and strides) -> checked calls on the one-shot, two-shot and fused
 //   routes and on the fallback -> refresh (declare another 50) -> checked
@@ -7,7 +7,7 @@
 //   now misses) -> close,
 // on the host backend. What the process holds is measured after cycle 10
 // (by then every lazy one-time allocation of peerplan, Open MPI and hwloc
-// has happened) and after cycle 300, and must not have grown:
+// has happened), halfway and after the last cycle, and must not have grown:
 //   - open file descriptors (/proc/self/fd): exactly equal;
 //   - this job's shared-memory segments in /dev/shm (names "peerplan-<pid of
 //     local rank 0>-..."; other jobs on the machine may hold their own):
@@ -16,21 +16,24 @@
 //     more. glibc serves large allocations from their own mmap and adjusts
 //     its mmap threshold, Open MPI grows its free lists on demand: a few
 //     lines come and go without a leak, while a mapping leaked per cycle
-//     adds 290 (measured: +0);
+//     adds 990 (measured: +0);
 //   - resident memory (VmRSS): at most kRssToleranceKiB more. Freed memory
 //     is not necessarily returned to the kernel (fragmentation, glibc's trim
 //     threshold) and code or data pages first touched late count too, none
-//     of which scales with the number of cycles; 4 MiB over 290 cycles is
-//     14 KiB per cycle, so a leak of a slab or of a plan set is caught
+//     of which scales with the number of cycles; 4 MiB over 990 cycles is
+//     4 KiB per cycle, so a leak of a slab or of a plan set is caught
 //     (measured: -0.2 to +0.5 MiB);
 //   - bytes malloc hands out (mallinfo2 of the main arena, where the
-//     calling thread allocates: uordblks + hblkhd): at most
-//     kHeapToleranceBytes more. This is the fine-grained check. Measured on
-//     the 2-core CI machine: +20 to +31 KiB by cycle 300, +47 KiB by 1000,
-//     +53 KiB by 3000 cycles: bounded growth of tables and free lists to
-//     their working size (Open MPI alone grows by 4-12 KiB over the same
-//     communicator churn), not a leak; a leak of 230 bytes per cycle
-//     exceeds the tolerance by cycle 300.
+//     calling thread allocates: uordblks + hblkhd), over the second half of
+//     the cycles: at most kHeapToleranceBytes more. This is the
+//     fine-grained check. Tables and free lists grow to their working size
+//     for hundreds of cycles (Open MPI alone, Debian 12's build, grows by
+//     about 35 KiB over the same communicator churn), so the whole run's
+//     growth says more about warm-up than about leaks. Measured on the
+//     2-core CI machine: +51 to +70 KiB by cycle 300, +60 to +70 KiB by
+//     cycle 505, then +8 to +29 KiB from cycle 505 to 1000 at 2-4 ranks.
+//     A leak grows at its full rate in the second half: 100 bytes per cycle
+//     exceed the tolerance there.
 // Under AddressSanitizer the allocator is ASan's (quarantined frees, its own
 // mappings), so the RSS, heap and mapping checks are skipped there; its leak
 // checker covers the same ground at exit.
@@ -70,19 +73,19 @@ namespace peerplan::comm_test {
 namespace {
 
 constexpr int kBaselineCycle = 10;
-// 300 cycles; under AddressSanitizer 30 (its allocator with full stack
+// 1000 cycles; under AddressSanitizer 30 (its allocator with full stack
 // unwinding makes a cycle ~100x slower, and LSan reports a leak of a single
 // cycle anyway). PEERPLAN_SOAK_CYCLES overrides (> kBaselineCycle), e.g. to
 // tell a slow steady growth from a one-time one.
 int soak_cycles() {
   if (const char* text = std::getenv("PEERPLAN_SOAK_CYCLES"); text != nullptr && *text != '\0')
     return std::max(std::atoi(text), kBaselineCycle + 1);
-  return PEERPLAN_SOAK_UNDER_ASAN ? 30 : 300;
+  return PEERPLAN_SOAK_UNDER_ASAN ? 30 : 1000;
 }
 constexpr int kPlansPerSet = 50;
 constexpr long kMapsTolerance = 8;
 constexpr long kRssToleranceKiB = 4 * 1024;
-constexpr long long kHeapToleranceBytes = 64 * 1024;
+constexpr long long kHeapToleranceBytes = 48 * 1024;
 constexpr float kEps = 1e-6f;
 
 // one-shot <= 4 KiB < two-shot <= 32 KiB < fallback; fused <= 16 KiB.
@@ -248,7 +251,8 @@ TEST(CommunicatorSoak, CreateDeclareRefreshCloseKeepsResourcesFlat) {
   (void)base_seed();
 
   const int kCycles = soak_cycles();
-  Usage baseline, last;
+  Usage baseline, halfway, last;
+  const int halfway_cycle = kBaselineCycle + (kCycles - kBaselineCycle) / 2;
   const auto start = std::chrono::steady_clock::now();
   for (int cycle = 1; cycle <= kCycles; ++cycle) {
     auto comm = create_on_world(soak_config());
@@ -262,15 +266,17 @@ TEST(CommunicatorSoak, CreateDeclareRefreshCloseKeepsResourcesFlat) {
     comm.reset();
     if (::testing::Test::HasFailure()) break;  // the first cycle's failures say it all
     if (cycle == kBaselineCycle) baseline = measure(prefix);
+    if (cycle == halfway_cycle) halfway = measure(prefix);
     if (cycle == kCycles) last = measure(prefix);
   }
   ASSERT_FALSE(::testing::Test::HasFailure());
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::string report = "rank " + std::to_string(test_rank()) + ": cycle " +
-                             std::to_string(kBaselineCycle) + ": " + describe(baseline) +
-                             "\nrank " + std::to_string(test_rank()) + ": cycle " +
-                             std::to_string(kCycles) + ": " + describe(last);
+  const std::string rank = "rank " + std::to_string(test_rank()) + ": cycle ";
+  const std::string report = rank + std::to_string(kBaselineCycle) + ": " + describe(baseline) +
+                             "\n" + rank + std::to_string(halfway_cycle) + ": " +
+                             describe(halfway) + "\n" + rank + std::to_string(kCycles) + ": " +
+                             describe(last);
   std::printf("%s\nrank %d: %d cycles in %.1f s\n", report.c_str(), test_rank(), kCycles, seconds);
   std::fflush(stdout);
 
@@ -279,8 +285,8 @@ TEST(CommunicatorSoak, CreateDeclareRefreshCloseKeepsResourcesFlat) {
   if (!PEERPLAN_SOAK_UNDER_ASAN) {
     EXPECT_LE(last.maps - baseline.maps, kMapsTolerance) << "mappings leaked\n" << report;
     EXPECT_LE(last.rss_kib - baseline.rss_kib, kRssToleranceKiB) << "memory leaked\n" << report;
-    EXPECT_LE(last.heap_bytes - baseline.heap_bytes, kHeapToleranceBytes)
-        << "memory leaked (malloc)\n"
+    EXPECT_LE(last.heap_bytes - halfway.heap_bytes, kHeapToleranceBytes)
+        << "memory leaked (malloc, second half of the cycles)\n"
         << report;
   }
 }

@@ -38,6 +38,7 @@ constexpr std::string_view kOtherKnownNames[] = {
     "PEERPLAN_MPI_SELFTEST_BREAK",
     "PEERPLAN_MPI_TEST_SYNC_TIMEOUT_S",
     "PEERPLAN_TEST_FIXTURES",
+    "PEERPLAN_SOAK_CYCLES",
     "PEERPLAN_TUNE_TEST_FILE",
 };
 
