@@ -51,7 +51,7 @@ std::unique_ptr<PeerTransport> make_cuda_peer_transport(
 bool nccl_built() noexcept;
 
 // NCCL fallback: one NCCL communicator over every rank of `bootstrap`, its
-// unique id broadcast from rank 0. Collective. Forces NCCL_NVLS_ENABLE=0.
+// unique id broadcast from rank 0. Collective. NCCL's settings are the user's.
 // `row_clusters` picks the add + RMSNorm kernel's row shape. Throws
 // Unsupported, before any collective work, when !nccl_built(): every rank
 // of a job runs the same build, so every rank throws alike.

@@ -40,17 +40,6 @@ ncclDataType_t nccl_type(DataType dtype) {
   return ncclFloat32;
 }
 
-// NVLink multicast (NVLS) must stay off: on shared hosts a program using it
-// can take the GPUs out of service. peerplan never needs it.
-void keep_nvls_off() {
-  const char* value = std::getenv("NCCL_NVLS_ENABLE");
-  if (value != nullptr && std::string(value) != "0") {
-    log::warn(std::string("NCCL_NVLS_ENABLE=") + value +
-              " overridden to 0: peerplan's NCCL communicator never uses NVLink multicast");
-  }
-  ::setenv("NCCL_NVLS_ENABLE", "0", 1);
-}
-
 // NCCL's rendezvous also does NCCL's own set-up work on each rank (topology,
 // buffers, proxy threads): it gets at least this long, whatever the timeout.
 constexpr std::chrono::milliseconds kNcclInitMinimum{10'000};
@@ -70,14 +59,14 @@ bool nccl_nonblocking_forced() {
   return end != value && parsed == 0;
 }
 
-// NCCL connects the ranks lazily, at the first call of each algorithm, by
-// default; a blocking communicator would then wait on the host, without a
-// bound, for a peer that never makes that call. Connecting everything in
-// the (bounded) rendezvous instead keeps every later call free of waits.
-// A value the user set is kept.
-void connect_at_init() {
-  if (std::getenv("NCCL_RUNTIME_CONNECT") == nullptr) ::setenv("NCCL_RUNTIME_CONNECT", "0", 1);
-}
+// NCCL connects the ranks lazily, at the first call of each algorithm
+// (NCCL_RUNTIME_CONNECT's default, left as the user set it): a blocking
+// communicator would wait on the host, without a bound, for a peer that never
+// makes that call. One small and one large all-reduce inside the bounded
+// rendezvous connect the algorithms NCCL picks for them (docs/faults.md says
+// what stays lazy).
+constexpr std::size_t kWarmUpSmallElements = 64;
+constexpr std::size_t kWarmUpLargeElements = std::size_t{1} << 20;  // 4 MiB of f32
 
 // Waits until the non-blocking communicator's pending step (init, enqueue,
 // finalize) is no longer in progress, or `deadline` passes. Returns its
@@ -270,7 +259,6 @@ NcclFallback::NcclFallback(bootstrap::Bootstrap& bootstrap, std::chrono::millise
 }
 
 void NcclFallback::init(bootstrap::Bootstrap& bootstrap, RowClusters row_clusters) {
-  keep_nvls_off();
   ncclUniqueId id{};
   std::string error;
   if (bootstrap.rank() == 0) {
@@ -298,11 +286,10 @@ void NcclFallback::init(bootstrap::Bootstrap& bootstrap, RowClusters row_cluster
   // otherwise: the rendezvous runs on a helper thread until the deadline
   // (an unfinished one is left running with its communicator, leaked, and
   // this rank raises Timeout); the connections between the ranks are made
-  // during it (NCCL_RUNTIME_CONNECT=0), so that no later call waits on the
-  // host for a peer; and close() is bounded as described there. Should the
+  // during it, by a warm-up, so that later calls do not wait on the
+  // host for a peer (warm_up below); and close() is bounded as described there. Should the
   // user force a non-blocking communicator (NCCL_COMM_BLOCKING=0), every
   // step is still polled against the deadline (settle()).
-  connect_at_init();
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
   const auto bound = std::max(timeout_, kNcclInitMinimum);
@@ -366,8 +353,82 @@ void NcclFallback::init(bootstrap::Bootstrap& bootstrap, RowClusters row_cluster
                     failures->message +
                     "); every rank gave up. Set NCCL_DEBUG=WARN for NCCL's explanation.");
   }
+  // The warm-up runs only where every rank has a communicator; its outcome
+  // is agreed like the rendezvous's.
+  const auto warm_up_deadline = TeardownClock::now() + bound;
+  error = warm_up(bootstrap.rank(), bound);
+  timed_out = !error.empty() && TeardownClock::now() >= warm_up_deadline;
+  try {
+    failures = bootstrap::gather_failures(
+        bootstrap, error.empty() ? std::nullopt : std::optional<std::string>(error));
+  } catch (const Error& e) {
+    abandon_comm();
+    if (timed_out) throw Timeout(error + " Then: " + e.what());
+    if (!error.empty()) throw NcclError(error + " Then: " + e.what());
+    throw;
+  }
+  if (failures) {
+    abandon_comm();
+    if (timed_out) throw Timeout(error);
+    throw NcclError("peerplan cuda backend: NCCL's first all-reduce failed (" + failures->message +
+                    "); every rank gave up. Set NCCL_DEBUG=WARN for NCCL's explanation.");
+  }
   // Never throws: after NCCL's rendezvous a rank must not fail alone.
   rows_in_clusters_ = use_row_clusters(row_clusters, device_);
+}
+
+std::string NcclFallback::warm_up(int rank, std::chrono::milliseconds bound) {
+  const auto deadline = TeardownClock::now() + bound;
+  // Shared with the helper thread, which may outlive this call; what it
+  // holds is then leaked: NCCL may still use it.
+  struct WarmUp {
+    void* buffer = nullptr;
+    cudaStream_t stream = nullptr;
+    std::string error;
+  };
+  auto state = std::make_shared<WarmUp>();
+  const ncclComm_t comm = comm_;
+  const int device = device_;
+  const bool finished = run_until(
+      [state, comm, device, deadline] {
+        auto fail = [&](const std::string& what) { state->error = what; };
+        if (cudaSetDevice(device) != cudaSuccess ||
+            cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking) != cudaSuccess ||
+            cudaMalloc(&state->buffer, kWarmUpLargeElements * sizeof(float)) != cudaSuccess ||
+            cudaMemsetAsync(state->buffer, 0, kWarmUpLargeElements * sizeof(float),
+                            state->stream) != cudaSuccess) {
+          return fail(std::string("CUDA failed to prepare NCCL's warm-up: ") +
+                      cudaGetErrorString(cudaGetLastError()));
+        }
+        for (const std::size_t count : {kWarmUpSmallElements, kWarmUpLargeElements}) {
+          ncclResult_t status = ncclAllReduce(state->buffer, state->buffer, count, ncclFloat32,
+                                              ncclSum, comm, state->stream);
+          status = settle(comm, status, deadline);
+          if (status != ncclSuccess) {
+            return fail(std::string("ncclAllReduce (warm-up) failed: ") +
+                        (status == ncclInProgress ? "did not finish queueing in time"
+                                                  : ncclGetErrorString(status)));
+          }
+        }
+        if (cudaStreamSynchronize(state->stream) != cudaSuccess) {
+          return fail(std::string("the warm-up all-reduce failed on the GPU: ") +
+                      cudaGetErrorString(cudaGetLastError()));
+        }
+        cudaFree(state->buffer);
+        cudaStreamDestroy(state->stream);
+        state->buffer = nullptr;
+        state->stream = nullptr;
+      },
+      deadline);
+  const std::string me = "peerplan cuda backend: rank " + std::to_string(rank);
+  if (!finished) {
+    return me + ": NCCL's first all-reduce (connecting the ranks) did not complete within " +
+           milliseconds_text(bound) +
+           " (PEERPLAN_TIMEOUT_MS): a rank stopped after NCCL's rendezvous. It is left "
+           "running on a helper thread.";
+  }
+  if (!state->error.empty()) return me + ": " + state->error;
+  return {};
 }
 
 void NcclFallback::abandon_comm() noexcept {

@@ -9,9 +9,9 @@
 // Every host wait is bounded by the timeout. The NCCL communicator is
 // blocking (a non-blocking one costs a thread per call: 64 us instead of
 // 8.7 per eager call, measured), so the waits are bounded around it: the
-// rendezvous runs on a helper thread until the deadline, with every
-// connection made there (NCCL_RUNTIME_CONNECT=0) so that later calls never
-// wait on the host for a peer; teardown waits for the device with a bound
+// rendezvous and a warm-up that makes NCCL connect the ranks run on helper
+// threads until the deadline, so that later calls do not wait on the host for
+// a peer (docs/faults.md: what NCCL still connects lazily); teardown waits for the device with a bound
 // and never finalizes while GPU work may still need a peer (see below).
 // NCCL's kernels themselves cannot be bounded: a fallback kernel whose peer
 // never calls waits on the GPU until the communicator is aborted.
@@ -65,6 +65,10 @@ class NcclFallback final : public FallbackTransport {
  private:
   // The constructor's work: NCCL unique id, rendezvous, agreement.
   void init(bootstrap::Bootstrap& bootstrap, RowClusters row_clusters);
+  // One small and one large all-reduce of zeros, bounded by `bound`, so
+  // that NCCL connects the ranks now (see kWarmUpSmallElements). Returns
+  // what went wrong, or an empty text.
+  std::string warm_up(int rank, std::chrono::milliseconds bound);
   // Aborts (bounded) and forgets a communicator that init() gives up on.
   void abandon_comm() noexcept;
   void* scratch(std::size_t bytes, cudaStream_t stream, const char* what);
