@@ -23,6 +23,7 @@ BUILD="${1:-$ROOT/build-gpu-python}"
 OUT="${OUT:-$ROOT/gpu-python-out}"
 mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 MPIRUN=(mpirun --oversubscribe --bind-to none)
 summary=()
 step() {  # step NAME COMMAND...: runs, logs to $OUT/NAME.log, records pass/FAIL

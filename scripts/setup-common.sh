@@ -111,5 +111,12 @@ use_ccache_when_present() {
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PEERPLAN_ROOT}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 }
 
+# The project's GPU hosts are shared: NVLink multicast must stay off there.
+# A rule of those hosts, not a library default (the library sets nothing);
+# a value the user exported is kept.
+export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
+export TORCH_SYMM_MEM_DISABLE_MULTICAST="${TORCH_SYMM_MEM_DISABLE_MULTICAST:-1}"
+export NVSHMEM_DISABLE_NVLS="${NVSHMEM_DISABLE_NVLS:-1}"
+
 # Open MPI refuses to run as root unless told; our containers and CI run as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
