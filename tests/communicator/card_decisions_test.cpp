@@ -14,6 +14,7 @@
 #include "core/config_fields.hpp"
 #include "peerplan/errors.hpp"
 #include "routing/fingerprint.hpp"
+#include "topology/pci_address.hpp"
 #include "topology/topology.hpp"
 
 namespace peerplan::communicator {
@@ -231,6 +232,96 @@ TEST(CardDecisions, P2PLevelWithAGpuTheTopologyDoesNotListIsUnknownNotBlocked) {
   const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic);
   EXPECT_FALSE(verdict.obstacle.has_value());
   EXPECT_TRUE(verdict.unknown_links.has_value());
+}
+
+// Cards whose GPUs `fixture` (tests/fixtures/topology) places.
+std::vector<RankCard> cards_in(const std::string& fixture, const std::vector<std::string>& buses) {
+  const auto machine =
+      topology::Topology::load(std::string(PEERPLAN_TEST_FIXTURES) + "/topology/" + fixture);
+  auto cards = cards_on(std::vector<std::string>(buses.size(), "a"));
+  for (std::size_t r = 0; r < cards.size(); ++r) {
+    cards[r].gpu.bus_id = buses[r];
+    cards[r].gpu_location = machine.find_gpu(buses[r]);
+  }
+  return cards;
+}
+
+TEST(CardDecisions, P2PLevelAtTwoRanksBelowOneSwitchHasNoObstacle) {
+  const auto cards = cards_in("8gpu-two-sockets.xml", {"0000:03:00.0", "0000:04:00.0"});
+  const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic);
+  EXPECT_EQ(verdict.pairs, 1);
+  EXPECT_FALSE(verdict.obstacle.has_value()) << *verdict.obstacle;
+  EXPECT_FALSE(verdict.unknown_links.has_value()) << *verdict.unknown_links;
+}
+
+TEST(CardDecisions, P2PLevelObstacleTellsWhichLevelWouldAllowIt) {
+  const auto cards = cards_in("8gpu-two-sockets.xml",
+                              {"0000:03:00.0", "0000:04:00.0", "0000:83:00.0", "0000:84:00.0"});
+  const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic);
+  EXPECT_EQ(verdict.pairs, 6);
+  ASSERT_TRUE(verdict.obstacle.has_value());
+  EXPECT_NE(verdict.obstacle->find("set PEERPLAN_P2P_LEVEL=SYS"), std::string::npos)
+      << *verdict.obstacle;
+}
+
+TEST(CardDecisions, P2PLevelRanksSharingOneGpuPassEvenAtLoc) {
+  const auto cards =
+      cards_in("2gpu-one-switch.xml", {"0000:43:00.0", "0000:43:00.0", "0000:43:00.0"});
+  const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::loc);
+  EXPECT_FALSE(verdict.obstacle.has_value()) << *verdict.obstacle;
+  EXPECT_EQ(verdict.allowed_pairs, 3);
+}
+
+TEST(CardDecisions, P2PLevelNvlinkEndsMakeTheH200PairNv18) {
+  // CUDA's spelling of the bus ids; 18 NVLinks from each GPU to the other.
+  const std::vector<std::string> buses = {"00000000:00:06.0", "00000000:00:07.0"};
+  auto cards = cards_in("2gpu-h200-vm.xml", buses);
+  const auto pcie_only = p2p_level_verdict(cards, node_ids(cards), P2PLevel::pix);
+  ASSERT_TRUE(pcie_only.obstacle.has_value());
+  EXPECT_EQ(pcie_only.obstacle->rfind("ranks 0 and 1: GPUs 0000:00:06.0 and 0000:00:07.0 are "
+                                      "linked through PHB (",
+                                      0),
+            0u)
+      << *pcie_only.obstacle;
+  for (int r = 0; r < 2; ++r)
+    cards[r].gpu.nvlinks.gpu_peers.assign(18, *topology::PciAddress::parse(buses[1 - r]));
+  const auto at_pix = p2p_level_verdict(cards, node_ids(cards), P2PLevel::pix);
+  EXPECT_FALSE(at_pix.obstacle.has_value()) << *at_pix.obstacle;
+  const auto at_loc = p2p_level_verdict(cards, node_ids(cards), P2PLevel::loc);
+  ASSERT_TRUE(at_loc.obstacle.has_value());
+  EXPECT_EQ(at_loc.obstacle->rfind("ranks 0 and 1: GPUs 0000:00:06.0 and 0000:00:07.0 are "
+                                   "linked through NV18 (18 NVLinks)",
+                                   0),
+            0u)
+      << *at_loc.obstacle;
+}
+
+TEST(CardDecisions, P2PLevelLocRefusesDifferentGpusWhateverLinksThem) {
+  // Neither GPU is placed (no topology lists them): still two GPUs.
+  auto cards = cards_on({"a", "a"});
+  cards[0].gpu.bus_id = "0000:43:00.0";
+  cards[1].gpu.bus_id = "0000:44:00.0";
+  const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::loc);
+  ASSERT_TRUE(verdict.obstacle.has_value());
+  EXPECT_EQ(verdict.obstacle->rfind(
+                "ranks 0 and 1 use different GPUs (0000:43:00.0 and 0000:44:00.0)", 0),
+            0u)
+      << *verdict.obstacle;
+  EXPECT_FALSE(p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic).obstacle);
+}
+
+TEST(CardDecisions, P2PLevelTheMostTellingNodeVerdictWins) {
+  // Node "a" has a pair of unknown links, node "b" a pair across sockets:
+  // the obstacle wins, whatever the node order.
+  auto cards = cards_in("8gpu-two-sockets.xml",
+                        {"0000:03:00.0", "0000:04:00.0", "0000:03:00.0", "0000:83:00.0"});
+  cards[0].node_key = cards[1].node_key = "a";
+  cards[2].node_key = cards[3].node_key = "b";
+  cards[1].gpu_location.reset();
+  const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic);
+  ASSERT_TRUE(verdict.obstacle.has_value());
+  EXPECT_EQ(verdict.obstacle->rfind("ranks 2 and 3: GPUs 0000:03:00.0 and 0000:83:00.0", 0), 0u)
+      << *verdict.obstacle;
 }
 
 TEST(CardDecisions, GpuLocationsSurviveTheCardEncoding) {
