@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -23,6 +24,9 @@ namespace peerplan::nccl_interposer {
 struct DeclaredBuffer {
   DataType dtype;
   std::size_t count;  // count in elements
+
+  // "Sorted" below means in this order: by dtype, then by count.
+  friend auto operator<=>(const DeclaredBuffer&, const DeclaredBuffer&) = default;
 };
 // Parses PEERPLAN_NCCL_DECLARE's text; throws peerplan::InvalidArgument naming the bad part.
 std::vector<DeclaredBuffer> parse_declare_spec(std::string_view spec);
@@ -61,7 +65,8 @@ struct Decision {
 };
 // Pure: is this call one peerplan takes, given the declared set (sorted)?
 Decision decide(const AllReduceCall& call, std::span<const DeclaredBuffer> declared);
-// Per size: hits and fallbacks by cause, printed at finalize.
+// Per size: hits and fallbacks by cause, printed at finalize. Not
+// synchronised: one per communicator, which NCCL uses from one thread at a time.
 class DispatchCounters {
  public:
   void hit(std::size_t bytes);
