@@ -87,7 +87,8 @@ void append_entry(std::string_view line, std::vector<DeclaredBuffer>& out) {
   const std::vector<DataType> dtypes = parse_dtype_list(values["dtype"]);
   const std::string_view step = values.contains("step") ? values["step"] : std::string_view{};
   const std::vector<std::size_t> sizes =
-      expand_sizes(has_bytes ? values["bytes"] : values["count"], step);
+      has_bytes ? expand_sizes(values["bytes"], step, SizeUnit::bytes)
+                : expand_sizes(values["count"], step, SizeUnit::elements);
   if (has_bytes) return append_buffers_of_bytes(dtypes, sizes, out);
   for (const DataType dtype : dtypes)
     for (const std::size_t count : sizes) out.push_back({dtype, count});

@@ -2,7 +2,6 @@
 #include "nccl_interposer/size_ranges.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <string>
 
 #include "core/value_parsing.hpp"
@@ -12,16 +11,19 @@
 namespace peerplan::nccl_interposer {
 namespace {
 
-constexpr std::string_view kSizeHelp =
-    "write a size as digits with an optional K, M or G (1024 multiples), e.g. 1M";
+std::string_view noun(SizeUnit unit) { return unit == SizeUnit::bytes ? "size" : "count"; }
 
-std::size_t parse_one_size(std::string_view text) {
+std::size_t parse_one_size(std::string_view text, SizeUnit unit) {
   const std::optional<std::size_t> value = core::parse_size(text);
-  if (!value) throw InvalidArgument(quoted(text) + " is not a size; " + std::string(kSizeHelp));
+  if (!value) {
+    throw InvalidArgument(quoted(text) + " is not a " + std::string(noun(unit)) + "; write " +
+                          (unit == SizeUnit::bytes ? "bytes" : "elements") +
+                          " as digits with an optional K, M or G (1024 multiples), e.g. 1M");
+  }
   if (*value == 0) {
     throw InvalidArgument(
-        "a size of 0 declares nothing; start at one element (2 bytes for f16 "
-        "and bf16, 4 for f32)");
+        "a " + std::string(noun(unit)) + " of 0 declares nothing; start at " +
+        (unit == SizeUnit::bytes ? "one element (2 bytes for f16 and bf16, 4 for f32)" : "1"));
   }
   return *value;
 }
@@ -31,11 +33,12 @@ struct Step {
   std::size_t amount = 0;
 };
 
-Step parse_step(std::string_view text) {
-  const std::string fix =
-      "write x<factor> (multiply, like nccl-tests' -f) or +<bytes> (add, like -i), e.g. x2 or +1M";
+Step parse_step(std::string_view text, SizeUnit unit) {
+  const std::string fix = std::string("write x<factor> (multiply, like nccl-tests' -f) or +<") +
+                          (unit == SizeUnit::bytes ? "bytes" : "elements") +
+                          "> (add, like -i), e.g. x2 or +1M";
   if (text.size() < 2 || (text.front() != 'x' && text.front() != 'X' && text.front() != '+'))
-    throw InvalidArgument("the step " + quoted(text) + " is not x<factor> or +<size>; " + fix);
+    throw InvalidArgument("the step " + quoted(text) + " is not x<factor> or +<amount>; " + fix);
   Step step;
   step.multiply = text.front() != '+';
   const std::string_view amount = text.substr(1);
@@ -47,9 +50,9 @@ Step parse_step(std::string_view text) {
   }
   if (!value) throw InvalidArgument("the step " + quoted(text) + " is not a number; " + fix);
   if (step.multiply && *value < 2)
-    throw InvalidArgument("the step " + quoted(text) + " never grows the size; use x2 or more");
+    throw InvalidArgument("the step " + quoted(text) + " never grows the range; use x2 or more");
   if (!step.multiply && *value == 0)
-    throw InvalidArgument("the step " + quoted(text) + " never grows the size; use +1 or more");
+    throw InvalidArgument("the step " + quoted(text) + " never grows the range; use +1 or more");
   step.amount = *value;
   return step;
 }
@@ -63,23 +66,24 @@ std::size_t sizes_in_range(std::size_t first, std::size_t last, const Step& step
 
 }  // namespace
 
-std::vector<std::size_t> expand_sizes(std::string_view sizes, std::string_view step_text) {
+std::vector<std::size_t> expand_sizes(std::string_view sizes, std::string_view step_text,
+                                      SizeUnit unit) {
   const std::size_t dash = sizes.find('-');
   if (dash == std::string_view::npos) {
-    const std::size_t size = parse_one_size(sizes);
+    const std::size_t size = parse_one_size(sizes, unit);
     if (!step_text.empty()) {
-      throw InvalidArgument("the step " + quoted(step_text) + " follows the single size " +
-                            quoted(sizes) +
-                            "; a step belongs to a range: remove it, or write a range such as " +
-                            std::string(sizes) + "-64M");
+      throw InvalidArgument("the step " + quoted(step_text) + " follows the single " +
+                            std::string(noun(unit)) + " " + quoted(sizes) +
+                            "; a step belongs to a range: remove it, or write a range first-last "
+                            "such as 1K-64M");
     }
     return {size};
   }
-  const std::size_t first = parse_one_size(trim(sizes.substr(0, dash)));
-  const std::size_t last = parse_one_size(trim(sizes.substr(dash + 1)));
+  const std::size_t first = parse_one_size(trim(sizes.substr(0, dash)), unit);
+  const std::size_t last = parse_one_size(trim(sizes.substr(dash + 1)), unit);
   if (first > last) {
     throw InvalidArgument("the range " + quoted(sizes) +
-                          " starts above its end; write the smaller size first");
+                          " starts above its end; write the smaller value first");
   }
   if (first == last && step_text.empty()) return {first};
   if (step_text.empty()) {
@@ -87,12 +91,12 @@ std::vector<std::size_t> expand_sizes(std::string_view sizes, std::string_view s
                           " has no step; add one: x2 multiplies by 2 (nccl-tests' -f 2), +1M "
                           "adds 1M (-i 1M)");
   }
-  const Step step = parse_step(step_text);
+  const Step step = parse_step(step_text, unit);
   const std::size_t count = sizes_in_range(first, last, step);
   if (count > kMaxSizesPerRange) {
     throw InvalidArgument("the range " + quoted(sizes) + " with step " + quoted(step_text) +
-                          " names " + std::to_string(count) + " sizes, more than the " +
-                          std::to_string(kMaxSizesPerRange) +
+                          " names " + std::to_string(count) + " " + std::string(noun(unit)) +
+                          "s, more than the " + std::to_string(kMaxSizesPerRange) +
                           " one range may declare; use a larger step, or a multiplying one (x2)");
   }
   std::vector<std::size_t> values;

@@ -20,10 +20,15 @@ namespace peerplan::nccl_interposer {
 // prepares, and a huge list is a step written wrong.
 inline constexpr std::size_t kMaxSizesPerRange = 1024;
 
+// What the values count, for messages: bytes of a buffer, or its elements
+// (a plan file's count=).
+enum class SizeUnit { bytes, elements };
+
 // The values `sizes` (and `step`, empty when none was written) name, in
 // increasing order. A range needs a step unless it starts where it ends;
-// a single size takes none. No value may be 0.
-std::vector<std::size_t> expand_sizes(std::string_view sizes, std::string_view step);
+// a single value takes none. No value may be 0.
+std::vector<std::size_t> expand_sizes(std::string_view sizes, std::string_view step,
+                                      SizeUnit unit = SizeUnit::bytes);
 
 // "bf16,f32": the types of a comma-separated list, each named as
 // parse_data_type accepts (nccl-tests' half, float and bfloat16 included).

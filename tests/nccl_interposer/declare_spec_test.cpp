@@ -114,7 +114,7 @@ TEST(DeclareSpec, BadRangesAndStepsAreErrors) {
   EXPECT_TRUE(says(spec_error("bf16:64M-1K:x2"), {"starts above its end"}));
   EXPECT_TRUE(says(spec_error("bf16:1K-2K:x1"), {"never grows"}));
   EXPECT_TRUE(says(spec_error("bf16:1K-2K:+0"), {"never grows"}));
-  EXPECT_TRUE(says(spec_error("bf16:1K-2K:y2"), {"not x<factor> or +<size>"}));
+  EXPECT_TRUE(says(spec_error("bf16:1K-2K:y2"), {"not x<factor> or +<amount>"}));
   EXPECT_TRUE(says(spec_error("bf16:1K-2K:x2K"), {"is not a number"}));
   EXPECT_TRUE(says(spec_error("bf16:1K-2K:x-2"), {"is not a number"}));
   EXPECT_TRUE(says(spec_error("bf16:0"), {"a size of 0 declares nothing"}));

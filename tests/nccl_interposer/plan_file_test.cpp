@@ -95,9 +95,20 @@ TEST(PlanFile, EntryErrorsSayWhatToWrite) {
   EXPECT_TRUE(
       says(file_error(header + "all_reduce dtype=int8 bytes=1K"), {"not a type peerplan reduces"}));
   EXPECT_TRUE(says(file_error(header + "all_reduce dtype=bf16 bytes=1K-1M"), {"no step"}));
-  EXPECT_TRUE(says(file_error(header + "all_reduce dtype=bf16 count=0"), {"size of 0"}));
+  EXPECT_TRUE(says(file_error(header + "all_reduce dtype=bf16 bytes=0"), {"a size of 0"}));
   EXPECT_TRUE(says(file_error(header + "all_reduce dtype=bf16 bytes=1K step=x2"),
                    {"a step belongs to a range"}));
+}
+
+TEST(PlanFile, CountErrorsSpeakOfElements) {
+  const std::string header = "peerplan-plans 1\n";
+  EXPECT_TRUE(says(file_error(header + "all_reduce dtype=bf16 count=0"),
+                   {"a count of 0 declares nothing; start at 1"}));
+  EXPECT_TRUE(says(file_error(header + "all_reduce dtype=bf16 count=1Q"),
+                   {"'1Q' is not a count; write elements"}));
+  EXPECT_TRUE(says(file_error(header + "all_reduce dtype=bf16 count=1-3000 step=+1"),
+                   {"names 3000 counts"}));
+  EXPECT_TRUE(says(file_error(header + "all_reduce dtype=bf16 count=1-3 step=y"), {"+<elements>"}));
 }
 
 TEST(PlanFile, TheDocumentedExampleParsesAndIsTheFixture) {
