@@ -40,6 +40,9 @@ constexpr std::string_view kOtherKnownNames[] = {
     "PEERPLAN_TEST_FIXTURES",
     "PEERPLAN_SOAK_CYCLES",
     "PEERPLAN_TUNE_TEST_FILE",
+    // The NCCL interposer's (docs/nccl-interposer.md), not Config fields.
+    "PEERPLAN_NCCL_DECLARE",
+    "PEERPLAN_PLAN_FILE",
 };
 
 std::vector<std::string_view> known_names() {

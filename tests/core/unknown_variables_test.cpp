@@ -32,6 +32,11 @@ TEST(UnknownVariables, KnownNamesAndOtherPrefixesAreLeftAlone) {
                   .empty());
 }
 
+// Read by the NCCL interposer only, never by create, but known all the same.
+TEST(UnknownVariables, TheNcclInterposersVariablesAreKnown) {
+  EXPECT_TRUE(unknown_in({"PEERPLAN_NCCL_DECLARE=bf16:1M", "PEERPLAN_PLAN_FILE=/x.plans"}).empty());
+}
+
 TEST(UnknownVariables, RetiredNamesAreNotUnknownTheirRefusalSaysMore) {
   EXPECT_TRUE(unknown_in({"PEERPLAN_ONE_SHOT_PROTOCOL=ll"}).empty());
 }
