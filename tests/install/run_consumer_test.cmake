@@ -116,8 +116,14 @@ endforeach()
 run(${MPICXX} -std=c++20 ${consumers}/consumer/consumer.cpp ${flags_peerplan}
     -Wl,-rpath,${pc_dir}/.. -o ${WORK_DIR}/consumer-pkgconfig)
 run_2_ranks(${WORK_DIR}/consumer-pkgconfig "consumer: .* 2 ranks, 0 failures")
-run(${MPICC} -std=c99 -Wall -Werror ${consumers}/consumer_c/consumer.c ${flags_peerplan-c}
-    -Wl,-rpath,${pc_dir}/.. -o ${WORK_DIR}/consumer_c-pkgconfig)
+if(static_library)  # C++ code inside: linked by the C++ wrapper (docs/install.md)
+  run(${MPICC} -std=c99 -Wall -Werror -c ${consumers}/consumer_c/consumer.c ${flags_peerplan-c}
+      -o ${WORK_DIR}/consumer_c.o)
+  run(${MPICXX} ${WORK_DIR}/consumer_c.o ${flags_peerplan-c} -o ${WORK_DIR}/consumer_c-pkgconfig)
+else()
+  run(${MPICC} -std=c99 -Wall -Werror ${consumers}/consumer_c/consumer.c ${flags_peerplan-c}
+      -Wl,-rpath,${pc_dir}/.. -o ${WORK_DIR}/consumer_c-pkgconfig)
+endif()
 run_2_ranks(${WORK_DIR}/consumer_c-pkgconfig "consumer_c: .* 2 ranks, 0 failures")
 
 # 5. The installed shared library: SONAME, NEEDED libnccl, RUNPATH.
