@@ -26,9 +26,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <string>
-#include <cstring>
 
 namespace peerplan::log {
 namespace {
