@@ -4,6 +4,23 @@
 # build has the CUDA backend and NCCL (PeerplanPackageDependencies.cmake).
 include(CMakePackageConfigHelpers)
 include(PeerplanPackageDependencies)
+include(PeerplanInstallRpath)
+
+# The installed shared library finds its dependencies outside the system's
+# folders through its RUNPATH (cmake/PeerplanInstallRpath.cmake), after any
+# CMAKE_INSTALL_RPATH the user set; CMAKE_SKIP_INSTALL_RPATH drops it all.
+if(_peerplan_type STREQUAL "SHARED_LIBRARY")
+  set(_dependency_files ${MPI_CXX_LIBRARIES} ${HWLOC_LINK_LIBRARIES})
+  foreach(_target CUDA::cudart NCCL::nccl)
+    peerplan_imported_location(_file ${_target})
+    list(APPEND _dependency_files ${_file})
+  endforeach()
+  peerplan_dependency_rpath(_dependency_rpath
+    SYSTEM_DIRS ${CMAKE_C_IMPLICIT_LINK_DIRECTORIES} ${CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES}
+                ${CMAKE_PLATFORM_IMPLICIT_LINK_DIRECTORIES}
+    LIBRARIES ${_dependency_files})
+  set_property(TARGET peerplan APPEND PROPERTY INSTALL_RPATH ${_dependency_rpath})
+endif()
 
 install(TARGETS peerplan EXPORT peerplanTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

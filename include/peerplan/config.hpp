@@ -188,6 +188,16 @@ struct Config {
   // inserts nothing there). 0 (default): none, and undeclared calls cost
   // nothing more; at most kMaxUndeclaredKeysTracked. A local choice.
   int undeclared_keys_tracked = 0;
+  // Where the log goes (PEERPLAN_DEBUG_FILE): empty = stderr; else a file
+  // opened for appending, whose name may hold %h (the short host name), %p
+  // (the process id) and %% (a '%'). One that cannot be opened leaves the
+  // log on stderr with a WARN. Process-wide, like log_level; a local choice.
+  std::string log_file;
+  // Which subsystems' INFO and TRACE lines show (PEERPLAN_DEBUG_SUBSYS): a
+  // comma list of INIT, BOOTSTRAP, PLAN, ROUTE, TRANSPORT, FALLBACK, CALL or
+  // ALL; a leading '^' shows all but those. WARN lines always show. A local
+  // choice.
+  std::string log_subsystems = "ALL";
 };
 
 inline constexpr int kMaxUndeclaredKeysTracked = 1024;

@@ -1,14 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 # Every ```cmake block that the docs mark with "<!-- snippet cmake begin -->"
-# and "<!-- snippet cmake end -->" must appear verbatim in CONSUMER, the
-# project that the install test builds against the installed peerplan: what
-# the docs tell users to write is then what is tested.
-#   cmake -DCONSUMER=<CMakeLists.txt> -DROOT=<repository> -P check_cmake_blocks.cmake
+# and "<!-- snippet cmake end -->" must appear verbatim in one of CONSUMERS,
+# the projects that the install test builds against the installed peerplan:
+# what the docs tell users to write is then what is tested.
+#   cmake "-DCONSUMERS=<CMakeLists.txt>|<CMakeLists.txt>..." -DROOT=<repository>
+#         -P check_cmake_blocks.cmake
 # reads ROOT/README.md and ROOT/docs/*.md.
 cmake_minimum_required(VERSION 3.25)
 file(GLOB DOCS ${ROOT}/docs/*.md)
 list(PREPEND DOCS ${ROOT}/README.md)
-file(READ "${CONSUMER}" consumer)
+string(REPLACE "|" ";" CONSUMERS "${CONSUMERS}")
 set(begin_marker "<!-- snippet cmake begin -->")
 set(end_marker "<!-- snippet cmake end -->")
 string(LENGTH "${begin_marker}" begin_length)
@@ -33,18 +34,25 @@ foreach(doc IN LISTS DOCS)
                           "```cmake fenced block and nothing else")
     endif()
     set(code "${CMAKE_MATCH_1}")
-    string(FIND "${consumer}" "${code}" found)
-    if(found EQUAL -1)
-      string(APPEND failures "${doc}: this block is not in ${CONSUMER}:\n${code}\n")
+    set(found_in)
+    foreach(consumer_file IN LISTS CONSUMERS)
+      file(READ "${consumer_file}" consumer)
+      string(FIND "${consumer}" "${code}" found)
+      if(NOT found EQUAL -1)
+        set(found_in "${consumer_file}")
+      endif()
+    endforeach()
+    if(NOT found_in)
+      string(APPEND failures "${doc}: this block is in none of ${CONSUMERS}:\n${code}\n")
     endif()
     math(EXPR checked "${checked} + 1")
   endwhile()
 endforeach()
 if(failures)
-  message(FATAL_ERROR "${failures}Copy the block into the consumer project (or fix the doc) so "
+  message(FATAL_ERROR "${failures}Copy the block into a consumer project (or fix the doc) so "
                       "that the install test builds what the docs say.")
 endif()
 if(checked EQUAL 0)
   message(FATAL_ERROR "no marked ```cmake block found in ${DOCS}")
 endif()
-message(STATUS "docs_cmake_blocks: ${checked} block(s) found verbatim in ${CONSUMER}")
+message(STATUS "docs_cmake_blocks: ${checked} block(s) found verbatim in ${CONSUMERS}")

@@ -70,9 +70,11 @@ def _candidates():
         yield explicit
         return  # asked for one library: never silently load another
     here = pathlib.Path(__file__).resolve().parent
-    for name in ("libpeerplan.so", "libpeerplan.so.0"):
-        if (here / name).exists():
-            yield str(here / name)
+    # The development link, then the SONAME file (libpeerplan.so.0.1 while
+    # the version is 0.x) when only that was copied next to the package.
+    for path in [here / "libpeerplan.so"] + sorted(here.glob("libpeerplan.so.*")):
+        if path.exists():
+            yield str(path)
     found = ctypes.util.find_library("peerplan")
     if found:
         yield found

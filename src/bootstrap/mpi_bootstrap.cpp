@@ -55,9 +55,10 @@ MPI_Comm duplicate_user_comm(MPI_Comm user_comm, std::chrono::milliseconds timeo
   int size = 0;
   check_mpi(MPI_Comm_rank(user_comm, &rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(user_comm, &size), "MPI_Comm_size");
-  log::info("bootstrap: rank " + std::to_string(rank) + " of " + std::to_string(size) +
-            " is duplicating the communicator (the first step of create; waits at most " +
-            std::to_string(timeout.count()) + " ms for every rank to get there)");
+  log::info(log::Subsystem::bootstrap,
+            "bootstrap: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                " is duplicating the communicator (the first step of create; waits at most " +
+                std::to_string(timeout.count()) + " ms for every rank to get there)");
   const auto start = std::chrono::steady_clock::now();
   const MPI_Comm dup = bootstrap::duplicate_within(
       user_comm, timeout, "bootstrap (the first step of create)",
@@ -72,11 +73,12 @@ MPI_Comm duplicate_user_comm(MPI_Comm user_comm, std::chrono::milliseconds timeo
           "missing. Raise PEERPLAN_TIMEOUT_MS if ranks are merely slow to get there. A rank "
           "that arrives late times out too; once every rank has called create() the same "
           "number of times, a new create() on every rank works");
-  log::info("bootstrap: rank " + std::to_string(rank) + " duplicated the communicator in " +
-            std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                               std::chrono::steady_clock::now() - start)
-                               .count()) +
-            " ms");
+  log::info(log::Subsystem::bootstrap,
+            "bootstrap: rank " + std::to_string(rank) + " duplicated the communicator in " +
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now() - start)
+                                   .count()) +
+                " ms");
   return dup;
 }
 
@@ -177,10 +179,12 @@ class MpiBootstrap final : public Bootstrap {
     node_id_ = placement.node_id;
     num_nodes_ = placement.num_nodes;
     local_.emplace(comm_, timeout, placement.members, kNodeLane);
-    log::info("bootstrap: rank " + std::to_string(world_->rank()) + " is local rank " +
-              std::to_string(placement.local_rank) + " of " +
-              std::to_string(placement.members.size()) + " on node " + std::to_string(node_id_) +
-              " of " + std::to_string(num_nodes_) + " (" + key + ")");
+    log::info(log::Subsystem::bootstrap, "bootstrap: rank " + std::to_string(world_->rank()) +
+                                             " is local rank " +
+                                             std::to_string(placement.local_rank) + " of " +
+                                             std::to_string(placement.members.size()) +
+                                             " on node " + std::to_string(node_id_) + " of " +
+                                             std::to_string(num_nodes_) + " (" + key + ")");
   }
 
   // Frees the duplicate, unless an exchange on it failed: then it is kept

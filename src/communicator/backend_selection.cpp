@@ -65,7 +65,8 @@ void enable_p2p_if_agreed(bootstrap::Bootstrap& bootstrap, const Config& config,
   setup.p2p_disabled_reason = static_p2p_obstacle(bootstrap, config, setup.backend, setup.nodes);
   if (setup.p2p_disabled_reason.empty()) setup.p2p_disabled_reason = obstacle;
   if (!setup.p2p_disabled_reason.empty()) {
-    if (bootstrap.rank() == 0) log::info("P2P disabled: " + setup.p2p_disabled_reason);
+    if (bootstrap.rank() == 0)
+      log::info(log::Subsystem::route, "P2P disabled: " + setup.p2p_disabled_reason);
     return;
   }
   // A Timeout propagates: create fails. Any other failure on any rank
@@ -156,8 +157,8 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
   const std::vector<int> nodes = node_ids(cards);
   const auto level = p2p_level_verdict(cards, nodes, config.p2p_level);
   if (bootstrap.rank() == 0) {
-    log::info(level.summary);
-    if (level.unknown_links) log::info(*level.unknown_links);
+    log::info(log::Subsystem::route, level.summary);
+    if (level.unknown_links) log::info(log::Subsystem::route, *level.unknown_links);
   }
   setup.gpus_shared = shared.any();
   if (shared.any() && bootstrap.rank() == 0) {
@@ -199,8 +200,9 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
                             "create (the hierarchical route's communicator between nodes)"),
                         bootstrap, nodes, config.timeout);
           if (bootstrap.rank() == 0) {
-            log::info(std::string("hierarchical route: the step between nodes runs on ") +
-                      across_nodes->engine());
+            log::info(log::Subsystem::route,
+                      std::string("hierarchical route: the step between nodes runs on ") +
+                          across_nodes->engine());
           }
         }
         return transport::cuda::make_cuda_peer_transport(bootstrap, config.timeout,
@@ -221,17 +223,18 @@ BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, cons
   // A topology file that cannot be read is an error on every rank: it was
   // asked for explicitly.
   check_topologies(cards);
-  log::info(locality);
+  log::info(log::Subsystem::init, locality);
   if (setup.backend == Backend::cuda) {
     create_cuda_transports(comm, bootstrap, config, cards, setup);
   } else {
     create_host_transports(comm, bootstrap, config, cards, setup);
   }
   if (bootstrap.rank() == 0) {
-    log::info(std::string("backend ") + to_string(setup.backend) + ", " +
-              std::to_string(bootstrap.size()) + " ranks on " + setup.nodes.text + ", P2P " +
-              (setup.peer ? "enabled" : "disabled") + ", fallback " +
-              to_string(setup.fallback_kind));
+    log::info(log::Subsystem::init, std::string("backend ") + to_string(setup.backend) + ", " +
+                                        std::to_string(bootstrap.size()) + " ranks on " +
+                                        setup.nodes.text + ", P2P " +
+                                        (setup.peer ? "enabled" : "disabled") + ", fallback " +
+                                        to_string(setup.fallback_kind));
   }
   return setup;
 }

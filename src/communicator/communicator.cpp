@@ -53,8 +53,8 @@ class CommunicatorImpl final : public Communicator {
         boot_(std::move(boot)),
         counters_(static_cast<std::size_t>(config_.undeclared_keys_tracked)) {
     if (boot_->rank() == 0) {
-      for (const auto& line : applied_env) log::info("environment: " + line);
-      log::info("config: " + core::describe_config(config_));
+      for (const auto& line : applied_env) log::info(log::Subsystem::init, "environment: " + line);
+      log::info(log::Subsystem::init, "config: " + core::describe_config(config_));
     }
     // The one exchange of create: every rank's card. Every decision below
     // is derived from the cards, so it is the same on every rank, errors
@@ -82,7 +82,8 @@ class CommunicatorImpl final : public Communicator {
       // The windows the router gives plans from, once the tuning file's moved
       // the transport's (the transport logged its own at create).
       if (windows_.tunable && !routing::is_empty(resolved.protocols) && boot_->rank() == 0)
-        log::info("protocol windows in force: " + routing::describe_protocol_windows(windows_));
+        log::info(log::Subsystem::route,
+                  "protocol windows in force: " + routing::describe_protocol_windows(windows_));
       peer_->set_launch_shapes(resolved.shapes);
     }
   }
@@ -334,9 +335,10 @@ class CommunicatorImpl final : public Communicator {
     // contract), so no lookup can still hold a replaced plan: release them.
     index_.reclaim_retired();
 
-    if (boot_->rank() == 0 && log::enabled(LogLevel::info)) {
-      log::info("declared " + std::to_string(declarations.size()) + " plans:\n" +
-                routing::format_route_table(declarations, decisions, launch_texts));
+    if (boot_->rank() == 0 && log::enabled(LogLevel::info, log::Subsystem::plan)) {
+      log::info(log::Subsystem::plan,
+                "declared " + std::to_string(declarations.size()) + " plans:\n" +
+                    routing::format_route_table(declarations, decisions, launch_texts));
     }
     if (boot_->rank() == 0) warn_about_repeated_keys(declarations);
   }
@@ -444,7 +446,7 @@ class CommunicatorImpl final : public Communicator {
   void trace_call(const char* what, DataType dtype, const TensorLayout& layout,
                   const plan::IndexEntry* entry, const CallResult& result,
                   const void* weight = nullptr, std::optional<float> eps = std::nullopt) const {
-    if (!log::enabled(LogLevel::trace)) return;
+    if (!log::enabled(LogLevel::trace, log::Subsystem::call)) return;
     std::ostringstream out;
     out << what << ' ' << to_string(dtype) << ' ' << layout.to_string();
     if (eps) out << ' ' << plan::norm_text(make_fused_key(dtype, layout, weight, *eps));
@@ -452,7 +454,7 @@ class CommunicatorImpl final : public Communicator {
     if (is_p2p(result.route)) out << " protocol " << to_string(result.protocol);
     if (entry) out << " (plan '" << entry->declaration->name << "')";
     if (!is_p2p(result.route)) out << " reason " << to_string(result.reason);
-    log::trace(out.str());
+    log::trace(log::Subsystem::call, out.str());
   }
 
   Config config_;
@@ -499,6 +501,11 @@ std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config)
     environment_error = e.what();
   }
   log::set_level(config.log_level);
+  // A bad subsystem list is raised by every rank after the card exchange
+  // (core::validate_config); until then the previous filter stays.
+  if (const auto subsystems = log::parse_subsystems(config.log_subsystems))
+    log::set_subsystems(*subsystems);
+  log::set_file(config.log_file);
   core::warn_unknown_variables_once();
   fault::check_configuration();
   auto boot = bootstrap::make_mpi_bootstrap(comm, config.timeout);

@@ -76,7 +76,7 @@ void log_resolution(const Config& config, const std::string& fingerprint,
   } else if (config.tuning_file.empty()) {
     line += "; no tuning file (PEERPLAN_TUNING_FILE)";
   }
-  log::info(line);
+  log::info(log::Subsystem::route, line);
 }
 
 // What the one-shot grid steps say, for the agreement text.
@@ -117,12 +117,13 @@ ResolvedRouting resolve_route_cutoffs(const std::vector<RankCard>& cards, int ra
       entry ? entry->shapes : routing::LaunchShapeTuning{}};
   if (rank == 0) {
     if (tuning && shared) {
-      log::info("tuning file " + config.tuning_file + " not applied: ranks share a GPU (" +
-                fingerprint + ")");
+      log::info(log::Subsystem::route, "tuning file " + config.tuning_file +
+                                           " not applied: ranks share a GPU (" + fingerprint + ")");
     } else if (tuning && entry == nullptr) {
       warn_no_entry(config.tuning_file, fingerprint, *tuning);
     }
-    if (log::enabled(LogLevel::info)) log_resolution(config, fingerprint, entry, resolved.cutoffs);
+    if (log::enabled(LogLevel::info, log::Subsystem::route))
+      log_resolution(config, fingerprint, entry, resolved.cutoffs);
   }
   // Every rank must route alike; the cards say what each rank's file decides.
   check_tuning_agreement(cards, fingerprint, !shared, tuning_entry_effect(config, nullptr));

@@ -14,7 +14,7 @@ std::vector<ConfigField> config_fields(const Config& c) {
   const KernelChoices& k = c.kernels;
   // Local fields: the device and the files differ per rank by design (the
   // resolved cutoffs are compared after the tuning file is applied);
-  // the log level changes no decision; the one-shot grid and row clusters
+  // the log level, file and subsystems change no decision; the one-shot grid and row clusters
   // are launch shapes no peer depends on.
   return {
       {"backend", "PEERPLAN_BACKEND", to_string(c.backend), true},
@@ -34,6 +34,8 @@ std::vector<ConfigField> config_fields(const Config& c) {
       {"disable_p2p", "PEERPLAN_DISABLE_P2P", c.disable_p2p ? "1" : "0", true},
       {"p2p_level", "PEERPLAN_P2P_LEVEL", to_string(c.p2p_level), true},
       {"log_level", "PEERPLAN_DEBUG", to_string(c.log_level), false},
+      {"log_file", "PEERPLAN_DEBUG_FILE", c.log_file, false},
+      {"log_subsystems", "PEERPLAN_DEBUG_SUBSYS", c.log_subsystems, false},
       {"topology_file", "PEERPLAN_TOPO_FILE", c.topology_file, false},
       {"tuning_file", "PEERPLAN_TUNING_FILE", c.tuning_file, false},
       {"expected_world_size", "PEERPLAN_WORLD_SIZE", std::to_string(c.expected_world_size), true},

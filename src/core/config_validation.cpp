@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "core/log_subsystems.hpp"
 #include "peerplan/errors.hpp"
 
 namespace peerplan::core {
@@ -69,6 +70,11 @@ void validate_config(const Config& config) {
     add(errors, "Config::undeclared_keys_tracked is " +
                     std::to_string(config.undeclared_keys_tracked) + ": set 0 (off) to " +
                     std::to_string(kMaxUndeclaredKeysTracked) + " (PEERPLAN_TRACK_UNDECLARED)");
+  }
+  if (!log::parse_subsystems(config.log_subsystems)) {
+    add(errors, "Config::log_subsystems is '" + config.log_subsystems + "': set a comma list of " +
+                    log::subsystem_names() +
+                    ", optionally after a ^ for all but those (PEERPLAN_DEBUG_SUBSYS)");
   }
   if (!errors.empty()) throw InvalidArgument("invalid configuration: " + errors);
 }

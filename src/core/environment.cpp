@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <optional>
 
+#include "core/log_subsystems.hpp"
 #include "core/value_parsing.hpp"
 #include "core/window_text.hpp"
 #include "peerplan/errors.hpp"
@@ -140,6 +141,21 @@ const std::vector<Variable>& variables() {
          if (!level) return std::nullopt;
          c.log_level = *level;
          return std::string("log level ") + to_string(*level);
+       }},
+      // Opened by create(), which falls back to stderr when it cannot.
+      {"PEERPLAN_DEBUG_FILE",
+       "the path of the log file; %h is the short host name, %p the process id, %% a '%'",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         c.log_file = std::string(v);
+         return "log file " + c.log_file;
+       }},
+      {"PEERPLAN_DEBUG_SUBSYS",
+       "a comma list of " + log::subsystem_names() +
+           " (case-insensitive); a leading ^ selects all but those",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         if (!log::parse_subsystems(v)) return std::nullopt;
+         c.log_subsystems = std::string(v);
+         return "log subsystems " + c.log_subsystems;
        }},
       {"PEERPLAN_BACKEND", one_of(kBackends),
        [](Config& c, std::string_view v) -> std::optional<std::string> {

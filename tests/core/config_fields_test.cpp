@@ -111,7 +111,8 @@ TEST(ConfigFields, AgreedAreThoseThatChangeWhatPeersRun) {
         "cutoffs.two_shot_max_bytes", "cutoffs.fused_max_bytes", "transfer_mode", "disable_p2p",
         "p2p_level", "expected_world_size", "fallback"})
     EXPECT_TRUE(field(fields, name).agreed) << name;
-  for (const char* name : {"device", "log_level", "topology_file", "tuning_file"})
+  for (const char* name :
+       {"device", "log_level", "log_file", "log_subsystems", "topology_file", "tuning_file"})
     EXPECT_FALSE(field(fields, name).agreed) << name;
 }
 
@@ -192,6 +193,8 @@ TEST(ConfigFields, EveryFieldReadsBackThroughItsVariable) {
   set.disable_p2p = true;
   set.p2p_level = P2PLevel::sys;
   set.log_level = LogLevel::info;
+  set.log_file = "/tmp/peerplan.%h.%p.log";
+  set.log_subsystems = "^CALL,TRANSPORT";
   set.topology_file = "/tmp/topo.xml";
   set.tuning_file = "/tmp/peerplan.tune";
   set.expected_world_size = 4;

@@ -57,6 +57,8 @@ void expect_rejected(const std::string& name, const std::string& value,
 TEST(Environment, ReadsExactlyTheDocumentedVariables) {
   // The list in include/peerplan/config.hpp's apply_environment comment.
   const std::vector<std::string_view> documented{"PEERPLAN_DEBUG",
+                                                 "PEERPLAN_DEBUG_FILE",
+                                                 "PEERPLAN_DEBUG_SUBSYS",
                                                  "PEERPLAN_BACKEND",
                                                  "PEERPLAN_DEVICE",
                                                  "PEERPLAN_TIMEOUT_MS",

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // PEERPLAN_DEBUG filtering, the host:pid and rank prefix, multi-line
-// messages, and whole lines under concurrent writers. stderr is captured with GoogleTest's
+// messages, and whole lines under concurrent writers. The subsystem filter
+// (PEERPLAN_DEBUG_SUBSYS) and the log file (PEERPLAN_DEBUG_FILE):
+// log_file_test.cpp. stderr is captured with GoogleTest's
 // CaptureStderr (it redirects file descriptor 2, which is what fwrite hits).
 #include "core/log.hpp"
 
@@ -47,8 +49,8 @@ class Log : public testing::Test {
     log::set_level(level);
     testing::internal::CaptureStderr();
     log::warn("w");
-    log::info("i");
-    log::trace("t");
+    log::info(log::Subsystem::init, "i");
+    log::trace(log::Subsystem::call, "t");
     return testing::internal::GetCapturedStderr();
   }
 
@@ -97,9 +99,9 @@ TEST_F(Log, RankAppearsInThePrefixOnceSet) {
   log::set_level(LogLevel::info);
   log::set_rank(3);
   testing::internal::CaptureStderr();
-  log::info("declared 4 plans");
+  log::info(log::Subsystem::init, "declared 4 plans");
   log::set_rank(-1);
-  log::info("no rank");
+  log::info(log::Subsystem::init, "no rank");
   EXPECT_EQ(testing::internal::GetCapturedStderr(),
             prefix(3) + "INFO: declared 4 plans\n" + prefix() + "INFO: no rank\n");
 }
@@ -122,8 +124,9 @@ TEST_F(Log, EveryLineOfAMultiLineMessageIsPrefixed) {
   log::set_level(LogLevel::info);
   log::set_rank(0);
   testing::internal::CaptureStderr();
-  log::info("name  route\nqkv   one_shot\n");  // the trailing newline adds no empty line
-  log::info("");
+  log::info(log::Subsystem::init,
+            "name  route\nqkv   one_shot\n");  // the trailing newline adds no empty line
+  log::info(log::Subsystem::init, "");
   EXPECT_EQ(testing::internal::GetCapturedStderr(), prefix(0) + "INFO: name  route\n" + prefix(0) +
                                                         "INFO: qkv   one_shot\n" + prefix(0) +
                                                         "INFO: \n");
@@ -141,7 +144,8 @@ TEST_F(Log, ConcurrentWritersNeverSplitALine) {
       writers.emplace_back([t] {
         // Long enough that a line written in pieces would be cut into.
         const std::string payload(200, static_cast<char>('a' + t));
-        for (int i = 0; i < kLines; ++i) log::info("thread " + std::to_string(t) + " " + payload);
+        for (int i = 0; i < kLines; ++i)
+          log::info(log::Subsystem::init, "thread " + std::to_string(t) + " " + payload);
       });
     }
   }

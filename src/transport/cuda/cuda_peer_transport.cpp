@@ -126,7 +126,8 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     windows_ = routing::apply_configured_windows(
         routing::default_protocol_windows(Backend::cuda, local_size_, pull), kernels);
     if (bootstrap.rank() == 0) {
-      log::info(std::string(kBackend) + ": " + describe_choices(peers_, windows_));
+      log::info(log::Subsystem::transport,
+                std::string(kBackend) + ": " + describe_choices(peers_, windows_));
     }
   } catch (const Error& e) {
     error = e.what();
@@ -452,10 +453,11 @@ std::optional<Algorithm> algorithm_for(Route route, Protocol protocol) {
 void CudaPeerTransport::set_launch_shapes(const routing::LaunchShapeTuning& shapes) {
   shapes_ = shapes;
   if (bootstrap_.rank() == 0 && !shapes.one_shot_grid.empty()) {
-    log::info(std::string(kBackend) + ": one-shot grid by message size (bytes:blocks) " +
-              routing::describe_one_shot_grid(shapes.one_shot_grid) +
-              (configured_one_shot_blocks_ > 0 ? ", not applied: one_shot_max_blocks is set"
-                                               : ", the default above"));
+    log::info(log::Subsystem::transport,
+              std::string(kBackend) + ": one-shot grid by message size (bytes:blocks) " +
+                  routing::describe_one_shot_grid(shapes.one_shot_grid) +
+                  (configured_one_shot_blocks_ > 0 ? ", not applied: one_shot_max_blocks is set"
+                                                   : ", the default above"));
   }
 }
 

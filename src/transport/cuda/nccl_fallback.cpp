@@ -240,7 +240,7 @@ void release_parked_nccl_communicators() noexcept {
     end_comm(p.comm, p.blocking, p.device, deadline, p.timeout, p.finalize, context);
     free_scratch(p.scratch, p.device, deadline + kTeardownMargin, context);
     p.graphs->release();
-    log::info(context + ": its CUDA graphs are gone, released");
+    log::info(log::Subsystem::fallback, context + ": its CUDA graphs are gone, released");
   }
 }
 

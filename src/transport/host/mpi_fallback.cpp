@@ -211,12 +211,13 @@ void MpiFallback::close() {
   }
   abandoned_.clear();
   keep_until_exit(std::move(remains));
-  log::info(std::string(kContext) + ": close() after a timeout: " + std::to_string(pending) +
-            " abandoned reduction(s) still pending in MPI" +
-            (exchange_abandoned_ ? ", and messages of an abandoned verdict exchange," : "") +
-            " keep their communicator, datatype, operations and buffers alive until the "
-            "process exits (deliberately never freed: MPI may complete them at any time "
-            "until MPI_Finalize, and freeing what they use crashes it)");
+  log::info(log::Subsystem::fallback,
+            std::string(kContext) + ": close() after a timeout: " + std::to_string(pending) +
+                " abandoned reduction(s) still pending in MPI" +
+                (exchange_abandoned_ ? ", and messages of an abandoned verdict exchange," : "") +
+                " keep their communicator, datatype, operations and buffers alive until the "
+                "process exits (deliberately never freed: MPI may complete them at any time "
+                "until MPI_Finalize, and freeing what they use crashes it)");
 }
 
 std::size_t MpiFallback::pending_abandoned() noexcept {

@@ -108,11 +108,12 @@ std::vector<std::string> remove_stale_segments() noexcept {
       // Another rank of this node may remove it at the same moment: only
       // the one whose unlink succeeds reports it.
       if (::shm_unlink(("/" + name).c_str()) != 0) continue;
-      log::info("removed the stale shared-memory segment /dev/shm/" + name + " (" +
-                std::to_string(info.st_size) + " bytes): its creator, process " +
-                std::to_string(creator->pid) +
-                ", no longer exists (a peerplan job on this node was killed while "
-                "setting up shared memory)");
+      log::info(log::Subsystem::transport,
+                "removed the stale shared-memory segment /dev/shm/" + name + " (" +
+                    std::to_string(info.st_size) + " bytes): its creator, process " +
+                    std::to_string(creator->pid) +
+                    ", no longer exists (a peerplan job on this node was killed while "
+                    "setting up shared memory)");
       removed.push_back(name);
     }
   } catch (...) {

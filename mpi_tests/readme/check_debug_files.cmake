@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: Apache-2.0
+# PEERPLAN_DEBUG_FILE at 2 ranks: runs PROGRAM under MPIEXEC ('|'-separated
+# command and flags) with PEERPLAN_DEBUG=INFO and
+# PEERPLAN_DEBUG_FILE=WORK_DIR/log.%h.%p; each rank must write a file of its
+# own, named after its host and process id, holding its INFO lines, and
+# none of them may reach stderr.
+#   cmake -DMPIEXEC=.. -DPROGRAM=.. -DWORK_DIR=.. -P check_debug_files.cmake
+cmake_minimum_required(VERSION 3.25)
+string(REPLACE "|" ";" MPIEXEC "${MPIEXEC}")
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(ENV{PEERPLAN_DEBUG} INFO)
+set(ENV{PEERPLAN_DEBUG_FILE} "${WORK_DIR}/log.%h.%p")
+set(ENV{PEERPLAN_BACKEND} host)
+execute_process(COMMAND ${MPIEXEC} ${PROGRAM} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err)
+message(STATUS "$ ${MPIEXEC} ${PROGRAM}\n${out}${err}")
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${PROGRAM} failed (${rc})")
+endif()
+if("${out}${err}" MATCHES "INFO:")
+  message(FATAL_ERROR "INFO lines reached stdout or stderr instead of the files")
+endif()
+
+cmake_host_system_information(RESULT host QUERY HOSTNAME)
+string(REGEX REPLACE "\\..*" "" host "${host}")
+file(GLOB logs ${WORK_DIR}/log.*)
+list(LENGTH logs count)
+if(NOT count EQUAL 2)
+  message(FATAL_ERROR "expected one log file per rank, found ${count}: ${logs}")
+endif()
+set(ranks_seen)
+foreach(log IN LISTS logs)
+  get_filename_component(name "${log}" NAME)
+  if(NOT name MATCHES "^log\\.${host}\\.([0-9]+)$")
+    message(FATAL_ERROR "${name} is not log.${host}.<pid>")
+  endif()
+  set(pid ${CMAKE_MATCH_1})
+  file(READ "${log}" text)
+  if(NOT text MATCHES "peerplan\\[${host}:${pid} rank ([01])\\] INFO: ")
+    message(FATAL_ERROR "${name} holds no INFO line of process ${pid}:\n${text}")
+  endif()
+  list(APPEND ranks_seen ${CMAKE_MATCH_1})
+  message(STATUS "${name}: rank ${CMAKE_MATCH_1}'s INFO lines")
+endforeach()
+list(SORT ranks_seen)
+if(NOT ranks_seen STREQUAL "0;1")
+  message(FATAL_ERROR "the files are of ranks ${ranks_seen}, not 0 and 1")
+endif()
+message(STATUS "debug files: one per rank, 2 of 2")
