@@ -188,6 +188,11 @@ struct Config {
   // inserts nothing there). 0 (default): none, and undeclared calls cost
   // nothing more; at most kMaxUndeclaredKeysTracked. A local choice.
   int undeclared_keys_tracked = 0;
+  // NVTX ranges in a "peerplan" domain for create, declare,
+  // (de)register_buffers, close and each call, which Nsight Systems shows
+  // (docs/profiling.md). They cost nothing measurable unless a profiler
+  // records; false: peerplan makes no NVTX call at all. A local choice.
+  bool nvtx = true;
 };
 
 inline constexpr int kMaxUndeclaredKeysTracked = 1024;
