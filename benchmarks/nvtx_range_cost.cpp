@@ -47,8 +47,7 @@ double best_ns_per_iteration(long iterations, Body&& body) {
 
 void run_cases(const char* label, Domain domain, long iterations) {
   const Declaration declared = Declaration::all_reduce("decode", DataType::bf16, {8, 4096});
-  const routing::RouteDecision decision{Route::one_shot, FallbackReason::none, 65536,
-                                        Protocol::ll};
+  const routing::RouteDecision decision{Route::one_shot, FallbackReason::none, 65536, Protocol::ll};
   communicator::PreparedPlan plan(decision.route, decision.reason, decision.protocol,
                                   decision.message_bytes, 16, 65536, {});
   plan.nvtx_message = communicator::register_plan_message(domain, declared, decision);
