@@ -8,15 +8,24 @@
 // Lines: "push <domain> <ARGB colour, hex> <payload or -> <message>", with
 // a registered message resolved to its text; "pop <domain>";
 // "domain <name>".
+//
+// With NVTX_RECORDER_OUT=<prefix> set, the lines are also written at exit
+// to <prefix>.<pid>, so any program can be run under it by hand:
+//   NVTX_INJECTION64_PATH=.../libpeerplan_nvtx_recorder.so \
+//   NVTX_RECORDER_OUT=/tmp/nvtx mpirun -np 2 -x NVTX_INJECTION64_PATH \
+//   -x NVTX_RECORDER_OUT ./app
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
 
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -77,6 +86,19 @@ int range_pop(nvtxDomainHandle_t domain) {
   events.push_back("pop " + domain_name(domain));
   return 0;
 }
+
+// Writes the lines to $NVTX_RECORDER_OUT.<pid> when the process exits.
+struct WriteAtExit {
+  ~WriteAtExit() {
+    const char* prefix = std::getenv("NVTX_RECORDER_OUT");
+    if (prefix == nullptr || *prefix == '\0') return;
+    const std::string path = std::string(prefix) + "." + std::to_string(getpid());
+    if (FILE* file = std::fopen(path.c_str(), "w")) {
+      for (const auto& line : events) std::fprintf(file, "%s\n", line.c_str());
+      std::fclose(file);
+    }
+  }
+} write_at_exit;
 
 template <class Function>
 void attach(NvtxFunctionTable table, unsigned size, unsigned id, Function function) {
