@@ -93,3 +93,22 @@ if(PEERPLAN_HAVE_CUDA)
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 endif()
+
+# NVTX ranges (src/core/nvtx_ranges.cpp): the CUDA toolkit's header-only
+# NVTX v3, in host-only builds too (it needs no CUDA runtime and does
+# nothing unless a profiler injects itself). Without a toolkit the ranges
+# are compiled out.
+set(PEERPLAN_HAVE_NVTX OFF)
+if(NOT CUDAToolkit_FOUND)
+  find_package(CUDAToolkit QUIET)
+endif()
+if(TARGET CUDA::nvtx3)
+  find_path(PEERPLAN_NVTX_INCLUDE_DIR nvtx3/nvToolsExt.h
+            HINTS ${CUDAToolkit_INCLUDE_DIRS} NO_DEFAULT_PATH)
+  if(PEERPLAN_NVTX_INCLUDE_DIR)
+    set(PEERPLAN_HAVE_NVTX ON)
+  endif()
+endif()
+if(NOT PEERPLAN_HAVE_NVTX)
+  message(STATUS "peerplan: NVTX v3 headers (CUDA toolkit) not found; NVTX ranges compiled out")
+endif()

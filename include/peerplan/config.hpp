@@ -198,6 +198,11 @@ struct Config {
   // ALL; a leading '^' shows all but those. WARN lines always show. A local
   // choice.
   std::string log_subsystems = "ALL";
+  // NVTX ranges in a "peerplan" domain for create, declare,
+  // (de)register_buffers, close and each call, which Nsight Systems shows
+  // (docs/profiling.md). They cost nothing measurable unless a profiler
+  // records; false: peerplan makes no NVTX call at all. A local choice.
+  bool nvtx = true;
 };
 
 inline constexpr int kMaxUndeclaredKeysTracked = 1024;

@@ -15,6 +15,7 @@
 #include "communicator/call_checks.hpp"
 #include "communicator/call_counters.hpp"
 #include "communicator/call_guard.hpp"
+#include "communicator/call_ranges.hpp"
 #include "communicator/card_collection.hpp"
 #include "communicator/card_decisions.hpp"
 #include "communicator/cutoff_resolution.hpp"
@@ -25,6 +26,7 @@
 #include "core/environment.hpp"
 #include "core/fault_injection.hpp"
 #include "core/log.hpp"
+#include "core/nvtx_ranges.hpp"
 #include "core/unknown_variables.hpp"
 #include "peerplan/errors.hpp"
 #include "plan/layout_rules.hpp"
@@ -40,7 +42,10 @@ namespace peerplan {
 namespace {
 
 using communicator::CallGuard;
+using communicator::CallRange;
 using communicator::PreparedPlan;
+using core::nvtx::Colour;
+using NvtxRange = core::nvtx::Range;
 
 bool is_p2p(Route route) noexcept { return route != Route::fallback; }
 
@@ -50,6 +55,7 @@ class CommunicatorImpl final : public Communicator {
                    const std::vector<std::string>& applied_env,
                    const std::optional<std::string>& environment_error)
       : config_(std::move(config)),
+        nvtx_(core::nvtx::domain(config_.nvtx)),
         boot_(std::move(boot)),
         counters_(static_cast<std::size_t>(config_.undeclared_keys_tracked)) {
     if (boot_->rank() == 0) {
@@ -97,6 +103,7 @@ class CommunicatorImpl final : public Communicator {
 
   void declare(std::span<const Declaration> declarations) override {
     const CallGuard guard(call_in_progress_, "declare");
+    const NvtxRange range(nvtx_, Colour::lifecycle, "declare", declarations.size());
     ensure_open("declare");
     breaking_on_timeout("declare", [&] { declare_set(declarations); });
   }
@@ -125,6 +132,7 @@ class CommunicatorImpl final : public Communicator {
     const PlanKey key = make_all_reduce_key(dtype, layout);
     const auto* entry = index_.find(key);
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
+    const CallRange range(nvtx_, Operation::all_reduce, plan, dtype, layout);
     if (plan) {
       communicator::check_declared_all_reduce(in, out, *entry->declaration, *plan);
     } else {
@@ -157,6 +165,7 @@ class CommunicatorImpl final : public Communicator {
     const PlanKey key = make_fused_key(dtype, layout, weight, eps);
     const auto* entry = index_.find(key);
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
+    const CallRange range(nvtx_, Operation::fused_add_rms_norm, plan, dtype, layout);
     if (plan) {
       communicator::check_declared_fused(inout, residual, *entry->declaration, *plan);
     } else {
@@ -179,6 +188,7 @@ class CommunicatorImpl final : public Communicator {
 
   void register_buffers(std::span<const BufferRegion> buffers) override {
     const CallGuard guard(call_in_progress_, "register_buffers");
+    const NvtxRange range(nvtx_, Colour::lifecycle, "register_buffers", buffers.size());
     ensure_open("register_buffers");
     // What no backend accepts is checked here, on every rank together.
     std::optional<std::string> local_error;
@@ -198,6 +208,7 @@ class CommunicatorImpl final : public Communicator {
 
   void deregister_buffers() override {
     const CallGuard guard(call_in_progress_, "deregister_buffers");
+    const NvtxRange range(nvtx_, Colour::lifecycle, "deregister_buffers");
     ensure_open("deregister_buffers");
     if (!p2p_enabled_) return;
     breaking_on_timeout("deregister_buffers", [&] { peer_->deregister_buffers(); });
@@ -223,6 +234,7 @@ class CommunicatorImpl final : public Communicator {
   void close() override {
     const CallGuard guard(call_in_progress_, "close");
     if (closed_) return;
+    const NvtxRange range(nvtx_, Colour::lifecycle, "close");
     // close() is collective and uses MPI; after MPI_Finalize that would
     // abort the process. The destructor still releases this rank's share.
     bootstrap::detail::require_mpi_running("close");
@@ -324,6 +336,7 @@ class CommunicatorImpl final : public Communicator {
           d.route, d.reason, d.protocol, d.message_bytes, declared.input_alignment,
           static_cast<std::uint64_t>(plan::span_bytes(declared.layout, declared.dtype)),
           std::move(launches[i]));
+      prepared->nvtx_message = communicator::register_plan_message(nvtx_, declared, d);
       launch_texts[i] = prepared->launch_text;
       plans.push_back(prepared.get());
       payloads.push_back(std::move(prepared));
@@ -458,6 +471,7 @@ class CommunicatorImpl final : public Communicator {
   }
 
   Config config_;
+  core::nvtx::Domain nvtx_;  // null unless ranges are on and a profiler records
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   Backend backend_ = Backend::host;
   Fallback fallback_kind_ = Fallback::mpi;
@@ -506,6 +520,7 @@ std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config)
   if (const auto subsystems = log::parse_subsystems(config.log_subsystems))
     log::set_subsystems(*subsystems);
   log::set_file(config.log_file);
+  const NvtxRange range(core::nvtx::domain(config.nvtx), Colour::lifecycle, "create");
   core::warn_unknown_variables_once();
   fault::check_configuration();
   auto boot = bootstrap::make_mpi_bootstrap(comm, config.timeout);

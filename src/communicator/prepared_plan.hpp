@@ -15,6 +15,7 @@
 #include "peerplan/route.hpp"
 #include "plan/plan_entry.hpp"
 #include "communicator/two_shot_pieces.hpp"
+#include "core/nvtx_ranges.hpp"
 #include "transport/transport.hpp"
 
 namespace peerplan::communicator {
@@ -49,6 +50,9 @@ struct PreparedPlan final : plan::PlanPayload {
   // launch->describe(), made once: the route table, plan_for() and stats()
   // show it.
   const std::string launch_text;
+  // The text of its calls' NVTX ranges, registered at declare while a
+  // profiler records (communicator/call_ranges.hpp); else null.
+  core::nvtx::Message nvtx_message;
   // Relaxed atomics: stats() may run on another thread than the calls.
   std::atomic<std::uint64_t> hits{0};
   std::atomic<std::uint64_t> fallbacks{0};

@@ -56,6 +56,8 @@ std::vector<ConfigField> config_fields(const Config& c) {
       // What this rank's Stats keep: no peer depends on it.
       {"undeclared_keys_tracked", "PEERPLAN_TRACK_UNDECLARED",
        std::to_string(c.undeclared_keys_tracked), false},
+      // Profiler ranges change nothing a peer sees.
+      {"nvtx", "PEERPLAN_NVTX", c.nvtx ? "1" : "0", false},
   };
 }
 

@@ -324,6 +324,13 @@ const std::vector<Variable>& variables() {
                     ? std::string("undeclared keys not tracked")
                     : "Stats keep the " + std::to_string(*keys) + " most frequent undeclared keys";
        }},
+      {"PEERPLAN_NVTX", "one of 0|1|true|false|yes|no|on|off (case-insensitive)",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto on = parse_bool(v);
+         if (!on) return std::nullopt;
+         c.nvtx = *on;
+         return std::string(*on ? "NVTX ranges on" : "NVTX ranges off");
+       }},
   };
   return table;
 }

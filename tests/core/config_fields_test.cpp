@@ -204,6 +204,7 @@ TEST(ConfigFields, EveryFieldReadsBackThroughItsVariable) {
   set.kernels.two_shot_dma = Window::above_bytes(8u << 20);
   set.kernels.two_shot_lamport = Window::up_to_bytes(256u << 10);
   set.fallback = Fallback::mpi;
+  set.nvtx = false;
   for (const Config& config : {Config{}, set}) {
     for (const auto& f : config_fields(config)) {
       if (f.value.empty()) continue;  // an empty variable counts as unset

@@ -81,7 +81,8 @@ TEST(Environment, ReadsExactlyTheDocumentedVariables) {
                                                  "PEERPLAN_TWO_SHOT_DMA",
                                                  "PEERPLAN_TWO_SHOT_LAMPORT",
                                                  "PEERPLAN_FALLBACK",
-                                                 "PEERPLAN_TRACK_UNDECLARED"};
+                                                 "PEERPLAN_TRACK_UNDECLARED",
+                                                 "PEERPLAN_NVTX"};
   EXPECT_EQ(environment_variable_names(), documented);
 
   // And it looks each of them up (no more, no fewer).
@@ -280,6 +281,14 @@ TEST(Environment, TrackUndeclared) {
   EXPECT_EQ(with("PEERPLAN_TRACK_UNDECLARED", "1024").undeclared_keys_tracked, 1024);
   for (const char* bad : {"-1", "1025", "many"})
     expect_rejected("PEERPLAN_TRACK_UNDECLARED", bad, "1024");
+}
+
+TEST(Environment, Nvtx) {
+  EXPECT_TRUE(Config{}.nvtx);
+  EXPECT_FALSE(with("PEERPLAN_NVTX", "0").nvtx);
+  EXPECT_FALSE(with("PEERPLAN_NVTX", "off").nvtx);
+  EXPECT_TRUE(with("PEERPLAN_NVTX", "1").nvtx);
+  for (const char* bad : {"2", "nsys"}) expect_rejected("PEERPLAN_NVTX", bad, "true");
 }
 
 // --- the CUDA backend's kernel knobs (KernelChoices) ---------------------
