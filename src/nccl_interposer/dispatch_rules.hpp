@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: Apache-2.0
+// The interposer's pure rules (no NCCL, no CUDA): what is declared, which
+// ncclAllReduce calls peerplan takes, the counters of what went where, and
+// peerplan's exceptions in NCCL's result codes. Built in every build so its
+// unit tests run without a GPU.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "peerplan/dtype.hpp"
+
+namespace peerplan::nccl_interposer {
+
+// Declared sizes: what the interposer hands to Communicator::declare.
+struct DeclaredBuffer {
+  DataType dtype;
+  std::size_t count;  // count in elements
+};
+// Parses PEERPLAN_NCCL_DECLARE's text; throws peerplan::InvalidArgument naming the bad part.
+std::vector<DeclaredBuffer> parse_declare_spec(std::string_view spec);
+// Parses a plan file's text (path used in messages only); errors name the line.
+std::vector<DeclaredBuffer> parse_plan_file(std::string_view text, std::string_view path);
+// Reads both variables (either or both may be set), merges, dedups, sorts.
+std::vector<DeclaredBuffer> declared_from_environment();
+
+enum class NcclType { int8, uint8, int32, uint32, int64, uint64, f16, f32, f64, bf16, other };
+enum class NcclOp { sum, prod, max, min, avg, other };
+enum class FallbackCause : std::uint8_t {
+  not_all_reduce,
+  dtype,
+  reduction,
+  undeclared_count,
+  group_of_many,
+  misaligned,
+  capture_refused,
+  no_communicator,
+  peerplan_error,
+  count_
+};
+std::string_view to_string(FallbackCause);
+struct AllReduceCall {
+  NcclType type;
+  NcclOp op;
+  std::size_t count;
+  const void* send;
+  void* recv;
+  bool in_group;
+  std::size_t ops_in_group;
+};
+struct Decision {
+  bool to_peerplan;
+  FallbackCause cause;  // cause valid when !to_peerplan
+};
+// Pure: is this call one peerplan takes, given the declared set (sorted)?
+Decision decide(const AllReduceCall& call, std::span<const DeclaredBuffer> declared);
+// Per size: hits and fallbacks by cause, printed at finalize.
+class DispatchCounters {
+ public:
+  void hit(std::size_t bytes);
+  void fallback(std::size_t bytes, FallbackCause cause);
+  std::string summary() const;
+
+ private:
+  struct PerSize {
+    std::size_t hits = 0;
+    std::array<std::size_t, static_cast<std::size_t>(FallbackCause::count_)> fallbacks{};
+  };
+  std::map<std::size_t, PerSize> by_bytes_;
+};
+// peerplan exception -> ncclResult_t value (as int: ncclRemoteError=6, ncclInvalidArgument=4,
+// ncclInternalError=3, ncclInvalidUsage=5) — use the numeric values of nccl.h's enum but do
+// not include nccl.h here.
+int nccl_result_for(const std::exception& error) noexcept;
+
+}  // namespace peerplan::nccl_interposer
