@@ -42,22 +42,53 @@ std::chrono::milliseconds environment_timeout(const Config& config) {
   }
 }
 
-// Create, declare, and find the sizes on a P2P route. Throws on failure.
-void create_and_declare(ncclComm_t comm, CommState& state,
-                        const std::vector<DeclaredBuffer>& declared) {
-  const RealNccl& real = real_nccl();
-  if (!real.error.empty()) throw InvalidUsage(real.error);
+// The communicator's bootstrap, shared with the interposer, which needs
+// one more exchange after create and declare.
+class SharedBootstrap final : public bootstrap::Bootstrap {
+ public:
+  explicit SharedBootstrap(std::shared_ptr<bootstrap::Bootstrap> boot) : boot_(std::move(boot)) {}
+  int rank() const noexcept override { return boot_->rank(); }
+  int size() const noexcept override { return boot_->size(); }
+  int local_rank() const noexcept override { return boot_->local_rank(); }
+  int local_size() const noexcept override { return boot_->local_size(); }
+  int node_id() const noexcept override { return boot_->node_id(); }
+  int num_nodes() const noexcept override { return boot_->num_nodes(); }
+  std::vector<bootstrap::Blob> allgather(std::span<const std::byte> mine) override {
+    return boot_->allgather(mine);
+  }
+  std::vector<bootstrap::Blob> local_allgather(std::span<const std::byte> mine) override {
+    return boot_->local_allgather(mine);
+  }
+  bootstrap::Blob broadcast(std::span<const std::byte> blob, int root) override {
+    return boot_->broadcast(blob, root);
+  }
+  void barrier() override { boot_->barrier(); }
+  bool agree(bool ok) override { return boot_->agree(ok); }
+
+ private:
+  std::shared_ptr<bootstrap::Bootstrap> boot_;
+};
+
+Config interposer_config(ncclComm_t comm) {
   Config config;
   config.backend = Backend::cuda;
   int device = 0;
-  if (real.comm_cu_device(comm, &device) == ncclSuccess) config.device = device;
-  auto boot =
-      bootstrap::make_nccl_bootstrap(comm, bootstrap_functions(real), environment_timeout(config));
-  auto created = communicator::create_over_bootstrap(std::move(boot), config);
+  if (real_nccl().comm_cu_device(comm, &device) == ncclSuccess) config.device = device;
+  return config;
+}
+
+// Create over `boot`, declare, and find the sizes on a P2P route. Returns
+// why peerplan cannot serve (P2P disabled on every rank), or empty; throws
+// on failure.
+std::string create_and_declare(const std::shared_ptr<bootstrap::Bootstrap>& boot,
+                               const Config& config, CommState& state,
+                               const std::vector<DeclaredBuffer>& declared) {
+  auto created =
+      communicator::create_over_bootstrap(std::make_unique<SharedBootstrap>(boot), config);
   if (!created->p2p_enabled()) {
-    state.reason = "peer to peer is disabled (" + created->p2p_disabled_reason() + ")";
-    created->close();  // every rank agreed on it: collective here alike
-    return;
+    // Every rank agreed on it: the close is collective here alike.
+    created->close();
+    return "peer to peer is disabled (" + created->p2p_disabled_reason() + ")";
   }
   std::vector<Declaration> declarations;
   declarations.reserve(declared.size());
@@ -82,6 +113,7 @@ void create_and_declare(ncclComm_t comm, CommState& state,
     log::info("NCCL interposer: declared sizes peerplan routes to NCCL:" + to_nccl);
   }
   state.peerplan = std::move(created);
+  return {};
 }
 
 }  // namespace
@@ -125,14 +157,38 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
     log::info("NCCL interposer: every call goes to NCCL: " + state->reason);
     return;
   }
-  try {
-    create_and_declare(comm, *state, declared);
-  } catch (const std::exception& e) {
-    state->peerplan.reset();  // a local release: the ranks may be out of step
-    state->p2p_declared.clear();
-    state->reason = std::string("peerplan's create failed: ") + e.what();
+  const bootstrap::NcclFunctions functions = bootstrap_functions(real);
+  if (!functions.all_gather || !functions.get_async_error || !functions.user_rank ||
+      !functions.count || !functions.cu_device || !functions.error_string) {
+    state->reason = real.error;
     log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
+    return;
   }
+  std::shared_ptr<bootstrap::Bootstrap> boot;
+  std::string failure;
+  try {
+    const Config config = interposer_config(comm);
+    boot = bootstrap::make_nccl_bootstrap(comm, functions, environment_timeout(config));
+    failure = create_and_declare(boot, config, *state, declared);
+  } catch (const std::exception& e) {
+    failure = std::string("peerplan's create failed: ") + e.what();
+  }
+  // Every rank ends with peerplan or none does: a rank with and a rank
+  // without would wait for each other in different libraries.
+  bool everywhere = false;
+  if (boot) {
+    try {
+      everywhere = boot->agree(failure.empty());
+    } catch (const std::exception& e) {
+      if (failure.empty()) failure = std::string("the final agreement failed: ") + e.what();
+    }
+  }
+  if (everywhere) return;
+  if (failure.empty()) failure = "peerplan's create failed on another rank (its WARN says why)";
+  state->peerplan.reset();  // a local release: the ranks may be out of step
+  state->p2p_declared.clear();
+  state->reason = failure;
+  log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
 }
 
 void detach_peerplan(ncclComm_t comm, bool collective, bool forget) {

@@ -22,6 +22,7 @@
 // collective close would be queued in the group).
 #include <nccl.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -97,8 +98,14 @@ void created(ncclComm_t comm, const std::string& why_not = {}) {
   attach_peerplan(comm, why_not);
 }
 
+// One WARN per process: a program may call NCCL in a loop.
 ncclResult_t missing(const char* name) {
-  log::warn(std::string("NCCL interposer: ") + name + " is not available: " + real().error);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    log::warn(std::string("NCCL interposer: ") + name +
+              " (and every call whose real function is missing) fails with ncclInternalError: " +
+              real().error);
+  }
   return ncclInternalError;
 }
 
@@ -201,7 +208,15 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupEnd() {
     if (result == ncclSuccess) result = ran;
   }
   if (end == ncclSuccess) {
-    for (ncclComm_t comm : group.created) attach_peerplan(comm);
+    // Several in one group is most likely one process driving several
+    // ranks of one communicator (one GPU each), whose collective create
+    // would wait for ranks this thread runs only afterwards.
+    const std::string why_not =
+        group.created.size() > 1
+            ? "several communicators were initialised in one group (one process for several "
+              "ranks?), and peerplan runs one rank per process"
+            : "";
+    for (ncclComm_t comm : group.created) attach_peerplan(comm, why_not);
   }
   return result;
 }

@@ -92,8 +92,9 @@ RealNccl resolve_all() {
 }  // namespace
 
 const RealNccl& real_nccl() {
-  static const RealNccl real = resolve_all();
-  return real;
+  // Never destroyed: the program may call NCCL from static destructors.
+  static const RealNccl* const real = new RealNccl(resolve_all());
+  return *real;
 }
 
 bootstrap::NcclFunctions bootstrap_functions(const RealNccl& real) {

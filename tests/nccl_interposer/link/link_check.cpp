@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// link_check --passthrough <code>: see passthrough() below.
 // link_check <libpeerplan_nccl.so> <exports.map>: opens the interposer with
 // RTLD_NOW in a program linked with NCCL (every reference it has must
 // resolve) and checks that each function exports.map lists is defined in
@@ -12,7 +13,28 @@
 #include <string>
 #include <vector>
 
+// Run with the interposer in LD_PRELOAD: calls that need no GPU reach the
+// real NCCL through it. `expected` is what ncclAllReduce on a null
+// communicator returns: ncclInvalidArgument from the real NCCL, or
+// ncclInternalError when the interposer was told of no usable NCCL
+// (PEERPLAN_NCCL_LIBRARY pointing nowhere), which proves it intercepted.
+int passthrough(int expected) {
+  const ncclResult_t start = ncclGroupStart();
+  const ncclResult_t end = ncclGroupEnd();
+  const ncclResult_t all_reduce =
+      ncclAllReduce(nullptr, nullptr, 0, ncclFloat, ncclSum, nullptr, nullptr);
+  const char* last = ncclGetLastError(nullptr);
+  std::printf(
+      "ncclGroupStart %d, ncclGroupEnd %d, ncclAllReduce(null comm) %d (expected %d), "
+      "last error '%s'\n",
+      start, end, all_reduce, expected, last ? last : "(null)");
+  const ncclResult_t group_expected =
+      expected == ncclInternalError ? ncclInternalError : ncclSuccess;
+  return start == group_expected && end == group_expected && all_reduce == expected ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--passthrough") return passthrough(std::stoi(argv[2]));
   if (argc != 3) {
     std::fprintf(stderr, "usage: %s <libpeerplan_nccl.so> <exports.map>\n", argv[0]);
     return 2;
