@@ -29,8 +29,11 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-ncclResult_t peerplan_failed(const std::exception& error, CommState& state) {
+// Counted under peerplan_error as well, though NCCL did not run it: the
+// summary then shows every call that did not complete on peerplan.
+ncclResult_t peerplan_failed(const std::exception& error, CommState& state, std::size_t bytes) {
   const int code = nccl_result_for(error);
+  state.fallback(bytes, FallbackCause::peerplan_error);
   if (dynamic_cast<const Timeout*>(&error) != nullptr) {
     state.broken = true;
     state.async_error = static_cast<int>(ncclRemoteError);
@@ -96,7 +99,7 @@ ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
                 error.what());
       return run_on_nccl(call, state, FallbackCause::capture_refused);
     }
-    return peerplan_failed(error, *state);
+    return peerplan_failed(error, *state, call_bytes(call));
   }
 }
 
