@@ -203,8 +203,9 @@ void detach_peerplan(ncclComm_t comm, bool collective, bool forget) {
     }
     state->peerplan.reset();
   }
-  // Every rank's: a rank's calls can go elsewhere than its peers' (a
-  // misaligned buffer, a refused capture).
+  // Once (finalize, then destroy). Every rank's: a rank's calls can go
+  // elsewhere than its peers' (a misaligned buffer, a refused capture).
+  if (state->summarized.exchange(true)) return;
   log::info("NCCL interposer: rank " + std::to_string(state->rank) + " calls by size:\n" +
             state->summary());
 }

@@ -30,7 +30,8 @@ struct CommState {
   // Set when a peerplan call timed out: later calls go to NCCL, and
   // ncclCommGetAsyncError reports ncclRemoteError.
   std::atomic<bool> broken{false};
-  std::atomic<int> async_error{0};  // an ncclResult_t; 0 = ncclSuccess
+  std::atomic<int> async_error{0};      // an ncclResult_t; 0 = ncclSuccess
+  std::atomic<bool> summarized{false};  // the summary was logged
 
   void hit(std::size_t bytes) {
     const std::lock_guard lock(counters_mutex);

@@ -242,8 +242,9 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   const ncclResult_t result = note_nccl_result(real().comm_abort(comm));
   if (state) {
     state->peerplan.reset();
-    peerplan::log::info("NCCL interposer: rank " + std::to_string(state->rank) +
-                        " (aborted) calls by size:\n" + state->summary());
+    if (!state->summarized.exchange(true))
+      peerplan::log::info("NCCL interposer: rank " + std::to_string(state->rank) +
+                          " (aborted) calls by size:\n" + state->summary());
   }
   return result;
 }
