@@ -133,8 +133,19 @@ std::shared_ptr<CommState> take_comm(ncclComm_t comm) {
   return state;
 }
 
+// PEERPLAN_DEBUG for the interposer's own messages, before (or without)
+// a create, which sets it too.
+void apply_log_level() {
+  try {
+    log::set_level(apply_environment(Config{}).log_level);
+  } catch (const std::exception&) {
+    // create reports the bad value
+  }
+}
+
 void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   if (comm == nullptr) return;
+  apply_log_level();
   auto state = std::make_shared<CommState>();
   const RealNccl& real = real_nccl();
   if (real.comm_user_rank) real.comm_user_rank(comm, &state->rank);
