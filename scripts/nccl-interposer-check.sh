@@ -134,7 +134,7 @@ for dtype in $dtypes; do
     wrong=$(data_lines "$pre" | awk '{w += ($3 != "0" && $3 != "N/A") + ($5 != "0" && $5 != "N/A")} END {print w + 0}')
     [ "$(data_lines "$pre" | wc -l)" -gt 0 ] || { say "no results in $pre"; status=1; }
     if [ "$wrong" != 0 ]; then
-      say "$dtype $mode: $wrong size(s) with wrong results under the preload"
+      say "$dtype $mode: $wrong result column(s) (out of place or in place, per size) with wrong values under the preload"
       status=1
     fi
     say "where the calls went (rank 0's summary; every rank's in $pre):"
