@@ -202,6 +202,15 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
 }
 
+void install_peerplan(ncclComm_t comm, std::unique_ptr<Communicator> peerplan,
+                      std::vector<DeclaredBuffer> p2p_declared, int rank) {
+  auto state = std::make_shared<CommState>();
+  state->rank = rank;
+  state->peerplan = std::move(peerplan);
+  state->p2p_declared = std::move(p2p_declared);
+  insert(comm, std::move(state));
+}
+
 void detach_peerplan(ncclComm_t comm, bool collective, bool forget) {
   auto state = forget ? take_comm(comm) : find_comm(comm);
   if (!state) return;

@@ -61,6 +61,13 @@ std::shared_ptr<CommState> find_comm(ncclComm_t comm);
 // or empty.
 void attach_peerplan(ncclComm_t comm, const std::string& why_not = {});
 
+// Records `peerplan` as the communicator of `comm`, running the sizes
+// `p2p_declared` peer to peer (sorted as declared_from_environment sorts):
+// attach_peerplan's last step, and how a test puts a communicator of its
+// own in the table.
+void install_peerplan(ncclComm_t comm, std::unique_ptr<Communicator> peerplan,
+                      std::vector<DeclaredBuffer> p2p_declared, int rank);
+
 // Before the real finalize/destroy of `comm`: closes its peerplan
 // communicator (collective when `collective`, else a local release) and
 // logs the summary at INFO. `forget` drops the table entry as well.
