@@ -106,7 +106,7 @@ class InterposerDispatch : public ::testing::Test {
   void install(std::function<void()> fail) {
     seen_ = std::make_shared<Seen>();
     install_peerplan(comm_, std::make_unique<FakePeerplan>(seen_, std::move(fail)),
-                     {{DataType::f32, 64}, {DataType::bf16, 128}}, 0);
+                     {{DataType::bf16, 128}, {DataType::f32, 64}}, 0);  // sorted
   }
   ncclResult_t all_reduce(std::size_t count, ncclDataType_t type = ncclFloat,
                           ncclRedOp_t op = ncclSum, std::size_t offset = 0) {
