@@ -12,30 +12,8 @@ std::vector<DeclaredBuffer> parse_declare_spec(std::string_view) { return {}; }
 std::vector<DeclaredBuffer> parse_plan_file(std::string_view, std::string_view) { return {}; }
 std::vector<DeclaredBuffer> declared_from_environment() { return {}; }
 std::string_view to_string(FallbackCause) { return "placeholder"; }
-Decision decide(const AllReduceCall& call, std::span<const DeclaredBuffer> declared) {
-  DataType dtype;
-  switch (call.type) {
-    case NcclType::f16:
-      dtype = DataType::f16;
-      break;
-    case NcclType::bf16:
-      dtype = DataType::bf16;
-      break;
-    case NcclType::f32:
-      dtype = DataType::f32;
-      break;
-    default:
-      return {false, FallbackCause::dtype};
-  }
-  if (call.op != NcclOp::sum) return {false, FallbackCause::reduction};
-  bool found = false;
-  for (const auto& d : declared) found = found || (d.dtype == dtype && d.count == call.count);
-  if (!found || call.count == 0) return {false, FallbackCause::undeclared_count};
-  if (call.in_group && call.ops_in_group > 1) return {false, FallbackCause::group_of_many};
-  if (reinterpret_cast<std::uintptr_t>(call.send) % 16 != 0 ||
-      reinterpret_cast<std::uintptr_t>(call.recv) % 16 != 0)
-    return {false, FallbackCause::misaligned};
-  return {true, FallbackCause::count_};
+Decision decide(const AllReduceCall&, std::span<const DeclaredBuffer>) {
+  return {false, FallbackCause::undeclared_count};
 }
 void DispatchCounters::hit(std::size_t bytes) { ++by_bytes_[bytes].hits; }
 void DispatchCounters::fallback(std::size_t bytes, FallbackCause cause) {
