@@ -6,6 +6,7 @@
 #include "bootstrap/fail_together.hpp"
 #include "communicator/card_decisions.hpp"
 #include "communicator/gpu_sharing.hpp"
+#include "communicator/no_fallback.hpp"
 #include "communicator/p2p_level_check.hpp"
 #include "core/log.hpp"
 #include "peerplan/errors.hpp"
@@ -149,7 +150,8 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
                             [[maybe_unused]] bootstrap::Bootstrap& bootstrap,
                             [[maybe_unused]] const Config& config,
                             [[maybe_unused]] const std::vector<RankCard>& cards,
-                            [[maybe_unused]] BackendSetup& setup) {
+                            [[maybe_unused]] BackendSetup& setup,
+                            [[maybe_unused]] FallbackSetup fallback) {
 #if PEERPLAN_HAVE_CUDA
   // Each rank selected its GPU when it filled its card.
   check_gpus(cards);
@@ -166,8 +168,22 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
               ": for testing, not for speed (the GPU time-slices the ranks' "
               "kernels); the fallback is MPI, and tuning files and benchmarks do not apply");
   }
-  setup.fallback_kind = choose_cuda_fallback(config, shared);
-  if (setup.fallback_kind == Fallback::nccl) {
+  // Without a fallback of its own, the declined calls go to the caller's
+  // NCCL: reported as the NCCL fallback.
+  setup.fallback_kind =
+      fallback == FallbackSetup::none ? Fallback::nccl : choose_cuda_fallback(config, shared);
+  std::string obstacle = level.obstacle.value_or(std::string());
+  if (fallback == FallbackSetup::none) {
+    setup.fallback = make_no_fallback();
+    // The step between nodes needs a communicator of its own (NCCL's
+    // would be made with ncclCommInitRank, which the interposer's caller
+    // intercepts; MPI's needs MPI): none here.
+    if (setup.nodes.num_nodes > 1 && obstacle.empty()) {
+      obstacle = "the job spans " + setup.nodes.text +
+                 " and a communicator without a fallback of its own (the NCCL interposer's) "
+                 "has no exchange between nodes for the hierarchical route";
+    }
+  } else if (setup.fallback_kind == Fallback::nccl) {
     setup.fallback =
         transport::cuda::make_nccl_fallback(bootstrap, config.timeout, config.kernels.row_clusters);
   } else {
@@ -180,7 +196,7 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
   // which NCCL refuses. (Posed nodes of one machine can give each group
   // distinct GPUs even where the node's own ranks share one.) MPI otherwise.
   bool exchange_on_nccl = false;
-  if (setup.nodes.num_nodes > 1) {
+  if (setup.nodes.num_nodes > 1 && fallback == FallbackSetup::own) {
     const SharedGpus within_groups = shared_gpus(cards, /*within_groups=*/true);
     exchange_on_nccl =
         transport::cuda::nccl_built() && config.fallback != Fallback::mpi && !within_groups.any();
@@ -189,7 +205,7 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
       bootstrap, config, setup, "setting up CUDA IPC / peer access",
       [&] {
         std::unique_ptr<transport::cuda::NodeExchange> across_nodes;
-        if (setup.nodes.num_nodes > 1) {
+        if (setup.nodes.num_nodes > 1 && fallback == FallbackSetup::own) {
           across_nodes =
               exchange_on_nccl
                   ? transport::cuda::make_nccl_node_exchange(bootstrap, config.timeout,
@@ -209,14 +225,15 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
                                                          config.transfer_mode, config.kernels,
                                                          std::move(across_nodes));
       },
-      level.obstacle.value_or(std::string()));
+      obstacle);
 #endif
 }
 
 }  // namespace
 
 BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config,
-                            const std::vector<RankCard>& cards, const std::string& locality) {
+                            const std::vector<RankCard>& cards, const std::string& locality,
+                            FallbackSetup fallback) {
   BackendSetup setup;
   setup.backend = decide_backend(config.backend, kCudaBuilt, cards);
   setup.nodes = node_layout(cards);
@@ -225,7 +242,13 @@ BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, cons
   check_topologies(cards);
   log::info(log::Subsystem::init, locality);
   if (setup.backend == Backend::cuda) {
-    create_cuda_transports(comm, bootstrap, config, cards, setup);
+    create_cuda_transports(comm, bootstrap, config, cards, setup, fallback);
+  } else if (fallback == FallbackSetup::none) {
+    // Decided from the cards: every rank throws alike.
+    throw Unsupported(
+        "create: the backend is host, but a communicator without a fallback of its own (the "
+        "NCCL interposer's) runs on the cuda backend only; unset PEERPLAN_BACKEND or set it to "
+        "cuda, and run on GPUs");
   } else {
     create_host_transports(comm, bootstrap, config, cards, setup);
   }

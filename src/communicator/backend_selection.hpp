@@ -33,6 +33,16 @@ struct BackendSetup {
   NodeLayout nodes;                        // how the ranks spread over nodes
 };
 
+// What takes the calls peerplan declines. `own`: a fallback transport of
+// its own, as Config::fallback says. `none`: none at all, for a caller that
+// keeps the declined calls to itself (the NCCL interposer hands them to the
+// real NCCL): a call routed to the fallback throws InvalidUsage. With
+// `none`, nothing touches MPI (comm may be MPI_COMM_NULL): the backend
+// must be cuda (Unsupported otherwise) and P2P stays within one node, the
+// hierarchical route's step between nodes needing an MPI or NCCL
+// communicator of its own.
+enum class FallbackSetup { own, none };
+
 // Collective. Resolves Backend::automatic, creates the fallback and, when
 // P2P is allowed (>= 2 ranks, not disabled; one node, or several nodes
 // holding the same number >= 2 of ranks each, for the hierarchical route,
@@ -42,6 +52,7 @@ struct BackendSetup {
 // node layout and, on the cuda backend, the GPUs; `locality` (this rank's
 // card's topology text) is logged at INFO.
 BackendSetup select_backend(MPI_Comm comm, bootstrap::Bootstrap& bootstrap, const Config& config,
-                            const std::vector<RankCard>& cards, const std::string& locality);
+                            const std::vector<RankCard>& cards, const std::string& locality,
+                            FallbackSetup fallback = FallbackSetup::own);
 
 }  // namespace peerplan::communicator

@@ -18,6 +18,7 @@
 #include "communicator/call_ranges.hpp"
 #include "communicator/card_collection.hpp"
 #include "communicator/card_decisions.hpp"
+#include "communicator/create_over_bootstrap.hpp"
 #include "communicator/cutoff_resolution.hpp"
 #include "communicator/declaration_agreement.hpp"
 #include "communicator/machine_fingerprint.hpp"
@@ -51,12 +52,15 @@ bool is_p2p(Route route) noexcept { return route != Route::fallback; }
 
 class CommunicatorImpl final : public Communicator {
  public:
+  // `comm`: MPI_COMM_NULL for a communicator over a caller's bootstrap,
+  // with no MPI and no fallback of its own (create_over_bootstrap.hpp).
   CommunicatorImpl(MPI_Comm comm, Config config, std::unique_ptr<bootstrap::Bootstrap> boot,
                    const std::vector<std::string>& applied_env,
                    const std::optional<std::string>& environment_error)
       : config_(std::move(config)),
         nvtx_(core::nvtx::domain(config_.nvtx)),
         boot_(std::move(boot)),
+        uses_mpi_(comm != MPI_COMM_NULL),
         counters_(static_cast<std::size_t>(config_.undeclared_keys_tracked)) {
     if (boot_->rank() == 0) {
       for (const auto& line : applied_env) log::info(log::Subsystem::init, "environment: " + line);
@@ -70,7 +74,9 @@ class CommunicatorImpl final : public Communicator {
     communicator::check_settings(cards);
     communicator::check_world_size(*boot_, config_);
     communicator::check_tuning_files(cards);
-    auto setup = communicator::select_backend(comm, *boot_, config_, cards, own.locality);
+    auto setup = communicator::select_backend(
+        comm, *boot_, config_, cards, own.locality,
+        uses_mpi_ ? communicator::FallbackSetup::own : communicator::FallbackSetup::none);
     backend_ = setup.backend;
     fallback_kind_ = setup.fallback_kind;
     peer_ = std::move(setup.peer);
@@ -237,7 +243,8 @@ class CommunicatorImpl final : public Communicator {
     const NvtxRange range(nvtx_, Colour::lifecycle, "close");
     // close() is collective and uses MPI; after MPI_Finalize that would
     // abort the process. The destructor still releases this rank's share.
-    bootstrap::detail::require_mpi_running("close");
+    // (A communicator without MPI exchanges through its caller's bootstrap.)
+    if (uses_mpi_) bootstrap::detail::require_mpi_running("close");
     closed_stats_ = live_stats();  // while the plans holding the per-plan counters exist
     closed_ = true;  // first: a failure below must not leave a usable half-closed communicator
     plans_.clear();
@@ -473,6 +480,7 @@ class CommunicatorImpl final : public Communicator {
   Config config_;
   core::nvtx::Domain nvtx_;  // null unless ranges are on and a profiler records
   std::unique_ptr<bootstrap::Bootstrap> boot_;
+  bool uses_mpi_ = true;  // false: over a caller's bootstrap, no fallback of its own
   Backend backend_ = Backend::host;
   Fallback fallback_kind_ = Fallback::mpi;
   std::unique_ptr<transport::PeerTransport> peer_;
@@ -502,7 +510,17 @@ class CommunicatorImpl final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config) {
+namespace {
+
+// The steps of create before the bootstrap: the environment, the log level
+// and the checks of the process's settings.
+struct PreparedConfig {
+  Config config;
+  std::vector<std::string> applied;
+  std::optional<std::string> environment_error;
+};
+
+PreparedConfig prepare_config(Config config) {
   std::vector<std::string> applied;
   // A bad PEERPLAN_* value is not thrown here, on this rank alone (the
   // others would wait for it until the timeout): it travels in this rank's
@@ -523,11 +541,30 @@ std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config)
   const NvtxRange range(core::nvtx::domain(config.nvtx), Colour::lifecycle, "create");
   core::warn_unknown_variables_once();
   fault::check_configuration();
-  auto boot = bootstrap::make_mpi_bootstrap(comm, config.timeout);
+  return {std::move(config), std::move(applied), std::move(environment_error)};
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config) {
+  auto prepared = prepare_config(std::move(config));
+  auto boot = bootstrap::make_mpi_bootstrap(comm, prepared.config.timeout);
   log::set_rank(boot->rank());
   PEERPLAN_FAULT_POINT("create.after_bootstrap", boot->rank());
-  return std::make_unique<CommunicatorImpl>(comm, std::move(config), std::move(boot), applied,
-                                            environment_error);
+  return std::make_unique<CommunicatorImpl>(comm, std::move(prepared.config), std::move(boot),
+                                            prepared.applied, prepared.environment_error);
+}
+
+std::unique_ptr<Communicator> communicator::create_over_bootstrap(
+    std::unique_ptr<bootstrap::Bootstrap> boot, Config config) {
+  if (!boot) throw InvalidArgument("create_over_bootstrap: the bootstrap is null");
+  auto prepared = prepare_config(std::move(config));
+  log::set_rank(boot->rank());
+  // MPI_COMM_NULL: no MPI anywhere on this path (the fallback is the
+  // caller's, the exchanges are the bootstrap's).
+  return std::make_unique<CommunicatorImpl>(MPI_COMM_NULL, std::move(prepared.config),
+                                            std::move(boot), prepared.applied,
+                                            prepared.environment_error);
 }
 
 }  // namespace peerplan

@@ -22,6 +22,7 @@ constexpr std::string_view kOtherKnownNames[] = {
     "PEERPLAN_HOST_ID",
     "PEERPLAN_FAULT_INJECT",
     "PEERPLAN_LIBRARY",
+    "PEERPLAN_NCCL_LIBRARY",
     "PEERPLAN_CMAKE_ARGS",
     "PEERPLAN_CTEST_ARGS",
     "PEERPLAN_BUILD_DIR",

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "nccl_interposer/call_dispatch.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "core/log.hpp"
+#include "nccl_interposer/nccl_types.hpp"
+#include "nccl_interposer/real_nccl.hpp"
+#include "peerplan/errors.hpp"
+
+namespace peerplan::nccl_interposer {
+namespace {
+
+thread_local std::string t_last_error;
+thread_local bool t_last_error_is_peerplan = false;
+
+std::size_t call_bytes(const NcclAllReduce& call) { return call.count * element_bytes(call.type); }
+
+// False when CUDA cannot tell (its error cleared): peerplan's failure is
+// then reported as it is.
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// Counted under peerplan_error as well, though NCCL did not run it: the
+// summary then shows every call that did not complete on peerplan.
+ncclResult_t peerplan_failed(const std::exception& error, CommState& state, std::size_t bytes) {
+  const int code = nccl_result_for(error);
+  state.fallback(bytes, FallbackCause::peerplan_error);
+  if (dynamic_cast<const Timeout*>(&error) != nullptr) {
+    state.broken = true;
+    state.async_error = static_cast<int>(ncclRemoteError);
+  }
+  t_last_error = std::string("peerplan: ") + error.what();
+  t_last_error_is_peerplan = true;
+  log::warn("NCCL interposer: ncclAllReduce on peerplan failed: " + std::string(error.what()));
+  return static_cast<ncclResult_t>(code);
+}
+
+}  // namespace
+
+Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group) {
+  Choice choice;
+  choice.state = find_comm(call.comm);
+  CommState* state = choice.state.get();
+  if (state == nullptr || state->peerplan == nullptr) {
+    choice.decision = {false, FallbackCause::no_communicator};
+    return choice;
+  }
+  if (state->broken) {
+    choice.decision = {false, FallbackCause::peerplan_error};
+    return choice;
+  }
+  const AllReduceCall rules_call{to_nccl_type(call.type),
+                                 to_nccl_op(call.op),
+                                 call.count,
+                                 call.send,
+                                 call.recv,
+                                 in_group,
+                                 ops_in_group};
+  choice.decision = decide(rules_call, state->p2p_declared);
+  // Whatever the rules say, a group of several operations is NCCL's: the
+  // others are already queued in NCCL's group.
+  if (choice.decision.to_peerplan && (!to_data_type(call.type) || ops_in_group > 1)) {
+    choice.decision = {false,
+                       ops_in_group > 1 ? FallbackCause::group_of_many : FallbackCause::dtype};
+  }
+  return choice;
+}
+
+ncclResult_t run_on_nccl(const NcclAllReduce& call, CommState* state, FallbackCause cause) {
+  const RealNccl& real = real_nccl();
+  if (real.all_reduce == nullptr) return ncclInternalError;
+  if (state != nullptr) state->fallback(call_bytes(call), cause);
+  return note_nccl_result(real.all_reduce(call.send, call.recv, call.count, call.type, call.op,
+                                          call.comm, call.stream));
+}
+
+ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
+  CommState* state = choice.state.get();
+  if (!choice.decision.to_peerplan) return run_on_nccl(call, state, choice.decision.cause);
+  try {
+    const TensorLayout layout{static_cast<std::int64_t>(call.count)};
+    state->peerplan->all_reduce(call.send, call.recv, *to_data_type(call.type), layout,
+                                call.stream);
+    state->hit(call_bytes(call));
+    return ncclSuccess;
+  } catch (const std::exception& error) {
+    if (capturing(call.stream) && dynamic_cast<const Timeout*>(&error) == nullptr) {
+      log::info(std::string("NCCL interposer: peerplan refused a call under CUDA graph "
+                            "capture, NCCL takes it: ") +
+                error.what());
+      return run_on_nccl(call, state, FallbackCause::capture_refused);
+    }
+    return peerplan_failed(error, *state, call_bytes(call));
+  }
+}
+
+void count_other(ncclComm_t comm, std::size_t bytes) {
+  if (auto state = find_comm(comm)) state->fallback(bytes, FallbackCause::not_all_reduce);
+}
+
+const char* last_peerplan_error() noexcept {
+  return t_last_error_is_peerplan ? t_last_error.c_str() : nullptr;
+}
+
+ncclResult_t note_nccl_result(ncclResult_t result) noexcept {
+  if (result != ncclSuccess && result != ncclInProgress) t_last_error_is_peerplan = false;
+  return result;
+}
+
+}  // namespace peerplan::nccl_interposer

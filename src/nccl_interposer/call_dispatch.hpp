@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+// One ncclAllReduce: to peerplan or to the real NCCL, counted either way,
+// and peerplan's failures in NCCL's terms.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "nccl_interposer/comm_table.hpp"
+#include "nccl_interposer/dispatch_rules.hpp"
+
+namespace peerplan::nccl_interposer {
+
+struct NcclAllReduce {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+// Where a call goes: `state` is null for a communicator the interposer did
+// not see made (then nothing is counted).
+struct Choice {
+  std::shared_ptr<CommState> state;
+  Decision decision{false, FallbackCause::no_communicator};
+};
+
+// The rules (dispatch_rules.hpp) applied to this communicator's state.
+// `ops_in_group`: the operations of the enclosing group (1 outside one).
+Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group);
+
+// Runs the call where `choice` says and counts it. A peerplan failure
+// during a CUDA graph capture passes the call to NCCL (capture_refused);
+// any other returns its NCCL code (a Timeout also marks the communicator
+// broken: later calls go to NCCL, ncclCommGetAsyncError reports it).
+ncclResult_t run(const NcclAllReduce& call, const Choice& choice);
+
+// The real ncclAllReduce, counted as a fallback for `cause`.
+ncclResult_t run_on_nccl(const NcclAllReduce& call, CommState* state, FallbackCause cause);
+
+// Counts an operation other than an all-reduce that goes to NCCL.
+void count_other(ncclComm_t comm, std::size_t bytes);
+
+// The text of this thread's last failure when it was peerplan's (and no
+// NCCL failure came after it), else null.
+const char* last_peerplan_error() noexcept;
+// Remembers that this thread's last failure, if `result` is one, was NCCL's.
+ncclResult_t note_nccl_result(ncclResult_t result) noexcept;
+
+}  // namespace peerplan::nccl_interposer

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "nccl_interposer/comm_table.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+#include "bootstrap/nccl_bootstrap.hpp"
+#include "communicator/create_over_bootstrap.hpp"
+#include "core/log.hpp"
+#include "nccl_interposer/real_nccl.hpp"
+#include "peerplan/config.hpp"
+#include "peerplan/errors.hpp"
+
+namespace peerplan::nccl_interposer {
+namespace {
+
+std::mutex table_mutex;
+std::unordered_map<ncclComm_t, std::shared_ptr<CommState>>& table() {
+  // Never destroyed: an application may destroy communicators from static
+  // destructors, after this file's statics would be gone.
+  static auto* entries = new std::unordered_map<ncclComm_t, std::shared_ptr<CommState>>;
+  return *entries;
+}
+
+void insert(ncclComm_t comm, std::shared_ptr<CommState> state) {
+  const std::lock_guard lock(table_mutex);
+  table()[comm] = std::move(state);
+}
+
+std::string plan_name(const DeclaredBuffer& buffer) {
+  return std::string("nccl_") + to_string(buffer.dtype) + "_" + std::to_string(buffer.count);
+}
+
+// The environment's timeout, for the bootstrap made before create applies
+// the environment; a value that does not parse is create's to report.
+std::chrono::milliseconds environment_timeout(const Config& config) {
+  try {
+    return apply_environment(config).timeout;
+  } catch (const std::exception&) {
+    return config.timeout;
+  }
+}
+
+// The communicator's bootstrap, shared with the interposer, which needs
+// one more exchange after create and declare.
+class SharedBootstrap final : public bootstrap::Bootstrap {
+ public:
+  explicit SharedBootstrap(std::shared_ptr<bootstrap::Bootstrap> boot) : boot_(std::move(boot)) {}
+  int rank() const noexcept override { return boot_->rank(); }
+  int size() const noexcept override { return boot_->size(); }
+  int local_rank() const noexcept override { return boot_->local_rank(); }
+  int local_size() const noexcept override { return boot_->local_size(); }
+  int node_id() const noexcept override { return boot_->node_id(); }
+  int num_nodes() const noexcept override { return boot_->num_nodes(); }
+  std::vector<bootstrap::Blob> allgather(std::span<const std::byte> mine) override {
+    return boot_->allgather(mine);
+  }
+  std::vector<bootstrap::Blob> local_allgather(std::span<const std::byte> mine) override {
+    return boot_->local_allgather(mine);
+  }
+  bootstrap::Blob broadcast(std::span<const std::byte> blob, int root) override {
+    return boot_->broadcast(blob, root);
+  }
+  void barrier() override { boot_->barrier(); }
+  bool agree(bool ok) override { return boot_->agree(ok); }
+
+ private:
+  std::shared_ptr<bootstrap::Bootstrap> boot_;
+};
+
+Config interposer_config(ncclComm_t comm) {
+  Config config;
+  config.backend = Backend::cuda;
+  int device = 0;
+  if (real_nccl().comm_cu_device(comm, &device) == ncclSuccess) config.device = device;
+  return config;
+}
+
+// Create over `boot`, declare, and find the sizes on a P2P route. Returns
+// why peerplan cannot serve (P2P disabled on every rank), or empty; throws
+// on failure.
+std::string create_and_declare(const std::shared_ptr<bootstrap::Bootstrap>& boot,
+                               const Config& config, CommState& state,
+                               const std::vector<DeclaredBuffer>& declared) {
+  auto created =
+      communicator::create_over_bootstrap(std::make_unique<SharedBootstrap>(boot), config);
+  if (!created->p2p_enabled()) {
+    // Every rank agreed on it: the close is collective here alike.
+    created->close();
+    return "peer to peer is disabled (" + created->p2p_disabled_reason() + ")";
+  }
+  std::vector<Declaration> declarations;
+  declarations.reserve(declared.size());
+  for (const DeclaredBuffer& buffer : declared) {
+    declarations.push_back(Declaration::all_reduce(
+        plan_name(buffer), buffer.dtype, TensorLayout{static_cast<std::int64_t>(buffer.count)}));
+  }
+  created->declare(declarations);
+  std::string to_nccl;
+  // A subset in the order declared_from_environment sorted it in.
+  for (const DeclaredBuffer& buffer : declared) {
+    const PlanKey key =
+        make_all_reduce_key(buffer.dtype, TensorLayout{static_cast<std::int64_t>(buffer.count)});
+    const PlanInfo plan = created->plan_for(key);
+    if (plan.route != Route::fallback) {
+      state.p2p_declared.push_back(buffer);
+    } else {
+      to_nccl += " " + plan_name(buffer) + " (" + to_string(plan.route_reason) + ")";
+    }
+  }
+  if (!to_nccl.empty() && state.rank == 0) {
+    log::info("NCCL interposer: declared sizes peerplan routes to NCCL:" + to_nccl);
+  }
+  state.peerplan = std::move(created);
+  return {};
+}
+
+}  // namespace
+
+std::shared_ptr<CommState> find_comm(ncclComm_t comm) {
+  const std::lock_guard lock(table_mutex);
+  const auto found = table().find(comm);
+  return found == table().end() ? nullptr : found->second;
+}
+
+std::shared_ptr<CommState> take_comm(ncclComm_t comm) {
+  const std::lock_guard lock(table_mutex);
+  const auto found = table().find(comm);
+  if (found == table().end()) return nullptr;
+  auto state = std::move(found->second);
+  table().erase(found);
+  return state;
+}
+
+// PEERPLAN_DEBUG for the interposer's own messages, before (or without)
+// a create, which sets it too.
+void apply_log_level() {
+  try {
+    log::set_level(apply_environment(Config{}).log_level);
+  } catch (const std::exception&) {
+    // create reports the bad value
+  }
+}
+
+void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
+  if (comm == nullptr) return;
+  apply_log_level();
+  auto state = std::make_shared<CommState>();
+  const RealNccl& real = real_nccl();
+  if (real.comm_user_rank) real.comm_user_rank(comm, &state->rank);
+  insert(comm, state);
+  if (!why_not.empty()) {
+    state->reason = why_not;
+    log::info("NCCL interposer: every call goes to NCCL: " + why_not);
+    return;
+  }
+  std::vector<DeclaredBuffer> declared;
+  try {
+    declared = declared_from_environment();
+  } catch (const std::exception& e) {
+    state->reason = std::string("the declared sizes do not parse: ") + e.what();
+    log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
+    return;
+  }
+  if (declared.empty()) {
+    state->reason = "nothing is declared (PEERPLAN_NCCL_DECLARE and PEERPLAN_PLAN_FILE unset)";
+    log::info("NCCL interposer: every call goes to NCCL: " + state->reason);
+    return;
+  }
+  const bootstrap::NcclFunctions functions = bootstrap_functions(real);
+  if (!functions.all_gather || !functions.get_async_error || !functions.user_rank ||
+      !functions.count || !functions.cu_device || !functions.error_string) {
+    state->reason = real.error;
+    log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
+    return;
+  }
+  std::shared_ptr<bootstrap::Bootstrap> boot;
+  std::string failure;
+  try {
+    const Config config = interposer_config(comm);
+    boot = bootstrap::make_nccl_bootstrap(comm, functions, environment_timeout(config));
+    failure = create_and_declare(boot, config, *state, declared);
+  } catch (const std::exception& e) {
+    failure = std::string("peerplan's create failed: ") + e.what();
+  }
+  // Every rank ends with peerplan or none does: a rank with and a rank
+  // without would wait for each other in different libraries.
+  bool everywhere = false;
+  if (boot) {
+    try {
+      everywhere = boot->agree(failure.empty());
+    } catch (const std::exception& e) {
+      if (failure.empty()) failure = std::string("the final agreement failed: ") + e.what();
+    }
+  }
+  if (everywhere) return;
+  if (failure.empty()) failure = "peerplan's create failed on another rank (its WARN says why)";
+  state->peerplan.reset();  // a local release: the ranks may be out of step
+  state->p2p_declared.clear();
+  state->reason = failure;
+  log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
+}
+
+void install_peerplan(ncclComm_t comm, std::unique_ptr<Communicator> peerplan,
+                      std::vector<DeclaredBuffer> p2p_declared, int rank) {
+  auto state = std::make_shared<CommState>();
+  state->rank = rank;
+  state->peerplan = std::move(peerplan);
+  state->p2p_declared = std::move(p2p_declared);
+  insert(comm, std::move(state));
+}
+
+void detach_peerplan(ncclComm_t comm, bool collective, bool forget) {
+  auto state = forget ? take_comm(comm) : find_comm(comm);
+  if (!state) return;
+  if (state->peerplan) {
+    try {
+      if (collective && !state->broken) state->peerplan->close();
+    } catch (const std::exception& e) {
+      log::warn(std::string("NCCL interposer: closing peerplan's communicator failed: ") +
+                e.what());
+    }
+    state->peerplan.reset();
+  }
+  // Once (finalize, then destroy). Every rank's: a rank's calls can go
+  // elsewhere than its peers' (a misaligned buffer, a refused capture).
+  if (state->summarized.exchange(true)) return;
+  log::info("NCCL interposer: rank " + std::to_string(state->rank) + " calls by size:\n" +
+            state->summary());
+}
+
+}  // namespace peerplan::nccl_interposer

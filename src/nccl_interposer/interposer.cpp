@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: Apache-2.0
+// The NCCL functions libpeerplan_nccl.so defines (exports.map lists them):
+// each does the real NCCL's work through real_nccl() and, around it,
+// peerplan's: create after init, the declared all-reduces on peerplan,
+// close before finalize/destroy.
+//
+// Groups. NCCL groups are per thread, so is this bookkeeping. The real
+// ncclGroupStart/End are always called (the operations the interposer does
+// not see, ncclAlltoAll and the like, must stay grouped). Inside the
+// outermost group the first operation, if it is an all-reduce, is held
+// back: when a second operation comes, the held one is first handed to the
+// real NCCL and then the new one, so NCCL sees every operation in the
+// application's order; when the group ends with the held all-reduce its
+// only operation, the rules decide as for a call outside a group (peerplan
+// runs it after the real, empty, group end). The operations counted are
+// the interposed ones (all-reduce, broadcast, reduce, all-gather,
+// reduce-scatter, send, recv); one NCCL has and the interposer does not
+// define is not seen.
+// Communicators made inside a group are initialised by NCCL at the group's
+// end: peerplan is created over them after the real ncclGroupEnd.
+// Finalize or destroy inside a group releases peerplan's side locally (a
+// collective close would be queued in the group).
+#include <nccl.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/log.hpp"
+#include "nccl_interposer/call_dispatch.hpp"
+#include "nccl_interposer/comm_table.hpp"
+#include "nccl_interposer/nccl_types.hpp"
+#include "nccl_interposer/real_nccl.hpp"
+
+#define PEERPLAN_NCCL_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace peerplan::nccl_interposer {
+namespace {
+
+struct GroupState {
+  int depth = 0;
+  std::size_t ops = 0;                     // operations seen in the outermost group
+  std::optional<NcclAllReduce> held;       // the group's first operation, an all-reduce
+  ncclResult_t held_result = ncclSuccess;  // a failure of handing it to NCCL late
+  std::vector<ncclComm_t> created;         // communicators made in the group
+};
+thread_local GroupState t_group;
+
+const RealNccl& real() { return real_nccl(); }
+
+// An operation of the group: the held all-reduce, if any, goes to NCCL
+// before it.
+void note_group_operation() {
+  ++t_group.ops;
+  if (!t_group.held) return;
+  const NcclAllReduce held = *t_group.held;
+  t_group.held.reset();
+  const Choice choice = choose(held, true, t_group.ops);
+  const ncclResult_t result = run(held, choice);  // choose gives NCCL in a group of several
+  if (result != ncclSuccess && t_group.held_result == ncclSuccess) t_group.held_result = result;
+}
+
+// Counts an operation other than an all-reduce (in a group: one more
+// operation; outside: a fallback of its own).
+void other_operation(ncclComm_t comm, std::size_t count, ncclDataType_t type) {
+  if (t_group.depth > 0) {
+    note_group_operation();
+  } else {
+    count_other(comm, count * element_bytes(type));
+  }
+}
+
+bool non_blocking(const ncclConfig_t* config) {
+  if (config != nullptr && config->blocking != NCCL_CONFIG_UNDEF_INT) return config->blocking == 0;
+  const char* env = std::getenv("NCCL_COMM_BLOCKING");
+  return env != nullptr && std::strcmp(env, "0") == 0;
+}
+
+const char* const kNonBlocking =
+    "the communicator is non-blocking (ncclConfig_t::blocking = 0 or NCCL_COMM_BLOCKING=0), "
+    "which peerplan's bootstrap cannot wait on";
+
+// After a successful real init of `comm`.
+void created(ncclComm_t comm, const std::string& why_not = {}) {
+  if (t_group.depth > 0) {
+    // NCCL initialises it at the group's end; peerplan comes after that.
+    if (why_not.empty()) {
+      t_group.created.push_back(comm);
+    } else {
+      attach_peerplan(comm, why_not);  // records the reason, no collective step
+    }
+    return;
+  }
+  attach_peerplan(comm, why_not);
+}
+
+// One WARN per process: a program may call NCCL in a loop.
+ncclResult_t missing(const char* name) {
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    log::warn(std::string("NCCL interposer: ") + name +
+              " (and every call whose real function is missing) fails with ncclInternalError: " +
+              real().error);
+  }
+  return ncclInternalError;
+}
+
+}  // namespace
+}  // namespace peerplan::nccl_interposer
+
+using namespace peerplan::nccl_interposer;
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks,
+                                                   ncclUniqueId commId, int rank) {
+  if (!real().comm_init_rank) return missing("ncclCommInitRank");
+  const ncclResult_t result = note_nccl_result(real().comm_init_rank(comm, nranks, commId, rank));
+  if (result == ncclSuccess) created(*comm);
+  return result;
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks,
+                                                         ncclUniqueId commId, int rank,
+                                                         ncclConfig_t* config) {
+  if (!real().comm_init_rank_config) return missing("ncclCommInitRankConfig");
+  const ncclResult_t result =
+      note_nccl_result(real().comm_init_rank_config(comm, nranks, commId, rank, config));
+  if (result == ncclSuccess || result == ncclInProgress) {
+    created(*comm, non_blocking(config) ? kNonBlocking : "");
+  }
+  return result;
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (!real().comm_init_all) return missing("ncclCommInitAll");
+  const ncclResult_t result = note_nccl_result(real().comm_init_all(comms, ndev, devlist));
+  if (result == ncclSuccess) {
+    for (int i = 0; i < ndev; ++i) {
+      created(comms[i],
+              "ncclCommInitAll makes every rank in one process, and peerplan runs one rank per "
+              "process");
+    }
+  }
+  return result;
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
+                                                ncclComm_t* newcomm, ncclConfig_t* config) {
+  if (!real().comm_split) return missing("ncclCommSplit");
+  const ncclResult_t result =
+      note_nccl_result(real().comm_split(comm, color, key, newcomm, config));
+  if ((result == ncclSuccess || result == ncclInProgress) && newcomm && *newcomm) {
+    created(*newcomm, non_blocking(config) ? kNonBlocking : "");
+  }
+  return result;
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                                ncclDataType_t datatype, ncclRedOp_t op,
+                                                ncclComm_t comm, cudaStream_t stream) {
+  if (!real().all_reduce) return missing("ncclAllReduce");
+  const NcclAllReduce call{sendbuff, recvbuff, count, datatype, op, comm, stream};
+  if (t_group.depth == 0) return run(call, choose(call, false, 1));
+  if (t_group.ops == 0) {
+    ++t_group.ops;
+    t_group.held = call;  // the group's only operation, so far
+    return ncclSuccess;
+  }
+  note_group_operation();
+  return run(call, choose(call, true, t_group.ops));
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupStart() {
+  if (!real().group_start) return missing("ncclGroupStart");
+  const ncclResult_t result = note_nccl_result(real().group_start());
+  if (result == ncclSuccess) ++t_group.depth;
+  return result;
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupEnd() {
+  if (!real().group_end) return missing("ncclGroupEnd");
+  if (t_group.depth != 1) {
+    // Not the outermost (or no group at all: NCCL reports the misuse).
+    if (t_group.depth > 1) --t_group.depth;
+    return note_nccl_result(real().group_end());
+  }
+  GroupState group = std::move(t_group);
+  t_group = GroupState{};
+  std::optional<Choice> to_peerplan;
+  ncclResult_t result = group.held_result;
+  if (group.held) {
+    Choice choice = choose(*group.held, true, 1);
+    if (choice.decision.to_peerplan) {
+      to_peerplan = std::move(choice);
+    } else {
+      // Still inside the real group, where the application put it.
+      const ncclResult_t held = run(*group.held, choice);
+      if (result == ncclSuccess) result = held;
+    }
+  }
+  const ncclResult_t end = note_nccl_result(real().group_end());
+  if (result == ncclSuccess) result = end;
+  if (to_peerplan) {
+    const ncclResult_t ran = run(*group.held, *to_peerplan);
+    if (result == ncclSuccess) result = ran;
+  }
+  if (end == ncclSuccess) {
+    // Several in one group is most likely one process driving several
+    // ranks of one communicator (one GPU each), whose collective create
+    // would wait for ranks this thread runs only afterwards.
+    const std::string why_not =
+        group.created.size() > 1
+            ? "several communicators were initialised in one group (one process for several "
+              "ranks?), and peerplan runs one rank per process"
+            : "";
+    for (ncclComm_t comm : group.created) attach_peerplan(comm, why_not);
+  }
+  return result;
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (!real().comm_finalize) return missing("ncclCommFinalize");
+  // Before NCCL's: peerplan's close exchanges over this communicator.
+  detach_peerplan(comm, t_group.depth == 0, false);
+  return note_nccl_result(real().comm_finalize(comm));
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (!real().comm_destroy) return missing("ncclCommDestroy");
+  detach_peerplan(comm, t_group.depth == 0, true);
+  return note_nccl_result(real().comm_destroy(comm));
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!real().comm_abort) return missing("ncclCommAbort");
+  // NCCL first: aborting stops its kernels, which peerplan's release could
+  // otherwise wait behind. Then a local release, no collective step.
+  auto state = take_comm(comm);
+  const ncclResult_t result = note_nccl_result(real().comm_abort(comm));
+  if (state) {
+    state->peerplan.reset();
+    if (!state->summarized.exchange(true))
+      peerplan::log::info("NCCL interposer: rank " + std::to_string(state->rank) +
+                          " (aborted) calls by size:\n" + state->summary());
+  }
+  return result;
+}
+
+PEERPLAN_NCCL_EXPORT const char* ncclGetLastError(ncclComm_t comm) {
+  if (const char* text = last_peerplan_error()) return text;
+  if (!real().get_last_error) return "";
+  return real().get_last_error(comm);
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  if (!real().comm_get_async_error) return missing("ncclCommGetAsyncError");
+  const ncclResult_t result = real().comm_get_async_error(comm, asyncError);
+  if (result == ncclSuccess && asyncError && *asyncError == ncclSuccess) {
+    if (auto state = find_comm(comm)) {
+      *asyncError = static_cast<ncclResult_t>(state->async_error.load());
+    }
+  }
+  return result;
+}
+
+// The other operations: counted (a group's operations, or fallbacks of
+// their own), then passed to NCCL as they are.
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                                ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                cudaStream_t stream) {
+  if (!real().broadcast) return missing("ncclBroadcast");
+  other_operation(comm, count, datatype);
+  return note_nccl_result(
+      real().broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype,
+                                            int root, ncclComm_t comm, cudaStream_t stream) {
+  if (!real().bcast) return missing("ncclBcast");
+  other_operation(comm, count, datatype);
+  return note_nccl_result(real().bcast(buff, count, datatype, root, comm, stream));
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                             ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                             ncclComm_t comm, cudaStream_t stream) {
+  if (!real().reduce) return missing("ncclReduce");
+  other_operation(comm, count, datatype);
+  return note_nccl_result(
+      real().reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream));
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff,
+                                                size_t sendcount, ncclDataType_t datatype,
+                                                ncclComm_t comm, cudaStream_t stream) {
+  if (!real().all_gather) return missing("ncclAllGather");
+  other_operation(comm, sendcount, datatype);
+  return note_nccl_result(real().all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream));
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
+                                                    size_t recvcount, ncclDataType_t datatype,
+                                                    ncclRedOp_t op, ncclComm_t comm,
+                                                    cudaStream_t stream) {
+  if (!real().reduce_scatter) return missing("ncclReduceScatter");
+  other_operation(comm, recvcount, datatype);
+  return note_nccl_result(
+      real().reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count,
+                                           ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                           cudaStream_t stream) {
+  if (!real().send) return missing("ncclSend");
+  other_operation(comm, count, datatype);
+  return note_nccl_result(real().send(sendbuff, count, datatype, peer, comm, stream));
+}
+
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype,
+                                           int peer, ncclComm_t comm, cudaStream_t stream) {
+  if (!real().recv) return missing("ncclRecv");
+  other_operation(comm, count, datatype);
+  return note_nccl_result(real().recv(recvbuff, count, datatype, peer, comm, stream));
+}

@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: Apache-2.0
+# cmake -DNM=nm -DLIBRARY=libpeerplan_nccl.so -DEXPORTS=exports.map -P check_exports.cmake
+# Fails unless the symbols LIBRARY defines in its dynamic symbol table are
+# exactly the global names of EXPORTS.
+file(STRINGS "${EXPORTS}" _lines REGEX "^[ \t]+nccl[A-Za-z0-9_]*;")
+set(_expected "")
+foreach(_line IN LISTS _lines)
+  string(REGEX REPLACE "^[ \t]+([A-Za-z0-9_]+);.*" "\\1" _name "${_line}")
+  list(APPEND _expected "${_name}")
+endforeach()
+list(LENGTH _expected _count)
+if(_count EQUAL 0)
+  message(FATAL_ERROR "no exported names found in ${EXPORTS}")
+endif()
+execute_process(COMMAND "${NM}" -D --defined-only "${LIBRARY}"
+                OUTPUT_VARIABLE _nm RESULT_VARIABLE _rc)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "${NM} -D --defined-only ${LIBRARY} failed (${_rc})")
+endif()
+string(REPLACE "\n" ";" _nm_lines "${_nm}")
+set(_defined "")
+foreach(_line IN LISTS _nm_lines)
+  # "<address> <type> <name>[@version]"
+  if(_line MATCHES "^[0-9a-fA-F]+ [A-Za-z] ([^@ ]+)")
+    list(APPEND _defined "${CMAKE_MATCH_1}")
+  endif()
+endforeach()
+list(SORT _expected)
+list(SORT _defined)
+list(REMOVE_DUPLICATES _defined)
+set(_unexpected ${_defined})
+list(REMOVE_ITEM _unexpected ${_expected})
+set(_absent ${_expected})
+if(_defined)
+  list(REMOVE_ITEM _absent ${_defined})
+endif()
+if(_unexpected OR _absent)
+  message(FATAL_ERROR "${LIBRARY} exports what exports.map does not list: [${_unexpected}]; "
+                      "lacks what it lists: [${_absent}]")
+endif()
+message(STATUS "${LIBRARY} exports exactly the ${_count} functions of exports.map")

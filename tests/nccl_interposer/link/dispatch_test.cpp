@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+// The interposer's dispatch, linked in (not preloaded), with a fake NCCL
+// (fake_nccl.cpp, through PEERPLAN_NCCL_LIBRARY) and a fake peerplan
+// communicator put in the side table: which library runs each
+// ncclAllReduce, a group of one all-reduce run on peerplan after the real
+// group end, peerplan's errors in NCCL's terms, and close before NCCL's
+// destroy. No GPU: nothing runs on a device.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nccl_interposer/comm_table.hpp"
+#include "peerplan/errors.hpp"
+
+namespace peerplan::nccl_interposer {
+namespace {
+
+// Before the interposer's first call, which resolves the real functions.
+const bool kFakeNccl = setenv("PEERPLAN_NCCL_LIBRARY", PEERPLAN_FAKE_NCCL, 1) == 0;
+
+// What the fake NCCL recorded so far; `clear` starts a new record.
+std::string nccl_calls(bool clear = true) {
+  static void* fake = dlopen(PEERPLAN_FAKE_NCCL, RTLD_NOW);
+  using Log = const char* (*)();
+  using Clear = void (*)();
+  static auto log = reinterpret_cast<Log>(dlsym(fake, "fake_nccl_log"));
+  static auto clear_log = reinterpret_cast<Clear>(dlsym(fake, "fake_nccl_clear"));
+  std::string calls = log();
+  if (clear) clear_log();
+  return calls;
+}
+
+// What the fake peerplan communicator saw; outlives it.
+struct Seen {
+  std::vector<std::int64_t> all_reduces;  // counts
+  std::string nccl_calls_at_last_all_reduce;
+  bool closed = false;
+  bool destroyed = false;
+  std::string nccl_calls_at_close = "(not closed)";
+};
+
+class FakePeerplan final : public Communicator {
+ public:
+  FakePeerplan(std::shared_ptr<Seen> seen, std::function<void()> fail = {})
+      : seen_(std::move(seen)), fail_(std::move(fail)) {}
+  ~FakePeerplan() override { seen_->destroyed = true; }
+
+  CallResult all_reduce(const void*, void*, DataType, const TensorLayout& layout,
+                        StreamHandle) override {
+    if (fail_) fail_();
+    seen_->all_reduces.push_back(layout.numel());
+    seen_->nccl_calls_at_last_all_reduce = nccl_calls(false);
+    return {Route::one_shot, FallbackReason::none};
+  }
+  void close() override {
+    seen_->closed = true;
+    seen_->nccl_calls_at_close = nccl_calls();
+  }
+
+  void declare(std::span<const Declaration>) override {}
+  bool has_plan_for(const PlanKey&) const noexcept override { return true; }
+  PlanInfo plan_for(const PlanKey&) const override { return {}; }
+  CallResult fused_add_rms_norm(void*, void*, const void*, float, DataType, const TensorLayout&,
+                                StreamHandle) override {
+    return {};
+  }
+  void register_buffers(std::span<const BufferRegion>) override {}
+  void deregister_buffers() override {}
+  std::size_t registered_buffer_count() const noexcept override { return 0; }
+  Stats stats() const override { return {}; }
+  void reset_stats() override {}
+  bool is_closed() const noexcept override { return seen_->closed; }
+  int rank() const noexcept override { return 0; }
+  int size() const noexcept override { return 2; }
+  Backend backend() const noexcept override { return Backend::cuda; }
+  Fallback fallback() const noexcept override { return Fallback::nccl; }
+  bool p2p_enabled() const noexcept override { return true; }
+  const std::string& p2p_disabled_reason() const noexcept override { return empty_; }
+  const Config& config() const noexcept override { return config_; }
+  const std::string& topology_fingerprint() const noexcept override { return empty_; }
+  RouteCutoffs cutoffs() const noexcept override { return {}; }
+
+ private:
+  std::shared_ptr<Seen> seen_;
+  std::function<void()> fail_;
+  std::string empty_;
+  Config config_;
+};
+
+class InterposerDispatch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kFakeNccl);
+    comm_ = reinterpret_cast<ncclComm_t>(&handles_[next_++ % 64]);
+    install(nullptr);
+    nccl_calls();
+  }
+  void TearDown() override { take_comm(comm_); }
+
+  void install(std::function<void()> fail) {
+    seen_ = std::make_shared<Seen>();
+    install_peerplan(comm_, std::make_unique<FakePeerplan>(seen_, std::move(fail)),
+                     {{DataType::bf16, 128}, {DataType::f32, 64}}, 0);  // sorted
+  }
+  ncclResult_t all_reduce(std::size_t count, ncclDataType_t type = ncclFloat,
+                          ncclRedOp_t op = ncclSum, std::size_t offset = 0) {
+    return ncclAllReduce(buffer_ + offset, buffer_ + offset, count, type, op, comm_, nullptr);
+  }
+
+  static inline int handles_[64];
+  static inline int next_ = 0;
+  ncclComm_t comm_ = nullptr;
+  std::shared_ptr<Seen> seen_;
+  alignas(256) float buffer_[512] = {};
+};
+
+using Counts = std::vector<std::int64_t>;
+
+TEST_F(InterposerDispatch, ADeclaredAlignedSumRunsOnPeerplanOnly) {
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(all_reduce(128, ncclBfloat16), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, (Counts{64, 128}));
+  EXPECT_EQ(nccl_calls(), "");
+}
+
+TEST_F(InterposerDispatch, EverythingElseRunsOnNcclOnly) {
+  all_reduce(32);                         // undeclared count
+  all_reduce(64, ncclFloat, ncclProd);    // another reduction
+  all_reduce(64, ncclInt32);              // another type
+  all_reduce(64, ncclHalf);               // declared for another type only
+  all_reduce(64, ncclFloat, ncclSum, 1);  // 4 bytes off alignment
+  EXPECT_EQ(seen_->all_reduces, Counts{});
+  EXPECT_EQ(nccl_calls(), "AllReduce 32\nAllReduce 64\nAllReduce 64\nAllReduce 64\nAllReduce 64\n");
+}
+
+TEST_F(InterposerDispatch, AGroupOfOneDeclaredAllReduceRunsOnPeerplanAfterTheRealGroupEnd) {
+  ncclGroupStart();
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{}) << "ran before the group ended";
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{64});
+  EXPECT_EQ(seen_->nccl_calls_at_last_all_reduce, "GroupStart\nGroupEnd\n")
+      << "peerplan ran inside the real group";
+  EXPECT_EQ(nccl_calls(), "GroupStart\nGroupEnd\n");
+}
+
+TEST_F(InterposerDispatch, AGroupOfSeveralRunsOnNcclInTheProgramsOrder) {
+  ncclGroupStart();
+  all_reduce(64);
+  ncclSend(buffer_, 8, ncclFloat, 1, comm_, nullptr);
+  all_reduce(128, ncclBfloat16);
+  ncclGroupEnd();
+  EXPECT_EQ(seen_->all_reduces, Counts{});
+  EXPECT_EQ(nccl_calls(), "GroupStart\nAllReduce 64\nSend 8\nAllReduce 128\nGroupEnd\n");
+}
+
+TEST_F(InterposerDispatch, ATimeoutIsARemoteErrorAndLaterCallsGoToNccl) {
+  install([] { throw Timeout("peer 1 never came"); });
+  EXPECT_EQ(all_reduce(64), ncclRemoteError);
+  EXPECT_NE(std::string(ncclGetLastError(comm_)).find("peer 1 never came"), std::string::npos)
+      << ncclGetLastError(comm_);
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(comm_, &async), ncclSuccess);
+  EXPECT_EQ(async, ncclRemoteError);
+  EXPECT_EQ(nccl_calls(), "");
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(nccl_calls(), "AllReduce 64\n");
+}
+
+TEST_F(InterposerDispatch, AnInvalidArgumentIsNcclsAndLeavesTheCommunicatorUsable) {
+  bool fail = true;
+  install([&fail] {
+    if (fail) throw InvalidArgument("bad pointer");
+  });
+  EXPECT_EQ(all_reduce(64), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(comm_)).find("bad pointer"), std::string::npos);
+  ncclResult_t async = ncclInternalError;
+  ncclCommGetAsyncError(comm_, &async);
+  EXPECT_EQ(async, ncclSuccess);
+  fail = false;
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{64});
+}
+
+TEST_F(InterposerDispatch, DestroyClosesPeerplanBeforeNcclsDestroy) {
+  EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
+  EXPECT_TRUE(seen_->closed);
+  EXPECT_EQ(seen_->nccl_calls_at_close, "") << "NCCL's destroy came before peerplan's close";
+  EXPECT_TRUE(seen_->destroyed);
+  EXPECT_EQ(nccl_calls(), "CommDestroy\n");
+}
+
+TEST_F(InterposerDispatch, AbortReleasesPeerplanWithoutClosingAfterNcclsAbort) {
+  EXPECT_EQ(ncclCommAbort(comm_), ncclSuccess);
+  EXPECT_FALSE(seen_->closed) << "abort must not run peerplan's collective close";
+  EXPECT_TRUE(seen_->destroyed);
+  EXPECT_EQ(nccl_calls(), "CommAbort\n");
+}
+
+}  // namespace
+}  // namespace peerplan::nccl_interposer

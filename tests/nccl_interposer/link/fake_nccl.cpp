@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// A stand-in for libnccl.so.2 that runs nothing and records, in order, the
+// calls that reach it: the interposer's order test points
+// PEERPLAN_NCCL_LIBRARY at it, so the calls the interposer hands to "the
+// real NCCL" can be checked without a GPU. fake_nccl_log() returns the
+// record, one call per line.
+#include <nccl.h>
+
+#include <string>
+
+namespace {
+std::string& record() {
+  static std::string calls;
+  return calls;
+}
+ncclResult_t note(const std::string& call) {
+  record() += call + "\n";
+  return ncclSuccess;
+}
+int fake_comms[8];  // distinct handles
+int next_comm = 0;
+ncclComm_t new_comm() { return reinterpret_cast<ncclComm_t>(&fake_comms[next_comm++ % 8]); }
+}  // namespace
+
+#define FAKE extern "C" __attribute__((visibility("default")))
+
+FAKE const char* fake_nccl_log() { return record().c_str(); }
+FAKE void fake_nccl_clear() { record().clear(); }
+
+FAKE ncclResult_t ncclGetUniqueId(ncclUniqueId*) { return note("GetUniqueId"); }
+FAKE const char* ncclGetErrorString(ncclResult_t) { return "fake error string"; }
+FAKE const char* ncclGetLastError(ncclComm_t) { return "fake last error"; }
+FAKE ncclResult_t ncclCommInitRank(ncclComm_t* comm, int, ncclUniqueId, int rank) {
+  *comm = new_comm();
+  return note("CommInitRank " + std::to_string(rank));
+}
+FAKE ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int, ncclUniqueId, int rank,
+                                         ncclConfig_t*) {
+  *comm = new_comm();
+  return note("CommInitRankConfig " + std::to_string(rank));
+}
+FAKE ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*) {
+  for (int i = 0; i < ndev; ++i) comms[i] = new_comm();
+  return note("CommInitAll " + std::to_string(ndev));
+}
+FAKE ncclResult_t ncclCommSplit(ncclComm_t, int color, int, ncclComm_t* newcomm, ncclConfig_t*) {
+  *newcomm = new_comm();
+  return note("CommSplit " + std::to_string(color));
+}
+FAKE ncclResult_t ncclAllReduce(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t,
+                                ncclComm_t, cudaStream_t) {
+  return note("AllReduce " + std::to_string(count));
+}
+FAKE ncclResult_t ncclGroupStart() { return note("GroupStart"); }
+FAKE ncclResult_t ncclGroupEnd() { return note("GroupEnd"); }
+FAKE ncclResult_t ncclCommFinalize(ncclComm_t) { return note("CommFinalize"); }
+FAKE ncclResult_t ncclCommDestroy(ncclComm_t) { return note("CommDestroy"); }
+FAKE ncclResult_t ncclCommAbort(ncclComm_t) { return note("CommAbort"); }
+FAKE ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* error) {
+  *error = ncclSuccess;
+  return ncclSuccess;
+}
+FAKE ncclResult_t ncclBroadcast(const void*, void*, size_t count, ncclDataType_t, int, ncclComm_t,
+                                cudaStream_t) {
+  return note("Broadcast " + std::to_string(count));
+}
+FAKE ncclResult_t ncclBcast(void*, size_t count, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  return note("Bcast " + std::to_string(count));
+}
+FAKE ncclResult_t ncclReduce(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t, int,
+                             ncclComm_t, cudaStream_t) {
+  return note("Reduce " + std::to_string(count));
+}
+FAKE ncclResult_t ncclAllGather(const void*, void*, size_t count, ncclDataType_t, ncclComm_t,
+                                cudaStream_t) {
+  return note("AllGather " + std::to_string(count));
+}
+FAKE ncclResult_t ncclReduceScatter(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t,
+                                    ncclComm_t, cudaStream_t) {
+  return note("ReduceScatter " + std::to_string(count));
+}
+FAKE ncclResult_t ncclSend(const void*, size_t count, ncclDataType_t, int, ncclComm_t,
+                           cudaStream_t) {
+  return note("Send " + std::to_string(count));
+}
+FAKE ncclResult_t ncclRecv(void*, size_t count, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
+  return note("Recv " + std::to_string(count));
+}
+FAKE ncclResult_t ncclCommUserRank(const ncclComm_t, int* rank) {
+  *rank = 0;
+  return note("CommUserRank");
+}
+FAKE ncclResult_t ncclCommCount(const ncclComm_t, int* count) {
+  *count = 1;
+  return ncclSuccess;
+}
+FAKE ncclResult_t ncclCommCuDevice(const ncclComm_t, int* device) {
+  *device = 0;
+  return ncclSuccess;
+}

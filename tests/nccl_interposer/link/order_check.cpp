@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// order_check <libpeerplan_nccl.so>, run with PEERPLAN_NCCL_LIBRARY set to
+// the fake NCCL it is linked with (fake_nccl.cpp): calls the interposer's
+// NCCL functions as a program would and checks which calls reach "the real
+// NCCL", in which order. Nothing is declared, so every all-reduce goes to
+// NCCL; what is checked is the group bookkeeping (a group's first
+// all-reduce is held back, then handed on before the next operation or the
+// group's end, so NCCL sees the program's order) and that peerplan is set
+// up after the init, or after the group's end for an init inside a group.
+// Exit 0 when every scenario matches.
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <string>
+
+extern "C" const char* fake_nccl_log();
+extern "C" void fake_nccl_clear();
+
+namespace {
+
+void* interposer = nullptr;
+int failures = 0;
+
+template <class Function>
+Function* find(Function*, const char* name) {
+  auto* symbol = reinterpret_cast<Function*>(dlsym(interposer, name));
+  if (symbol == nullptr) {
+    std::fprintf(stderr, "%s is not defined by the interposer\n", name);
+    std::exit(1);
+  }
+  return symbol;
+}
+#define NCCL(name) find(&::name, #name)
+
+void expect(const char* scenario, const std::string& expected) {
+  const std::string seen = fake_nccl_log();
+  if (seen != expected) {
+    std::fprintf(stderr, "FAIL %s\n  expected:\n%s  seen:\n%s", scenario, expected.c_str(),
+                 seen.c_str());
+    ++failures;
+  } else {
+    std::printf("ok   %s\n", scenario);
+  }
+  fake_nccl_clear();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s <libpeerplan_nccl.so>\n", argv[0]);
+    return 2;
+  }
+  interposer = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (interposer == nullptr) {
+    std::fprintf(stderr, "dlopen(%s) failed: %s\n", argv[1], dlerror());
+    return 1;
+  }
+  fake_nccl_clear();
+  ncclUniqueId id{};
+  ncclComm_t comm = nullptr;
+  float buffer[64] = {};
+  const auto all_reduce = [&](std::size_t count) {
+    return NCCL(ncclAllReduce)(buffer, buffer, count, ncclFloat, ncclSum, comm, nullptr);
+  };
+
+  NCCL(ncclCommInitRank)(&comm, 1, id, 0);
+  expect("init outside a group: peerplan's side right after the real init",
+         "CommInitRank 0\nCommUserRank\n");
+
+  all_reduce(10);
+  expect("an all-reduce outside a group goes on at once", "AllReduce 10\n");
+
+  NCCL(ncclGroupStart)();
+  all_reduce(11);
+  const std::string held = fake_nccl_log();
+  NCCL(ncclGroupEnd)();
+  if (held != "GroupStart\n") {
+    std::fprintf(stderr, "FAIL the group's only all-reduce was not held: %s", held.c_str());
+    ++failures;
+  }
+  expect("a group of one all-reduce: held, then handed on inside the real group",
+         "GroupStart\nAllReduce 11\nGroupEnd\n");
+
+  NCCL(ncclGroupStart)();
+  all_reduce(12);
+  NCCL(ncclSend)(buffer, 13, ncclFloat, 0, comm, nullptr);
+  all_reduce(14);
+  NCCL(ncclRecv)(buffer, 15, ncclFloat, 0, comm, nullptr);
+  NCCL(ncclGroupEnd)();
+  expect("a group of several operations keeps the program's order",
+         "GroupStart\nAllReduce 12\nSend 13\nAllReduce 14\nRecv 15\nGroupEnd\n");
+
+  NCCL(ncclGroupStart)();
+  NCCL(ncclAllGather)(buffer, buffer, 16, ncclFloat, comm, nullptr);
+  all_reduce(17);
+  NCCL(ncclGroupEnd)();
+  expect("an all-reduce after another operation is not held",
+         "GroupStart\nAllGather 16\nAllReduce 17\nGroupEnd\n");
+
+  NCCL(ncclGroupStart)();
+  NCCL(ncclGroupStart)();
+  all_reduce(18);
+  NCCL(ncclGroupEnd)();
+  NCCL(ncclGroupEnd)();
+  expect("nested groups: held to the outermost end, inside the real group",
+         "GroupStart\nGroupStart\nGroupEnd\nAllReduce 18\nGroupEnd\n");
+
+  ncclComm_t grouped = nullptr;
+  NCCL(ncclGroupStart)();
+  NCCL(ncclCommInitRank)(&grouped, 1, id, 0);
+  const std::string before_end = fake_nccl_log();
+  NCCL(ncclGroupEnd)();
+  if (before_end != "GroupStart\nCommInitRank 0\n") {
+    std::fprintf(stderr, "FAIL peerplan's side was set up before the group ended: %s",
+                 before_end.c_str());
+    ++failures;
+  }
+  expect("init inside a group: peerplan's side after the real group end",
+         "GroupStart\nCommInitRank 0\nGroupEnd\nCommUserRank\n");
+
+  ncclComm_t first = nullptr, second = nullptr;
+  NCCL(ncclGroupStart)();
+  NCCL(ncclCommInitRank)(&first, 2, id, 0);
+  NCCL(ncclCommInitRank)(&second, 2, id, 1);
+  NCCL(ncclGroupEnd)();
+  expect("several inits in one group: each set up after the group end",
+         "GroupStart\nCommInitRank 0\nCommInitRank 1\nGroupEnd\nCommUserRank\nCommUserRank\n");
+
+  if (std::string(NCCL(ncclGetLastError)(comm)) != "fake last error") {
+    std::fprintf(stderr, "FAIL ncclGetLastError did not pass NCCL's text through\n");
+    ++failures;
+  }
+  ncclResult_t async = ncclInternalError;
+  NCCL(ncclCommGetAsyncError)(comm, &async);
+  if (async != ncclSuccess) {
+    std::fprintf(stderr, "FAIL ncclCommGetAsyncError reported %d on a healthy communicator\n",
+                 async);
+    ++failures;
+  }
+
+  NCCL(ncclCommFinalize)(comm);
+  NCCL(ncclCommDestroy)(comm);
+  NCCL(ncclCommAbort)(grouped);
+  expect("finalize, destroy and abort reach NCCL", "CommFinalize\nCommDestroy\nCommAbort\n");
+
+  std::printf("%d failure(s)\n", failures);
+  return failures == 0 ? 0 : 1;
+}
