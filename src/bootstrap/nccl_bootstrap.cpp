@@ -145,9 +145,11 @@ class NcclBootstrap final : public Bootstrap {
     num_nodes_ = placement.num_nodes;
     members_ = placement.members;
     local_rank_ = placement.local_rank;
-    log::info("bootstrap over NCCL: rank " + std::to_string(rank_) + " is local rank " +
-              std::to_string(local_rank_) + " of " + std::to_string(members_.size()) + " on node " +
-              std::to_string(node_id_) + " of " + std::to_string(num_nodes_) + " (" + key + ")");
+    log::info(log::Subsystem::bootstrap, "bootstrap over NCCL: rank " + std::to_string(rank_) +
+                                             " is local rank " + std::to_string(local_rank_) +
+                                             " of " + std::to_string(members_.size()) +
+                                             " on node " + std::to_string(node_id_) + " of " +
+                                             std::to_string(num_nodes_) + " (" + key + ")");
   }
 
   // Any-size blobs in two allgathers under one deadline: every rank's

@@ -94,9 +94,10 @@ ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
     return ncclSuccess;
   } catch (const std::exception& error) {
     if (capturing(call.stream) && dynamic_cast<const Timeout*>(&error) == nullptr) {
-      log::info(std::string("NCCL interposer: peerplan refused a call under CUDA graph "
+      log::info(log::Subsystem::call,
+                std::string("NCCL interposer: peerplan refused a call under CUDA graph "
                             "capture, NCCL takes it: ") +
-                error.what());
+                    error.what());
       return run_on_nccl(call, state, FallbackCause::capture_refused);
     }
     return peerplan_failed(error, *state, call_bytes(call));

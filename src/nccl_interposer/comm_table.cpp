@@ -110,7 +110,8 @@ std::string create_and_declare(const std::shared_ptr<bootstrap::Bootstrap>& boot
     }
   }
   if (!to_nccl.empty() && state.rank == 0) {
-    log::info("NCCL interposer: declared sizes peerplan routes to NCCL:" + to_nccl);
+    log::info(log::Subsystem::init,
+              "NCCL interposer: declared sizes peerplan routes to NCCL:" + to_nccl);
   }
   state.peerplan = std::move(created);
   return {};
@@ -152,7 +153,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   insert(comm, state);
   if (!why_not.empty()) {
     state->reason = why_not;
-    log::info("NCCL interposer: every call goes to NCCL: " + why_not);
+    log::info(log::Subsystem::init, "NCCL interposer: every call goes to NCCL: " + why_not);
     return;
   }
   std::vector<DeclaredBuffer> declared;
@@ -165,7 +166,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   }
   if (declared.empty()) {
     state->reason = "nothing is declared (PEERPLAN_NCCL_DECLARE and PEERPLAN_PLAN_FILE unset)";
-    log::info("NCCL interposer: every call goes to NCCL: " + state->reason);
+    log::info(log::Subsystem::init, "NCCL interposer: every call goes to NCCL: " + state->reason);
     return;
   }
   const bootstrap::NcclFunctions functions = bootstrap_functions(real);
@@ -226,8 +227,8 @@ void detach_peerplan(ncclComm_t comm, bool collective, bool forget) {
   // Once (finalize, then destroy). Every rank's: a rank's calls can go
   // elsewhere than its peers' (a misaligned buffer, a refused capture).
   if (state->summarized.exchange(true)) return;
-  log::info("NCCL interposer: rank " + std::to_string(state->rank) + " calls by size:\n" +
-            state->summary());
+  log::info(log::Subsystem::init, "NCCL interposer: rank " + std::to_string(state->rank) +
+                                      " calls by size:\n" + state->summary());
 }
 
 }  // namespace peerplan::nccl_interposer

@@ -243,8 +243,9 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (state) {
     state->peerplan.reset();
     if (!state->summarized.exchange(true))
-      peerplan::log::info("NCCL interposer: rank " + std::to_string(state->rank) +
-                          " (aborted) calls by size:\n" + state->summary());
+      peerplan::log::info(peerplan::log::Subsystem::init,
+                          "NCCL interposer: rank " + std::to_string(state->rank) +
+                              " (aborted) calls by size:\n" + state->summary());
   }
   return result;
 }
