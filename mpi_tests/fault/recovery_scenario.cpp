@@ -52,19 +52,18 @@ double ms_since(Clock::time_point start) {
 }
 
 // Sums of 1 + rank over every rank must come back from an all-reduce.
-std::string check_sum(Communicator& comm) {
+std::string check_sum(Communicator& comm, const std::string& which) {
   const std::int64_t n = 1024;
   std::vector<float> in(n, 1.0f + static_cast<float>(world_rank)), out(n, -1.0f);
   try {
     comm.all_reduce(in.data(), out.data(), DataType::f32, TensorLayout({n}));
   } catch (const std::exception& e) {
-    return std::string("the call after recovery failed: ") + e.what();
+    return which + " failed: " + e.what();
   }
   const float expected = static_cast<float>(world_size * (world_size + 1) / 2);
   for (float v : out) {
     if (v != expected) {
-      return "the call after recovery gave " + std::to_string(v) + ", expected " +
-             std::to_string(expected);
+      return which + " gave " + std::to_string(v) + ", expected " + std::to_string(expected);
     }
   }
   return {};
@@ -100,7 +99,7 @@ std::string retry_after_stop(int victim, std::chrono::milliseconds timeout,
   if (world_rank == (victim == 0 ? 1 : 0)) resumer = continue_later(pids[victim], stop, done);
 
   // The victim freezes in this call; the others time out in it.
-  const std::string first = check_sum(*comm);
+  const std::string first = check_sum(*comm, "the call the victim froze in");
   say("step=call outcome=" + (first.empty() ? std::string("ok") : first));
 
   // What users are told to do: close, and create again until it works.
@@ -138,7 +137,7 @@ std::string retry_after_stop(int victim, std::chrono::milliseconds timeout,
     verdict = "FAIL recovered after " + std::to_string(took) + " ms, bound " +
               std::to_string(bound) + " ms";
   }
-  const std::string sum = check_sum(*comm);
+  const std::string sum = check_sum(*comm, "the call after recovery");
   if (verdict.empty() && !sum.empty()) verdict = "FAIL " + sum;
   comm->close();
   return verdict.empty() ? "PASS" : verdict;

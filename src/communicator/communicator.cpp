@@ -504,8 +504,11 @@ std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config)
   auto boot = bootstrap::make_mpi_bootstrap(comm, config.timeout);
   log::set_rank(boot->rank());
   PEERPLAN_FAULT_POINT("create.after_bootstrap", boot->rank());
-  return std::make_unique<CommunicatorImpl>(comm, std::move(config), std::move(boot), applied,
-                                            environment_error);
+  // The communicators create needs besides the bootstrap's are duplicated
+  // from the bootstrap's own (mpi_bootstrap.hpp says why).
+  const MPI_Comm private_comm = bootstrap::private_communicator(*boot);
+  return std::make_unique<CommunicatorImpl>(private_comm, std::move(config), std::move(boot),
+                                            applied, environment_error);
 }
 
 }  // namespace peerplan
