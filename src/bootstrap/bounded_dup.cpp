@@ -18,6 +18,7 @@ namespace {
 struct Abandoned {
   MPI_Request request;
   MPI_Comm* handle;
+  MPI_Comm parent;  // what it duplicates: never freed while it is in progress
 };
 
 std::mutex& keeper_mutex() {
@@ -38,7 +39,7 @@ std::vector<Abandoned>& keeper() {
 }  // namespace
 
 Duplication::Duplication(MPI_Comm comm, const char* what)
-    : handle_(new MPI_Comm(MPI_COMM_NULL)), what_(what) {
+    : handle_(new MPI_Comm(MPI_COMM_NULL)), parent_(comm), what_(what) {
   detail::count_collective();
   const int posted = MPI_Comm_idup(comm, handle_, &request_);
   if (posted != MPI_SUCCESS) {
@@ -54,7 +55,7 @@ Duplication::~Duplication() {
   if (request_ != MPI_REQUEST_NULL) {
     // MPI may still complete it and write *handle_: keep both.
     const std::lock_guard lock(keeper_mutex());
-    keeper().push_back({request_, handle_});
+    keeper().push_back({request_, handle_, parent_});
     return;
   }
   // Completed but never taken (an error came between): free the duplicate.
@@ -108,6 +109,20 @@ MPI_Comm duplicate_within(MPI_Comm comm, std::chrono::milliseconds timeout, cons
                        : explanation));
   }
   return duplication.take();
+}
+
+bool duplication_in_progress_on(MPI_Comm parent) noexcept {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return false;
+  const std::lock_guard lock(keeper_mutex());
+  for (Abandoned& a : keeper()) {
+    if (a.parent != parent || a.request == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    MPI_Test(&a.request, &done, MPI_STATUS_IGNORE);
+    if (a.request != MPI_REQUEST_NULL) return true;
+  }
+  return false;
 }
 
 std::size_t abandoned_duplications() noexcept {

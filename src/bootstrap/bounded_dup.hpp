@@ -45,6 +45,7 @@ class Duplication {
  private:
   MPI_Request request_ = MPI_REQUEST_NULL;
   MPI_Comm* handle_ = nullptr;  // on the heap: MPI may write it after we gave up
+  MPI_Comm parent_ = MPI_COMM_NULL;
   const char* what_;
 };
 
@@ -55,6 +56,11 @@ class Duplication {
 // when MPI fails. An empty `explanation` gives a generic one.
 MPI_Comm duplicate_within(MPI_Comm comm, std::chrono::milliseconds timeout, const char* what,
                           const std::string& explanation = {});
+
+// Whether a duplication of `parent` that was given up is still in progress.
+// Such a parent must never be freed: Open MPI crashes when the duplication
+// goes on after its parent was freed (seen with Open MPI 4.1).
+bool duplication_in_progress_on(MPI_Comm parent) noexcept;
 
 // Duplications abandoned by a Timeout whose request MPI has not completed
 // (kept until exit). For tests and diagnostics.

@@ -225,7 +225,9 @@ class MpiBootstrap final : public Bootstrap {
   // case, are freed.
   void release_communicator() noexcept {
     if (comm_ == MPI_COMM_NULL) return;
-    if (out_of_step_) {
+    // Nor while a duplication of it that create gave up on (the fallback's
+    // communicator, made from this one) is in progress (bounded_dup.hpp).
+    if (out_of_step_ || duplication_in_progress_on(comm_)) {
       comm_ = MPI_COMM_NULL;  // deliberately not freed (see above)
       return;
     }
