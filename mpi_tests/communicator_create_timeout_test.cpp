@@ -3,8 +3,8 @@
 // waits): every rank raises peerplan::Timeout within the bound, never hangs;
 // the timeouts name the missing ranks wherever MPI allows (every step after the
 // duplication of the user's communicator; the duplication itself cannot know
-// who is missing and says so); and once every rank has called create the same
-// number of times, a new create on every rank works again.
+// who is missing and says so); and a new create on every rank works again
+// (here after a barrier; without one: fault.recovery.retry-after-stop).
 #include <mpi.h>
 #include <signal.h>
 #include <unistd.h>

@@ -21,6 +21,34 @@
 
 namespace peerplan::bootstrap {
 
+// A duplication in progress: MPI_Comm_idup's request and the storage MPI
+// writes the new handle to. Destroying one that MPI has not completed keeps
+// both until the process exits (counted by abandoned_duplications()).
+class Duplication {
+ public:
+  // Collective over `comm`: starts MPI_Comm_idup. MpiError (naming `what`)
+  // when MPI fails.
+  Duplication(MPI_Comm comm, const char* what);
+  ~Duplication();
+  Duplication(const Duplication&) = delete;
+  Duplication& operator=(const Duplication&) = delete;
+
+  // Polls until MPI completes the duplication (true) or `deadline` passes
+  // (false; it stays in progress and may be waited on again).
+  bool wait_until(std::chrono::steady_clock::time_point deadline);
+  // Whether MPI has completed it, without waiting.
+  bool completed() { return wait_until(std::chrono::steady_clock::time_point::min()); }
+  // The duplicate, once wait_until returned true, with MPI_ERRORS_RETURN set
+  // on it; the caller owns it.
+  MPI_Comm take();
+
+ private:
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  MPI_Comm* handle_ = nullptr;  // on the heap: MPI may write it after we gave up
+  MPI_Comm parent_ = MPI_COMM_NULL;
+  const char* what_;
+};
+
 // Collective over `comm`. Returns the duplicate, with MPI_ERRORS_RETURN set
 // on it (errors become return codes, which peerplan turns into MpiError).
 // Throws Timeout ("<what>: duplicating the communicator timed out after ...
@@ -28,6 +56,11 @@ namespace peerplan::bootstrap {
 // when MPI fails. An empty `explanation` gives a generic one.
 MPI_Comm duplicate_within(MPI_Comm comm, std::chrono::milliseconds timeout, const char* what,
                           const std::string& explanation = {});
+
+// Whether a duplication of `parent` that was given up is still in progress.
+// Such a parent must never be freed: Open MPI crashes when the duplication
+// goes on after its parent was freed (seen with Open MPI 4.1).
+bool duplication_in_progress_on(MPI_Comm parent) noexcept;
 
 // Duplications abandoned by a Timeout whose request MPI has not completed
 // (kept until exit). For tests and diagnostics.

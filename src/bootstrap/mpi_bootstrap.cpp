@@ -14,6 +14,7 @@
 #include "bootstrap/launch_check.hpp"
 #include "bootstrap/mpi_check.hpp"
 #include "bootstrap/nodes.hpp"
+#include "bootstrap/pending_duplication.hpp"
 #include "bootstrap/timed_exchange.hpp"
 #include "core/fault_injection.hpp"
 #include "core/log.hpp"
@@ -49,30 +50,61 @@ constexpr TimedExchange::Lane kNodeLane{1, 2};
 // The one collective on the user's communicator, bounded. Which rank is
 // missing cannot be known here: a collective says nothing about who has
 // joined it, and peerplan never sends point-to-point messages on the user's
-// communicator (the application's wildcard receives could take them).
+// communicator (the application's wildcard receives could take them). A
+// duplication that times out stays in progress, and the next create on this
+// communicator waits on it again (pending_duplication.hpp says why).
 MPI_Comm duplicate_user_comm(MPI_Comm user_comm, std::chrono::milliseconds timeout) {
   int rank = 0;
   int size = 0;
   check_mpi(MPI_Comm_rank(user_comm, &rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(user_comm, &size), "MPI_Comm_size");
-  log::info(log::Subsystem::bootstrap,
-            "bootstrap: rank " + std::to_string(rank) + " of " + std::to_string(size) +
-                " is duplicating the communicator (the first step of create; waits at most " +
-                std::to_string(timeout.count()) + " ms for every rank to get there)");
+  detail::UserCommDuplications& record = detail::duplications_of(user_comm);
+  if (record.pending && record.pending->completed()) {
+    // It completed while this rank was elsewhere: the rank that completed it
+    // may have come, timed out and gone, leaving its roll-call message here,
+    // which would pass for a present rank. Start the next attempt instead
+    // (every rank that gave up on this one does, so they stay in step).
+    log::info(log::Subsystem::bootstrap,
+              "bootstrap: rank " + std::to_string(rank) + ": attempt #" +
+                  std::to_string(record.started) +
+                  " completed while this rank was not in create; starting the next one");
+    (void)record.pending->take();  // never freed: late messages may still arrive on it
+    record.pending.reset();
+  }
+  const bool again = record.pending.has_value();
+  if (!again) {
+    record.pending.emplace(user_comm, "bootstrap (the first step of create)");
+    ++record.started;
+  }
+  const std::string attempt = "attempt #" + std::to_string(record.started);
+  log::info(
+      log::Subsystem::bootstrap,
+      "bootstrap: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+          (again ? " is waiting again for its duplication of the communicator (" + attempt +
+                       ", which an earlier create on this communicator started and gave up "
+                       "on; the first step of create"
+                 : " is duplicating the communicator (" + attempt + "; the first step of create") +
+          "; waits at most " + std::to_string(timeout.count()) +
+          " ms for every rank to get there)");
   const auto start = std::chrono::steady_clock::now();
-  const MPI_Comm dup = bootstrap::duplicate_within(
-      user_comm, timeout, "bootstrap (the first step of create)",
-      "not every one of the " + std::to_string(size) + " ranks joined (seen on rank " +
-          std::to_string(rank) +
-          "). peerplan cannot tell which rank is missing here: a collective on your "
-          "communicator does not say who has joined it, and peerplan never sends "
-          "point-to-point messages on your communicator (your wildcard receives could take "
-          "them). A rank did not call create(), crashed, or called it after this rank's "
-          "timeout; with PEERPLAN_DEBUG=INFO every rank logs 'rank R of N is duplicating the "
-          "communicator' when it gets there, so the rank without that line is the one "
-          "missing. Raise PEERPLAN_TIMEOUT_MS if ranks are merely slow to get there. A rank "
-          "that arrives late times out too; once every rank has called create() the same "
-          "number of times, a new create() on every rank works");
+  if (!record.pending->wait_until(start + timeout)) {
+    throw Timeout(
+        "bootstrap (the first step of create): duplicating the communicator timed out after " +
+        std::to_string(timeout.count()) + " ms: not every one of the " + std::to_string(size) +
+        " ranks joined (seen on rank " + std::to_string(rank) +
+        "). peerplan cannot tell which rank is missing here: a collective on your "
+        "communicator does not say who has joined it, and peerplan never sends "
+        "point-to-point messages on your communicator (your wildcard receives could take "
+        "them). A rank did not call create(), crashed, or called it after this rank's "
+        "timeout; with PEERPLAN_DEBUG=INFO every rank logs 'rank R of N is duplicating the "
+        "communicator' when it gets there, so the rank without that line is the one "
+        "missing. Raise PEERPLAN_TIMEOUT_MS if ranks are merely slow to get there. To "
+        "recover, create() again on every rank (after close() of a communicator you had): "
+        "the next create() on this communicator waits for this duplication again, so a rank "
+        "that fell behind meets the others there");
+  }
+  const MPI_Comm dup = record.pending->take();
+  record.pending.reset();
   log::info(log::Subsystem::bootstrap,
             "bootstrap: rank " + std::to_string(rank) + " duplicated the communicator in " +
                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -110,6 +142,8 @@ class MpiBootstrap final : public Bootstrap {
 
   MpiBootstrap(const MpiBootstrap&) = delete;
   MpiBootstrap& operator=(const MpiBootstrap&) = delete;
+
+  MPI_Comm communicator() const noexcept { return comm_; }
 
   int rank() const noexcept override { return world_->rank(); }
   int size() const noexcept override { return world_->size(); }
@@ -197,7 +231,9 @@ class MpiBootstrap final : public Bootstrap {
   // case, are freed.
   void release_communicator() noexcept {
     if (comm_ == MPI_COMM_NULL) return;
-    if (out_of_step_) {
+    // Nor while a duplication of it that create gave up on (the fallback's
+    // communicator, made from this one) is in progress (bounded_dup.hpp).
+    if (out_of_step_ || duplication_in_progress_on(comm_)) {
       comm_ = MPI_COMM_NULL;  // deliberately not freed (see above)
       return;
     }
@@ -243,6 +279,11 @@ std::unique_ptr<Bootstrap> make_mpi_bootstrap(MPI_Comm user_comm,
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size), "MPI_Comm_size(MPI_COMM_WORLD)");
   check_launch(world_size);
   return std::make_unique<MpiBootstrap>(user_comm, timeout);
+}
+
+MPI_Comm private_communicator(const Bootstrap& bootstrap) noexcept {
+  const auto* mpi = dynamic_cast<const MpiBootstrap*>(&bootstrap);
+  return mpi != nullptr ? mpi->communicator() : MPI_COMM_NULL;
 }
 
 }  // namespace peerplan::bootstrap

@@ -28,11 +28,21 @@ namespace peerplan::bootstrap {
 // intercommunicator or a non-positive timeout; MpiError when MPI fails;
 // Timeout when some rank does not join within `timeout`: naming the ranks
 // missing from the exchanges after the duplication, and saying that the
-// duplication itself cannot tell who is missing. A rank that arrives after
-// the others gave up times out too (its duplication matches theirs, the
-// exchange after it names them); then every rank has made the same calls
-// on `user_comm` and a new bootstrap on every rank works.
+// duplication itself cannot tell who is missing. A duplication that timed
+// out stays in progress and the next call on `user_comm` waits on it again
+// (bootstrap/pending_duplication.hpp): a rank that arrives after the others
+// gave up meets them there if they are retrying; if they are not, its
+// duplication completes (it matches theirs) and the exchange after it times
+// out naming them.
 std::unique_ptr<Bootstrap> make_mpi_bootstrap(MPI_Comm user_comm,
                                               std::chrono::milliseconds timeout);
+
+// The private duplicate an MPI bootstrap works on, from which create makes
+// the other communicators it needs (the MPI fallback's, the one between
+// nodes): so the bootstrap's duplication is the only collective call create
+// makes on the user's communicator, and a duplication abandoned there by a
+// Timeout (the MPI fallback's, say) cannot get between the ranks' attempts.
+// MPI_COMM_NULL for a bootstrap that is not an MPI one.
+MPI_Comm private_communicator(const Bootstrap& bootstrap) noexcept;
 
 }  // namespace peerplan::bootstrap

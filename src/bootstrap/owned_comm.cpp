@@ -13,7 +13,8 @@ void OwnedComm::reset() noexcept {
   if (comm_ == MPI_COMM_NULL) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm_);
+  // One with a duplication of it still in progress is kept (bounded_dup.hpp).
+  if (!finalized && !duplication_in_progress_on(comm_)) MPI_Comm_free(&comm_);
   comm_ = MPI_COMM_NULL;
 }
 

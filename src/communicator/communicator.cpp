@@ -538,7 +538,6 @@ PreparedConfig prepare_config(Config config) {
   if (const auto subsystems = log::parse_subsystems(config.log_subsystems))
     log::set_subsystems(*subsystems);
   log::set_file(config.log_file);
-  const NvtxRange range(core::nvtx::domain(config.nvtx), Colour::lifecycle, "create");
   core::warn_unknown_variables_once();
   fault::check_configuration();
   return {std::move(config), std::move(applied), std::move(environment_error)};
@@ -548,17 +547,23 @@ PreparedConfig prepare_config(Config config) {
 
 std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config) {
   auto prepared = prepare_config(std::move(config));
+  const NvtxRange range(core::nvtx::domain(prepared.config.nvtx), Colour::lifecycle, "create");
   auto boot = bootstrap::make_mpi_bootstrap(comm, prepared.config.timeout);
   log::set_rank(boot->rank());
   PEERPLAN_FAULT_POINT("create.after_bootstrap", boot->rank());
-  return std::make_unique<CommunicatorImpl>(comm, std::move(prepared.config), std::move(boot),
-                                            prepared.applied, prepared.environment_error);
+  // The communicators create needs besides the bootstrap's are duplicated
+  // from the bootstrap's own (mpi_bootstrap.hpp says why).
+  const MPI_Comm private_comm = bootstrap::private_communicator(*boot);
+  return std::make_unique<CommunicatorImpl>(private_comm, std::move(prepared.config),
+                                            std::move(boot), prepared.applied,
+                                            prepared.environment_error);
 }
 
 std::unique_ptr<Communicator> communicator::create_over_bootstrap(
     std::unique_ptr<bootstrap::Bootstrap> boot, Config config) {
   if (!boot) throw InvalidArgument("create_over_bootstrap: the bootstrap is null");
   auto prepared = prepare_config(std::move(config));
+  const NvtxRange range(core::nvtx::domain(prepared.config.nvtx), Colour::lifecycle, "create");
   log::set_rank(boot->rank());
   // MPI_COMM_NULL: no MPI anywhere on this path (the fallback is the
   // caller's, the exchanges are the bootstrap's).
