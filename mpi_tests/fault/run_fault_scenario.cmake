@@ -8,6 +8,9 @@
 #  - every rank that is not a killed victim printed `verdict=PASS` and
 #    `finalized` (it raised the expected Timeout in time, then closed and
 #    finalized cleanly), and nobody printed `verdict=FAIL`;
+#  - in the verdict matrix (SCENARIO agree-*): every rank that reported a
+#    call (step=callN) reported the same outcome for it, all ok or all the
+#    same error, and the ranks that lived on reported some call as failed;
 #  - after the job (and CLEANUP, a later job on the node) /dev/shm holds no
 #    peerplan segment. The suite's tests run alone (RUN_SERIAL), so any
 #    peerplan segment there is a leftover of this scenario.
@@ -28,6 +31,27 @@ if(rc STREQUAL "Process terminated due to timeout")
 endif()
 if(out MATCHES "verdict=FAIL")
   message(FATAL_ERROR "a rank failed its verdict (see above)")
+endif()
+if(SCENARIO MATCHES "^agree-")
+  # One outcome per call across the ranks: a rank that succeeded where
+  # another failed would have reported a result the job does not have.
+  string(REGEX MATCHALL "FAULT rank=[0-9]+ step=call[0-9]+ outcome=[^ ]+" calls "${out}")
+  set(seen_failure FALSE)
+  foreach(line IN LISTS calls)
+    string(REGEX REPLACE ".* step=(call[0-9]+) outcome=([^ ]+)" "\\1;\\2" parts "${line}")
+    list(GET parts 0 call)
+    list(GET parts 1 outcome)
+    if(NOT outcome STREQUAL "ok")
+      set(seen_failure TRUE)
+    endif()
+    if(DEFINED outcome_of_${call} AND NOT outcome_of_${call} STREQUAL outcome)
+      message(FATAL_ERROR "the ranks disagree on ${call}: ${outcome_of_${call}} and ${outcome}")
+    endif()
+    set(outcome_of_${call} "${outcome}")
+  endforeach()
+  if(NOT seen_failure)
+    message(FATAL_ERROR "no rank reported a failed call although rank ${VICTIM} stalled or died")
+  endif()
 endif()
 math(EXPR last "${RANKS} - 1")
 foreach(r RANGE 0 ${last})
