@@ -239,16 +239,15 @@ int main(int argc, char** argv) {
       run_step("create", [&] { comm = Communicator::create(MPI_COMM_WORLD, config); }));
   const bool on_fallback = s.name.rfind("fallback", 0) == 0 || s.on_route("fallback");
   if (comm) {
-    outcomes.push_back(run_step("declare", [&] {
-      comm->declare(on_fallback ? std::vector<Declaration>{} : plans);
-    }));
+    outcomes.push_back(run_step(
+        "declare", [&] { comm->declare(on_fallback ? std::vector<Declaration>{} : plans); }));
   }
   if (comm && s.matrix() && outcomes.back().kind == "ok") {
-    const auto route =
-        on_fallback ? peerplan::Route::fallback : comm->plan_for(peerplan::make_key(plans[0])).route;
+    const auto route = on_fallback ? peerplan::Route::fallback
+                                   : comm->plan_for(peerplan::make_key(plans[0])).route;
     say(std::string("route=") + peerplan::to_string(route));
-    const bool stall_before = victim && s.name.size() > 7 &&
-                              s.name.compare(s.name.size() - 7, 7, "-before") == 0;
+    const bool stall_before =
+        victim && s.name.size() > 7 && s.name.compare(s.name.size() - 7, 7, "-before") == 0;
     const float expected = static_cast<float>(world_size * (world_size + 1) / 2);
     for (int call = 1; call <= 4; ++call) {
       if (stall_before && call == 2) std::this_thread::sleep_for(lateness);

@@ -215,8 +215,13 @@ void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t t
       if (peer == local_rank_) continue;
       // Read `abandoned` first: a peer that gave up after arriving must not
       // let a late rank complete a call the peer already reported as failed.
+      // A peer that gave up on a later call finished this one (a failed call
+      // breaks the transport, so it gets no further); its slot for this
+      // epoch still holds this call's data: it could not begin call e + 2,
+      // which overwrites it, without this rank's `done` for call e. So this
+      // call completes here as it did there, and the next one fails.
       const std::uint64_t abandoned = load_signal(segments_.base(peer), Signal::abandoned);
-      if (abandoned != 0) {
+      if (abandoned != 0 && abandoned <= call.epoch) {
         gave_up.push_back(global_ranks_[peer]);
         gave_up_at = abandoned;
       }
