@@ -368,19 +368,32 @@ void HostPeerTransport::sum_shard_across_nodes(Call& call, DataType dtype, std::
   shard_sum_.resize(static_cast<std::size_t>(hi - lo));
   // Not rounded: the other nodes' partial sums join it before the one rounding.
   sum_sources_to_float(dtype, sources_.data(), local_size_, lo, hi - lo, shard_sum_.data());
+  between_nodes(call, [&] { across_nodes_->sum(shard_sum_, call.what); });
+  PEERPLAN_FAULT_POINT("hier.summed", bootstrap_.rank());
+  std::memcpy(result_region(local_rank_, call.epoch), shard_sum_.data(),
+              shard_sum_.size() * sizeof(float));
+  store_signal(own_segment(), Signal::reduced, call.epoch);
+  wait_for_peers(call, Signal::reduced, call.epoch);
+  // Every node's ranks must get this far before any rank uses the shards:
+  // a node whose own ranks all did must not complete the call while a rank
+  // of another node fails it (its node peers then fail too, since it never
+  // confirms).
+  between_nodes(call, [&] {
+    across_nodes_->confirm((std::string(call.what) + ", confirmation between nodes,").c_str());
+  });
+}
+
+template <class Step>
+void HostPeerTransport::between_nodes(const Call& call, Step&& step) {
   try {
-    across_nodes_->sum(shard_sum_, call.what);
+    step();
   } catch (const Error&) {
-    // The node's ranks wait for this shard: let them fail now, not at their deadline.
+    // The node's ranks wait for this rank: let them fail now, not at their deadline.
     store_signal(own_segment(), Signal::abandoned, call.epoch);
     broken_ = true;
     broken_reason_ = std::string(call.what) + " failed between nodes";
     throw;
   }
-  std::memcpy(result_region(local_rank_, call.epoch), shard_sum_.data(),
-              shard_sum_.size() * sizeof(float));
-  store_signal(own_segment(), Signal::reduced, call.epoch);
-  wait_for_peers(call, Signal::reduced, call.epoch);
 }
 
 void HostPeerTransport::hierarchical_all_reduce(Call& call, const AllReduceArgs& args,

@@ -117,6 +117,10 @@ class HostPeerTransport final : public PeerTransport {
   // Hierarchical: this rank's shard summed over its node and then over the
   // nodes, left in its result region as fp32 for the node's ranks.
   void sum_shard_across_nodes(Call& call, DataType dtype, std::int64_t count);
+  // Runs a step between nodes; if it throws, tells the node's ranks (abandoned)
+  // and breaks the transport before rethrowing.
+  template <class Step>
+  void between_nodes(const Call& call, Step&& step);
   // Element range [first, last) of `owner`'s shard (ceil(count / ranks) each).
   std::pair<std::int64_t, std::int64_t> shard_range(int owner, std::int64_t count) const noexcept;
   void hierarchical_all_reduce(Call& call, const AllReduceArgs& args, std::int64_t count);

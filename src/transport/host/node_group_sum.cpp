@@ -52,19 +52,41 @@ NodeGroupSum::~NodeGroupSum() {
   if (!out_of_step_.empty()) comm_.release();
 }
 
-void NodeGroupSum::sum(std::span<float> values, const char* what) {
+void NodeGroupSum::refuse_if_out_of_step(const char* what) const {
   if (!out_of_step_.empty()) {
     throw InvalidUsage(std::string("peerplan host backend: ") + what +
                        ": the exchange between nodes is out of step since " + out_of_step_ +
                        "; close() the communicator and create a new one");
   }
-  std::vector<bootstrap::Blob> shards;
+}
+
+std::vector<bootstrap::Blob> NodeGroupSum::allgather(std::span<const std::byte> mine,
+                                                     const char* what) {
   try {
-    shards = exchange_->allgather(std::as_bytes(values), what);
+    return exchange_->allgather(mine, what);
   } catch (const Error& e) {
     out_of_step_ = std::string(what) + " failed between nodes (" + e.what() + ")";
     throw;
   }
+}
+
+void NodeGroupSum::confirm(const char* what) {
+  refuse_if_out_of_step(what);
+  const std::byte ok{1};
+  const auto verdicts = allgather(std::span(&ok, 1), what);
+  for (std::size_t position = 0; position < verdicts.size(); ++position) {
+    if (verdicts[position].size() != 1 || verdicts[position][0] != ok) {
+      out_of_step_ = std::string(what) + " met a different call on another node";
+      throw Mismatch(std::string("peerplan host backend: ") + what +
+                     ": a rank of another node sent something other than its confirmation; "
+                     "every rank must make the same calls in the same order");
+    }
+  }
+}
+
+void NodeGroupSum::sum(std::span<float> values, const char* what) {
+  refuse_if_out_of_step(what);
+  const std::vector<bootstrap::Blob> shards = allgather(std::as_bytes(values), what);
   for (std::size_t node = 0; node < node_order_.size(); ++node) {
     if (shards[node_order_[node]].size() != values.size_bytes()) {
       out_of_step_ = std::string(what) + " met a different call on another node";

@@ -49,6 +49,14 @@ class NodeGroupSum {
   // `what` names the call in errors.
   void sum(std::span<float> values, const char* what);
 
+  // Collective among this rank's group, after the node's ranks all hold the
+  // call's shards: returns once every member says its node got that far;
+  // throws Timeout naming the members that did not (within the timeout),
+  // with the same consequences as sum(). Without it a node whose ranks all
+  // got their shards completes a call that a rank of another node, stalled
+  // after the exchange, makes its node peers fail.
+  void confirm(const char* what);
+
   // The route failed elsewhere (a node peer did not arrive): members may
   // have sent this rank messages it will never read, so the communicator
   // must not be freed (see the destructor). Later calls throw InvalidUsage.
@@ -61,6 +69,10 @@ class NodeGroupSum {
   const std::vector<int>& members_by_node() const noexcept { return members_by_node_; }
 
  private:
+  void refuse_if_out_of_step(const char* what) const;
+  // The exchange's allgather; a failure leaves the group out of step.
+  std::vector<bootstrap::Blob> allgather(std::span<const std::byte> mine, const char* what);
+
   bootstrap::OwnedComm comm_;
   std::unique_ptr<bootstrap::detail::TimedExchange> exchange_;
   std::vector<int> node_order_;  // node k's member is at position node_order_[k] of the exchange
