@@ -231,6 +231,7 @@ void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t t
 
     const bool expired = std::chrono::steady_clock::now() > call.deadline;
     if (!gave_up.empty() || expired) {
+      if (expired) PEERPLAN_FAULT_POINT("p2p.expired", bootstrap_.rank());
       // Tell the peers, so that they fail at once instead of at their own
       // deadline, and a late one does not complete a call reported failed.
       store_signal(own_segment(), Signal::abandoned, call.epoch);
