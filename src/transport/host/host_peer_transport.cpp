@@ -43,7 +43,10 @@ const char* phase_text(Signal which) {
       return "reduce their shard (two-shot barrier 'reduced')";
     case Signal::done:
       return "finish reading the staging slot of the call before last ('done')";
+    case Signal::confirmed:
+      return "hear from the other nodes that every rank there holds its shards ('confirmed')";
     case Signal::abandoned:
+    case Signal::verdict:
       break;
   }
   return "?";
@@ -203,56 +206,84 @@ HostPeerTransport::Call HostPeerTransport::begin_call(const char* what,
   return call;
 }
 
+// The node's verdict word (signal_area.hpp) holds the furthest wait of any
+// call that the node's ranks have decided: failed(e, w) for "wait w of call
+// e failed", failed(e, w) + 1 for "it succeeded". Waits are numbered in the
+// order every call takes them, so the word only grows, and a value past
+// succeeded(e, w) also means that wait succeeded (nobody gets past a wait
+// that failed: a failure breaks the transport until reserve()).
+std::uint64_t HostPeerTransport::verdict_failed(std::uint64_t epoch, Signal which) noexcept {
+  const std::uint64_t step = which == Signal::done      ? 0
+                             : which == Signal::arrive  ? 1
+                             : which == Signal::reduced ? 2
+                                                        : 3;  // confirmed
+  return ((epoch << 2) | step) << 1;
+}
+
 void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t target) {
+  // Every rank decides a wait by setting the verdict word, and only from a
+  // value before it; so for each wait exactly one decision holds: success
+  // (set by a rank that saw every rank there) or failure (set by a rank whose
+  // wait expired first). A rank whose wait expired still succeeds when a
+  // peer decided success first: no rank completes a call another failed.
+  const std::uint64_t failed = verdict_failed(call.epoch, which);
+  const std::uint64_t succeeded = failed + 1;
+  std::byte* const verdict_area = segments_.base(0);
   Backoff backoff;
   for (;;) {
-    std::vector<int>& missing = missing_scratch_;  // global ranks
-    std::vector<int>& gave_up = gave_up_scratch_;
-    missing.clear();
-    gave_up.clear();
-    std::uint64_t gave_up_at = 0;
-    for (int peer = 0; peer < local_size_; ++peer) {
-      if (peer == local_rank_) continue;
-      // Read `abandoned` first: a peer that gave up after arriving must not
-      // let a late rank complete a call the peer already reported as failed.
-      // A peer that gave up on a later call finished this one (a failed call
-      // breaks the transport, so it gets no further); its slot for this
-      // epoch still holds this call's data: it could not begin call e + 2,
-      // which overwrites it, without this rank's `done` for call e. So this
-      // call completes here as it did there, and the next one fails.
-      const std::uint64_t abandoned = load_signal(segments_.base(peer), Signal::abandoned);
-      if (abandoned != 0 && abandoned <= call.epoch) {
-        gave_up.push_back(global_ranks_[peer]);
-        gave_up_at = abandoned;
-      }
-      if (load_signal(segments_.base(peer), which) < target) missing.push_back(global_ranks_[peer]);
+    std::uint64_t verdict = load_signal(verdict_area, Signal::verdict);
+    if (verdict >= succeeded) return;
+    if (verdict == failed) fail_wait(call, which, target, false);
+    bool all_there = true;
+    for (int peer = 0; peer < local_size_ && all_there; ++peer) {
+      all_there = peer == local_rank_ || load_signal(segments_.base(peer), which) >= target;
     }
-    if (missing.empty() && gave_up.empty()) return;
-
-    const bool expired = std::chrono::steady_clock::now() > call.deadline;
-    if (!gave_up.empty() || expired) {
-      if (expired) PEERPLAN_FAULT_POINT("p2p.expired", bootstrap_.rank());
-      // Tell the peers, so that they fail at once instead of at their own
-      // deadline, and a late one does not complete a call reported failed.
+    if (all_there) {
+      if (compare_exchange_signal(verdict_area, Signal::verdict, verdict, succeeded)) return;
+      continue;  // another rank decided first: follow it
+    }
+    if (std::chrono::steady_clock::now() > call.deadline) {
+      PEERPLAN_FAULT_POINT("p2p.expired", bootstrap_.rank());
+      // Named before the decision, so that a peer that reads the decision
+      // can name this rank; withdrawn if a peer decided first.
       store_signal(own_segment(), Signal::abandoned, call.epoch);
-      std::string message = std::string(call.what) + " call #" + std::to_string(call.epoch);
-      if (!missing.empty()) {
-        message += (expired ? " timed out after " + std::to_string(timeout_.count()) + " ms"
-                            : std::string(" failed")) +
-                   " waiting for rank(s) " + join_ranks(missing) + " to " + phase_text(which);
+      if (compare_exchange_signal(verdict_area, Signal::verdict, verdict, failed)) {
+        fail_wait(call, which, target, true);
       }
-      if (!gave_up.empty()) {
-        message += std::string(missing.empty() ? " cannot complete" : ", and") + ": rank(s) " +
-                   join_ranks(gave_up) + " gave up on call #" + std::to_string(gave_up_at) +
-                   " after their own timeout";
-      }
-      broken_ = true;
-      broken_reason_ = message;
-      if (across_nodes_) across_nodes_->abandon(message);
-      throw Timeout(peer_timeout_message(kBackend, message));
+      store_signal(own_segment(), Signal::abandoned, 0);
+      continue;
     }
     backoff.pause();
   }
+}
+
+void HostPeerTransport::fail_wait(const Call& call, Signal which, std::uint64_t target,
+                                  bool timed_out_here) {
+  std::vector<int>& missing = missing_scratch_;  // global ranks
+  std::vector<int>& gave_up = gave_up_scratch_;
+  missing.clear();
+  gave_up.clear();
+  for (int peer = 0; peer < local_size_; ++peer) {
+    if (peer == local_rank_) continue;
+    if (load_signal(segments_.base(peer), Signal::abandoned) == call.epoch)
+      gave_up.push_back(global_ranks_[peer]);
+    if (load_signal(segments_.base(peer), which) < target) missing.push_back(global_ranks_[peer]);
+  }
+  std::string message = std::string(call.what) + " call #" + std::to_string(call.epoch);
+  const std::string waiting = "rank(s) " + join_ranks(missing) + " to " + phase_text(which);
+  if (timed_out_here) {
+    message +=
+        " timed out after " + std::to_string(timeout_.count()) + " ms waiting for " + waiting;
+  } else {
+    message += " cannot complete: " +
+               (gave_up.empty() ? std::string("a rank") : "rank(s) " + join_ranks(gave_up)) +
+               " gave up on it after their own timeout";
+    if (!missing.empty()) message += ", while this rank waited for " + waiting;
+  }
+  broken_ = true;
+  broken_reason_ = message;
+  if (across_nodes_) across_nodes_->abandon(message);
+  throw Timeout(peer_timeout_message(kBackend, message));
 }
 
 void HostPeerTransport::stage_input(Call& call, const TensorLayout& layout, DataType dtype,
@@ -369,7 +400,7 @@ void HostPeerTransport::sum_shard_across_nodes(Call& call, DataType dtype, std::
   shard_sum_.resize(static_cast<std::size_t>(hi - lo));
   // Not rounded: the other nodes' partial sums join it before the one rounding.
   sum_sources_to_float(dtype, sources_.data(), local_size_, lo, hi - lo, shard_sum_.data());
-  between_nodes(call, [&] { across_nodes_->sum(shard_sum_, call.what); });
+  between_nodes(call, Signal::reduced, [&] { across_nodes_->sum(shard_sum_, call.what); });
   PEERPLAN_FAULT_POINT("hier.summed", bootstrap_.rank());
   std::memcpy(result_region(local_rank_, call.epoch), shard_sum_.data(),
               shard_sum_.size() * sizeof(float));
@@ -377,20 +408,29 @@ void HostPeerTransport::sum_shard_across_nodes(Call& call, DataType dtype, std::
   wait_for_peers(call, Signal::reduced, call.epoch);
   // Every node's ranks must get this far before any rank uses the shards:
   // a node whose own ranks all did must not complete the call while a rank
-  // of another node fails it (its node peers then fail too, since it never
-  // confirms).
-  between_nodes(call, [&] {
+  // of another node fails it. Each rank hears from its counterparts, then
+  // the node's ranks decide together, as at every wait.
+  between_nodes(call, Signal::confirmed, [&] {
     across_nodes_->confirm((std::string(call.what) + ", confirmation between nodes,").c_str());
   });
+  store_signal(own_segment(), Signal::confirmed, call.epoch);
+  wait_for_peers(call, Signal::confirmed, call.epoch);
 }
 
 template <class Step>
-void HostPeerTransport::between_nodes(const Call& call, Step&& step) {
+void HostPeerTransport::between_nodes(const Call& call, Signal next_wait, Step&& step) {
   try {
     step();
   } catch (const Error&) {
-    // The node's ranks wait for this rank: let them fail now, not at their deadline.
+    // The node's ranks wait for this rank at `next_wait`: decide that it
+    // failed, so that they fail now, not at their deadline. No peer can have
+    // decided it succeeded: this rank has not raised its flag for it.
     store_signal(own_segment(), Signal::abandoned, call.epoch);
+    std::uint64_t verdict = load_signal(segments_.base(0), Signal::verdict);
+    const std::uint64_t failed = verdict_failed(call.epoch, next_wait);
+    while (verdict < failed &&
+           !compare_exchange_signal(segments_.base(0), Signal::verdict, verdict, failed)) {
+    }
     broken_ = true;
     broken_reason_ = std::string(call.what) + " failed between nodes";
     throw;

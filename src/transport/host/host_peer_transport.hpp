@@ -106,7 +106,13 @@ class HostPeerTransport final : public PeerTransport {
 
   Call begin_call(const char* what, std::int64_t message_bytes);
   void stage_input(Call& call, const TensorLayout& layout, DataType dtype, const void* input);
+  // Waits, bounded, until every node peer's `which` flag reaches `target`,
+  // and decides that wait with the node's ranks (the verdict word): returns
+  // where they decided success, throws Timeout where they decided failure.
   void wait_for_peers(Call& call, Signal which, std::uint64_t target);
+  [[noreturn]] void fail_wait(const Call& call, Signal which, std::uint64_t target,
+                              bool timed_out_here);
+  static std::uint64_t verdict_failed(std::uint64_t epoch, Signal which) noexcept;
   void finish_call(const Call& call);
   std::byte* input_region(int local_rank, std::uint64_t epoch) const noexcept;
   std::byte* result_region(int local_rank, std::uint64_t epoch) const noexcept;
@@ -117,10 +123,11 @@ class HostPeerTransport final : public PeerTransport {
   // Hierarchical: this rank's shard summed over its node and then over the
   // nodes, left in its result region as fp32 for the node's ranks.
   void sum_shard_across_nodes(Call& call, DataType dtype, std::int64_t count);
-  // Runs a step between nodes; if it throws, tells the node's ranks (abandoned)
-  // and breaks the transport before rethrowing.
+  // Runs a step between nodes; if it throws, decides the node's next wait
+  // (`next_wait`) as failed, so that the node's ranks fail at once, and
+  // breaks the transport before rethrowing.
   template <class Step>
-  void between_nodes(const Call& call, Step&& step);
+  void between_nodes(const Call& call, Signal next_wait, Step&& step);
   // Element range [first, last) of `owner`'s shard (ceil(count / ranks) each).
   std::pair<std::int64_t, std::int64_t> shard_range(int owner, std::int64_t count) const noexcept;
   void hierarchical_all_reduce(Call& call, const AllReduceArgs& args, std::int64_t count);
