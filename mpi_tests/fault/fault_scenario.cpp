@@ -17,6 +17,9 @@
 // here) or kill (killed after publishing for call 1). Each call is a step of
 // its own (call1, call2, ...), up to the first that fails; the driver then
 // checks that every rank that reported a call reported the same outcome.
+// agree-<route>-sigstop: calls back to back, the victim frozen (SIGSTOP) at
+// a random moment for twice the timeout; every rank must have completed the
+// same number of calls before the one that failed.
 // agree-oneshot-deadline: the victim is late for call 2 by just over the
 // timeout, while rank 0, whose wait expired, is held (fault point
 // p2p.expired) before it records that: the victim arrives in between. Both
@@ -43,6 +46,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <regex>
 #include <stdexcept>
 #include <string>
@@ -261,15 +265,41 @@ int main(int argc, char** argv) {
     const bool stall_before = victim && s.ends_with("-before");
     const bool just_late = victim && s.on_deadline();
     const float expected = static_cast<float>(world_size * (world_size + 1) / 2);
-    for (int call = 1; call <= 4; ++call) {
+    const auto reduce_and_check = [&] {
+      comm->all_reduce(in.data(), out.data(), DataType::f32, TensorLayout({n}));
+      for (float v : out) {
+        if (v != expected) throw std::runtime_error("wrong sum " + std::to_string(v));
+      }
+    };
+    if (s.ends_with("-sigstop")) {
+      // Calls back to back while another rank freezes the victim (SIGSTOP)
+      // at a random moment for twice the timeout: the freeze lands anywhere
+      // in a call. Each rank says how many calls it completed before the
+      // one that failed; the driver requires the same count everywhere.
+      std::thread stopper;
+      if (world_rank == (s.victim == 0 ? 1 : 0)) {
+        std::random_device entropy;
+        const auto delay = std::chrono::milliseconds(50 + entropy() % 350);
+        stopper = std::thread([&, delay] {
+          std::this_thread::sleep_for(delay);
+          ::kill(pids[s.victim], SIGSTOP);
+          say("stopped rank " + std::to_string(s.victim) + " after " +
+              std::to_string(delay.count()) + " ms");
+          std::this_thread::sleep_for(2 * s.timeout);
+          ::kill(pids[s.victim], SIGCONT);
+        });
+      }
+      long completed = 0;
+      outcomes.push_back(run_step("calls", [&] {
+        for (; completed < 200000; ++completed) reduce_and_check();
+      }));
+      say("calls_ok=" + std::to_string(completed));
+      if (stopper.joinable()) stopper.join();
+    }
+    for (int call = 1; call <= 4 && !s.ends_with("-sigstop"); ++call) {
       if (stall_before && call == 2) std::this_thread::sleep_for(lateness);
       if (just_late && call == 2) std::this_thread::sleep_for(s.timeout + s.timeout / 15);
-      outcomes.push_back(run_step("call" + std::to_string(call), [&] {
-        comm->all_reduce(in.data(), out.data(), DataType::f32, TensorLayout({n}));
-        for (float v : out) {
-          if (v != expected) throw std::runtime_error("wrong sum " + std::to_string(v));
-        }
-      }));
+      outcomes.push_back(run_step("call" + std::to_string(call), reduce_and_check));
       if (outcomes.back().kind != "ok") break;
     }
   } else if (comm && outcomes.back().kind == "ok") {
