@@ -43,8 +43,6 @@ const char* phase_text(Signal which) {
       return "reduce their shard (two-shot barrier 'reduced')";
     case Signal::done:
       return "finish reading the staging slot of the call before last ('done')";
-    case Signal::confirmed:
-      return "hear from the other nodes that every rank there holds its shards ('confirmed')";
     case Signal::abandoned:
     case Signal::verdict:
       break;
@@ -213,10 +211,7 @@ HostPeerTransport::Call HostPeerTransport::begin_call(const char* what,
 // succeeded(e, w) also means that wait succeeded (nobody gets past a wait
 // that failed: a failure breaks the transport until reserve()).
 std::uint64_t HostPeerTransport::verdict_failed(std::uint64_t epoch, Signal which) noexcept {
-  const std::uint64_t step = which == Signal::done      ? 0
-                             : which == Signal::arrive  ? 1
-                             : which == Signal::reduced ? 2
-                                                        : 3;  // confirmed
+  const std::uint64_t step = which == Signal::done ? 0 : which == Signal::arrive ? 1 : 2;
   return ((epoch << 2) | step) << 1;
 }
 
@@ -282,7 +277,7 @@ void HostPeerTransport::fail_wait(const Call& call, Signal which, std::uint64_t 
   }
   broken_ = true;
   broken_reason_ = message;
-  if (across_nodes_) across_nodes_->abandon(message);
+  if (across_nodes_) across_nodes_->give_up(message);
   throw Timeout(peer_timeout_message(kBackend, message));
 }
 
@@ -406,15 +401,54 @@ void HostPeerTransport::sum_shard_across_nodes(Call& call, DataType dtype, std::
               shard_sum_.size() * sizeof(float));
   store_signal(own_segment(), Signal::reduced, call.epoch);
   wait_for_peers(call, Signal::reduced, call.epoch);
-  // Every node's ranks must get this far before any rank uses the shards:
-  // a node whose own ranks all did must not complete the call while a rank
-  // of another node fails it. Each rank hears from its counterparts, then
-  // the node's ranks decide together, as at every wait.
-  between_nodes(call, Signal::confirmed, [&] {
-    across_nodes_->confirm((std::string(call.what) + ", confirmation between nodes,").c_str());
-  });
-  store_signal(own_segment(), Signal::confirmed, call.epoch);
-  wait_for_peers(call, Signal::confirmed, call.epoch);
+  agree_between_nodes(call);
+}
+
+// The hierarchical call's verdict, over every rank of the job: a node whose
+// ranks all hold their shards must not complete a call that a rank of
+// another node fails. The node-local waits cannot tell, so every rank says
+// "ok" (or "gave up", when it fails anywhere in the call) to every rank,
+// and the call succeeds only where every rank said "ok". As for the MPI
+// fallback's verdict (mpi_fallback.cpp, reduce()), no rank can succeed
+// where another fails, for timeout T:
+//  - A rank Z says "ok" only before its own deadline p_Z + T, p_Z read when
+//    its call began, before it staged its input.
+//  - A rank Y that said "ok" did so once its node's ranks all held their
+//    shards, at c_Y, which needs every rank of the job to have staged its
+//    input (each shard sums a node's inputs and every node's partial sum);
+//    so p_Z <= c_Y for every Z, and every "ok" left before c_Y + T.
+//  - Y waits for the words until c_Y + T + T/4, matching every message that
+//    arrived before it looks at its clock: it gets every "ok" that was sent
+//    (given that a message, once sent, arrives within T/4).
+//  So where one rank got every "ok", so does every rank that said "ok", and
+//  a rank that said "gave up" or nothing fails everyone.
+void HostPeerTransport::agree_between_nodes(const Call& call) {
+  const std::string what = std::string(call.what) + " call #" + std::to_string(call.epoch);
+  if (std::chrono::steady_clock::now() > call.deadline) {
+    fail_between_nodes(what + " gave up: this rank got its node's shards only after its " +
+                       std::to_string(timeout_.count()) +
+                       " ms timeout (it was stalled), too late to say 'ok' to the "
+                       "other nodes");
+  }
+  std::vector<int> gave_up;
+  try {
+    gave_up = across_nodes_->agree(timeout_ + timeout_ / 4, (what + " verdict").c_str());
+  } catch (const Error&) {
+    broken_ = true;
+    broken_reason_ = what + " got no verdict from every rank";
+    throw;
+  }
+  if (!gave_up.empty()) {
+    fail_between_nodes(what + " cannot complete: rank(s) " + join_ranks(gave_up) +
+                       " gave up on it (the verdict between nodes)");
+  }
+}
+
+void HostPeerTransport::fail_between_nodes(const std::string& message) {
+  across_nodes_->give_up(message);
+  broken_ = true;
+  broken_reason_ = message;
+  throw Timeout(peer_timeout_message(kBackend, message));
 }
 
 template <class Step>
@@ -433,6 +467,7 @@ void HostPeerTransport::between_nodes(const Call& call, Signal next_wait, Step&&
     }
     broken_ = true;
     broken_reason_ = std::string(call.what) + " failed between nodes";
+    across_nodes_->give_up(broken_reason_);
     throw;
   }
 }

@@ -21,8 +21,14 @@
 // every row after the gather, as on one node. So a result is
 // round(sum over nodes in node order of (sum over the node's ranks in local
 // rank order)): bit-identical on every rank, and within fp32 reassociation
-// of the one-node sum (docs/multi-node.md). A Timeout between nodes
-// leaves the group out of step: the communicator is unusable from then on.
+// of the one-node sum (docs/multi-node.md). Each call then ends with a
+// verdict among every rank (agree_between_nodes), so that no node completes
+// a call another node fails. A Timeout between nodes leaves the group out
+// of step: the communicator is unusable from then on.
+//
+// Each wait is decided once for the node's ranks, success or failure, on a
+// verdict word in shared memory (wait_for_peers): a rank never completes a
+// call a node peer reported as failed.
 #pragma once
 
 #include <chrono>
@@ -128,6 +134,9 @@ class HostPeerTransport final : public PeerTransport {
   // breaks the transport before rethrowing.
   template <class Step>
   void between_nodes(const Call& call, Signal next_wait, Step&& step);
+  // The job-wide verdict of a hierarchical call (host_peer_transport.cpp).
+  void agree_between_nodes(const Call& call);
+  [[noreturn]] void fail_between_nodes(const std::string& message);
   // Element range [first, last) of `owner`'s shard (ceil(count / ranks) each).
   std::pair<std::int64_t, std::int64_t> shard_range(int owner, std::int64_t count) const noexcept;
   void hierarchical_all_reduce(Call& call, const AllReduceArgs& args, std::int64_t count);

@@ -41,8 +41,14 @@ NodeGroupSum::NodeGroupSum(bootstrap::OwnedComm comm, bootstrap::Bootstrap& boot
                         "node; please report this");
   }
   for (int position : node_order_) members_by_node_.push_back(members[position]);
-  exchange_ = std::make_unique<bootstrap::detail::TimedExchange>(
-      comm_.get(), timeout, std::move(members), bootstrap::detail::TimedExchange::Lane{0, 1});
+  using bootstrap::detail::TimedExchange;
+  exchange_ = std::make_unique<TimedExchange>(comm_.get(), timeout, std::move(members),
+                                              TimedExchange::Lane{0, 2});
+  std::vector<int> everyone(node_of_rank.size());
+  for (std::size_t rank = 0; rank < everyone.size(); ++rank)
+    everyone[rank] = static_cast<int>(rank);
+  verdicts_ = std::make_unique<TimedExchange>(comm_.get(), timeout, std::move(everyone),
+                                              TimedExchange::Lane{1, 2});
 }
 
 NodeGroupSum::~NodeGroupSum() {
@@ -70,17 +76,38 @@ std::vector<bootstrap::Blob> NodeGroupSum::allgather(std::span<const std::byte> 
   }
 }
 
-void NodeGroupSum::confirm(const char* what) {
+namespace {
+constexpr std::byte kOk{1};
+constexpr std::byte kGaveUp{2};
+}  // namespace
+
+std::vector<int> NodeGroupSum::agree(std::chrono::milliseconds bound, const char* what) {
   refuse_if_out_of_step(what);
-  const std::byte ok{1};
-  const auto verdicts = allgather(std::span(&ok, 1), what);
-  for (std::size_t position = 0; position < verdicts.size(); ++position) {
-    if (verdicts[position].size() != 1 || verdicts[position][0] != ok) {
-      out_of_step_ = std::string(what) + " met a different call on another node";
-      throw Mismatch(std::string("peerplan host backend: ") + what +
-                     ": a rank of another node sent something other than its confirmation; "
-                     "every rank must make the same calls in the same order");
-    }
+  verdict_given_ = true;  // whatever happens next, this rank has said "ok"
+  std::vector<bootstrap::Blob> words;
+  try {
+    words = verdicts_->allgather(std::span(&kOk, 1), what, bound);
+  } catch (const Error& e) {
+    out_of_step_ = std::string(what) + " got no verdict from every rank (" + e.what() + ")";
+    throw;
+  }
+  std::vector<int> gave_up;
+  for (std::size_t rank = 0; rank < words.size(); ++rank) {
+    if (words[rank].size() != 1 || words[rank][0] != kOk) gave_up.push_back(static_cast<int>(rank));
+  }
+  if (!gave_up.empty()) out_of_step_ = std::string(what) + ": a rank gave up";
+  verdict_given_ = !gave_up.empty();  // the next call's verdict is yet to come
+  return gave_up;
+}
+
+void NodeGroupSum::give_up(const std::string& why) {
+  if (out_of_step_.empty()) out_of_step_ = why;
+  if (verdict_given_) return;  // at most one verdict per call
+  verdict_given_ = true;
+  try {
+    verdicts_->allgather(std::span(&kGaveUp, 1), "verdict (gave up)", std::chrono::milliseconds(0));
+  } catch (const Error&) {
+    // Expected: sent, not waited for; the messages stay alive until they are taken.
   }
 }
 

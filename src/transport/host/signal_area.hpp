@@ -19,15 +19,14 @@ enum class Signal : int {
   reduced = 1,    // two-shot: epoch whose shard this rank has reduced
   done = 2,       // epoch this rank has finished reading peers' slots for
   abandoned = 3,  // nonzero: this rank gave up (timeout) at that epoch
-  confirmed = 4,  // hierarchical route: epoch the other nodes confirmed to this rank
   // Local rank 0's segment only: how far the node's ranks have decided,
   // each wait of each call once, success or failure (host_peer_transport.cpp).
-  verdict = 5,
+  verdict = 4,
 };
 
 inline constexpr std::size_t kSignalStride = 128;
 inline constexpr std::size_t kSignalAreaBytes = 4096;  // keeps the slots page aligned
-static_assert(6 * kSignalStride <= kSignalAreaBytes);
+static_assert(5 * kSignalStride <= kSignalAreaBytes);
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free,
               "cross-process flags need lock-free 64-bit atomics");
 
