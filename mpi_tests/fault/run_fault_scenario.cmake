@@ -12,8 +12,8 @@
 #    call (step=callN) reported the same outcome for it, all ok or all the
 #    same error, and the ranks that lived on reported some call as failed;
 #  - after the job (and CLEANUP, a later job on the node) /dev/shm holds no
-#    peerplan segment. The suite's tests run alone (RUN_SERIAL), so any
-#    peerplan segment there is a leftover of this scenario.
+#    peerplan segment of this job's processes (RUN_SERIAL keeps the suite's
+#    own tests apart; the pid in each name tells other users' jobs apart).
 string(REPLACE "@@" ";" FLAGS "${FLAGS}")
 string(REPLACE "@@" ";" CLEANUP "${CLEANUP}")
 if(DEFINED INJECT AND NOT INJECT STREQUAL "")
@@ -92,6 +92,21 @@ if(CLEANUP)
   endif()
 endif()
 file(GLOB leftovers /dev/shm/peerplan-*)
+# Only this job's segments count (names carry their creator's pid: "-p<pid>-"):
+# other users' jobs on a shared machine create segments of their own meanwhile.
+string(REGEX MATCHALL "FAULT rank=[0-9]+ pid=[0-9]+" pid_lines "${out}")
+if(pid_lines)
+  set(ours "")
+  foreach(line IN LISTS pid_lines)
+    string(REGEX REPLACE ".*pid=" "" pid "${line}")
+    foreach(segment IN LISTS leftovers)
+      if(segment MATCHES "-p${pid}-")
+        list(APPEND ours "${segment}")
+      endif()
+    endforeach()
+  endforeach()
+  set(leftovers "${ours}")
+endif()
 if(leftovers)
   message(FATAL_ERROR "peerplan segments left in /dev/shm: ${leftovers}")
 endif()
