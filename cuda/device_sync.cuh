@@ -108,6 +108,27 @@ __device__ __forceinline__ std::uint32_t fetch_add_release(std::uint32_t* addres
   return old;
 }
 
+// Records why this rank gives up (first failing thread only), then tells
+// every peer, so that their waits end at once instead of at their own
+// deadline.
+inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Phase phase,
+                                            std::uint32_t epoch, int peer) {
+  Signals* own = signals_of(p, p.rank);
+  if (atomicExch(&own->aborted, 1u) == 0u) {
+    volatile DeviceError* error = p.error;
+    error->epoch = epoch;
+    error->phase = static_cast<std::uint32_t>(phase);
+    error->peer = static_cast<std::uint32_t>(peer);
+    error->block = blockIdx.x;
+    __threadfence_system();
+    error->code = static_cast<std::uint32_t>(code);
+    __threadfence_system();
+  }
+  for (int q = 0; q < p.size; ++q) {
+    if (q != p.rank) store_release(&signals_of(p, q)->abandoned[p.rank], epoch == 0 ? 1u : epoch);
+  }
+}
+
 // First words of every kernel: this call's epoch, or false (every thread
 // alike) when an earlier call on this rank gave up: the transport is broken
 // until reserve() re-creates the slabs.
@@ -132,34 +153,28 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
   if (threadIdx.x == 0) {
     Signals* own = signals_of(p, p.rank);
     const volatile Signals* seen = own;
+    std::uint32_t gave_up_at[kMaxRanks];
+#pragma unroll
+    for (int q = 0; q < kMaxRanks; ++q) gave_up_at[q] = q < p.size ? seen->abandoned[q] : 0u;
     shared_aborted = seen->aborted != 0;
     shared_epoch = seen->epoch + 1;
+    // A peer that gave up on this call or an earlier one (this rank was late)
+    // reported it failed: so does this rank, before it reads anything whose
+    // flags would let it complete the call. A peer that gave up on a later
+    // call finished this one, and its data for it stays in place.
+#pragma unroll
+    for (int q = 0; q < kMaxRanks; ++q) {
+      if (!shared_aborted && q < p.size && q != p.rank && gave_up_at[q] != 0u &&
+          reached(shared_epoch, gave_up_at[q])) {
+        give_up(p, ErrorCode::peer_gave_up, Phase::arrive, shared_epoch, q);
+        shared_aborted = 1;
+      }
+    }
     if (!shared_aborted) ticket = fetch_add_release(&own->blocks_started, 1u);
   }
   __syncthreads();
   epoch = shared_epoch;
   return !shared_aborted;
-}
-
-// Records why this rank gives up (first failing thread only), then tells
-// every peer, so that their waits end at once instead of at their own
-// deadline.
-inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Phase phase,
-                                            std::uint32_t epoch, int peer) {
-  Signals* own = signals_of(p, p.rank);
-  if (atomicExch(&own->aborted, 1u) == 0u) {
-    volatile DeviceError* error = p.error;
-    error->epoch = epoch;
-    error->phase = static_cast<std::uint32_t>(phase);
-    error->peer = static_cast<std::uint32_t>(peer);
-    error->block = blockIdx.x;
-    __threadfence_system();
-    error->code = static_cast<std::uint32_t>(code);
-    __threadfence_system();
-  }
-  for (int q = 0; q < p.size; ++q) {
-    if (q != p.rank) store_release(&signals_of(p, q)->abandoned[p.rank], epoch == 0 ? 1u : epoch);
-  }
 }
 
 enum class FlagRow { arrive, reduced, done };

@@ -234,6 +234,35 @@ static void check_communicator(peerplan_comm_t comm, int size) {
   CHECK(strstr(peerplan_last_error(), "closed") != NULL, "says it is closed");
 }
 
+/* A handle after peerplan_comm_destroy: every entry point refuses it with
+ * INVALID_USAGE (or its neutral value) instead of reading freed memory, and a
+ * second destroy frees nothing. Called before any later create, which could
+ * reuse the address (docs/api-c.md). The library only compares the pointer,
+ * so this does no use after free itself (the sanitizer stage runs it too). */
+static void check_destroyed_communicator(peerplan_comm_t gone) {
+  float buffer[4] = {0};
+  int64_t shape[1] = {4};
+  peerplan_layout_t layout = {1, shape, NULL};
+  peerplan_stats_t stats;
+  CHECK(peerplan_declare(gone, NULL, 0) == PEERPLAN_ERROR_INVALID_USAGE, "declare after destroy");
+  CHECK(strstr(peerplan_last_error(), "not live") != NULL &&
+            strstr(peerplan_last_error(), "peerplan_comm_destroy") != NULL,
+        "says the handle was destroyed: %s", peerplan_last_error());
+  CHECK(peerplan_all_reduce(gone, buffer, buffer, PEERPLAN_F32, layout, NULL, NULL) ==
+            PEERPLAN_ERROR_INVALID_USAGE,
+        "all_reduce after destroy");
+  CHECK(peerplan_comm_close(gone) == PEERPLAN_ERROR_INVALID_USAGE, "close after destroy");
+  CHECK(peerplan_stats(gone, &stats) == PEERPLAN_ERROR_INVALID_USAGE, "stats after destroy");
+  CHECK(peerplan_comm_rank(gone) == -1 && peerplan_comm_size(gone) == 0 &&
+            strcmp(peerplan_comm_backend(gone), "") == 0 && peerplan_comm_p2p_enabled(gone) == 0,
+        "queries after destroy");
+  CHECK(peerplan_has_plan_all_reduce(gone, PEERPLAN_F32, layout) == 0, "probe after destroy");
+  peerplan_comm_destroy(gone);
+  CHECK(strstr(peerplan_last_error(), "nothing was freed") != NULL, "destroyed twice: %s",
+        peerplan_last_error());
+  peerplan_comm_destroy(NULL); /* still a no-op */
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int size = 0;
@@ -255,6 +284,7 @@ int main(int argc, char** argv) {
   CHECK(peerplan_comm_create(MPI_COMM_WORLD, config, &comm) == PEERPLAN_SUCCESS, "create");
   if (comm) check_communicator(comm, size);
   peerplan_comm_destroy(comm);
+  check_destroyed_communicator(comm);
 
   /* The Fortran handle of the same communicator, as Fortran and Python
    * (mpi4py's py2f) pass it. */
@@ -281,6 +311,17 @@ int main(int argc, char** argv) {
     peerplan_comm_destroy(bad);
   }
   peerplan_config_destroy(config);
+  /* The config handle after destroy: refused, never read. */
+  CHECK(peerplan_config_set(config, "PEERPLAN_DEBUG", "WARN") == PEERPLAN_ERROR_INVALID_USAGE &&
+            strstr(peerplan_last_error(), "not live") != NULL,
+        "config_set after destroy: %s", peerplan_last_error());
+  peerplan_comm_t never = NULL;
+  CHECK(peerplan_comm_create(MPI_COMM_WORLD, config, &never) == PEERPLAN_ERROR_INVALID_USAGE &&
+            never == NULL,
+        "create with a destroyed config");
+  peerplan_config_destroy(config);
+  CHECK(strstr(peerplan_last_error(), "nothing was freed") != NULL, "config destroyed twice: %s",
+        peerplan_last_error());
 
   int failures = 0;
   MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -5,6 +5,8 @@
 // close/create) return device memory to its baseline. Any world size from 2
 // to 8, one GPU per rank or shared. Skipped (on every rank) without GPUs.
 #include <chrono>
+#include <string>
+#include <thread>
 
 #include "support/cuda_test_support.hpp"
 
@@ -73,6 +75,46 @@ TEST(CudaTimeout, RankThatStopsCallingMakesTheOthersRaiseTimeoutThenDeclareRecov
   comm->declare(declared);  // re-creates the slabs and epochs on every rank
   const auto bytes = all_reduce_bytes(*comm, n, 3, Route::one_shot);
   EXPECT_TRUE(same_on_every_rank(bytes));
+  comm->close();
+}
+
+// The late rank's call: its peers' kernels published their input, then gave
+// up waiting for it. Their flags are all there, but the late rank must not
+// complete a call its peers reported as failed: every rank's Timeout names
+// the same call (#2), none names #3 (the late rank failing only the call
+// after). Skipped visibly without GPUs.
+TEST(CudaTimeout, RankLateForACallItsPeersGaveUpOnFailsThatCallToo) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  Config config;
+  config.timeout = std::chrono::milliseconds(1500);
+  auto comm = create_cuda(config);
+  ASSERT_TRUE(comm->p2p_enabled()) << comm->p2p_disabled_reason();
+  const std::int64_t n = 8192;
+  const std::vector<Declaration> declared{
+      Declaration::all_reduce("x", DataType::bf16, TensorLayout({n}))};
+  comm->declare(declared);
+  all_reduce_bytes(*comm, n, 1, Route::one_shot);  // call #1
+
+  const bool late = rank() == size() - 1;
+  DeviceBuffer in(n * 2), out(n * 2);
+  in.upload(random_tensor(DataType::bf16, n, 2, rank()));
+  MPI_Barrier(test_comm());
+  if (late) std::this_thread::sleep_for(3 * config.timeout);
+  comm->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);  // call #2
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
+  std::string message;
+  try {
+    comm->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    comm->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
+  } catch (const Timeout& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("P2P call #2 "), std::string::npos)
+      << (late ? "the late rank" : "a rank that gave up") << ": " << message;
+  MPI_Barrier(test_comm());
+  comm->declare(declared);  // re-creates the slabs and epochs on every rank
+  EXPECT_TRUE(same_on_every_rank(all_reduce_bytes(*comm, n, 3, Route::one_shot)));
   comm->close();
 }
 

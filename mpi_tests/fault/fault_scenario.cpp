@@ -10,6 +10,21 @@
 // the PEERPLAN_FAULT_INJECT of each), and clean (no fault: every step must
 // succeed; the follow-up job that shows stale segments are removed).
 //
+// The verdict matrix, agree-<route>-<fault>: route oneshot, twoshot, hier
+// (posed as two nodes, PEERPLAN_HOST_ID) or fallback; fault after (the
+// victim stalls after publishing its input for call 1: the driver's
+// PEERPLAN_FAULT_INJECT sleep), before (it stalls before call 2: a sleep
+// here) or kill (killed after publishing for call 1). Each call is a step of
+// its own (call1, call2, ...), up to the first that fails; the driver then
+// checks that every rank that reported a call reported the same outcome.
+// agree-<route>-sigstop: calls back to back, the victim frozen (SIGSTOP) at
+// a random moment for twice the timeout; every rank must have completed the
+// same number of calls before the one that failed.
+// agree-oneshot-deadline: the victim is late for call 2 by just over the
+// timeout, while rank 0, whose wait expired, is held (fault point
+// p2p.expired) before it records that: the victim arrives in between. Both
+// outcomes are right, if every rank has the same.
+//
 // The victim dies (kill), freezes (stop) or is late at the point the
 // scenario names (PEERPLAN_FAULT_INJECT is set by the driver for the
 // kill/stop scenarios; lateness is a sleep here). Every other rank must
@@ -31,7 +46,9 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <regex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,6 +125,16 @@ struct Scenario {
   int victim = 0;
   std::chrono::milliseconds timeout{2000};
   bool victim_alive() const { return name.find("kill") == std::string::npos; }
+  bool matrix() const { return name.rfind("agree-", 0) == 0; }
+  bool ends_with(const std::string& tail) const {
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  }
+  // The fault lands on the deadline: success is as right as failure.
+  bool on_deadline() const { return matrix() && ends_with("-deadline"); }
+  bool on_route(const char* route) const {
+    return matrix() && name.find(std::string("-") + route + "-") != std::string::npos;
+  }
 };
 
 // The step at which a survivor must see the Timeout, per scenario.
@@ -115,6 +142,14 @@ std::string failing_step(const Scenario& s) {
   if (s.name.rfind("create", 0) == 0 || s.name == "shm-kill") return "create";
   if (s.name == "declare-kill") return "declare";
   return "call";
+}
+
+// Whether the survivor's failed step is one the scenario allows: in the
+// matrix, any single call (which one depends on the route: a peer that
+// published its input before stalling lets the one-shot complete that call).
+bool expected_step(const Scenario& s, const std::string& step) {
+  if (s.matrix()) return step.rfind("call", 0) == 0;
+  return step == failing_step(s);
 }
 
 std::string judge_survivor(const Scenario& s, const std::vector<Outcome>& outcomes) {
@@ -131,10 +166,11 @@ std::string judge_survivor(const Scenario& s, const std::vector<Outcome>& outcom
       break;
     }
   }
+  if (failed == nullptr && s.on_deadline()) return "PASS";
   if (failed == nullptr)
     return "FAIL every step succeeded although rank " + std::to_string(s.victim) + " was gone";
   if (failed->kind != "Timeout") return "FAIL expected Timeout, got " + failed->kind;
-  if (failed->step != failing_step(s)) {
+  if (!expected_step(s, failed->step)) {
     return "FAIL the Timeout came at " + failed->step + ", expected at " + failing_step(s);
   }
   // 1.5x the timeout, plus slack for 4 ranks on 2 cores.
@@ -145,7 +181,9 @@ std::string judge_survivor(const Scenario& s, const std::vector<Outcome>& outcom
   }
   // A rank missing from the duplication of the user's communicator cannot
   // be named (docs/faults.md: MPI cannot tell who has joined a collective).
-  if (s.name != "create-late" && !names_rank(failed->message, s.victim)) {
+  // Across nodes only the victim's counterpart meets it; the others learn
+  // of the failure from the ranks that gave up.
+  if (s.name != "create-late" && !s.on_route("hier") && !names_rank(failed->message, s.victim)) {
     return "FAIL the message does not name rank " + std::to_string(s.victim);
   }
   if (failed->message.find("PEERPLAN_TIMEOUT_MS") == std::string::npos) {
@@ -156,12 +194,13 @@ std::string judge_survivor(const Scenario& s, const std::vector<Outcome>& outcom
 
 // A victim that survives (late or stopped) must fail too, never succeed
 // alone nor hang: its peers already reported the step as failed.
-std::string judge_victim(const std::vector<Outcome>& outcomes) {
+std::string judge_victim(const Scenario& s, const std::vector<Outcome>& outcomes) {
   for (const auto& o : outcomes) {
     if (o.kind == "ok") continue;
     if (o.kind != "Timeout") return "FAIL expected Timeout, got " + o.kind;
     return "PASS";
   }
+  if (s.on_deadline()) return "PASS";
   return "FAIL the victim's steps all succeeded while its peers reported a Timeout";
 }
 
@@ -193,6 +232,14 @@ int main(int argc, char** argv) {
   peerplan::Config config;
   config.backend = peerplan::Backend::host;
   config.timeout = s.timeout;
+  if (s.on_route("twoshot")) {  // every declared all-reduce on two-shot
+    config.cutoffs.one_shot_max_bytes = 0;
+    config.cutoffs.two_shot_min_bytes = 0;
+  }
+  // Two posed nodes of world_size / 2 ranks each: the hierarchical route.
+  if (s.on_route("hier")) {
+    ::setenv("PEERPLAN_HOST_ID", world_rank < world_size / 2 ? "node0" : "node1", 1);
+  }
   const std::int64_t n = 1024;  // 4 KiB of f32: one-shot on the host backend
   std::vector<float> in(n, 1.0f + static_cast<float>(world_rank)), out(n);
   const std::vector<Declaration> plans{
@@ -206,12 +253,56 @@ int main(int argc, char** argv) {
   if (late && s.name == "create-late") std::this_thread::sleep_for(lateness);
   outcomes.push_back(
       run_step("create", [&] { comm = Communicator::create(MPI_COMM_WORLD, config); }));
+  const bool on_fallback = s.name.rfind("fallback", 0) == 0 || s.on_route("fallback");
   if (comm) {
-    outcomes.push_back(run_step("declare", [&] {
-      comm->declare(s.name.rfind("fallback", 0) == 0 ? std::vector<Declaration>{} : plans);
-    }));
+    outcomes.push_back(run_step(
+        "declare", [&] { comm->declare(on_fallback ? std::vector<Declaration>{} : plans); }));
   }
-  if (comm && outcomes.back().kind == "ok") {
+  if (comm && s.matrix() && outcomes.back().kind == "ok") {
+    const auto route = on_fallback ? peerplan::Route::fallback
+                                   : comm->plan_for(peerplan::make_key(plans[0])).route;
+    say(std::string("route=") + peerplan::to_string(route));
+    const bool stall_before = victim && s.ends_with("-before");
+    const bool just_late = victim && s.on_deadline();
+    const float expected = static_cast<float>(world_size * (world_size + 1) / 2);
+    const auto reduce_and_check = [&] {
+      comm->all_reduce(in.data(), out.data(), DataType::f32, TensorLayout({n}));
+      for (float v : out) {
+        if (v != expected) throw std::runtime_error("wrong sum " + std::to_string(v));
+      }
+    };
+    if (s.ends_with("-sigstop")) {
+      // Calls back to back while another rank freezes the victim (SIGSTOP)
+      // at a random moment for twice the timeout: the freeze lands anywhere
+      // in a call. Each rank says how many calls it completed before the
+      // one that failed; the driver requires the same count everywhere.
+      std::thread stopper;
+      if (world_rank == (s.victim == 0 ? 1 : 0)) {
+        std::random_device entropy;
+        const auto delay = std::chrono::milliseconds(50 + entropy() % 350);
+        stopper = std::thread([&, delay] {
+          std::this_thread::sleep_for(delay);
+          ::kill(pids[s.victim], SIGSTOP);
+          say("stopped rank " + std::to_string(s.victim) + " after " +
+              std::to_string(delay.count()) + " ms");
+          std::this_thread::sleep_for(2 * s.timeout);
+          ::kill(pids[s.victim], SIGCONT);
+        });
+      }
+      long completed = 0;
+      outcomes.push_back(run_step("calls", [&] {
+        for (; completed < 200000; ++completed) reduce_and_check();
+      }));
+      say("calls_ok=" + std::to_string(completed));
+      if (stopper.joinable()) stopper.join();
+    }
+    for (int call = 1; call <= 4 && !s.ends_with("-sigstop"); ++call) {
+      if (stall_before && call == 2) std::this_thread::sleep_for(lateness);
+      if (just_late && call == 2) std::this_thread::sleep_for(s.timeout + s.timeout / 15);
+      outcomes.push_back(run_step("call" + std::to_string(call), reduce_and_check));
+      if (outcomes.back().kind != "ok") break;
+    }
+  } else if (comm && outcomes.back().kind == "ok") {
     if (late && s.name == "fallback-late") std::this_thread::sleep_for(lateness);
     outcomes.push_back(run_step("call", [&] {
       // A few calls: a rank killed after publishing its input may let the
@@ -228,7 +319,7 @@ int main(int argc, char** argv) {
       ::kill(pids[s.victim], SIGCONT);
     }
   } else {
-    say("verdict=" + judge_victim(outcomes));
+    say("verdict=" + judge_victim(s, outcomes));
   }
   const auto close_start = Clock::now();
   if (comm) comm->close();

@@ -8,9 +8,12 @@
 #  - every rank that is not a killed victim printed `verdict=PASS` and
 #    `finalized` (it raised the expected Timeout in time, then closed and
 #    finalized cleanly), and nobody printed `verdict=FAIL`;
+#  - in the verdict matrix (SCENARIO agree-*): every rank that reported a
+#    call (step=callN) reported the same outcome for it, all ok or all the
+#    same error, and the ranks that lived on reported some call as failed;
 #  - after the job (and CLEANUP, a later job on the node) /dev/shm holds no
-#    peerplan segment. The suite's tests run alone (RUN_SERIAL), so any
-#    peerplan segment there is a leftover of this scenario.
+#    peerplan segment of this job's processes (RUN_SERIAL keeps the suite's
+#    own tests apart; the pid in each name tells other users' jobs apart).
 string(REPLACE "@@" ";" FLAGS "${FLAGS}")
 string(REPLACE "@@" ";" CLEANUP "${CLEANUP}")
 if(DEFINED INJECT AND NOT INJECT STREQUAL "")
@@ -28,6 +31,37 @@ if(rc STREQUAL "Process terminated due to timeout")
 endif()
 if(out MATCHES "verdict=FAIL")
   message(FATAL_ERROR "a rank failed its verdict (see above)")
+endif()
+if(SCENARIO MATCHES "^agree-")
+  # One outcome per call across the ranks: a rank that succeeded where
+  # another failed would have reported a result the job does not have.
+  string(REGEX MATCHALL "FAULT rank=[0-9]+ step=call[0-9]+ outcome=[^ ]+" calls "${out}")
+  set(seen_failure FALSE)
+  foreach(line IN LISTS calls)
+    string(REGEX REPLACE ".* step=(call[0-9]+) outcome=([^ ]+)" "\\1;\\2" parts "${line}")
+    list(GET parts 0 call)
+    list(GET parts 1 outcome)
+    if(NOT outcome STREQUAL "ok")
+      set(seen_failure TRUE)
+    endif()
+    if(DEFINED outcome_of_${call} AND NOT outcome_of_${call} STREQUAL outcome)
+      message(FATAL_ERROR "the ranks disagree on ${call}: ${outcome_of_${call}} and ${outcome}")
+    endif()
+    set(outcome_of_${call} "${outcome}")
+  endforeach()
+  # Calls back to back (agree-*-sigstop): the same count of completed calls.
+  string(REGEX MATCHALL "FAULT rank=[0-9]+ calls_ok=[0-9]+" counts "${out}")
+  foreach(line IN LISTS counts)
+    string(REGEX REPLACE ".*calls_ok=" "" count "${line}")
+    if(DEFINED first_count AND NOT first_count EQUAL count)
+      message(FATAL_ERROR "the ranks completed different numbers of calls: ${first_count} and ${count}")
+    endif()
+    set(first_count ${count})
+    set(seen_failure TRUE)  # the loop ends only at a failed call
+  endforeach()
+  if(NOT seen_failure AND NOT SCENARIO MATCHES "-deadline$")
+    message(FATAL_ERROR "no rank reported a failed call although rank ${VICTIM} stalled or died")
+  endif()
 endif()
 math(EXPR last "${RANKS} - 1")
 foreach(r RANGE 0 ${last})
@@ -58,6 +92,21 @@ if(CLEANUP)
   endif()
 endif()
 file(GLOB leftovers /dev/shm/peerplan-*)
+# Only this job's segments count (names carry their creator's pid: "-p<pid>-"):
+# other users' jobs on a shared machine create segments of their own meanwhile.
+string(REGEX MATCHALL "FAULT rank=[0-9]+ pid=[0-9]+" pid_lines "${out}")
+if(pid_lines)
+  set(ours "")
+  foreach(line IN LISTS pid_lines)
+    string(REGEX REPLACE ".*pid=" "" pid "${line}")
+    foreach(segment IN LISTS leftovers)
+      if(segment MATCHES "-p${pid}-")
+        list(APPEND ours "${segment}")
+      endif()
+    endforeach()
+  endforeach()
+  set(leftovers "${ours}")
+endif()
 if(leftovers)
   message(FATAL_ERROR "peerplan segments left in /dev/shm: ${leftovers}")
 endif()

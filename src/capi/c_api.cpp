@@ -15,6 +15,7 @@
 
 #include "capi/c_config.hpp"
 #include "capi/guarded_call.hpp"
+#include "capi/live_handles.hpp"
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
 #include "peerplan/version.hpp"
@@ -96,23 +97,52 @@ void set_plan_info(peerplan_plan_info_t* out, const PlanInfo& info) {
   out->index = info.index;
 }
 
-// A null handle is the caller's mistake, said plainly rather than crashing.
+using LiveComms = LiveHandles<peerplan_comm>;
+
+std::string not_live_message(const char* what) {
+  return std::string(what) +
+         ": the communicator handle is not live: peerplan_comm_destroy freed it, or "
+         "peerplan_comm_create never returned it; create a new communicator and use its "
+         "handle";
+}
+
+// A null, destroyed or made-up handle is the caller's mistake, said plainly
+// rather than crashing; the pointer is only compared, never read, until it
+// is known to be live.
 bool missing(const peerplan_comm* comm, const char* what, peerplan_result_t* result) {
-  if (comm != nullptr && comm->comm) return false;
-  *result = fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
-                 std::string(what) +
-                     ": the communicator handle is NULL; pass the handle "
-                     "peerplan_comm_create returned");
+  if (comm == nullptr) {
+    *result = fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
+                   std::string(what) +
+                       ": the communicator handle is NULL; pass the handle "
+                       "peerplan_comm_create returned");
+    return true;
+  }
+  if (LiveComms::contains(comm) && comm->comm) return false;
+  *result = fail(PEERPLAN_ERROR_INVALID_USAGE, not_live_message(what));
   return true;
+}
+
+// For the queries that return a plain value: whether `comm` can be read
+// (a destroyed handle also leaves its message for peerplan_last_error).
+bool live(const peerplan_comm* comm, const char* what) {
+  peerplan_result_t ignored;
+  return !missing(comm, what, &ignored);
 }
 
 peerplan_result_t create(MPI_Comm comm, peerplan_config_t config, peerplan_comm_t* out) {
   if (out == nullptr)
     return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_comm_create: out is NULL");
   *out = nullptr;
+  if (config != nullptr && !LiveHandles<peerplan_config>::contains(config)) {
+    return fail(PEERPLAN_ERROR_INVALID_USAGE,
+                "peerplan_comm_create: the config handle is not live: peerplan_config_destroy "
+                "freed it, or peerplan_config_create never returned it; pass a live config or "
+                "NULL");
+  }
   return guarded([&] {
     auto handle = std::make_unique<peerplan_comm>();
     handle->comm = Communicator::create(comm, config_from(config));
+    LiveComms::add(handle.get());
     *out = handle.release();
   });
 }
@@ -220,23 +250,35 @@ peerplan_result_t peerplan_comm_close(peerplan_comm_t comm) {
   });
 }
 
-void peerplan_comm_destroy(peerplan_comm_t comm) { delete comm; }
+void peerplan_comm_destroy(peerplan_comm_t comm) {
+  if (comm == nullptr) return;
+  // A second destroy (or a made-up pointer) frees nothing: it only says so.
+  if (!LiveComms::remove(comm)) {
+    fail(PEERPLAN_ERROR_INVALID_USAGE,
+         not_live_message("peerplan_comm_destroy") + " (nothing was freed)");
+    return;
+  }
+  delete comm;
+}
 
 int peerplan_comm_rank(peerplan_comm_t comm) {
-  return comm && comm->comm ? comm->comm->rank() : -1;
+  return live(comm, "peerplan_comm_rank") ? comm->comm->rank() : -1;
 }
-int peerplan_comm_size(peerplan_comm_t comm) { return comm && comm->comm ? comm->comm->size() : 0; }
+int peerplan_comm_size(peerplan_comm_t comm) {
+  return live(comm, "peerplan_comm_size") ? comm->comm->size() : 0;
+}
 
 const char* peerplan_comm_backend(peerplan_comm_t comm) {
-  return comm && comm->comm ? to_string(comm->comm->backend()) : "";
+  return live(comm, "peerplan_comm_backend") ? to_string(comm->comm->backend()) : "";
 }
 
 int peerplan_comm_p2p_enabled(peerplan_comm_t comm) {
-  return comm && comm->comm && comm->comm->p2p_enabled() ? 1 : 0;
+  return live(comm, "peerplan_comm_p2p_enabled") && comm->comm->p2p_enabled() ? 1 : 0;
 }
 
 const char* peerplan_comm_p2p_disabled_reason(peerplan_comm_t comm) {
-  return comm && comm->comm ? comm->comm->p2p_disabled_reason().c_str() : "";
+  return live(comm, "peerplan_comm_p2p_disabled_reason") ? comm->comm->p2p_disabled_reason().c_str()
+                                                         : "";
 }
 
 peerplan_result_t peerplan_declare(peerplan_comm_t comm, const peerplan_declaration_t* declarations,
@@ -258,7 +300,7 @@ peerplan_result_t peerplan_declare(peerplan_comm_t comm, const peerplan_declarat
 
 int peerplan_has_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_t dtype,
                                  peerplan_layout_t layout) {
-  if (comm == nullptr || !comm->comm) return 0;
+  if (!live(comm, "peerplan_has_plan_all_reduce")) return 0;
   try {
     return comm->comm->has_plan_for(make_all_reduce_key(to_dtype(dtype), to_layout(layout))) ? 1
                                                                                              : 0;
@@ -269,7 +311,7 @@ int peerplan_has_plan_all_reduce(peerplan_comm_t comm, peerplan_dtype_t dtype,
 
 int peerplan_has_plan_fused(peerplan_comm_t comm, peerplan_dtype_t dtype, peerplan_layout_t layout,
                             const void* weight, float eps) {
-  if (comm == nullptr || !comm->comm) return 0;
+  if (!live(comm, "peerplan_has_plan_fused")) return 0;
   try {
     return comm->comm->has_plan_for(make_fused_key(to_dtype(dtype), to_layout(layout), weight, eps))
                ? 1

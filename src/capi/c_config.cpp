@@ -2,9 +2,11 @@
 #include "capi/c_config.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <string_view>
 
 #include "capi/guarded_call.hpp"
+#include "capi/live_handles.hpp"
 #include "core/environment.hpp"
 #include "peerplan/errors.hpp"
 
@@ -31,6 +33,12 @@ std::string known_names() {
   return text;
 }
 
+std::string not_live_message(const char* what) {
+  return std::string(what) +
+         ": the config handle is not live: peerplan_config_destroy freed it, or "
+         "peerplan_config_create never returned it; create a new one";
+}
+
 }  // namespace
 
 Config config_from(const peerplan_config* config) {
@@ -49,7 +57,11 @@ peerplan_result_t peerplan_config_create(peerplan_config_t* config) {
     return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_config_create: config is NULL");
   }
   *config = nullptr;
-  return guarded([&] { *config = new peerplan_config(); });
+  return guarded([&] {
+    auto handle = std::make_unique<peerplan_config>();
+    LiveHandles<peerplan_config>::add(handle.get());
+    *config = handle.release();
+  });
 }
 
 peerplan_result_t peerplan_config_set(peerplan_config_t config, const char* name,
@@ -57,6 +69,9 @@ peerplan_result_t peerplan_config_set(peerplan_config_t config, const char* name
   if (config == nullptr || name == nullptr || value == nullptr) {
     return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
                 "peerplan_config_set: the config, name or value is NULL");
+  }
+  if (!LiveHandles<peerplan_config>::contains(config)) {
+    return fail(PEERPLAN_ERROR_INVALID_USAGE, not_live_message("peerplan_config_set"));
   }
   return guarded([&] {
     if (!known_name(name)) {
@@ -70,6 +85,15 @@ peerplan_result_t peerplan_config_set(peerplan_config_t config, const char* name
   });
 }
 
-void peerplan_config_destroy(peerplan_config_t config) { delete config; }
+void peerplan_config_destroy(peerplan_config_t config) {
+  if (config == nullptr) return;
+  // A second destroy (or a made-up pointer) frees nothing: it only says so.
+  if (!LiveHandles<peerplan_config>::remove(config)) {
+    fail(PEERPLAN_ERROR_INVALID_USAGE,
+         not_live_message("peerplan_config_destroy") + " (nothing was freed)");
+    return;
+  }
+  delete config;
+}
 
 }  // extern "C"

@@ -20,7 +20,7 @@ namespace peerplan::fault {
 namespace {
 
 // Every point the library reaches, in lifecycle order.
-constexpr std::array<std::string_view, 7> kFaultPoints{
+constexpr std::array<std::string_view, 9> kFaultPoints{
     "bootstrap.duplicated",    // the bootstrap duplicated the user's communicator, nothing more
     "create.after_bootstrap",  // the bootstrap's private communicator exists
     "shm.created",             // a shared-memory segment exists, not yet unlinked
@@ -28,6 +28,8 @@ constexpr std::array<std::string_view, 7> kFaultPoints{
     "fallback.posted",         // the MPI fallback posted its reduction
     "fallback.reduced",        // the MPI fallback's reduction completed here
     "p2p.arrived",             // the host P2P transport published its input
+    "p2p.expired",             // a host P2P wait expired, not yet recorded as failed
+    "hier.summed",             // host hierarchical route: shard summed across nodes, not shared
 };
 
 enum class Action { kill, stop, sleep, abort };

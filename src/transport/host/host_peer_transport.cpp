@@ -44,6 +44,7 @@ const char* phase_text(Signal which) {
     case Signal::done:
       return "finish reading the staging slot of the call before last ('done')";
     case Signal::abandoned:
+    case Signal::verdict:
       break;
   }
   return "?";
@@ -203,50 +204,81 @@ HostPeerTransport::Call HostPeerTransport::begin_call(const char* what,
   return call;
 }
 
+// The node's verdict word (signal_area.hpp) holds the furthest wait of any
+// call that the node's ranks have decided: failed(e, w) for "wait w of call
+// e failed", failed(e, w) + 1 for "it succeeded". Waits are numbered in the
+// order every call takes them, so the word only grows, and a value past
+// succeeded(e, w) also means that wait succeeded (nobody gets past a wait
+// that failed: a failure breaks the transport until reserve()).
+std::uint64_t HostPeerTransport::verdict_failed(std::uint64_t epoch, Signal which) noexcept {
+  const std::uint64_t step = which == Signal::done ? 0 : which == Signal::arrive ? 1 : 2;
+  return ((epoch << 2) | step) << 1;
+}
+
 void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t target) {
+  // Every rank decides a wait by setting the verdict word, and only from a
+  // value before it; so for each wait exactly one decision holds: success
+  // (set by a rank that saw every rank there) or failure (set by a rank whose
+  // wait expired first). A rank whose wait expired still succeeds when a
+  // peer decided success first: no rank completes a call another failed.
+  const std::uint64_t failed = verdict_failed(call.epoch, which);
+  const std::uint64_t succeeded = failed + 1;
+  std::byte* const verdict_area = segments_.base(0);
   Backoff backoff;
   for (;;) {
-    std::vector<int>& missing = missing_scratch_;  // global ranks
-    std::vector<int>& gave_up = gave_up_scratch_;
-    missing.clear();
-    gave_up.clear();
-    std::uint64_t gave_up_at = 0;
-    for (int peer = 0; peer < local_size_; ++peer) {
-      if (peer == local_rank_) continue;
-      // Read `abandoned` first: a peer that gave up after arriving must not
-      // let a late rank complete a call the peer already reported as failed.
-      const std::uint64_t abandoned = load_signal(segments_.base(peer), Signal::abandoned);
-      if (abandoned != 0) {
-        gave_up.push_back(global_ranks_[peer]);
-        gave_up_at = abandoned;
-      }
-      if (load_signal(segments_.base(peer), which) < target) missing.push_back(global_ranks_[peer]);
+    std::uint64_t verdict = load_signal(verdict_area, Signal::verdict);
+    if (verdict >= succeeded) return;
+    if (verdict == failed) fail_wait(call, which, target, false);
+    bool all_there = true;
+    for (int peer = 0; peer < local_size_ && all_there; ++peer) {
+      all_there = peer == local_rank_ || load_signal(segments_.base(peer), which) >= target;
     }
-    if (missing.empty() && gave_up.empty()) return;
-
-    const bool expired = std::chrono::steady_clock::now() > call.deadline;
-    if (!gave_up.empty() || expired) {
-      // Tell the peers, so that they fail at once instead of at their own
-      // deadline, and a late one does not complete a call reported failed.
+    if (all_there) {
+      if (compare_exchange_signal(verdict_area, Signal::verdict, verdict, succeeded)) return;
+      continue;  // another rank decided first: follow it
+    }
+    if (std::chrono::steady_clock::now() > call.deadline) {
+      PEERPLAN_FAULT_POINT("p2p.expired", bootstrap_.rank());
+      // Named before the decision, so that a peer that reads the decision
+      // can name this rank; withdrawn if a peer decided first.
       store_signal(own_segment(), Signal::abandoned, call.epoch);
-      std::string message = std::string(call.what) + " call #" + std::to_string(call.epoch);
-      if (!missing.empty()) {
-        message += (expired ? " timed out after " + std::to_string(timeout_.count()) + " ms"
-                            : std::string(" failed")) +
-                   " waiting for rank(s) " + join_ranks(missing) + " to " + phase_text(which);
+      if (compare_exchange_signal(verdict_area, Signal::verdict, verdict, failed)) {
+        fail_wait(call, which, target, true);
       }
-      if (!gave_up.empty()) {
-        message += std::string(missing.empty() ? " cannot complete" : ", and") + ": rank(s) " +
-                   join_ranks(gave_up) + " gave up on call #" + std::to_string(gave_up_at) +
-                   " after their own timeout";
-      }
-      broken_ = true;
-      broken_reason_ = message;
-      if (across_nodes_) across_nodes_->abandon(message);
-      throw Timeout(peer_timeout_message(kBackend, message));
+      store_signal(own_segment(), Signal::abandoned, 0);
+      continue;
     }
     backoff.pause();
   }
+}
+
+void HostPeerTransport::fail_wait(const Call& call, Signal which, std::uint64_t target,
+                                  bool timed_out_here) {
+  std::vector<int>& missing = missing_scratch_;  // global ranks
+  std::vector<int>& gave_up = gave_up_scratch_;
+  missing.clear();
+  gave_up.clear();
+  for (int peer = 0; peer < local_size_; ++peer) {
+    if (peer == local_rank_) continue;
+    if (load_signal(segments_.base(peer), Signal::abandoned) == call.epoch)
+      gave_up.push_back(global_ranks_[peer]);
+    if (load_signal(segments_.base(peer), which) < target) missing.push_back(global_ranks_[peer]);
+  }
+  std::string message = std::string(call.what) + " call #" + std::to_string(call.epoch);
+  const std::string waiting = "rank(s) " + join_ranks(missing) + " to " + phase_text(which);
+  if (timed_out_here) {
+    message +=
+        " timed out after " + std::to_string(timeout_.count()) + " ms waiting for " + waiting;
+  } else {
+    message += " cannot complete: " +
+               (gave_up.empty() ? std::string("a rank") : "rank(s) " + join_ranks(gave_up)) +
+               " gave up on it after their own timeout";
+    if (!missing.empty()) message += ", while this rank waited for " + waiting;
+  }
+  broken_ = true;
+  broken_reason_ = message;
+  if (across_nodes_) across_nodes_->give_up(message);
+  throw Timeout(peer_timeout_message(kBackend, message));
 }
 
 void HostPeerTransport::stage_input(Call& call, const TensorLayout& layout, DataType dtype,
@@ -363,19 +395,81 @@ void HostPeerTransport::sum_shard_across_nodes(Call& call, DataType dtype, std::
   shard_sum_.resize(static_cast<std::size_t>(hi - lo));
   // Not rounded: the other nodes' partial sums join it before the one rounding.
   sum_sources_to_float(dtype, sources_.data(), local_size_, lo, hi - lo, shard_sum_.data());
-  try {
-    across_nodes_->sum(shard_sum_, call.what);
-  } catch (const Error&) {
-    // The node's ranks wait for this shard: let them fail now, not at their deadline.
-    store_signal(own_segment(), Signal::abandoned, call.epoch);
-    broken_ = true;
-    broken_reason_ = std::string(call.what) + " failed between nodes";
-    throw;
-  }
+  between_nodes(call, Signal::reduced, [&] { across_nodes_->sum(shard_sum_, call.what); });
+  PEERPLAN_FAULT_POINT("hier.summed", bootstrap_.rank());
   std::memcpy(result_region(local_rank_, call.epoch), shard_sum_.data(),
               shard_sum_.size() * sizeof(float));
   store_signal(own_segment(), Signal::reduced, call.epoch);
   wait_for_peers(call, Signal::reduced, call.epoch);
+  agree_between_nodes(call);
+}
+
+// The hierarchical call's verdict, over every rank of the job: a node whose
+// ranks all hold their shards must not complete a call that a rank of
+// another node fails. The node-local waits cannot tell, so every rank says
+// "ok" (or "gave up", when it fails anywhere in the call) to every rank,
+// and the call succeeds only where every rank said "ok". As for the MPI
+// fallback's verdict (mpi_fallback.cpp, reduce()), no rank can succeed
+// where another fails, for timeout T:
+//  - A rank Z says "ok" only before its own deadline p_Z + T, p_Z read when
+//    its call began, before it staged its input.
+//  - A rank Y that said "ok" did so once its node's ranks all held their
+//    shards, at c_Y, which needs every rank of the job to have staged its
+//    input (each shard sums a node's inputs and every node's partial sum);
+//    so p_Z <= c_Y for every Z, and every "ok" left before c_Y + T.
+//  - Y waits for the words until c_Y + T + T/4, matching every message that
+//    arrived before it looks at its clock: it gets every "ok" that was sent
+//    (given that a message, once sent, arrives within T/4).
+//  So where one rank got every "ok", so does every rank that said "ok", and
+//  a rank that said "gave up" or nothing fails everyone.
+void HostPeerTransport::agree_between_nodes(const Call& call) {
+  const std::string what = std::string(call.what) + " call #" + std::to_string(call.epoch);
+  if (std::chrono::steady_clock::now() > call.deadline) {
+    fail_between_nodes(what + " gave up: this rank got its node's shards only after its " +
+                       std::to_string(timeout_.count()) +
+                       " ms timeout (it was stalled), too late to say 'ok' to the "
+                       "other nodes");
+  }
+  std::vector<int> gave_up;
+  try {
+    gave_up = across_nodes_->agree(timeout_ + timeout_ / 4, (what + " verdict").c_str());
+  } catch (const Error&) {
+    broken_ = true;
+    broken_reason_ = what + " got no verdict from every rank";
+    throw;
+  }
+  if (!gave_up.empty()) {
+    fail_between_nodes(what + " cannot complete: rank(s) " + join_ranks(gave_up) +
+                       " gave up on it (the verdict between nodes)");
+  }
+}
+
+void HostPeerTransport::fail_between_nodes(const std::string& message) {
+  across_nodes_->give_up(message);
+  broken_ = true;
+  broken_reason_ = message;
+  throw Timeout(peer_timeout_message(kBackend, message));
+}
+
+template <class Step>
+void HostPeerTransport::between_nodes(const Call& call, Signal next_wait, Step&& step) {
+  try {
+    step();
+  } catch (const Error&) {
+    // The node's ranks wait for this rank at `next_wait`: decide that it
+    // failed, so that they fail now, not at their deadline. No peer can have
+    // decided it succeeded: this rank has not raised its flag for it.
+    store_signal(own_segment(), Signal::abandoned, call.epoch);
+    std::uint64_t verdict = load_signal(segments_.base(0), Signal::verdict);
+    const std::uint64_t failed = verdict_failed(call.epoch, next_wait);
+    while (verdict < failed &&
+           !compare_exchange_signal(segments_.base(0), Signal::verdict, verdict, failed)) {
+    }
+    broken_ = true;
+    broken_reason_ = std::string(call.what) + " failed between nodes";
+    across_nodes_->give_up(broken_reason_);
+    throw;
+  }
 }
 
 void HostPeerTransport::hierarchical_all_reduce(Call& call, const AllReduceArgs& args,

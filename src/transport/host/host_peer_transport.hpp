@@ -21,8 +21,14 @@
 // every row after the gather, as on one node. So a result is
 // round(sum over nodes in node order of (sum over the node's ranks in local
 // rank order)): bit-identical on every rank, and within fp32 reassociation
-// of the one-node sum (docs/multi-node.md). A Timeout between nodes
-// leaves the group out of step: the communicator is unusable from then on.
+// of the one-node sum (docs/multi-node.md). Each call then ends with a
+// verdict among every rank (agree_between_nodes), so that no node completes
+// a call another node fails. A Timeout between nodes leaves the group out
+// of step: the communicator is unusable from then on.
+//
+// Each wait is decided once for the node's ranks, success or failure, on a
+// verdict word in shared memory (wait_for_peers): a rank never completes a
+// call a node peer reported as failed.
 #pragma once
 
 #include <chrono>
@@ -106,7 +112,13 @@ class HostPeerTransport final : public PeerTransport {
 
   Call begin_call(const char* what, std::int64_t message_bytes);
   void stage_input(Call& call, const TensorLayout& layout, DataType dtype, const void* input);
+  // Waits, bounded, until every node peer's `which` flag reaches `target`,
+  // and decides that wait with the node's ranks (the verdict word): returns
+  // where they decided success, throws Timeout where they decided failure.
   void wait_for_peers(Call& call, Signal which, std::uint64_t target);
+  [[noreturn]] void fail_wait(const Call& call, Signal which, std::uint64_t target,
+                              bool timed_out_here);
+  static std::uint64_t verdict_failed(std::uint64_t epoch, Signal which) noexcept;
   void finish_call(const Call& call);
   std::byte* input_region(int local_rank, std::uint64_t epoch) const noexcept;
   std::byte* result_region(int local_rank, std::uint64_t epoch) const noexcept;
@@ -117,6 +129,14 @@ class HostPeerTransport final : public PeerTransport {
   // Hierarchical: this rank's shard summed over its node and then over the
   // nodes, left in its result region as fp32 for the node's ranks.
   void sum_shard_across_nodes(Call& call, DataType dtype, std::int64_t count);
+  // Runs a step between nodes; if it throws, decides the node's next wait
+  // (`next_wait`) as failed, so that the node's ranks fail at once, and
+  // breaks the transport before rethrowing.
+  template <class Step>
+  void between_nodes(const Call& call, Signal next_wait, Step&& step);
+  // The job-wide verdict of a hierarchical call (host_peer_transport.cpp).
+  void agree_between_nodes(const Call& call);
+  [[noreturn]] void fail_between_nodes(const std::string& message);
   // Element range [first, last) of `owner`'s shard (ceil(count / ranks) each).
   std::pair<std::int64_t, std::int64_t> shard_range(int owner, std::int64_t count) const noexcept;
   void hierarchical_all_reduce(Call& call, const AllReduceArgs& args, std::int64_t count);

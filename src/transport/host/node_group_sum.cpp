@@ -41,8 +41,14 @@ NodeGroupSum::NodeGroupSum(bootstrap::OwnedComm comm, bootstrap::Bootstrap& boot
                         "node; please report this");
   }
   for (int position : node_order_) members_by_node_.push_back(members[position]);
-  exchange_ = std::make_unique<bootstrap::detail::TimedExchange>(
-      comm_.get(), timeout, std::move(members), bootstrap::detail::TimedExchange::Lane{0, 1});
+  using bootstrap::detail::TimedExchange;
+  exchange_ = std::make_unique<TimedExchange>(comm_.get(), timeout, std::move(members),
+                                              TimedExchange::Lane{0, 2});
+  std::vector<int> everyone(node_of_rank.size());
+  for (std::size_t rank = 0; rank < everyone.size(); ++rank)
+    everyone[rank] = static_cast<int>(rank);
+  verdicts_ = std::make_unique<TimedExchange>(comm_.get(), timeout, std::move(everyone),
+                                              TimedExchange::Lane{1, 2});
 }
 
 NodeGroupSum::~NodeGroupSum() {
@@ -52,19 +58,62 @@ NodeGroupSum::~NodeGroupSum() {
   if (!out_of_step_.empty()) comm_.release();
 }
 
-void NodeGroupSum::sum(std::span<float> values, const char* what) {
+void NodeGroupSum::refuse_if_out_of_step(const char* what) const {
   if (!out_of_step_.empty()) {
     throw InvalidUsage(std::string("peerplan host backend: ") + what +
                        ": the exchange between nodes is out of step since " + out_of_step_ +
                        "; close() the communicator and create a new one");
   }
-  std::vector<bootstrap::Blob> shards;
+}
+
+std::vector<bootstrap::Blob> NodeGroupSum::allgather(std::span<const std::byte> mine,
+                                                     const char* what) {
   try {
-    shards = exchange_->allgather(std::as_bytes(values), what);
+    return exchange_->allgather(mine, what);
   } catch (const Error& e) {
     out_of_step_ = std::string(what) + " failed between nodes (" + e.what() + ")";
     throw;
   }
+}
+
+namespace {
+constexpr std::byte kOk{1};
+constexpr std::byte kGaveUp{2};
+}  // namespace
+
+std::vector<int> NodeGroupSum::agree(std::chrono::milliseconds bound, const char* what) {
+  refuse_if_out_of_step(what);
+  verdict_given_ = true;  // whatever happens next, this rank has said "ok"
+  std::vector<bootstrap::Blob> words;
+  try {
+    words = verdicts_->allgather(std::span(&kOk, 1), what, bound);
+  } catch (const Error& e) {
+    out_of_step_ = std::string(what) + " got no verdict from every rank (" + e.what() + ")";
+    throw;
+  }
+  std::vector<int> gave_up;
+  for (std::size_t rank = 0; rank < words.size(); ++rank) {
+    if (words[rank].size() != 1 || words[rank][0] != kOk) gave_up.push_back(static_cast<int>(rank));
+  }
+  if (!gave_up.empty()) out_of_step_ = std::string(what) + ": a rank gave up";
+  verdict_given_ = !gave_up.empty();  // the next call's verdict is yet to come
+  return gave_up;
+}
+
+void NodeGroupSum::give_up(const std::string& why) {
+  if (out_of_step_.empty()) out_of_step_ = why;
+  if (verdict_given_) return;  // at most one verdict per call
+  verdict_given_ = true;
+  try {
+    verdicts_->allgather(std::span(&kGaveUp, 1), "verdict (gave up)", std::chrono::milliseconds(0));
+  } catch (const Error&) {
+    // Expected: sent, not waited for; the messages stay alive until they are taken.
+  }
+}
+
+void NodeGroupSum::sum(std::span<float> values, const char* what) {
+  refuse_if_out_of_step(what);
+  const std::vector<bootstrap::Blob> shards = allgather(std::as_bytes(values), what);
   for (std::size_t node = 0; node < node_order_.size(); ++node) {
     if (shards[node_order_[node]].size() != values.size_bytes()) {
       out_of_step_ = std::string(what) + " met a different call on another node";

@@ -49,23 +49,35 @@ class NodeGroupSum {
   // `what` names the call in errors.
   void sum(std::span<float> values, const char* what);
 
-  // The route failed elsewhere (a node peer did not arrive): members may
-  // have sent this rank messages it will never read, so the communicator
-  // must not be freed (see the destructor). Later calls throw InvalidUsage.
-  void abandon(const std::string& why) {
-    if (out_of_step_.empty()) out_of_step_ = why;
-  }
+  // The call's verdict, collective over every rank of the communicator
+  // (not only the group), after the node's ranks all hold the call's
+  // shards: this rank says "ok" and waits at most `bound` for every rank's
+  // word. Returns the ranks that said they gave up (empty: every rank said
+  // "ok", the call succeeds); throws Timeout naming the ranks that did not
+  // answer in time. Either failure leaves the group out of step.
+  // host_peer_transport.cpp says why no rank can succeed where another fails.
+  std::vector<int> agree(std::chrono::milliseconds bound, const char* what);
+  // This rank's "gave up" for the call's verdict, sent without waiting, so
+  // that no rank waits for it in vain; once per call, and only if agree()
+  // was not called for it. Leaves the group out of step.
+  void give_up(const std::string& why);
 
   int num_nodes() const noexcept { return static_cast<int>(node_order_.size()); }
   // The group's ranks (in the communicator), in node order.
   const std::vector<int>& members_by_node() const noexcept { return members_by_node_; }
 
  private:
+  void refuse_if_out_of_step(const char* what) const;
+  // The exchange's allgather; a failure leaves the group out of step.
+  std::vector<bootstrap::Blob> allgather(std::span<const std::byte> mine, const char* what);
+
   bootstrap::OwnedComm comm_;
-  std::unique_ptr<bootstrap::detail::TimedExchange> exchange_;
+  std::unique_ptr<bootstrap::detail::TimedExchange> exchange_;  // the group's shards
+  std::unique_ptr<bootstrap::detail::TimedExchange> verdicts_;  // every rank's verdict
   std::vector<int> node_order_;  // node k's member is at position node_order_[k] of the exchange
   std::vector<int> members_by_node_;
-  std::string out_of_step_;  // why, once an exchange failed
+  std::string out_of_step_;     // why, once an exchange failed
+  bool verdict_given_ = false;  // this rank's verdict for the current (failed) call went out
 };
 
 }  // namespace peerplan::transport::host

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The head of every rank's shared-memory segment: the flags through which
 // its owner tells its peers how far it got. Only the owner writes its flags
-// (release stores); peers read them (acquire loads). No read-modify-write
-// across processes is needed. Each flag sits on its own 128-byte line (two
-// cache lines: adjacent-line prefetch) so that polling one does not bounce
-// another.
+// (release stores); peers read them (acquire loads). The one exception is
+// the node's verdict word, in local rank 0's segment: every rank of the node
+// may set it, by compare-and-swap, which CPUs offer across processes on
+// shared memory. Each flag sits on its own 128-byte line (two cache lines:
+// adjacent-line prefetch) so that polling one does not bounce another.
 #pragma once
 
 #include <atomic>
@@ -18,11 +19,14 @@ enum class Signal : int {
   reduced = 1,    // two-shot: epoch whose shard this rank has reduced
   done = 2,       // epoch this rank has finished reading peers' slots for
   abandoned = 3,  // nonzero: this rank gave up (timeout) at that epoch
+  // Local rank 0's segment only: how far the node's ranks have decided,
+  // each wait of each call once, success or failure (host_peer_transport.cpp).
+  verdict = 4,
 };
 
 inline constexpr std::size_t kSignalStride = 128;
 inline constexpr std::size_t kSignalAreaBytes = 4096;  // keeps the slots page aligned
-static_assert(4 * kSignalStride <= kSignalAreaBytes);
+static_assert(5 * kSignalStride <= kSignalAreaBytes);
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free,
               "cross-process flags need lock-free 64-bit atomics");
 
@@ -39,6 +43,15 @@ inline std::uint64_t load_signal(std::byte* segment, Signal which) noexcept {
 inline void store_signal(std::byte* segment, Signal which, std::uint64_t value) noexcept {
   std::atomic_ref<std::uint64_t>(signal_word(segment, which))
       .store(value, std::memory_order_release);
+}
+
+// Sets the flag to `desired` if it still holds `expected`; else false, with
+// `expected` updated to what it holds. For the verdict word only.
+inline bool compare_exchange_signal(std::byte* segment, Signal which, std::uint64_t& expected,
+                                    std::uint64_t desired) noexcept {
+  return std::atomic_ref<std::uint64_t>(signal_word(segment, which))
+      .compare_exchange_strong(expected, desired, std::memory_order_acq_rel,
+                               std::memory_order_acquire);
 }
 
 }  // namespace peerplan::transport::host
