@@ -61,6 +61,12 @@ class NodeGroupSum {
   // that no rank waits for it in vain; once per call, and only if agree()
   // was not called for it. Leaves the group out of step.
   void give_up(const std::string& why);
+  // For a route without the verdict round (the CUDA transport's step
+  // between nodes): the route failed elsewhere, so members may have sent
+  // this rank messages it will never read. Marks the group out of step only.
+  void abandon(const std::string& why) {
+    if (out_of_step_.empty()) out_of_step_ = why;
+  }
 
   int num_nodes() const noexcept { return static_cast<int>(node_order_.size()); }
   // The group's ranks (in the communicator), in node order.
