@@ -97,23 +97,12 @@ std::string create_and_declare(const std::shared_ptr<bootstrap::Bootstrap>& boot
         plan_name(buffer), buffer.dtype, TensorLayout{static_cast<std::int64_t>(buffer.count)}));
   }
   created->declare(declarations);
-  std::string to_nccl;
-  // A subset in the order declared_from_environment sorted it in.
-  for (const DeclaredBuffer& buffer : declared) {
-    const PlanKey key =
-        make_all_reduce_key(buffer.dtype, TensorLayout{static_cast<std::int64_t>(buffer.count)});
-    const PlanInfo plan = created->plan_for(key);
-    if (plan.route != Route::fallback) {
-      state.p2p_declared.push_back(buffer);
-    } else {
-      to_nccl += " " + plan_name(buffer) + " (" + to_string(plan.route_reason) + ")";
-    }
+  learn_routes(*created, declared, state);
+  if (!state.routed_to_fallback.empty() && state.rank == 0) {
+    log::info(log::Subsystem::init, "NCCL interposer: declared sizes peerplan routes to NCCL:" +
+                                        state.routed_to_fallback);
   }
-  if (!to_nccl.empty() && state.rank == 0) {
-    log::info(log::Subsystem::init,
-              "NCCL interposer: declared sizes peerplan routes to NCCL:" + to_nccl);
-  }
-  state.peerplan = std::move(created);
+  state.set_communicator(std::move(created));
   return {};
 }
 
@@ -197,32 +186,53 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   }
   if (everywhere) return;
   if (failure.empty()) failure = "peerplan's create failed on another rank (its WARN says why)";
-  state->peerplan.reset();  // a local release: the ranks may be out of step
+  state->release_communicator();  // a local release: the ranks may be out of step
   state->p2p_declared.clear();
   state->reason = failure;
   log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
 }
 
+void learn_routes(const Communicator& peerplan, std::vector<DeclaredBuffer> declared,
+                  CommState& state) {
+  state.p2p_declared.clear();
+  state.routed_to_fallback.clear();
+  // A subset in the order declared_from_environment sorted it in.
+  for (const DeclaredBuffer& buffer : declared) {
+    const PlanKey key =
+        make_all_reduce_key(buffer.dtype, TensorLayout{static_cast<std::int64_t>(buffer.count)});
+    const PlanInfo plan = peerplan.has_plan_for(key) ? peerplan.plan_for(key) : PlanInfo{};
+    if (plan.route != Route::fallback) {
+      state.p2p_declared.push_back(buffer);
+    } else {
+      state.routed_to_fallback +=
+          " " + plan_name(buffer) + " (" +
+          (plan.route_reason == FallbackReason::none ? "not declared"
+                                                     : to_string(plan.route_reason)) +
+          ")";
+    }
+  }
+  state.declared = std::move(declared);
+}
+
 void install_peerplan(ncclComm_t comm, std::unique_ptr<Communicator> peerplan,
-                      std::vector<DeclaredBuffer> p2p_declared, int rank) {
+                      std::vector<DeclaredBuffer> declared, int rank) {
   auto state = std::make_shared<CommState>();
   state->rank = rank;
-  state->peerplan = std::move(peerplan);
-  state->p2p_declared = std::move(p2p_declared);
+  learn_routes(*peerplan, std::move(declared), *state);
+  state->set_communicator(std::move(peerplan));
   insert(comm, std::move(state));
 }
 
 void detach_peerplan(ncclComm_t comm, bool collective, bool forget) {
   auto state = forget ? take_comm(comm) : find_comm(comm);
   if (!state) return;
-  if (state->peerplan) {
+  if (const auto peerplan = state->release_communicator()) {
     try {
-      if (collective && !state->broken) state->peerplan->close();
+      if (collective && !state->broken) peerplan->close();
     } catch (const std::exception& e) {
       log::warn(std::string("NCCL interposer: closing peerplan's communicator failed: ") +
                 e.what());
     }
-    state->peerplan.reset();
   }
   // Once (finalize, then destroy). Every rank's: a rank's calls can go
   // elsewhere than its peers' (a misaligned buffer, a refused capture).
