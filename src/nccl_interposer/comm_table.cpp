@@ -167,21 +167,27 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   }
   std::shared_ptr<bootstrap::Bootstrap> boot;
   std::string failure;
+  // A timed-out exchange leaves an allgather in NCCL's queue of this
+  // communicator that some rank never matched: its next operation may pair
+  // with another rank's different one.
+  bool timed_out = false;
   try {
     const Config config = interposer_config(comm);
     boot = bootstrap::make_nccl_bootstrap(comm, functions, environment_timeout(config));
     failure = create_and_declare(boot, config, *state, declared);
   } catch (const std::exception& e) {
     failure = std::string("peerplan's create failed: ") + e.what();
+    timed_out = dynamic_cast<const Timeout*>(&e) != nullptr;
   }
   // Every rank ends with peerplan or none does: a rank with and a rank
   // without would wait for each other in different libraries.
   bool everywhere = false;
-  if (boot) {
+  if (boot && !timed_out) {
     try {
       everywhere = boot->agree(failure.empty());
     } catch (const std::exception& e) {
       if (failure.empty()) failure = std::string("the final agreement failed: ") + e.what();
+      timed_out = dynamic_cast<const Timeout*>(&e) != nullptr;
     }
   }
   if (everywhere) return;
@@ -189,6 +195,17 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   state->release_communicator();  // a local release: the ranks may be out of step
   state->p2p_declared.clear();
   state->reason = failure;
+  if (timed_out) {
+    // So that the program (PyTorch's watchdog, say) aborts the communicator.
+    state->async_error = static_cast<int>(ncclRemoteError);
+    log::warn(
+        "NCCL interposer: every call goes to NCCL, but an exchange over the NCCL "
+        "communicator timed out, which leaves NCCL's operations on it out of step "
+        "between the ranks: ncclCommGetAsyncError reports ncclRemoteError; abort the "
+        "communicator. " +
+        state->reason);
+    return;
+  }
   log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
 }
 
