@@ -27,8 +27,8 @@ class InterposerAttach : public ::testing::Test {
   }
   void TearDown() override {
     if (comm_ != nullptr) ncclCommDestroy(comm_);
-    for (const char* name : {"PEERPLAN_NCCL_DECLARE", "PEERPLAN_TIMEOUT_MS",
-                             "FAKE_NCCL_ALLGATHER_STALL_MS"}) {
+    for (const char* name :
+         {"PEERPLAN_NCCL_DECLARE", "PEERPLAN_TIMEOUT_MS", "FAKE_NCCL_ALLGATHER_STALL_MS"}) {
       unsetenv(name);
     }
   }
