@@ -29,8 +29,8 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-// Counted under peerplan_error as well, though NCCL did not run it: the
-// summary then shows every call that did not complete on peerplan.
+// Counted under peerplan_error, which the summary reports as failed in
+// peerplan: NCCL did not run it.
 ncclResult_t peerplan_failed(const std::exception& error, CommState& state, std::size_t bytes) {
   const int code = nccl_result_for(error);
   state.fallback(bytes, FallbackCause::peerplan_error);
@@ -50,12 +50,13 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
   Choice choice;
   choice.state = find_comm(call.comm);
   CommState* state = choice.state.get();
-  if (state == nullptr || state->peerplan == nullptr) {
+  if (state != nullptr && !state->aborted) choice.peerplan = state->communicator();
+  if (choice.peerplan == nullptr) {
     choice.decision = {false, FallbackCause::no_communicator};
     return choice;
   }
   if (state->broken) {
-    choice.decision = {false, FallbackCause::peerplan_error};
+    choice.decision = {false, FallbackCause::after_timeout};
     return choice;
   }
   const AllReduceCall rules_call{to_nccl_type(call.type),
@@ -66,12 +67,19 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
                                  in_group,
                                  ops_in_group};
   choice.decision = decide(rules_call, state->p2p_declared);
+  // Declared, but not on a P2P route: peerplan would only hand it to its
+  // own fallback, which the interposer does not have.
+  if (choice.decision.cause == FallbackCause::undeclared_count &&
+      decide(rules_call, state->declared).cause != FallbackCause::undeclared_count) {
+    choice.decision.cause = FallbackCause::peerplan_route;
+  }
   // Whatever the rules say, a group of several operations is NCCL's: the
   // others are already queued in NCCL's group.
   if (choice.decision.to_peerplan && (!to_data_type(call.type) || ops_in_group > 1)) {
     choice.decision = {false,
                        ops_in_group > 1 ? FallbackCause::group_of_many : FallbackCause::dtype};
   }
+  if (!choice.decision.to_peerplan) choice.peerplan.reset();
   return choice;
 }
 
@@ -88,7 +96,7 @@ ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
   if (!choice.decision.to_peerplan) return run_on_nccl(call, state, choice.decision.cause);
   try {
     const TensorLayout layout{static_cast<std::int64_t>(call.count)};
-    state->peerplan->all_reduce(call.send, call.recv, *to_data_type(call.type), layout,
+    choice.peerplan->all_reduce(call.send, call.recv, *to_data_type(call.type), layout,
                                 call.stream);
     state->hit(call_bytes(call));
     return ncclSuccess;

@@ -24,9 +24,11 @@ struct NcclAllReduce {
 };
 
 // Where a call goes: `state` is null for a communicator the interposer did
-// not see made (then nothing is counted).
+// not see made (then nothing is counted). `peerplan` is the communicator
+// that runs it when the decision is peerplan's, held for the call's length.
 struct Choice {
   std::shared_ptr<CommState> state;
+  std::shared_ptr<Communicator> peerplan;
   Decision decision{false, FallbackCause::no_communicator};
 };
 

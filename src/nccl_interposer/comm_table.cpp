@@ -97,23 +97,12 @@ std::string create_and_declare(const std::shared_ptr<bootstrap::Bootstrap>& boot
         plan_name(buffer), buffer.dtype, TensorLayout{static_cast<std::int64_t>(buffer.count)}));
   }
   created->declare(declarations);
-  std::string to_nccl;
-  // A subset in the order declared_from_environment sorted it in.
-  for (const DeclaredBuffer& buffer : declared) {
-    const PlanKey key =
-        make_all_reduce_key(buffer.dtype, TensorLayout{static_cast<std::int64_t>(buffer.count)});
-    const PlanInfo plan = created->plan_for(key);
-    if (plan.route != Route::fallback) {
-      state.p2p_declared.push_back(buffer);
-    } else {
-      to_nccl += " " + plan_name(buffer) + " (" + to_string(plan.route_reason) + ")";
-    }
+  learn_routes(*created, declared, state);
+  if (!state.routed_to_fallback.empty() && state.rank == 0) {
+    log::info(log::Subsystem::init, "NCCL interposer: declared sizes peerplan routes to NCCL:" +
+                                        state.routed_to_fallback);
   }
-  if (!to_nccl.empty() && state.rank == 0) {
-    log::info(log::Subsystem::init,
-              "NCCL interposer: declared sizes peerplan routes to NCCL:" + to_nccl);
-  }
-  state.peerplan = std::move(created);
+  state.set_communicator(std::move(created));
   return {};
 }
 
@@ -178,51 +167,89 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   }
   std::shared_ptr<bootstrap::Bootstrap> boot;
   std::string failure;
+  // A timed-out exchange leaves an allgather in NCCL's queue of this
+  // communicator that some rank never matched: its next operation may pair
+  // with another rank's different one.
+  bool timed_out = false;
   try {
     const Config config = interposer_config(comm);
     boot = bootstrap::make_nccl_bootstrap(comm, functions, environment_timeout(config));
     failure = create_and_declare(boot, config, *state, declared);
   } catch (const std::exception& e) {
     failure = std::string("peerplan's create failed: ") + e.what();
+    timed_out = dynamic_cast<const Timeout*>(&e) != nullptr;
   }
   // Every rank ends with peerplan or none does: a rank with and a rank
   // without would wait for each other in different libraries.
   bool everywhere = false;
-  if (boot) {
+  if (boot && !timed_out) {
     try {
       everywhere = boot->agree(failure.empty());
     } catch (const std::exception& e) {
       if (failure.empty()) failure = std::string("the final agreement failed: ") + e.what();
+      timed_out = dynamic_cast<const Timeout*>(&e) != nullptr;
     }
   }
   if (everywhere) return;
   if (failure.empty()) failure = "peerplan's create failed on another rank (its WARN says why)";
-  state->peerplan.reset();  // a local release: the ranks may be out of step
+  state->release_communicator();  // a local release: the ranks may be out of step
   state->p2p_declared.clear();
   state->reason = failure;
+  if (timed_out) {
+    // So that the program (PyTorch's watchdog, say) aborts the communicator.
+    state->async_error = static_cast<int>(ncclRemoteError);
+    log::warn(
+        "NCCL interposer: every call goes to NCCL, but an exchange over the NCCL "
+        "communicator timed out, which leaves NCCL's operations on it out of step "
+        "between the ranks: ncclCommGetAsyncError reports ncclRemoteError; abort the "
+        "communicator. " +
+        state->reason);
+    return;
+  }
   log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
 }
 
+void learn_routes(const Communicator& peerplan, std::vector<DeclaredBuffer> declared,
+                  CommState& state) {
+  state.p2p_declared.clear();
+  state.routed_to_fallback.clear();
+  // A subset in the order declared_from_environment sorted it in.
+  for (const DeclaredBuffer& buffer : declared) {
+    const PlanKey key =
+        make_all_reduce_key(buffer.dtype, TensorLayout{static_cast<std::int64_t>(buffer.count)});
+    const PlanInfo plan = peerplan.has_plan_for(key) ? peerplan.plan_for(key) : PlanInfo{};
+    if (plan.route != Route::fallback) {
+      state.p2p_declared.push_back(buffer);
+    } else {
+      state.routed_to_fallback +=
+          " " + plan_name(buffer) + " (" +
+          (plan.route_reason == FallbackReason::none ? "not declared"
+                                                     : to_string(plan.route_reason)) +
+          ")";
+    }
+  }
+  state.declared = std::move(declared);
+}
+
 void install_peerplan(ncclComm_t comm, std::unique_ptr<Communicator> peerplan,
-                      std::vector<DeclaredBuffer> p2p_declared, int rank) {
+                      std::vector<DeclaredBuffer> declared, int rank) {
   auto state = std::make_shared<CommState>();
   state->rank = rank;
-  state->peerplan = std::move(peerplan);
-  state->p2p_declared = std::move(p2p_declared);
+  learn_routes(*peerplan, std::move(declared), *state);
+  state->set_communicator(std::move(peerplan));
   insert(comm, std::move(state));
 }
 
 void detach_peerplan(ncclComm_t comm, bool collective, bool forget) {
   auto state = forget ? take_comm(comm) : find_comm(comm);
   if (!state) return;
-  if (state->peerplan) {
+  if (const auto peerplan = state->release_communicator()) {
     try {
-      if (collective && !state->broken) state->peerplan->close();
+      if (collective && !state->broken) peerplan->close();
     } catch (const std::exception& e) {
       log::warn(std::string("NCCL interposer: closing peerplan's communicator failed: ") +
                 e.what());
     }
-    state->peerplan.reset();
   }
   // Once (finalize, then destroy). Every rank's: a rank's calls can go
   // elsewhere than its peers' (a misaligned buffer, a refused capture).

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nccl_interposer/dispatch_rules.hpp"
@@ -19,19 +20,42 @@
 namespace peerplan::nccl_interposer {
 
 struct CommState {
-  // Null when peerplan does not serve this communicator; `reason` says why.
-  std::unique_ptr<Communicator> peerplan;
+  // Why peerplan does not serve this communicator, when it does not.
   std::string reason;
-  // The declared sizes whose plans run peer to peer (in the order
-  // declared_from_environment sorts them, as decide() wants them): a declared size peerplan routes to its fallback is NCCL's
-  // like an undeclared one.
+  // Every declared size, and those of them whose plans run peer to peer
+  // (both in the order declared_from_environment sorts them, as decide()
+  // wants them): a declared size peerplan routes to its fallback is NCCL's,
+  // counted as peerplan_route.
+  std::vector<DeclaredBuffer> declared;
   std::vector<DeclaredBuffer> p2p_declared;
+  // The declared sizes peerplan routes to its fallback, each with
+  // peerplan's reason, for the summary; empty when there are none.
+  std::string routed_to_fallback;
   int rank = 0;
   // Set when a peerplan call timed out: later calls go to NCCL, and
   // ncclCommGetAsyncError reports ncclRemoteError.
   std::atomic<bool> broken{false};
   std::atomic<int> async_error{0};      // an ncclResult_t; 0 = ncclSuccess
   std::atomic<bool> summarized{false};  // the summary was logged
+  // Set by ncclCommAbort (perhaps on another thread) before NCCL's abort:
+  // calls that found this state before it left the table go to NCCL.
+  std::atomic<bool> aborted{false};
+
+  // Null when peerplan does not serve this communicator (`reason` says
+  // why). A call holds its own reference, so an abort or destroy on another
+  // thread frees the communicator only once that call has returned.
+  std::shared_ptr<Communicator> communicator() const {
+    const std::lock_guard lock(peerplan_mutex);
+    return peerplan;
+  }
+  void set_communicator(std::shared_ptr<Communicator> made) {
+    const std::lock_guard lock(peerplan_mutex);
+    peerplan = std::move(made);
+  }
+  std::shared_ptr<Communicator> release_communicator() {
+    const std::lock_guard lock(peerplan_mutex);
+    return std::exchange(peerplan, nullptr);
+  }
 
   void hit(std::size_t bytes) {
     const std::lock_guard lock(counters_mutex);
@@ -41,12 +65,18 @@ struct CommState {
     const std::lock_guard lock(counters_mutex);
     counters.fallback(bytes, cause);
   }
+  // The counters' summary, then the declared sizes peerplan routes to its
+  // fallback, with its reasons.
   std::string summary() const {
     const std::lock_guard lock(counters_mutex);
-    return counters.summary();
+    if (routed_to_fallback.empty()) return counters.summary();
+    return counters.summary() +
+           "\n  declared, but peerplan routes them to its fallback:" + routed_to_fallback;
   }
 
  private:
+  mutable std::mutex peerplan_mutex;
+  std::shared_ptr<Communicator> peerplan;
   mutable std::mutex counters_mutex;  // stats may come from several threads
   DispatchCounters counters;
 };
@@ -61,12 +91,18 @@ std::shared_ptr<CommState> find_comm(ncclComm_t comm);
 // or empty.
 void attach_peerplan(ncclComm_t comm, const std::string& why_not = {});
 
-// Records `peerplan` as the communicator of `comm`, running the sizes
-// `p2p_declared` peer to peer (sorted as declared_from_environment sorts):
-// attach_peerplan's last step, and how a test puts a communicator of its
-// own in the table.
+// Records `peerplan` as the communicator of `comm`, which has declared
+// `declared` (sorted as declared_from_environment sorts), and asks it which
+// of them it routes peer to peer (the others go to NCCL): how a test puts a
+// communicator of its own in the table.
 void install_peerplan(ncclComm_t comm, std::unique_ptr<Communicator> peerplan,
-                      std::vector<DeclaredBuffer> p2p_declared, int rank);
+                      std::vector<DeclaredBuffer> declared, int rank);
+
+// Sorts `declared` (which `peerplan` has declared) into the sizes it routes
+// peer to peer (`state.p2p_declared`) and the others, with peerplan's
+// reasons (`state.routed_to_fallback`).
+void learn_routes(const Communicator& peerplan, std::vector<DeclaredBuffer> declared,
+                  CommState& state);
 
 // Before the real finalize/destroy of `comm`: closes its peerplan
 // communicator (collective when `collective`, else a local release) and

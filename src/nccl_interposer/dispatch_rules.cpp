@@ -48,6 +48,8 @@ std::string_view to_string(FallbackCause cause) {
       return "reduction";
     case FallbackCause::undeclared_count:
       return "undeclared_count";
+    case FallbackCause::peerplan_route:
+      return "peerplan_route";
     case FallbackCause::group_of_many:
       return "group_of_many";
     case FallbackCause::misaligned:
@@ -58,6 +60,8 @@ std::string_view to_string(FallbackCause cause) {
       return "no_communicator";
     case FallbackCause::peerplan_error:
       return "peerplan_error";
+    case FallbackCause::after_timeout:
+      return "after_timeout";
     case FallbackCause::count_:
       break;
   }

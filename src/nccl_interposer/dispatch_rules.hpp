@@ -42,11 +42,13 @@ enum class FallbackCause : std::uint8_t {
   dtype,
   reduction,
   undeclared_count,
+  peerplan_route,  // declared, but peerplan routes it to its own fallback
   group_of_many,
   misaligned,
   capture_refused,
   no_communicator,
-  peerplan_error,
+  peerplan_error,  // failed in peerplan: NCCL did not run it either
+  after_timeout,   // a peerplan call on the communicator timed out before
   count_
 };
 std::string_view to_string(FallbackCause);
@@ -65,8 +67,10 @@ struct Decision {
 };
 // Pure: is this call one peerplan takes, given the declared set (sorted)?
 Decision decide(const AllReduceCall& call, std::span<const DeclaredBuffer> declared);
-// Per size: hits and fallbacks by cause, printed at finalize. Not
-// synchronised: one per communicator, which NCCL uses from one thread at a time.
+// Per size: hits and fallbacks by cause, printed at finalize. Calls counted
+// under peerplan_error are reported as failed in peerplan, not as run by
+// NCCL. Not synchronised: one per communicator, which NCCL uses from one
+// thread at a time.
 class DispatchCounters {
  public:
   void hit(std::size_t bytes);

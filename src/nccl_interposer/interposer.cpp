@@ -237,11 +237,14 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!real().comm_abort) return missing("ncclCommAbort");
   // NCCL first: aborting stops its kernels, which peerplan's release could
-  // otherwise wait behind. Then a local release, no collective step.
+  // otherwise wait behind. Then a local release, no collective step. Calls
+  // on other threads that found the state already go to NCCL from here on;
+  // one already in peerplan keeps its communicator until it returns.
   auto state = take_comm(comm);
+  if (state) state->aborted = true;
   const ncclResult_t result = note_nccl_result(real().comm_abort(comm));
   if (state) {
-    state->peerplan.reset();
+    state->release_communicator();
     if (!state->summarized.exchange(true))
       peerplan::log::info(peerplan::log::Subsystem::init,
                           "NCCL interposer: rank " + std::to_string(state->rank) +

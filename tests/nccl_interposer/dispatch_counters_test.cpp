@@ -38,6 +38,28 @@ TEST(DispatchCounters, OneSize) {
             "  8 bytes: 0 to peerplan, 1 to NCCL (no_communicator 1)");
 }
 
+TEST(DispatchCounters, CallsPeerplanFailedAreNotCountedAsRunByNccl) {
+  DispatchCounters counters;
+  counters.hit(8);
+  counters.fallback(8, FallbackCause::peerplan_error);
+  counters.fallback(8, FallbackCause::after_timeout);
+  counters.fallback(8, FallbackCause::after_timeout);
+  counters.fallback(16, FallbackCause::peerplan_error);
+  EXPECT_EQ(counters.summary(),
+            "all-reduce calls: 1 to peerplan, 2 to NCCL, 2 failed in peerplan, over 2 sizes\n"
+            "  8 bytes: 1 to peerplan, 2 to NCCL (after_timeout 2), 1 failed in peerplan\n"
+            "  16 bytes: 0 to peerplan, 0 to NCCL, 1 failed in peerplan");
+}
+
+TEST(DispatchCounters, ADeclaredSizePeerplanRoutesToItsFallbackHasItsOwnCause) {
+  DispatchCounters counters;
+  counters.fallback(64, FallbackCause::peerplan_route);
+  counters.fallback(64, FallbackCause::undeclared_count);
+  EXPECT_EQ(counters.summary(),
+            "all-reduce calls: 0 to peerplan, 2 to NCCL, over 1 size\n"
+            "  64 bytes: 0 to peerplan, 2 to NCCL (undeclared_count 1, peerplan_route 1)");
+}
+
 TEST(DispatchCounters, EveryCauseHasItsOwnName) {
   std::set<std::string> names;
   for (int i = 0; i < static_cast<int>(FallbackCause::count_); ++i) {

@@ -9,10 +9,14 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl_interposer/comm_table.hpp"
@@ -45,10 +49,13 @@ struct Seen {
   std::string nccl_calls_at_close = "(not closed)";
 };
 
+// Routes every key peer to peer but those of `over_cutoff`, which it routes
+// to its fallback as larger than its cutoffs.
 class FakePeerplan final : public Communicator {
  public:
-  FakePeerplan(std::shared_ptr<Seen> seen, std::function<void()> fail = {})
-      : seen_(std::move(seen)), fail_(std::move(fail)) {}
+  FakePeerplan(std::shared_ptr<Seen> seen, std::function<void()> fail = {},
+               std::vector<PlanKey> over_cutoff = {})
+      : seen_(std::move(seen)), fail_(std::move(fail)), over_cutoff_(std::move(over_cutoff)) {}
   ~FakePeerplan() override { seen_->destroyed = true; }
 
   CallResult all_reduce(const void*, void*, DataType, const TensorLayout& layout,
@@ -65,7 +72,14 @@ class FakePeerplan final : public Communicator {
 
   void declare(std::span<const Declaration>) override {}
   bool has_plan_for(const PlanKey&) const noexcept override { return true; }
-  PlanInfo plan_for(const PlanKey&) const override { return {}; }
+  PlanInfo plan_for(const PlanKey& key) const override {
+    PlanInfo plan;
+    const bool fallback =
+        std::find(over_cutoff_.begin(), over_cutoff_.end(), key) != over_cutoff_.end();
+    plan.route = fallback ? Route::fallback : Route::one_shot;
+    plan.route_reason = fallback ? FallbackReason::over_cutoff : FallbackReason::none;
+    return plan;
+  }
   CallResult fused_add_rms_norm(void*, void*, const void*, float, DataType, const TensorLayout&,
                                 StreamHandle) override {
     return {};
@@ -89,6 +103,7 @@ class FakePeerplan final : public Communicator {
  private:
   std::shared_ptr<Seen> seen_;
   std::function<void()> fail_;
+  std::vector<PlanKey> over_cutoff_;
   std::string empty_;
   Config config_;
 };
@@ -103,10 +118,18 @@ class InterposerDispatch : public ::testing::Test {
   }
   void TearDown() override { take_comm(comm_); }
 
+  // Declares bf16 x 128 and f32 x 64, and bf16 x 256, which peerplan
+  // routes to its fallback.
   void install(std::function<void()> fail) {
     seen_ = std::make_shared<Seen>();
-    install_peerplan(comm_, std::make_unique<FakePeerplan>(seen_, std::move(fail)),
-                     {{DataType::bf16, 128}, {DataType::f32, 64}}, 0);  // sorted
+    const std::vector<PlanKey> over_cutoff{make_all_reduce_key(DataType::bf16, TensorLayout{256})};
+    install_peerplan(comm_, std::make_unique<FakePeerplan>(seen_, std::move(fail), over_cutoff),
+                     {{DataType::bf16, 128}, {DataType::bf16, 256}, {DataType::f32, 64}},
+                     0);  // sorted
+  }
+  std::string summary() const {
+    const auto state = find_comm(comm_);
+    return state ? state->summary() : "(no communicator)";
   }
   ncclResult_t all_reduce(std::size_t count, ncclDataType_t type = ncclFloat,
                           ncclRedOp_t op = ncclSum, std::size_t offset = 0) {
@@ -137,6 +160,23 @@ TEST_F(InterposerDispatch, EverythingElseRunsOnNcclOnly) {
   all_reduce(64, ncclFloat, ncclSum, 1);  // 4 bytes off alignment
   EXPECT_EQ(seen_->all_reduces, Counts{});
   EXPECT_EQ(nccl_calls(), "AllReduce 32\nAllReduce 64\nAllReduce 64\nAllReduce 64\nAllReduce 64\n");
+}
+
+TEST_F(InterposerDispatch, ADeclaredSizePeerplanRoutesToItsFallbackRunsOnNcclUnderItsOwnCause) {
+  EXPECT_EQ(all_reduce(256, ncclBfloat16), ncclSuccess);
+  EXPECT_EQ(all_reduce(255, ncclBfloat16), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{});
+  EXPECT_EQ(nccl_calls(), "AllReduce 256\nAllReduce 255\n");
+  const std::string text = summary();
+  EXPECT_NE(text.find("512 bytes: 0 to peerplan, 1 to NCCL (peerplan_route 1)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("510 bytes: 0 to peerplan, 1 to NCCL (undeclared_count 1)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("declared, but peerplan routes them to its fallback: nccl_bf16_256 "
+                      "(over_cutoff)"),
+            std::string::npos)
+      << text;
 }
 
 TEST_F(InterposerDispatch, AGroupOfOneDeclaredAllReduceRunsOnPeerplanAfterTheRealGroupEnd) {
@@ -171,6 +211,11 @@ TEST_F(InterposerDispatch, ATimeoutIsARemoteErrorAndLaterCallsGoToNccl) {
   EXPECT_EQ(nccl_calls(), "");
   EXPECT_EQ(all_reduce(64), ncclSuccess);
   EXPECT_EQ(nccl_calls(), "AllReduce 64\n");
+  // NCCL ran the second call only.
+  EXPECT_NE(summary().find("256 bytes: 0 to peerplan, 1 to NCCL (after_timeout 1), 1 failed in "
+                           "peerplan"),
+            std::string::npos)
+      << summary();
 }
 
 TEST_F(InterposerDispatch, AnInvalidArgumentIsNcclsAndLeavesTheCommunicatorUsable) {
@@ -201,6 +246,43 @@ TEST_F(InterposerDispatch, AbortReleasesPeerplanWithoutClosingAfterNcclsAbort) {
   EXPECT_FALSE(seen_->closed) << "abort must not run peerplan's collective close";
   EXPECT_TRUE(seen_->destroyed);
   EXPECT_EQ(nccl_calls(), "CommAbort\n");
+}
+
+TEST_F(InterposerDispatch, AnAbortOnAnotherThreadFreesPeerplanOnlyAfterTheCallInIt) {
+  using namespace std::chrono_literals;
+  std::promise<void> entered;
+  std::promise<void> aborted;
+  std::shared_future<void> abort_done = aborted.get_future().share();
+  bool destroyed_during_call = true;
+  std::shared_ptr<Seen> seen;
+  install([&] {
+    entered.set_value();
+    if (abort_done.wait_for(10s) != std::future_status::ready) return;
+    destroyed_during_call = seen->destroyed;
+  });
+  seen = seen_;
+  ncclResult_t in_call = ncclInternalError;
+  std::thread caller([&] { in_call = all_reduce(64); });
+  ASSERT_EQ(entered.get_future().wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(ncclCommAbort(comm_), ncclSuccess);
+  aborted.set_value();
+  caller.join();
+  EXPECT_EQ(in_call, ncclSuccess);
+  EXPECT_FALSE(destroyed_during_call) << "the abort freed peerplan's communicator under a call";
+  EXPECT_TRUE(seen->destroyed) << "released once the call returned";
+  EXPECT_FALSE(seen->closed);
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(nccl_calls(), "CommAbort\nAllReduce 64\n");
+  EXPECT_EQ(seen->all_reduces, Counts{64});
+}
+
+TEST_F(InterposerDispatch, ACommunicatorMarkedAbortedSendsItsCallsToNccl) {
+  // What a thread that found the communicator just before ncclCommAbort
+  // took it out of the table sees.
+  find_comm(comm_)->aborted = true;
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{});
+  EXPECT_EQ(nccl_calls(), "AllReduce 64\n");
 }
 
 }  // namespace

@@ -4,9 +4,13 @@
 // PEERPLAN_NCCL_LIBRARY at it, so the calls the interposer hands to "the
 // real NCCL" can be checked without a GPU. fake_nccl_log() returns the
 // record, one call per line.
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace {
 std::string& record() {
@@ -71,8 +75,26 @@ FAKE ncclResult_t ncclReduce(const void*, void*, size_t count, ncclDataType_t, n
                              ncclComm_t, cudaStream_t) {
   return note("Reduce " + std::to_string(count));
 }
-FAKE ncclResult_t ncclAllGather(const void*, void*, size_t count, ncclDataType_t, ncclComm_t,
-                                cudaStream_t) {
+// One rank: the gather is a copy, on the stream (when the buffers differ),
+// so that the interposer's bootstrap over this NCCL works on a GPU.
+// FAKE_NCCL_ALLGATHER_STALL_MS=<ms> holds the stream that long first: a
+// peer that does not come.
+FAKE ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type,
+                                ncclComm_t, cudaStream_t stream) {
+  if (const char* stall = std::getenv("FAKE_NCCL_ALLGATHER_STALL_MS")) {
+    static int milliseconds = 0;
+    milliseconds = std::atoi(stall);
+    cudaLaunchHostFunc(
+        stream,
+        [](void* ms) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(*static_cast<int*>(ms)));
+        },
+        &milliseconds);
+  }
+  if (send != recv && type == ncclUint8 && count > 0 &&
+      cudaMemcpyAsync(recv, send, count, cudaMemcpyDefault, stream) != cudaSuccess) {
+    cudaGetLastError();
+  }
   return note("AllGather " + std::to_string(count));
 }
 FAKE ncclResult_t ncclReduceScatter(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t,
