@@ -270,6 +270,16 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
 
   CHECK(strlen(peerplan_version()) > 0, "version");
+  CHECK(peerplan_abi_version() == PEERPLAN_ABI_VERSION, "ABI %d, header %d", peerplan_abi_version(),
+        PEERPLAN_ABI_VERSION);
+  {
+    /* The library's MPI is this program's: the same text, word for word. */
+    char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+    int length = 0;
+    MPI_Get_library_version(mpi_version, &length);
+    CHECK(strcmp(peerplan_mpi_library_version(), mpi_version) == 0, "MPI \"%s\", program's \"%s\"",
+          peerplan_mpi_library_version(), mpi_version);
+  }
   CHECK(strcmp(peerplan_result_string(PEERPLAN_ERROR_TIMEOUT), "timeout") == 0, "%s",
         peerplan_result_string(PEERPLAN_ERROR_TIMEOUT));
   check_configuration();

@@ -4,6 +4,9 @@
 #  1. python/examples/tp_mlp.py (PyTorch tensor-parallel MLP: eager, CUDA
 #     graph replays, the fallback; vs one GPU and, where each rank has its
 #     own GPU, torch.distributed NCCL) at RANKS (default "2");
+#     Then python/tests/torch_compile_test.py at RANKS: a TP MLP through
+#     peerplan.torch's custom ops, torch.compile(fullgraph=True) vs eager
+#     (skipped without PyTorch >= 2.4);
 #  2. the C example (examples/c/all_reduce.c, host memory: host backend);
 #  3. the example program posing as 2 nodes x 2 ranks (PEERPLAN_HOST_ID) on
 #     the cuda backend: its plans must take the hierarchical route, results
@@ -29,7 +32,10 @@ summary=()
 step() {  # step NAME COMMAND...: runs, logs to $OUT/NAME.log, records pass/FAIL
   local name=$1; shift
   local start=$SECONDS
-  if "$@" >"$OUT/$name.log" 2>&1; then summary+=("$name: passed ($((SECONDS - start)) s)")
+  "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then summary+=("$name: passed ($((SECONDS - start)) s)")
+  elif [ $rc -eq 77 ]; then summary+=("$name: skipped ($(grep -m1 SKIPPED "$OUT/$name.log"))")
   else summary+=("$name: FAILED ($((SECONDS - start)) s, see $name.log)"); fi
 }
 
@@ -44,6 +50,10 @@ python3 -c "import mpi4py; print('mpi4py', mpi4py.__version__)" >>"$OUT/python-e
 for n in ${RANKS:-2}; do
   step "tp_mlp.np$n" env PYTHONPATH="$ROOT/python" PEERPLAN_LIBRARY="$LIB" \
     "${MPIRUN[@]}" -np "$n" python3 "$ROOT/python/examples/tp_mlp.py"
+done
+for n in ${RANKS:-2}; do
+  step "torch_compile.np$n" env PYTHONPATH="$ROOT/python" PEERPLAN_LIBRARY="$LIB" \
+    "${MPIRUN[@]}" -np "$n" python3 "$ROOT/python/tests/torch_compile_test.py"
 done
 c_example() {
   mpicc -std=c99 -Wall -Werror "$ROOT/examples/c/all_reduce.c" -I"$ROOT/include" -I"$BUILD/include" \
@@ -84,6 +94,7 @@ step call_overhead.np2 call_overhead
 
 echo "== python-env"; cat "$OUT/python-env.log"
 for n in ${RANKS:-2}; do echo "== tp_mlp.np$n"; tail -n 14 "$OUT/tp_mlp.np$n.log"; done
+for n in ${RANKS:-2}; do echo "== torch_compile.np$n"; tail -n 3 "$OUT/torch_compile.np$n.log"; done
 echo "== posed_2x2_cuda"; grep -E "P2P|#wrong|backend" "$OUT/posed_2x2_cuda.log" | head -8
 echo "== call_overhead.np2"; tail -n 12 "$OUT/call_overhead.np2.log"
 echo "== summary"; printf '%s\n' "${summary[@]}"

@@ -19,9 +19,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/nccl-less/stage.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/sanitizers/stage.sh"
 
 start=$SECONDS
-# The Python package's tests need NumPy and mpi4py (the library does not);
+# The Python package's tests need NumPy and mpi4py (the library does not), its
+# install test python3-venv;
 # plot_results_test needs matplotlib.
-PEERPLAN_PACKAGES+=(python3-numpy python3-mpi4py python3-matplotlib)
+PEERPLAN_PACKAGES+=(python3-numpy python3-mpi4py python3-matplotlib python3-venv)
 # The format check (scripts/format.sh) needs clang-format.
 PEERPLAN_PACKAGES+=(clang-format)
 install_missing_packages

@@ -144,8 +144,20 @@ typedef struct peerplan_plan_stats {
   const char* launch;
 } peerplan_plan_stats_t;
 
+/* The number of this interface's binary layout: raised when a function's
+ * signature, a struct's fields or an enum's numbering changes incompatibly,
+ * so that bindings loading the library at run time (the Python package)
+ * can refuse one they were not written for. peerplan_abi_version()
+ * returns the number the library was built with. */
+#define PEERPLAN_ABI_VERSION 1
+
 /* Library version ("0.1.0") and the text of a result code. */
 PEERPLAN_API const char* peerplan_version(void);
+PEERPLAN_API int peerplan_abi_version(void);
+/* The MPI library this libpeerplan runs on, as MPI_Get_library_version
+ * words it (callable before MPI_Init): a binding with an MPI of its own
+ * (mpi4py) compares it with its own to catch two MPIs in one process. */
+PEERPLAN_API const char* peerplan_mpi_library_version(void);
 PEERPLAN_API const char* peerplan_result_string(peerplan_result_t result);
 PEERPLAN_API const char* peerplan_route_name(peerplan_route_t route);
 PEERPLAN_API const char* peerplan_reason_name(peerplan_fallback_reason_t reason);

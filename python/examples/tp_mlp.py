@@ -8,8 +8,10 @@ rank per GPU (ranks beyond the GPU count share them: correctness only):
 
     mpirun -np 2 python3 python/examples/tp_mlp.py
 
-It runs the declared decode shape eagerly and as a CUDA graph (replayed with
-new inputs), and an undeclared prefill shape (the fallback), and compares
+It runs the declared decode shape eagerly, as a CUDA graph (replayed with
+new inputs) and, with PyTorch >= 2.4, compiled by torch.compile(fullgraph=True)
+through peerplan.torch's custom ops, and an undeclared prefill shape (the
+fallback), and compares
 every output with the same model computed whole on this rank's GPU; where
 each rank has its own GPU, also with torch.distributed's NCCL all-reduce.
 Prints "#wrong 0" on rank 0 when every comparison held.
@@ -117,6 +119,37 @@ def main():
         want_x, want_r = forward_whole(x, residual)
         compare(f"decode graph replay {replay}", static_out, want_x)
         compare(f"decode graph replay {replay} residual", static_r, want_r)
+
+    # torch.compile of the decode step: the fused op as a custom op (no graph break).
+    try:
+        import peerplan.torch as pt
+    except ImportError as e:
+        pt = None
+        if rank == 0:
+            print(f"torch.compile comparison skipped: {e}")
+    if pt is not None:
+        op = pt.handle(comm)  # the int the custom ops take for the communicator
+
+        def forward_ops(x, residual):
+            for l in range(LAYERS):
+                partial = torch.nn.functional.gelu(x @ w1[l]) @ w2[l]
+                pt.fused_add_rms_norm(op, partial, residual, norm_w[l], EPS)
+                x = partial
+            return x
+
+        compiled = torch.compile(forward_ops, fullgraph=True)
+        for call in range(2):
+            x, residual = inputs(DECODE_TOKENS, 20 + call)
+            want_x, want_r = forward_whole(x, residual)
+            r = residual.clone()
+            try:
+                got = compiled(x.clone(), r)
+            except Exception as e:  # noqa: BLE001 - counted as wrong; the other comparisons go on
+                wrong += 1
+                print(f"rank {rank}: decode torch.compile(fullgraph) failed: {e!r}", file=sys.stderr)
+                break
+            compare(f"decode torch.compile(fullgraph) {call}", got, want_x)
+            compare(f"decode torch.compile(fullgraph) {call} residual", r, want_r)
 
     # torch.distributed NCCL, where every rank has its own GPU (NCCL refuses shared ones).
     if gpus >= size:

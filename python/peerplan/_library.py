@@ -1,15 +1,34 @@
 # SPDX-License-Identifier: Apache-2.0
 """Finding and describing libpeerplan's C interface (include/peerplan/peerplan.h).
 
-The library is looked for, in order: the path in PEERPLAN_LIBRARY; a
-libpeerplan.so next to this package (a wheel may ship it there); the
-system's search path (ctypes.util.find_library: ldconfig, LD_LIBRARY_PATH).
+The library is looked for, in order: the path in PEERPLAN_LIBRARY; the
+one installed with this package (_install.py, written by `pip install` or
+`cmake --install`: next to the package, or under the install prefix); a
+libpeerplan.so next to this package; the system's search path
+(ctypes.util.find_library: ldconfig, LD_LIBRARY_PATH).
+
+At import the library must be of this package's version (when the package
+was installed and so knows it) and C ABI (ABI_VERSION: what the ctypes
+declarations below are written for); check_mpi() compares the MPI of
+mpi4py, once it is imported, with the library's.
 """
 
 import ctypes
 import ctypes.util
 import os
 import pathlib
+import sys
+
+try:  # written at install; absent in the source tree (PYTHONPATH=python)
+    from . import _install
+except ImportError:
+    _install = None
+
+# The C interface's PEERPLAN_ABI_VERSION (peerplan.h) that the declarations
+# below match; python/tests/struct_fields_test.py checks them against the header.
+ABI_VERSION = 1
+# The package's version: the project's (CMakeLists.txt), written at install.
+PACKAGE_VERSION = getattr(_install, "VERSION", None)
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
 
@@ -70,6 +89,9 @@ def _candidates():
         yield explicit
         return  # asked for one library: never silently load another
     here = pathlib.Path(__file__).resolve().parent
+    installed = getattr(_install, "LIBRARY", None)
+    if installed:
+        yield str((here / installed).resolve())
     # The development link, then the SONAME file (libpeerplan.so.0.1 while
     # the version is 0.x) when only that was copied next to the package.
     for path in [here / "libpeerplan.so"] + sorted(here.glob("libpeerplan.so.*")):
@@ -86,7 +108,7 @@ def _load():
         try:
             # RTLD_GLOBAL: MPI's plugins need libmpi's symbols when the
             # library is what loads MPI (no mpi4py).
-            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL), path
         except OSError as e:
             errors.append(f"{path}: {e}")
     raise ImportError(
@@ -97,10 +119,73 @@ def _load():
     )
 
 
+_REINSTALL = ("install the package and the library from the same source tree (`pip install "
+              "<peerplan source>` builds and installs both), or set PEERPLAN_LIBRARY to a "
+              "libpeerplan.so of this package's version")
+
+
+def check_versions(lib, path):
+    """ImportError unless the library at `path` has this package's C ABI and,
+    when the package knows its version (installed), its version."""
+    try:
+        version_of = lib.peerplan_version
+    except AttributeError:
+        raise ImportError(f"peerplan: {path} is not a peerplan library (no peerplan_version)") from None
+    version_of.restype = ctypes.c_char_p
+    version_of.argtypes = []
+    library_version = (version_of() or b"?").decode()
+    abi_of = getattr(lib, "peerplan_abi_version", None)
+    library_abi = None
+    if abi_of is not None:
+        abi_of.restype = ctypes.c_int
+        abi_of.argtypes = []
+        library_abi = abi_of()
+    if library_abi != ABI_VERSION or (PACKAGE_VERSION is not None
+                                      and library_version != PACKAGE_VERSION):
+        package = PACKAGE_VERSION or "from the source tree"
+        abi = library_abi if library_abi is not None else "none (older than this package)"
+        raise ImportError(f"peerplan: the library {path} is peerplan {library_version} with C ABI "
+                          f"{abi}; this Python package ({package}) needs C ABI {ABI_VERSION}"
+                          + (f" and version {PACKAGE_VERSION}" if PACKAGE_VERSION else "")
+                          + f"; {_REINSTALL}")
+    return library_version
+
+
+def _mpi_first_line(text):
+    # Vendor and version: MPICH's text goes on with its configure options.
+    # mpi4py may keep the C string's terminating NUL.
+    lines = text.split("\0", 1)[0].strip().splitlines()
+    return " ".join(lines[0].split()) if lines else ""
+
+
+_mpi_checked = False
+
+
+def check_mpi():
+    """RuntimeError when mpi4py is imported and runs on another MPI than the
+    library (two MPIs in one process: a communicator of one is garbage to the
+    other). Once per process; nothing when mpi4py is not imported."""
+    global _mpi_checked
+    MPI = sys.modules.get("mpi4py.MPI")
+    if _mpi_checked or MPI is None:
+        return
+    theirs = MPI.Get_library_version()
+    ours = lib.peerplan_mpi_library_version().decode()
+    if _mpi_first_line(theirs) != _mpi_first_line(ours):
+        raise RuntimeError(f"peerplan: mpi4py runs on \"{_mpi_first_line(theirs)}\" but "
+                           f"{library_path} on \"{_mpi_first_line(ours)}\"; one process "
+                           "cannot use both. Build mpi4py against the library's MPI (e.g. "
+                           "`env MPICC=<that MPI's mpicc> pip install --no-binary mpi4py mpi4py`), "
+                           "or the library against mpi4py's MPI")
+    _mpi_checked = True
+
+
 def _declare(lib):
     P = ctypes.c_void_p
     sigs = {
         "peerplan_version": (ctypes.c_char_p, []),
+        "peerplan_abi_version": (ctypes.c_int, []),
+        "peerplan_mpi_library_version": (ctypes.c_char_p, []),
         "peerplan_result_string": (ctypes.c_char_p, [ctypes.c_int]),
         "peerplan_route_name": (ctypes.c_char_p, [ctypes.c_int]),
         "peerplan_reason_name": (ctypes.c_char_p, [ctypes.c_int]),
@@ -171,4 +256,6 @@ def enum_names(name_of):
     return names
 
 
-lib = _declare(_load())
+lib, library_path = _load()
+library_version = check_versions(lib, library_path)
+_declare(lib)

@@ -6,7 +6,7 @@ import ctypes
 
 from . import _tensors
 from ._library import (CallResult, Declaration as _CDeclaration, PlanInfo, PlanStats, Stats,
-                       enum_names, lib)
+                       check_mpi, enum_names, lib)
 
 # The names of the C enums, as the library spells them ({code: name}).
 ROUTES = enum_names(lib.peerplan_route_name)
@@ -197,6 +197,7 @@ class Communicator:
             handle = _world_handle()
         else:
             handle = comm.py2f() if hasattr(comm, "py2f") else int(comm)
+        check_mpi()  # mpi4py, if it is imported, must run on the library's MPI
         cfg = ctypes.c_void_p()
         _check(lib.peerplan_config_create(ctypes.byref(cfg)))
         try:

@@ -163,6 +163,19 @@ extern "C" {
 
 const char* peerplan_version(void) { return kVersion; }
 
+int peerplan_abi_version(void) { return PEERPLAN_ABI_VERSION; }
+
+const char* peerplan_mpi_library_version(void) {
+  // Asked once: the answer cannot change while the library is loaded.
+  static const std::string version = [] {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;
+    if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return std::string("unknown");
+    return std::string(text);  // some MPIs count the terminating NUL in length
+  }();
+  return version.c_str();
+}
+
 const char* peerplan_result_string(peerplan_result_t result) {
   if (result == PEERPLAN_ERROR_OUT_OF_MEMORY) return "out_of_memory";
   return to_string(static_cast<ErrorCode>(result));

@@ -180,3 +180,25 @@ if(ldd_out MATCHES "not found")
 endif()
 message(STATUS "${library}: SONAME ${expected_soname}, needs libnccl: ${needs_nccl}, "
                "RUNPATH '${runpath}', every needed library found")
+
+# 6. The Python package cmake --install put under the prefix imports and
+# loads the installed library (its _install.py), without PEERPLAN_LIBRARY.
+file(GLOB python_package ${prefix}/lib/python*/site-packages/peerplan/_install.py)
+find_program(PYTHON3 NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(python_package AND PYTHON3 AND shared_library)
+  get_filename_component(python_dir "${python_package}" DIRECTORY)
+  get_filename_component(python_dir "${python_dir}" DIRECTORY)
+  execute_process(
+    COMMAND ${CMAKE_COMMAND} -E env --unset=PEERPLAN_LIBRARY PYTHONPATH=${python_dir}
+            ${PYTHON3} -c "import peerplan; print(peerplan._library.library_path)"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE loaded ERROR_VARIABLE err
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  file(REAL_PATH "${prefix}" real_prefix)
+  if(NOT rc EQUAL 0 OR NOT loaded MATCHES "^${real_prefix}/")
+    message(FATAL_ERROR "the installed Python package loaded '${loaded}' (${rc}): ${err}; "
+                        "expected the library under ${prefix}")
+  endif()
+  message(STATUS "the installed Python package loads ${loaded}")
+elseif(shared_library)
+  message(FATAL_ERROR "cmake --install put no Python package under ${prefix}/lib/python*/site-packages")
+endif()
