@@ -44,8 +44,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   constexpr int V = Pack<T>::kCount;
   constexpr int E = 8 / sizeof(T);  // elements per line
   static_assert(V == 2 * E, "a pack is two lines");
-  std::uint32_t epoch, ticket;
-  const bool started = begin_call(p, epoch, ticket);
+  std::uint32_t epoch;
+  const bool started = begin_call(p, epoch);
   // A block of a cluster must not leave alone: its siblings would wait for
   // it at the row's cluster barrier. So a broken transport is carried as a
   // failure through the first row's exchange, and the cluster leaves after it.
@@ -126,7 +126,6 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
       return;  // the same decision on every thread of the block (or cluster)
     }
   }
-  finish_call(p, epoch, ticket);
 }
 
 }  // namespace
