@@ -111,15 +111,21 @@ __global__ void __launch_bounds__(kThreads)
 namespace detail {
 
 // No per-block flags: the grid size is this rank's choice (a line of 8
-// data bytes per thread up to the one-shot's largest grid).
+// data bytes per thread up to the one-shot's largest grid). A message of
+// one block's lines or fewer gets a block of just the warps its lines
+// need: idle threads would only wait at the block barrier.
 KernelStep one_shot_ll_step(const PeerSet& shape, ElementType type, std::int64_t count) {
-  return grid_step(
+  std::int64_t lines = 0;
+  KernelStep step = grid_step(
       type, [](auto tag) { return one_shot_kernel<decltype(tag)>; },
       [&](auto tag) {
         constexpr std::int64_t kPerLine = 8 / sizeof(tag);
-        return (count + kPerLine - 1) / kPerLine;
+        lines = (count + kPerLine - 1) / kPerLine;
+        return lines;
       },
       shape.one_shot_max_blocks, shape.overlap_launch);
+  if (step.blocks == 1) step.threads = warps_for(lines) * kWarpThreads;
+  return step;
 }
 
 }  // namespace detail
