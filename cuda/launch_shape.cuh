@@ -32,14 +32,6 @@ static_assert(kAllReduceMaxBlocks <= kMaxBlocks);
 // The push two-shot kernel: as many blocks as there are per-block flags.
 inline constexpr int kTwoShotMaxBlocks = kMaxBlocks;
 
-inline constexpr int kWarpThreads = 32;
-
-// Whole warps for `work_items` items of a thread each, 1 .. kThreads / 32.
-inline unsigned warps_for(std::int64_t work_items) {
-  const std::int64_t wanted = (work_items + kWarpThreads - 1) / kWarpThreads;
-  return static_cast<unsigned>(std::clamp<std::int64_t>(wanted, 1, kThreads / kWarpThreads));
-}
-
 inline unsigned blocks_for(std::int64_t work_items, int max_blocks) {
   const std::int64_t wanted = (work_items + kThreads - 1) / kThreads;
   return static_cast<unsigned>(std::clamp<std::int64_t>(wanted, 1, max_blocks));

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The push one-shot all-reduce on LL lines (ll_lines.cuh): every rank
 // writes its whole input, as lines, into sub-slot <own rank> of every
-// peer's slot, then sums its own lines (from its input) and those of every
-// peer as they arrive - no flag barrier. Its twin on the Lamport protocol is one_shot_lamport.cu.
+// rank's slot, then sums the lines of every source as they arrive - no
+// flag barrier. Its twin on the Lamport protocol is one_shot_lamport.cu.
 // Sums are fp32 in fixed rank order 0..n-1 with one rounding, so every
 // rank's output is bit-identical. Peer slots are read 16 bytes at a time;
 // the caller's tensors use 16-byte accesses only where this rank's pointer
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kThreads)
   for (std::int64_t i = begin; i < lines; i += stride) {
     const Half8<T> data = i == begin ? first : load_input(i);
     for (int q = 0; q < p.size; ++q) {
-      if (q != p.rank) store_line(data_of<uint4>(p, q, p.rank, epoch) + i, data.raw, epoch);
+      store_line(data_of<uint4>(p, q, p.rank, epoch) + i, data.raw, epoch);
     }
   }
 
@@ -69,13 +69,8 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t line = i + u * stride;
 #pragma unroll
       for (int r = 0; r < kMaxRanks; ++r) {
-        if (r >= p.size || line >= lines) continue;
-        if (r == p.rank) {  // this rank's own line: from its input, as if it had arrived
-          const Half8<T> own = line == begin ? first : load_input(line);
-          seen[u][r] = make_uint4(own.raw.x, epoch, own.raw.y, epoch);
-        } else {
+        if (r < p.size && line < lines)
           seen[u][r] = load_volatile_pack(data_of<uint4>(p, p.rank, r, epoch) + line);
-        }
       }
     }
 #pragma unroll
@@ -116,21 +111,15 @@ __global__ void __launch_bounds__(kThreads)
 namespace detail {
 
 // No per-block flags: the grid size is this rank's choice (a line of 8
-// data bytes per thread up to the one-shot's largest grid). A message of
-// one block's lines or fewer gets a block of just the warps its lines
-// need: idle threads would only wait at the block barrier.
+// data bytes per thread up to the one-shot's largest grid).
 KernelStep one_shot_ll_step(const PeerSet& shape, ElementType type, std::int64_t count) {
-  std::int64_t lines = 0;
-  KernelStep step = grid_step(
+  return grid_step(
       type, [](auto tag) { return one_shot_kernel<decltype(tag)>; },
       [&](auto tag) {
         constexpr std::int64_t kPerLine = 8 / sizeof(tag);
-        lines = (count + kPerLine - 1) / kPerLine;
-        return lines;
+        return (count + kPerLine - 1) / kPerLine;
       },
       shape.one_shot_max_blocks, shape.overlap_launch);
-  if (step.blocks == 1) step.threads = warps_for(lines) * kWarpThreads;
-  return step;
 }
 
 }  // namespace detail
