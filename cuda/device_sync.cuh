@@ -23,9 +23,11 @@ struct Signals {
   PullSource sources[2][kMaxRanks];
   std::uint32_t abandoned[kMaxRanks];  // nonzero: peer p gave up at that epoch
   // Owner-only words below (local atomics only).
-  std::uint32_t epoch;           // last call whose blocks all read their epoch
-  std::uint32_t blocks_started;  // blocks of the running call that read it
-  std::uint32_t aborted;         // this rank gave up; later kernels exit at once
+  // High half: the last call whose blocks all read their epoch; low half:
+  // the blocks of the running call that read it. One word, so that a block
+  // reads the epoch and counts itself with one atomic (begin_call).
+  alignas(8) std::uint64_t epoch_and_started;
+  std::uint32_t aborted;  // this rank gave up; later kernels exit at once
 };
 static_assert(sizeof(Signals) <= kSignalAreaBytes, "signal area too small");
 
@@ -96,18 +98,6 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 #endif
 }
 
-// Release only: an acquire here would hold thread 0 (and, through the
-// block barrier after it, the whole block) until the count returns.
-__device__ __forceinline__ std::uint32_t fetch_add_release(std::uint32_t* address,
-                                                           std::uint32_t value) {
-  std::uint32_t old;
-  asm volatile("atom.release.gpu.global.add.u32 %0, [%1], %2;"
-               : "=r"(old)
-               : "l"(address), "r"(value)
-               : "memory");
-  return old;
-}
-
 // Records why this rank gives up (first failing thread only), then tells
 // every peer, so that their waits end at once instead of at their own
 // deadline.
@@ -136,28 +126,36 @@ inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Ph
 // The epoch advances as soon as every block of the call has read it, not
 // when the call ends: nothing reads it again before the next kernel, which
 // starts only after this one completed (stream order, or griddepcontrol.wait
-// under a programmatic dependent launch). Thread 0 of each block counts its
-// block in blocks_started (release: its epoch read is ordered before the
-// count); the block whose count completes the grid (`ticket` ==
-// gridDim.x - 1, kept in thread 0's register) stores the new epoch in
-// finish_call, after an acquire fence (so after every block's read). The count's round trip is hidden behind the call, and the
-// end of a kernel needs no fence and no atomic: the last writes of a call
-// (its outputs, its remote stores) are ordered before the next kernel by
-// the kernel boundary itself.
-__device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoch,
-                                           std::uint32_t& ticket) {
+// under a programmatic dependent launch). Thread 0 of each block reads the
+// epoch and counts its block with one relaxed atomic add on
+// epoch_and_started; the block whose count completes the grid advances the
+// epoch and clears the count with a second one. A single word needs no
+// fence: every block's read is an earlier atomic on the same word. So
+// neither the start nor the end of a call waits for a fence, and the end of
+// a kernel needs no atomic: the last writes of a call (its outputs, its
+// remote stores) are ordered before the next kernel by the kernel boundary
+// itself. A failed call advances the epoch too; it has set `aborted`, and
+// every later kernel exits at begin_call until reserve() re-creates the
+// slabs.
+__device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoch) {
   __shared__ std::uint32_t shared_epoch;
   __shared__ int shared_aborted;
   wait_for_previous_kernel();
-  ticket = 0;
   if (threadIdx.x == 0) {
     Signals* own = signals_of(p, p.rank);
+    auto* word = reinterpret_cast<unsigned long long*>(&own->epoch_and_started);
     const volatile Signals* seen = own;
+    // Loaded before the atomic, so that their latencies overlap.
     std::uint32_t gave_up_at[kMaxRanks];
 #pragma unroll
     for (int q = 0; q < kMaxRanks; ++q) gave_up_at[q] = q < p.size ? seen->abandoned[q] : 0u;
-    shared_aborted = seen->aborted != 0;
-    shared_epoch = seen->epoch + 1;
+    const std::uint32_t aborted = seen->aborted;
+    const unsigned long long counted = atomicAdd(word, 1ull);
+    if (static_cast<std::uint32_t>(counted) == gridDim.x - 1) {
+      atomicAdd(word, (1ull << 32) - gridDim.x);  // epoch + 1, count 0
+    }
+    shared_aborted = aborted != 0;
+    shared_epoch = static_cast<std::uint32_t>(counted >> 32) + 1u;
     // A peer that gave up on this call or an earlier one (this rank was late)
     // reported it failed: so does this rank, before it reads anything whose
     // flags would let it complete the call. A peer that gave up on a later
@@ -170,7 +168,6 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
         shared_aborted = 1;
       }
     }
-    if (!shared_aborted) ticket = fetch_add_release(&own->blocks_started, 1u);
   }
   __syncthreads();
   epoch = shared_epoch;
@@ -243,23 +240,6 @@ __device__ __forceinline__ bool wait_peers(const PeerSet& p, const std::uint32_t
     }
   }
   return __syncthreads_or(failed) == 0;
-}
-
-// Last words of every kernel that succeeded: the block that completed the
-// grid's count in begin_call advances the epoch (local stores only; see
-// begin_call). A failed call leaves it where it was; the transport is broken
-// then anyway (aborted) until reserve() re-creates the slabs. No peer needs
-// to hear "done": a rank reaches call e + 2, which overwrites slot e % 2,
-// only after its call e + 1 saw every peer arrive at e + 1, and a peer's
-// kernel e + 1 starts only once its kernel e (the last reader of that slot)
-// has finished on its stream.
-__device__ __forceinline__ void finish_call(const PeerSet& p, std::uint32_t epoch,
-                                            std::uint32_t ticket) {
-  if (threadIdx.x != 0 || ticket != gridDim.x - 1) return;
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-  Signals* own = signals_of(p, p.rank);
-  *static_cast<volatile std::uint32_t*>(&own->blocks_started) = 0u;
-  *static_cast<volatile std::uint32_t*>(&own->epoch) = epoch;
 }
 
 }  // namespace peerplan::cuda_kernels

@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
   // Packs kept in registers between the row's two passes (rms_norm_row.cuh):
   // one in the 1024-thread block (64 registers a thread), two in a cluster.
   constexpr int kKept = kCluster ? 2 : 1;
-  std::uint32_t epoch, ticket;
-  const bool started = begin_call(p, epoch, ticket);
+  std::uint32_t epoch;
+  const bool started = begin_call(p, epoch);
   // A block of a cluster must not leave alone: its siblings would wait for
   // it at the row's cluster barrier. So a broken transport is carried as a
   // failure through the first row's exchange, and the cluster leaves after
@@ -231,7 +231,6 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
       }
     }
   }
-  finish_call(p, epoch, ticket);
 }
 
 template <class T, bool kCluster, int kPeers>

@@ -44,8 +44,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   constexpr int V = Pack<T>::kCount;
   constexpr int E = 8 / sizeof(T);  // elements per line
   static_assert(V == 2 * E, "a pack is two lines");
-  std::uint32_t epoch, ticket;
-  const bool started = begin_call(p, epoch, ticket);
+  std::uint32_t epoch;
+  const bool started = begin_call(p, epoch);
   // A block of a cluster must not leave alone: its siblings would wait for
   // it at the row's cluster barrier. So a broken transport is carried as a
   // failure through the first row's exchange, and the cluster leaves after it.
@@ -56,20 +56,35 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   const int units = RowWorkers<kCluster>::row_step();
   const int unit = RowWorkers<kCluster>::first_row();
   const std::int64_t row_lines = hidden / E;
+  // Line l of a row's input. This rank's own lines are not sent to itself:
+  // the sum reads them from the input, which stays as it is until the
+  // row's barrier (the output is written after it).
+  auto input_line = [&](const T* src, std::int64_t l) {
+    Half8<T> data;
+    if ((reinterpret_cast<std::uintptr_t>(src) & 7u) == 0) {
+      data.raw = *reinterpret_cast<const uint2*>(src + l * E);
+    } else {
+      for (int k = 0; k < E; ++k) data.v[k] = src[l * E + k];
+    }
+    return data.raw;
+  };
+  auto first_look = [&](const T* src, std::int64_t row, int r, std::int64_t l) {
+    if (r == p.rank) {
+      const uint2 own = input_line(src, l);
+      return make_uint4(own.x, epoch, own.y, epoch);
+    }
+    return load_volatile_pack(data_of<uint4>(p, p.rank, r, epoch) + row * row_lines + l);
+  };
   const RowPart part = row_part(row_sum.split(), row_sum.thread(), row_lines / 2);
   for (std::int64_t row = unit; !failed && row < rows; row += units) {
     const T* src = inout + row_offset(layout, row, hidden);
-    const bool vec = (reinterpret_cast<std::uintptr_t>(src) & 7u) == 0;
     for (std::int64_t l = 2 * part.first_pack + part.thread; l < 2 * part.end_pack;
          l += kSplitThreads) {
-      Half8<T> data;
-      if (vec) {
-        data.raw = *reinterpret_cast<const uint2*>(src + l * E);
-      } else {
-        for (int k = 0; k < E; ++k) data.v[k] = src[l * E + k];
-      }
+      const uint2 data = input_line(src, l);
       for (int q = 0; q < p.size; ++q) {
-        store_line(data_of<uint4>(p, q, p.rank, epoch) + row * row_lines + l, data.raw, epoch);
+        if (q != p.rank) {
+          store_line(data_of<uint4>(p, q, p.rank, epoch) + row * row_lines + l, data, epoch);
+        }
       }
     }
   }
@@ -77,8 +92,10 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   // After a failure a thread stops waiting; every thread still reaches the
   // row's barrier, writes nothing more, and the kernel exits after it.
   for (std::int64_t row = unit; row < rows; row += units) {
+    const T* src = inout + row_offset(layout, row, hidden);
     auto sum_pack = [&](std::int64_t first, float(&s)[V]) {
-      const std::int64_t line = row * row_lines + first / E;
+      const std::int64_t in_row = first / E;
+      const std::int64_t line = row * row_lines + in_row;
       // A first look at every source's two lines, all loads in flight at
       // once - in the cluster kernel, whose 128-thread blocks have the
       // registers for it; the 1024-thread block (64 registers a thread)
@@ -88,9 +105,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
 #pragma unroll
       for (int r = 0; r < kAhead; ++r) {
         if (r < p.size) {
-          const uint4* lines = data_of<uint4>(p, p.rank, r, epoch) + line;
-          seen[r][0] = load_volatile_pack(lines);
-          seen[r][1] = load_volatile_pack(lines + 1);
+          seen[r][0] = first_look(src, row, r, in_row);
+          seen[r][1] = first_look(src, row, r, in_row + 1);
         }
       }
       float acc[V];
@@ -101,8 +117,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
         if (r >= p.size) break;
         const uint4* lines = data_of<uint4>(p, p.rank, r, epoch) + line;
         if (r >= kAhead) {
-          seen[0][0] = load_volatile_pack(lines);
-          seen[0][1] = load_volatile_pack(lines + 1);
+          seen[0][0] = first_look(src, row, r, in_row);
+          seen[0][1] = first_look(src, row, r, in_row + 1);
         }
         const uint4 low_seen = seen[r < kAhead ? r : 0][0];
         const uint4 high_seen = seen[r < kAhead ? r : 0][1];
@@ -126,7 +142,6 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
       return;  // the same decision on every thread of the block (or cluster)
     }
   }
-  finish_call(p, epoch, ticket);
 }
 
 }  // namespace

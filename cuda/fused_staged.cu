@@ -32,8 +32,8 @@ __global__ void __launch_bounds__(kRowThreads)
                  std::int64_t hidden) {
   __shared__ float scratch[kRowThreads / 32];
   constexpr int V = Pack<T>::kCount;
-  std::uint32_t epoch, ticket;
-  if (!begin_call(p, epoch, ticket)) return;
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
   Signals* own = signals_of(p, p.rank);
 
   // Rows are packed back to back from a 256-byte aligned sub-slot start, so
@@ -75,7 +75,6 @@ __global__ void __launch_bounds__(kRowThreads)
     const std::int64_t offset = row_offset(layout, row, hidden);
     add_rms_norm_part<T>(sum_pack, residual + offset, weight, inout + offset, hidden, eps, row_sum);
   }
-  finish_call(p, epoch, ticket);
 }
 
 }  // namespace

@@ -68,8 +68,8 @@
 //
 // Failure: every wait is bounded exactly like the LL kernels' wait_line
 // (abandoned[source], aborted, %globaltimer every 256 polls; give_up on
-// timeout). A failed call leaves the epoch where it was and the region in
-// any state (packs half reset, a peer's data unread); that is harmless
+// timeout). A failed call leaves the region in any state (packs half
+// reset, a peer's data unread); that is harmless
 // because the transport is unusable from then on: every later kernel of
 // this rank exits at begin_call (aborted), the host raises Timeout, and
 // only reserve() re-creates the slabs (freshly filled with the sentinel)

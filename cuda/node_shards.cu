@@ -13,7 +13,7 @@
 //   node_all_gather: push `node_shard` into every peer's slot and into
 //     `out`, barrier 'reduced', gather the other shards into `out`.
 //
-// Each kernel is a call of its own on the device (begin_call/finish_call:
+// Each kernel is a call of its own on the device (begin_call:
 // epochs e and e + 1), so the slots' reuse argument of
 // collective_kernels.hpp holds unchanged: the first kernel's 'arrive' at e
 // means every peer finished its call e - 1, the reader of the slot the
@@ -38,8 +38,8 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     node_reduce_scatter_kernel(const __grid_constant__ PeerSet p, const T* in, T* node_shard,
                                const __grid_constant__ KernelLayout layout, std::int64_t count) {
-  std::uint32_t epoch, ticket;
-  if (!begin_call(p, epoch, ticket)) return;
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
   constexpr int V = Pack<T>::kCount;
   const std::int64_t shard = shard_elements<V>(count, p.size);
   const two_shot::PackWalk walk = two_shot::pack_walk();
@@ -51,15 +51,14 @@ __global__ void __launch_bounds__(kThreads)
     *reinterpret_cast<uint4*>(node_shard + j * V) =
         two_shot::reduce_sources<T>(p, epoch, first).raw;
   }
-  finish_call(p, epoch, ticket);
 }
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     node_all_gather_kernel(const __grid_constant__ PeerSet p, const T* node_shard, T* out,
                            const __grid_constant__ KernelLayout layout, std::int64_t count) {
-  std::uint32_t epoch, ticket;
-  if (!begin_call(p, epoch, ticket)) return;
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
   constexpr int V = Pack<T>::kCount;
   const std::int64_t shard = shard_elements<V>(count, p.size);
   const two_shot::PackWalk walk = two_shot::pack_walk();
@@ -73,7 +72,7 @@ __global__ void __launch_bounds__(kThreads)
     two_shot::push_reduced(p, epoch, first, sum);
     store_tensor(out, layout, out_vec, first, count, sum);
   }
-  two_shot::wait_then_gather(p, out, layout, out_vec, count, shard, epoch, ticket, walk);
+  two_shot::wait_then_gather(p, out, layout, out_vec, count, shard, epoch, walk);
 }
 
 }  // namespace

@@ -46,8 +46,8 @@ __global__ void __launch_bounds__(kThreads)
   // epoch (a small message is one pack per thread: one latency, not two).
   wait_for_previous_kernel();
   const uint4 first = load_input(begin);
-  std::uint32_t epoch, ticket;
-  if (!begin_call(p, epoch, ticket)) return;
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
 
   // Push. A short last pack is padded with zeros (load_tensor), which are
   // not the sentinel, so the receiver sees the whole pack arrive. The
@@ -97,10 +97,6 @@ __global__ void __launch_bounds__(kThreads)
       reset_arrivals(p, epoch, j);
     }
   }
-  // A failed call leaves the epoch where it was; the transport is broken
-  // until reserve() re-creates the slabs (lamport.cuh).
-  if (__syncthreads_or(!ok)) return;
-  finish_call(p, epoch, ticket);
 }
 
 }  // namespace

@@ -47,8 +47,8 @@ __global__ void __launch_bounds__(kThreads)
   // epoch (a small message is one line per thread: one latency, not two).
   wait_for_previous_kernel();
   const Half8<T> first = load_input(begin);
-  std::uint32_t epoch, ticket;
-  if (!begin_call(p, epoch, ticket)) return;
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
 
   for (std::int64_t i = begin; i < lines; i += stride) {
     const Half8<T> data = i == begin ? first : load_input(i);
@@ -104,10 +104,6 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  // A failed call leaves the epoch where it was; the transport is broken
-  // until reserve() re-creates the slabs.
-  if (__syncthreads_or(!ok)) return;
-  finish_call(p, epoch, ticket);
 }
 
 }  // namespace

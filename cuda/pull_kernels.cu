@@ -128,8 +128,8 @@ __global__ void __launch_bounds__(kThreads)
                          const __grid_constant__ KernelLayout layout, std::int64_t count,
                          PullSource source) {
   __shared__ const T* sources[kMaxRanks];
-  std::uint32_t epoch, ticket;
-  if (!begin_call(p, epoch, ticket)) return;
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
   Signals* own = signals_of(p, p.rank);
 
   constexpr int V = Pack<T>::kCount;
@@ -161,7 +161,6 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   signal_peers(p, FlagRow::done, epoch);
   if (!staged && !wait_peers(p, own->done[blockIdx.x], epoch, Phase::done, epoch)) return;
-  finish_call(p, epoch, ticket);
 }
 
 // Shards as in the push two-shot. Reduce-scatter: rank s reads shard s of
@@ -175,8 +174,8 @@ __global__ void __launch_bounds__(kThreads)
                          const __grid_constant__ KernelLayout layout, std::int64_t count,
                          PullSource source) {
   __shared__ const T* sources[kMaxRanks];
-  std::uint32_t epoch, ticket;
-  if (!begin_call(p, epoch, ticket)) return;
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
   Signals* own = signals_of(p, p.rank);
 
   constexpr int V = Pack<T>::kCount;
@@ -227,7 +226,6 @@ __global__ void __launch_bounds__(kThreads)
       store_tensor(out, layout, out_vec, first, count, sum);
     }
   }
-  finish_call(p, epoch, ticket);
 }
 
 }  // namespace

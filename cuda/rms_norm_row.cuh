@@ -118,15 +118,16 @@ class RowInBlock {
 // One split per block, kRowSplits blocks per cluster (sm_90+).
 class RowInCluster {
  public:
-  // `exchange`: shared memory of this block, 2 x kRowSplits floats and as
-  // many ints, written by every block of the cluster (two parities, so a
-  // block may run ahead into the next row while others still read this one).
+  // `partials`, `failures`: shared memory of this block, 2 x kRowSplits x
+  // kSplitWarps floats and as many ints, written by every warp of the
+  // cluster (two parities, so a block may run ahead into the next row while
+  // others still read this one).
   // A block may write into a sibling's shared memory only once that
   // sibling has started: every thread arrives at a cluster barrier here
   // and waits for it just before its first remote write, by when the
   // others have long arrived (the row's loads and peer waits lie between).
-  __device__ RowInCluster(float* scratch, float* partials, int* failures)
-      : scratch_(scratch), partials_(partials), failures_(failures) {
+  __device__ RowInCluster(float* partials, int* failures)
+      : partials_(partials), failures_(failures) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 #endif
@@ -139,31 +140,37 @@ class RowInCluster {
 #endif
   }
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }
+  // Each warp hands its partial (every lane holds the same bits after the
+  // xor tree) straight to every block of the cluster, lane q to block q:
+  // no block barrier before the cluster's. The sum then takes the warps of
+  // a split in order, then the splits in order, as RowInBlock does.
   __device__ float row_total(float squares, bool& failed) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     auto cluster = cooperative_groups::this_cluster();
     squares = warp_sum(squares);
-    if ((threadIdx.x & 31) == 0) scratch_[threadIdx.x / 32] = squares;
-    const int block_failed = __syncthreads_or(failed);
+    const int warp_failed = __any_sync(0xffffffffu, failed);
     const int me = static_cast<int>(cluster.block_rank());
-    const int slot = parity_ * kRowSplits + me;
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const int slot = (parity_ * kRowSplits + me) * kSplitWarps + static_cast<int>(threadIdx.x / 32);
     if (!siblings_started_) {
       asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
       siblings_started_ = true;
     }
-    if (threadIdx.x < kRowSplits) {
-      float part = 0.0f;
-      for (int w = 0; w < kSplitWarps; ++w) part = __fadd_rn(part, scratch_[w]);
-      // Thread q hands this split's partial to block q of the cluster.
-      *cluster.map_shared_rank(&partials_[slot], threadIdx.x) = part;
-      *cluster.map_shared_rank(&failures_[slot], threadIdx.x) = block_failed;
+    if (lane < kRowSplits) {
+      *cluster.map_shared_rank(&partials_[slot], lane) = squares;
+      *cluster.map_shared_rank(&failures_[slot], lane) = warp_failed;
     }
-    cluster.sync();  // release/acquire: every block's partial has landed
+    cluster.sync();  // release/acquire: every warp's partial has landed
     float total = 0.0f;
     int any_failed = 0;
     for (int k = 0; k < kRowSplits; ++k) {
-      total = __fadd_rn(total, partials_[parity_ * kRowSplits + k]);
-      any_failed |= failures_[parity_ * kRowSplits + k];
+      float part = 0.0f;
+      for (int w = 0; w < kSplitWarps; ++w) {
+        const int at = (parity_ * kRowSplits + k) * kSplitWarps + w;
+        part = __fadd_rn(part, partials_[at]);
+        any_failed |= failures_[at];
+      }
+      total = __fadd_rn(total, part);
     }
     parity_ ^= 1;
     failed = any_failed != 0;
@@ -175,7 +182,6 @@ class RowInCluster {
   }
 
  private:
-  float* scratch_;  // kSplitWarps floats
   float* partials_;
   int* failures_;
   int parity_ = 0;
@@ -185,8 +191,8 @@ class RowInCluster {
 // Shared memory of a row kernel's block, for either kind of row.
 struct RowShared {
   float scratch[kRowThreads / 32];
-  float partials[2 * kRowSplits];
-  int failures[2 * kRowSplits];
+  float partials[2 * kRowSplits * kSplitWarps];
+  int failures[2 * kRowSplits * kSplitWarps];
 };
 
 // How a row kernel's blocks share out rows: kCluster, a row per cluster of
@@ -196,7 +202,7 @@ struct RowWorkers {
   using Row = std::conditional_t<kCluster, RowInCluster, RowInBlock>;
   __device__ static Row row(RowShared& shared) {
     if constexpr (kCluster)
-      return RowInCluster(shared.scratch, shared.partials, shared.failures);
+      return RowInCluster(shared.partials, shared.failures);
     else
       return RowInBlock(shared.scratch);
   }

@@ -29,8 +29,8 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     two_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
                     const __grid_constant__ KernelLayout layout, std::int64_t count) {
-  std::uint32_t epoch, ticket;
-  if (!begin_call(p, epoch, ticket)) return;
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
   constexpr int V = Pack<T>::kCount;
   const std::int64_t shard = shard_elements<V>(count, p.size);
   const two_shot::PackWalk walk = two_shot::pack_walk();
@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads)
     two_shot::push_reduced(p, epoch, first, sum);
     store_tensor(out, layout, out_vec, first, count, sum);
   }
-  two_shot::wait_then_gather(p, out, layout, out_vec, count, shard, epoch, ticket, walk);
+  two_shot::wait_then_gather(p, out, layout, out_vec, count, shard, epoch, walk);
 }
 
 }  // namespace

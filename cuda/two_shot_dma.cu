@@ -66,8 +66,8 @@ __global__ void __launch_bounds__(kThreads)
     two_shot_dma_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
                         const __grid_constant__ KernelLayout layout, std::int64_t count,
                         std::uint64_t area_offset) {
-  std::uint32_t epoch, ticket;
-  if (!begin_call(p, epoch, ticket)) return;
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
   signal_peers(p, FlagRow::arrive, epoch);
   if (!wait_peers(p, signals_of(p, p.rank)->arrive[blockIdx.x], epoch, Phase::arrive, epoch)) {
     return;
@@ -113,7 +113,6 @@ __global__ void __launch_bounds__(kThreads)
   if (!wait_peers(p, signals_of(p, p.rank)->reduced[blockIdx.x], epoch, Phase::reduced, epoch)) {
     return;
   }
-  finish_call(p, epoch, ticket);
 }
 
 }  // namespace

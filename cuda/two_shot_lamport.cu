@@ -37,7 +37,7 @@
 // writes the same bits whatever happens.
 //
 // Failure: every wait is take_pack's, bounded like every other; a failed
-// call leaves the epoch and the region as lamport.cuh describes.
+// call leaves the region as lamport.cuh describes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -80,8 +80,8 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool in_vec = layout.dense && aligned16(in);
   const bool out_vec = layout.dense && aligned16(out);
-  std::uint32_t epoch, ticket;
-  if (!begin_call(p, epoch, ticket)) return;
+  std::uint32_t epoch;
+  if (!begin_call(p, epoch)) return;
 
   // 1. Push. A short last pack is padded with zeros (load_tensor), which
   // are not the sentinel. Peers in the order after this rank, to spread
@@ -146,8 +146,6 @@ __global__ void __launch_bounds__(kThreads)
       store_volatile_pack(pack, sentinel);
     }
   }
-  if (__syncthreads_or(!ok)) return;
-  finish_call(p, epoch, ticket);
 }
 
 }  // namespace

@@ -130,15 +130,13 @@ template <class T>
 __device__ __forceinline__ void wait_then_gather(const PeerSet& p, T* out,
                                                  const KernelLayout& layout, bool out_vec,
                                                  std::int64_t count, std::int64_t shard,
-                                                 std::uint32_t epoch, std::uint32_t ticket,
-                                                 PackWalk walk) {
+                                                 std::uint32_t epoch, PackWalk walk) {
   __syncthreads();
   signal_peers(p, FlagRow::reduced, epoch);
   if (!wait_peers(p, signals_of(p, p.rank)->reduced[blockIdx.x], epoch, Phase::reduced, epoch)) {
     return;
   }
   gather_shards(p, out, layout, out_vec, count, shard, epoch, walk);
-  finish_call(p, epoch, ticket);
 }
 
 }  // namespace peerplan::cuda_kernels::two_shot
