@@ -21,7 +21,9 @@ struct Signals {
   // entry again at e + 2 only after seeing this rank arrive at e + 1, i.e.
   // after this rank's call e (the reader) finished.
   PullSource sources[2][kMaxRanks];
-  std::uint32_t abandoned[kMaxRanks];  // nonzero: peer p gave up at that epoch
+  // Nonzero: peer p gave up at that epoch. Aligned for begin_call's two
+  // 16-byte loads.
+  alignas(16) std::uint32_t abandoned[kMaxRanks];
   // Owner-only words below (local atomics only).
   // High half: the last call whose blocks all read their epoch; low half:
   // the blocks of the running call that read it. One word, so that a block
@@ -30,6 +32,7 @@ struct Signals {
   std::uint32_t aborted;  // this rank gave up; later kernels exit at once
 };
 static_assert(sizeof(Signals) <= kSignalAreaBytes, "signal area too small");
+static_assert(kMaxRanks == 8, "begin_call reads abandoned[] as two 16-byte packs");
 
 __device__ __forceinline__ Signals* signals_of(const PeerSet& p, int rank) {
   return static_cast<Signals*>(p.slabs[rank]);
@@ -144,29 +147,32 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
   if (threadIdx.x == 0) {
     Signals* own = signals_of(p, p.rank);
     auto* word = reinterpret_cast<unsigned long long*>(&own->epoch_and_started);
-    const volatile Signals* seen = own;
-    // Loaded before the atomic, so that their latencies overlap.
-    std::uint32_t gave_up_at[kMaxRanks];
-#pragma unroll
-    for (int q = 0; q < kMaxRanks; ++q) gave_up_at[q] = q < p.size ? seen->abandoned[q] : 0u;
-    const std::uint32_t aborted = seen->aborted;
+    // Loaded before the atomic, so that their latencies overlap: abandoned[]
+    // in two 16-byte loads, not eight.
+    const uint4 low = load_volatile_pack(&own->abandoned[0]);
+    const uint4 high = load_volatile_pack(&own->abandoned[4]);
+    const std::uint32_t aborted = *static_cast<const volatile std::uint32_t*>(&own->aborted);
     const unsigned long long counted = atomicAdd(word, 1ull);
     if (static_cast<std::uint32_t>(counted) == gridDim.x - 1) {
       atomicAdd(word, (1ull << 32) - gridDim.x);  // epoch + 1, count 0
     }
-    shared_aborted = aborted != 0;
-    shared_epoch = static_cast<std::uint32_t>(counted >> 32) + 1u;
+    const std::uint32_t call = static_cast<std::uint32_t>(counted >> 32) + 1u;
+    shared_epoch = call;
     // A peer that gave up on this call or an earlier one (this rank was late)
     // reported it failed: so does this rank, before it reads anything whose
     // flags would let it complete the call. A peer that gave up on a later
-    // call finished this one, and its data for it stays in place.
+    // call finished this one, and its data for it stays in place. (A rank's
+    // own entry stays 0.)
+    const std::uint32_t gave_up_at[kMaxRanks] = {low.x, low.y, low.z, low.w,
+                                                 high.x, high.y, high.z, high.w};
+    int late_for = -1;
 #pragma unroll
-    for (int q = 0; q < kMaxRanks; ++q) {
-      if (!shared_aborted && q < p.size && q != p.rank && gave_up_at[q] != 0u &&
-          reached(shared_epoch, gave_up_at[q])) {
-        give_up(p, ErrorCode::peer_gave_up, Phase::arrive, shared_epoch, q);
-        shared_aborted = 1;
-      }
+    for (int q = kMaxRanks - 1; q >= 0; --q) {
+      if (gave_up_at[q] != 0u && reached(call, gave_up_at[q])) late_for = q;
+    }
+    shared_aborted = aborted != 0u || late_for >= 0;
+    if (aborted == 0u && late_for >= 0) {
+      give_up(p, ErrorCode::peer_gave_up, Phase::arrive, call, late_for);
     }
   }
   __syncthreads();
