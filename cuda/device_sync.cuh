@@ -163,7 +163,7 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
     // flags would let it complete the call. A peer that gave up on a later
     // call finished this one, and its data for it stays in place. (A rank's
     // own entry stays 0.)
-    const std::uint32_t gave_up_at[kMaxRanks] = {low.x, low.y, low.z, low.w,
+    const std::uint32_t gave_up_at[kMaxRanks] = {low.x,  low.y,  low.z,  low.w,
                                                  high.x, high.y, high.z, high.w};
     int late_for = -1;
 #pragma unroll

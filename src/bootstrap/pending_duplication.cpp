@@ -34,9 +34,9 @@ void free_record_keyval_at_finalize() {
 int record_keyval() {
   static const int keyval = [] {
     // Not copied: a duplicate has collective calls of its own.
-    check_mpi(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_record, &record_keyval_value,
-                                     nullptr),
-              "MPI_Comm_create_keyval");
+    check_mpi(
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_record, &record_keyval_value, nullptr),
+        "MPI_Comm_create_keyval");
     const int created = record_keyval_value;
     free_record_keyval_at_finalize();
     return created;
