@@ -108,6 +108,23 @@ std::string create_and_declare(const std::shared_ptr<bootstrap::Bootstrap>& boot
   return {};
 }
 
+BootstrapMaker& bootstrap_maker() {
+  static auto* maker = new BootstrapMaker;  // never destroyed, as the table
+  return *maker;
+}
+
+std::unique_ptr<bootstrap::Bootstrap> make_bootstrap(ncclComm_t comm,
+                                                     const bootstrap::NcclFunctions& functions,
+                                                     std::chrono::milliseconds timeout) {
+  BootstrapMaker maker;
+  {
+    const std::lock_guard lock(table_mutex);
+    maker = bootstrap_maker();
+  }
+  if (maker) return maker(comm, functions, timeout);
+  return bootstrap::make_nccl_bootstrap(comm, functions, timeout);
+}
+
 // Every rank's answer to the roll call, in rank order (a blob that is not
 // one byte reads as an unknown answer).
 std::vector<std::uint8_t> roll_call(bootstrap::Bootstrap& boot, RollCallAnswer mine) {
@@ -122,6 +139,11 @@ std::vector<std::uint8_t> roll_call(bootstrap::Bootstrap& boot, RollCallAnswer m
 }
 
 }  // namespace
+
+void set_bootstrap_maker(BootstrapMaker maker) {
+  const std::lock_guard lock(table_mutex);
+  bootstrap_maker() = std::move(maker);
+}
 
 std::shared_ptr<CommState> find_comm(ncclComm_t comm) {
   const std::lock_guard lock(table_mutex);
@@ -187,7 +209,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   bool timed_out = false;
   try {
     const Config config = interposer_config(comm);
-    boot = bootstrap::make_nccl_bootstrap(comm, functions, environment_timeout(config));
+    boot = make_bootstrap(comm, functions, environment_timeout(config));
     const RollCallVerdict verdict = judge_roll_call(roll_call(*boot, answer));
     if (!verdict.create) {
       // Every rank reached the same verdict from the same answers: none
