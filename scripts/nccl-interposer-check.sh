@@ -6,8 +6,10 @@
 # per size, the wrong counts and the times of both runs side by side, then
 # the interposer's summary of where the calls went. Then the same for
 # torch.distributed (benchmarks/torch_nccl_preload.py under torchrun, NCCL
-# backend, eager and CUDA graphs) when torch imports. Exits 1 when a
-# preloaded run reports a wrong result or fails.
+# backend, eager and CUDA graphs) when torch imports, and with two ranks or
+# more a preloaded run where only rank 0 declares (every rank must give
+# peerplan up, with a WARN). Exits 1 when a preloaded run reports a wrong
+# result or fails.
 #
 # usage: scripts/nccl-interposer-check.sh [NCCL_TESTS]
 #   NCCL_TESTS: nccl-tests' source folder or its .tar.gz (default
@@ -71,7 +73,8 @@ fi
 where_calls_went() {  # <log>
   say "where the calls went (rank 0's summary; every rank's in $1):"
   # The summary is one log message: its lines share the header's prefix.
-  awk 'index($0, "NCCL interposer: rank 0 calls by size") {
+  # (PyTorch may abort the communicator at exit rather than destroy it.)
+  awk '/NCCL interposer: rank 0 (\(aborted\) )?calls by size/ {
          prefix = substr($0, 1, index($0, "NCCL interposer") - 1); on = 1; print; next }
        on && substr($0, 1, length(prefix)) == prefix && !index($0, "NCCL interposer") { print; next }
        { on = 0 }' "$1" | head -60
@@ -219,6 +222,29 @@ else
   elif [ "$torch_ok" = 1 ]; then
     say "no results in $pre (skipped? $(grep -h SKIPPED "$pre" | head -1))"
     status=1
+  fi
+  if [ "$np" -ge 2 ]; then
+    # Only rank 0 declares: every rank must give peerplan up together (a
+    # WARN names the others) and NCCL's results stay right, with no hang.
+    mixed="$out/torch-mixed.log"
+    say "torch.distributed: preloaded, only rank 0 declaring (every rank must give peerplan up)"
+    # shellcheck disable=SC2016 # the wrapper's variables are the rank's
+    if ! env LD_LIBRARY_PATH="$caller_library_path" LD_PRELOAD="$preload" PEERPLAN_DEBUG=INFO \
+      MIXED_DECLARE="$torch_declare" timeout 600 "$python" -m torch.distributed.run --standalone \
+      --nproc-per-node "$np" --no-python bash -c \
+      '[ "$RANK" = 0 ] && export PEERPLAN_NCCL_DECLARE=$MIXED_DECLARE; exec "$0" "$@"' \
+      "$python" benchmarks/torch_nccl_preload.py --dtypes "$torch_dtypes" --sizes 1K,64K,3000 \
+      --iters 5 >"$mixed" 2>&1; then
+      say "the run with only rank 0 declaring failed, hung or found wrong values (log: $mixed)"
+      tail -20 "$mixed"
+      status=1
+    elif ! grep -q "declared nothing" "$mixed"; then
+      say "no WARN naming the ranks that declared nothing in $mixed"
+      status=1
+    else
+      grep -h "declared nothing" "$mixed" | sort -u | head -2
+      grep -h "^#wrong" "$mixed" || true
+    fi
   fi
 fi
 exit "$status"
