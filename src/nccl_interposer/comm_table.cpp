@@ -186,12 +186,14 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   // part in the same exchanges, whatever it declares.
   std::vector<DeclaredBuffer> declared;
   RollCallAnswer answer = RollCallAnswer::declared;
+  std::string parse_error;
   try {
     declared = declared_from_environment();
     if (declared.empty()) answer = RollCallAnswer::nothing_declared;
   } catch (const std::exception& e) {
     answer = RollCallAnswer::unparsable;
-    log::warn(std::string("NCCL interposer: the declared sizes do not parse: ") + e.what());
+    parse_error = std::string("the declared sizes do not parse: ") + e.what();
+    log::warn("NCCL interposer: " + parse_error);
   }
   const bootstrap::NcclFunctions functions = bootstrap_functions(real);
   if (!functions.all_gather || !functions.get_async_error || !functions.user_rank ||
@@ -215,6 +217,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
       // Every rank reached the same verdict from the same answers: none
       // goes on to create, so none waits for another.
       state->reason = verdict.reason;
+      if (!parse_error.empty()) state->reason += " (here, " + parse_error + ")";
       const std::string line = "NCCL interposer: every call goes to NCCL: " + state->reason;
       if (verdict.warn) {
         log::warn(line);

@@ -138,6 +138,7 @@ TEST_F(InterposerRollCall, DeclarationsThatDoNotParseAreAnsweredSo) {
   EXPECT_EQ(answered(), static_cast<std::byte>(RollCallAnswer::unparsable));
   EXPECT_NE(state->reason.find("rank 0 could not read their declarations"), std::string::npos)
       << state->reason;
+  EXPECT_NE(state->reason.find("not-a-size"), std::string::npos) << state->reason;
 }
 
 TEST_F(InterposerRollCall, EveryRankDeclaredGoesOnToCreateAndTheFinalAgreement) {
