@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <unordered_map>
 
 #include "bootstrap/nccl_bootstrap.hpp"
 #include "communicator/create_over_bootstrap.hpp"
 #include "core/log.hpp"
 #include "nccl_interposer/real_nccl.hpp"
+#include "nccl_interposer/roll_call.hpp"
 #include "peerplan/config.hpp"
 #include "peerplan/errors.hpp"
 
@@ -106,7 +108,42 @@ std::string create_and_declare(const std::shared_ptr<bootstrap::Bootstrap>& boot
   return {};
 }
 
+BootstrapMaker& bootstrap_maker() {
+  static auto* maker = new BootstrapMaker;  // never destroyed, as the table
+  return *maker;
+}
+
+std::unique_ptr<bootstrap::Bootstrap> make_bootstrap(ncclComm_t comm,
+                                                     const bootstrap::NcclFunctions& functions,
+                                                     std::chrono::milliseconds timeout) {
+  BootstrapMaker maker;
+  {
+    const std::lock_guard lock(table_mutex);
+    maker = bootstrap_maker();
+  }
+  if (maker) return maker(comm, functions, timeout);
+  return bootstrap::make_nccl_bootstrap(comm, functions, timeout);
+}
+
+// Every rank's answer to the roll call, in rank order (a blob that is not
+// one byte reads as an unknown answer).
+std::vector<std::uint8_t> roll_call(bootstrap::Bootstrap& boot, RollCallAnswer mine) {
+  const std::byte byte{static_cast<std::uint8_t>(mine)};
+  const std::vector<bootstrap::Blob> all = boot.allgather({&byte, 1});
+  std::vector<std::uint8_t> answers;
+  answers.reserve(all.size());
+  for (const bootstrap::Blob& blob : all) {
+    answers.push_back(blob.size() == 1 ? static_cast<std::uint8_t>(blob[0]) : 0xff);
+  }
+  return answers;
+}
+
 }  // namespace
+
+void set_bootstrap_maker(BootstrapMaker maker) {
+  const std::lock_guard lock(table_mutex);
+  bootstrap_maker() = std::move(maker);
+}
 
 std::shared_ptr<CommState> find_comm(ncclComm_t comm) {
   const std::lock_guard lock(table_mutex);
@@ -145,22 +182,23 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
     log::info(log::Subsystem::init, "NCCL interposer: every call goes to NCCL: " + why_not);
     return;
   }
+  // Read here, told to the others in the roll call below: every rank takes
+  // part in the same exchanges, whatever it declares.
   std::vector<DeclaredBuffer> declared;
+  RollCallAnswer answer = RollCallAnswer::declared;
+  std::string parse_error;
   try {
     declared = declared_from_environment();
+    if (declared.empty()) answer = RollCallAnswer::nothing_declared;
   } catch (const std::exception& e) {
-    state->reason = std::string("the declared sizes do not parse: ") + e.what();
-    log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
-    return;
-  }
-  if (declared.empty()) {
-    state->reason = "nothing is declared (PEERPLAN_NCCL_DECLARE and PEERPLAN_PLAN_FILE unset)";
-    log::info(log::Subsystem::init, "NCCL interposer: every call goes to NCCL: " + state->reason);
-    return;
+    answer = RollCallAnswer::unparsable;
+    parse_error = std::string("the declared sizes do not parse: ") + e.what();
+    log::warn("NCCL interposer: " + parse_error);
   }
   const bootstrap::NcclFunctions functions = bootstrap_functions(real);
   if (!functions.all_gather || !functions.get_async_error || !functions.user_rank ||
       !functions.count || !functions.cu_device || !functions.error_string) {
+    // The same NCCL library everywhere: no rank can take the roll call.
     state->reason = real.error;
     log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
     return;
@@ -173,7 +211,21 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   bool timed_out = false;
   try {
     const Config config = interposer_config(comm);
-    boot = bootstrap::make_nccl_bootstrap(comm, functions, environment_timeout(config));
+    boot = make_bootstrap(comm, functions, environment_timeout(config));
+    const RollCallVerdict verdict = judge_roll_call(roll_call(*boot, answer));
+    if (!verdict.create) {
+      // Every rank reached the same verdict from the same answers: none
+      // goes on to create, so none waits for another.
+      state->reason = verdict.reason;
+      if (!parse_error.empty()) state->reason += " (here, " + parse_error + ")";
+      const std::string line = "NCCL interposer: every call goes to NCCL: " + state->reason;
+      if (verdict.warn) {
+        log::warn(line);
+      } else {
+        log::info(log::Subsystem::init, line);
+      }
+      return;
+    }
     failure = create_and_declare(boot, config, *state, declared);
   } catch (const std::exception& e) {
     failure = std::string("peerplan's create failed: ") + e.what();

@@ -8,12 +8,15 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "bootstrap/nccl_bootstrap.hpp"
 #include "nccl_interposer/dispatch_rules.hpp"
 #include "peerplan/communicator.hpp"
 
@@ -90,6 +93,14 @@ std::shared_ptr<CommState> find_comm(ncclComm_t comm);
 // not be made (a non-blocking communicator, one process for many ranks),
 // or empty.
 void attach_peerplan(ncclComm_t comm, const std::string& why_not = {});
+
+// How attach_peerplan makes the bootstrap over `comm`: make_nccl_bootstrap,
+// unless a test put a stand-in in its place (an empty function puts
+// make_nccl_bootstrap back), so that the roll call can be driven without a
+// GPU.
+using BootstrapMaker = std::function<std::unique_ptr<bootstrap::Bootstrap>(
+    ncclComm_t, const bootstrap::NcclFunctions&, std::chrono::milliseconds)>;
+void set_bootstrap_maker(BootstrapMaker maker);
 
 // Records `peerplan` as the communicator of `comm`, which has declared
 // `declared` (sorted as declared_from_environment sorts), and asks it which

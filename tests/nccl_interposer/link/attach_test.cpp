@@ -1,18 +1,37 @@
 // SPDX-License-Identifier: Apache-2.0
 // peerplan's create over a communicator of the fake NCCL (one rank,
 // fake_nccl.cpp), through the interposer's ncclCommInitRank: the bootstrap
-// over NCCL and the create run for real, so these need a GPU.
+// over NCCL, its roll call and the create run for real, so these need a
+// GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <dlfcn.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
+#include "bootstrap/nccl_bootstrap.hpp"
 #include "nccl_interposer/comm_table.hpp"
+#include "nccl_interposer/real_nccl.hpp"
+#include "peerplan/errors.hpp"
 
 namespace peerplan::nccl_interposer {
 namespace {
+
+// What the fake NCCL recorded so far (and a fresh record from here on).
+std::string fake_nccl_calls() {
+  static void* fake = dlopen(PEERPLAN_FAKE_NCCL, RTLD_NOW);
+  using Log = const char* (*)();
+  using Clear = void (*)();
+  static auto log = reinterpret_cast<Log>(dlsym(fake, "fake_nccl_log"));
+  static auto clear_log = reinterpret_cast<Clear>(dlsym(fake, "fake_nccl_clear"));
+  std::string calls = log();
+  clear_log();
+  return calls;
+}
 
 class InterposerAttach : public ::testing::Test {
  protected:
@@ -65,6 +84,36 @@ TEST_F(InterposerAttach, ABootstrapTimeoutIsReportedAsTheCommunicatorsAsyncError
   EXPECT_EQ(state->communicator(), nullptr);
   EXPECT_NE(state->reason.find("did not complete within"), std::string::npos) << state->reason;
   EXPECT_EQ(async_error(), ncclRemoteError);
+}
+
+TEST_F(InterposerAttach, ARankWithNothingDeclaredStillTakesTheRollCall) {
+  // Its peers may have declared sizes and be waiting in the bootstrap's
+  // exchanges: it answers them (one byte: nothing declared) instead of
+  // leaving their all-gathers queued on the application's communicator.
+  unsetenv("PEERPLAN_NCCL_DECLARE");
+  fake_nccl_calls();
+  const auto state = init();
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->communicator(), nullptr);
+  EXPECT_NE(state->reason.find("nothing is declared"), std::string::npos) << state->reason;
+  const std::string calls = fake_nccl_calls();
+  EXPECT_NE(calls.find("AllGather 1\n"), std::string::npos) << calls;
+  EXPECT_EQ(async_error(), ncclSuccess);
+}
+
+TEST_F(InterposerAttach, TheBootstrapsTeardownAfterATimeoutDoesNotWaitForTheStalledExchange) {
+  init();
+  ASSERT_NE(comm_, nullptr);
+  // The stalled all-gather holds the bootstrap's stream far longer than the
+  // timeout: freeing its buffers (cudaFree synchronizes) would wait for it.
+  setenv("FAKE_NCCL_ALLGATHER_STALL_MS", "4000", 1);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(bootstrap::make_nccl_bootstrap(comm_, bootstrap_functions(real_nccl()),
+                                              std::chrono::milliseconds(200)),
+               Timeout);
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  EXPECT_LT(waited.count(), 2000) << "the failed bootstrap's teardown waited for the stall";
 }
 
 }  // namespace
