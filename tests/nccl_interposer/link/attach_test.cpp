@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
-#include <dlfcn.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -17,21 +15,10 @@
 #include "nccl_interposer/comm_table.hpp"
 #include "nccl_interposer/real_nccl.hpp"
 #include "peerplan/errors.hpp"
+#include "fake_nccl_record.hpp"
 
 namespace peerplan::nccl_interposer {
 namespace {
-
-// What the fake NCCL recorded so far (and a fresh record from here on).
-std::string fake_nccl_calls() {
-  static void* fake = dlopen(PEERPLAN_FAKE_NCCL, RTLD_NOW);
-  using Log = const char* (*)();
-  using Clear = void (*)();
-  static auto log = reinterpret_cast<Log>(dlsym(fake, "fake_nccl_log"));
-  static auto clear_log = reinterpret_cast<Clear>(dlsym(fake, "fake_nccl_clear"));
-  std::string calls = log();
-  clear_log();
-  return calls;
-}
 
 class InterposerAttach : public ::testing::Test {
  protected:

@@ -5,7 +5,6 @@
 // ncclAllReduce, a group of one all-reduce run on peerplan after the real
 // group end, peerplan's errors in NCCL's terms, and close before NCCL's
 // destroy. No GPU: nothing runs on a device.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
 
@@ -21,24 +20,13 @@
 
 #include "nccl_interposer/comm_table.hpp"
 #include "peerplan/errors.hpp"
+#include "fake_nccl_record.hpp"
 
 namespace peerplan::nccl_interposer {
 namespace {
 
 // Before the interposer's first call, which resolves the real functions.
 const bool kFakeNccl = setenv("PEERPLAN_NCCL_LIBRARY", PEERPLAN_FAKE_NCCL, 1) == 0;
-
-// What the fake NCCL recorded so far; `clear` starts a new record.
-std::string nccl_calls(bool clear = true) {
-  static void* fake = dlopen(PEERPLAN_FAKE_NCCL, RTLD_NOW);
-  using Log = const char* (*)();
-  using Clear = void (*)();
-  static auto log = reinterpret_cast<Log>(dlsym(fake, "fake_nccl_log"));
-  static auto clear_log = reinterpret_cast<Clear>(dlsym(fake, "fake_nccl_clear"));
-  std::string calls = log();
-  if (clear) clear_log();
-  return calls;
-}
 
 // What the fake peerplan communicator saw; outlives it.
 struct Seen {
@@ -62,12 +50,12 @@ class FakePeerplan final : public Communicator {
                         StreamHandle) override {
     if (fail_) fail_();
     seen_->all_reduces.push_back(layout.numel());
-    seen_->nccl_calls_at_last_all_reduce = nccl_calls(false);
+    seen_->nccl_calls_at_last_all_reduce = fake_nccl_calls(false);
     return {Route::one_shot, FallbackReason::none};
   }
   void close() override {
     seen_->closed = true;
-    seen_->nccl_calls_at_close = nccl_calls();
+    seen_->nccl_calls_at_close = fake_nccl_calls();
   }
 
   void declare(std::span<const Declaration>) override {}
@@ -114,7 +102,7 @@ class InterposerDispatch : public ::testing::Test {
     ASSERT_TRUE(kFakeNccl);
     comm_ = reinterpret_cast<ncclComm_t>(&handles_[next_++ % 64]);
     install(nullptr);
-    nccl_calls();
+    fake_nccl_calls();
   }
   void TearDown() override { take_comm(comm_); }
 
@@ -149,7 +137,7 @@ TEST_F(InterposerDispatch, ADeclaredAlignedSumRunsOnPeerplanOnly) {
   EXPECT_EQ(all_reduce(64), ncclSuccess);
   EXPECT_EQ(all_reduce(128, ncclBfloat16), ncclSuccess);
   EXPECT_EQ(seen_->all_reduces, (Counts{64, 128}));
-  EXPECT_EQ(nccl_calls(), "");
+  EXPECT_EQ(fake_nccl_calls(), "");
 }
 
 TEST_F(InterposerDispatch, EverythingElseRunsOnNcclOnly) {
@@ -159,14 +147,15 @@ TEST_F(InterposerDispatch, EverythingElseRunsOnNcclOnly) {
   all_reduce(64, ncclHalf);               // declared for another type only
   all_reduce(64, ncclFloat, ncclSum, 1);  // 4 bytes off alignment
   EXPECT_EQ(seen_->all_reduces, Counts{});
-  EXPECT_EQ(nccl_calls(), "AllReduce 32\nAllReduce 64\nAllReduce 64\nAllReduce 64\nAllReduce 64\n");
+  EXPECT_EQ(fake_nccl_calls(),
+            "AllReduce 32\nAllReduce 64\nAllReduce 64\nAllReduce 64\nAllReduce 64\n");
 }
 
 TEST_F(InterposerDispatch, ADeclaredSizePeerplanRoutesToItsFallbackRunsOnNcclUnderItsOwnCause) {
   EXPECT_EQ(all_reduce(256, ncclBfloat16), ncclSuccess);
   EXPECT_EQ(all_reduce(255, ncclBfloat16), ncclSuccess);
   EXPECT_EQ(seen_->all_reduces, Counts{});
-  EXPECT_EQ(nccl_calls(), "AllReduce 256\nAllReduce 255\n");
+  EXPECT_EQ(fake_nccl_calls(), "AllReduce 256\nAllReduce 255\n");
   const std::string text = summary();
   EXPECT_NE(text.find("512 bytes: 0 to peerplan, 1 to NCCL (peerplan_route 1)"), std::string::npos)
       << text;
@@ -187,7 +176,7 @@ TEST_F(InterposerDispatch, AGroupOfOneDeclaredAllReduceRunsOnPeerplanAfterTheRea
   EXPECT_EQ(seen_->all_reduces, Counts{64});
   EXPECT_EQ(seen_->nccl_calls_at_last_all_reduce, "GroupStart\nGroupEnd\n")
       << "peerplan ran inside the real group";
-  EXPECT_EQ(nccl_calls(), "GroupStart\nGroupEnd\n");
+  EXPECT_EQ(fake_nccl_calls(), "GroupStart\nGroupEnd\n");
 }
 
 TEST_F(InterposerDispatch, AGroupOfSeveralRunsOnNcclInTheProgramsOrder) {
@@ -197,7 +186,7 @@ TEST_F(InterposerDispatch, AGroupOfSeveralRunsOnNcclInTheProgramsOrder) {
   all_reduce(128, ncclBfloat16);
   ncclGroupEnd();
   EXPECT_EQ(seen_->all_reduces, Counts{});
-  EXPECT_EQ(nccl_calls(), "GroupStart\nAllReduce 64\nSend 8\nAllReduce 128\nGroupEnd\n");
+  EXPECT_EQ(fake_nccl_calls(), "GroupStart\nAllReduce 64\nSend 8\nAllReduce 128\nGroupEnd\n");
 }
 
 TEST_F(InterposerDispatch, ATimeoutIsARemoteErrorAndLaterCallsGoToNccl) {
@@ -208,9 +197,9 @@ TEST_F(InterposerDispatch, ATimeoutIsARemoteErrorAndLaterCallsGoToNccl) {
   ncclResult_t async = ncclSuccess;
   EXPECT_EQ(ncclCommGetAsyncError(comm_, &async), ncclSuccess);
   EXPECT_EQ(async, ncclRemoteError);
-  EXPECT_EQ(nccl_calls(), "");
+  EXPECT_EQ(fake_nccl_calls(), "");
   EXPECT_EQ(all_reduce(64), ncclSuccess);
-  EXPECT_EQ(nccl_calls(), "AllReduce 64\n");
+  EXPECT_EQ(fake_nccl_calls(), "AllReduce 64\n");
   // NCCL ran the second call only.
   EXPECT_NE(summary().find("256 bytes: 0 to peerplan, 1 to NCCL (after_timeout 1), 1 failed in "
                            "peerplan"),
@@ -238,14 +227,14 @@ TEST_F(InterposerDispatch, DestroyClosesPeerplanBeforeNcclsDestroy) {
   EXPECT_TRUE(seen_->closed);
   EXPECT_EQ(seen_->nccl_calls_at_close, "") << "NCCL's destroy came before peerplan's close";
   EXPECT_TRUE(seen_->destroyed);
-  EXPECT_EQ(nccl_calls(), "CommDestroy\n");
+  EXPECT_EQ(fake_nccl_calls(), "CommDestroy\n");
 }
 
 TEST_F(InterposerDispatch, AbortReleasesPeerplanWithoutClosingAfterNcclsAbort) {
   EXPECT_EQ(ncclCommAbort(comm_), ncclSuccess);
   EXPECT_FALSE(seen_->closed) << "abort must not run peerplan's collective close";
   EXPECT_TRUE(seen_->destroyed);
-  EXPECT_EQ(nccl_calls(), "CommAbort\n");
+  EXPECT_EQ(fake_nccl_calls(), "CommAbort\n");
 }
 
 TEST_F(InterposerDispatch, AnAbortOnAnotherThreadFreesPeerplanOnlyAfterTheCallInIt) {
@@ -272,7 +261,7 @@ TEST_F(InterposerDispatch, AnAbortOnAnotherThreadFreesPeerplanOnlyAfterTheCallIn
   EXPECT_TRUE(seen->destroyed) << "released once the call returned";
   EXPECT_FALSE(seen->closed);
   EXPECT_EQ(all_reduce(64), ncclSuccess);
-  EXPECT_EQ(nccl_calls(), "CommAbort\nAllReduce 64\n");
+  EXPECT_EQ(fake_nccl_calls(), "CommAbort\nAllReduce 64\n");
   EXPECT_EQ(seen->all_reduces, Counts{64});
 }
 
@@ -282,7 +271,7 @@ TEST_F(InterposerDispatch, ACommunicatorMarkedAbortedSendsItsCallsToNccl) {
   find_comm(comm_)->aborted = true;
   EXPECT_EQ(all_reduce(64), ncclSuccess);
   EXPECT_EQ(seen_->all_reduces, Counts{});
-  EXPECT_EQ(nccl_calls(), "AllReduce 64\n");
+  EXPECT_EQ(fake_nccl_calls(), "AllReduce 64\n");
 }
 
 }  // namespace
