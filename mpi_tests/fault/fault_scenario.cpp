@@ -55,17 +55,16 @@
 
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
+#include "scenario_start.hpp"
 
 namespace {
 
+using namespace peerplan::fault_scenarios;
 using Clock = std::chrono::steady_clock;
 using peerplan::Communicator;
 using peerplan::DataType;
 using peerplan::Declaration;
 using peerplan::TensorLayout;
-
-int world_rank = 0;
-int world_size = 1;
 
 // What one step did on this rank.
 struct Outcome {
@@ -74,11 +73,6 @@ struct Outcome {
   std::string message;
   double ms = 0;
 };
-
-void say(const std::string& line) {
-  std::printf("FAULT rank=%d %s\n", world_rank, line.c_str());
-  std::fflush(stdout);
-}
 
 Outcome run_step(const std::string& step, const std::function<void()>& body) {
   Outcome outcome{step, "ok", "", 0};
@@ -120,10 +114,7 @@ bool names_rank(const std::string& message, int rank) {
   return false;
 }
 
-struct Scenario {
-  std::string name;
-  int victim = 0;
-  std::chrono::milliseconds timeout{2000};
+struct Scenario : ScenarioArgs {
   bool victim_alive() const { return name.find("kill") == std::string::npos; }
   bool matrix() const { return name.rfind("agree-", 0) == 0; }
   bool ends_with(const std::string& tail) const {
@@ -207,27 +198,12 @@ std::string judge_victim(const Scenario& s, const std::vector<Outcome>& outcomes
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  if (argc != 4) {
-    if (world_rank == 0)
-      std::fprintf(stderr, "usage: %s <scenario> <victim> <timeout ms>\n", argv[0]);
-    MPI_Finalize();
-    return 2;
-  }
-  Scenario s;
-  s.name = argv[1];
-  s.victim = std::atoi(argv[2]);
-  s.timeout = std::chrono::milliseconds(std::atoi(argv[3]));
+  const std::optional<ScenarioArgs> args = start_scenario(argc, argv);
+  if (!args) return 2;
+  const Scenario s{*args};
   const bool victim = world_rank == s.victim;
-
-  // Everyone's pid, before anything can fail: a survivor continues a
-  // stopped victim with SIGCONT.
-  std::vector<int> pids(world_size);
-  const int pid = static_cast<int>(::getpid());
-  MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  say("pid=" + std::to_string(pid));
+  const std::vector<int> pids = gather_pids();
+  say("pid=" + std::to_string(pids[world_rank]));
 
   peerplan::Config config;
   config.backend = peerplan::Backend::host;

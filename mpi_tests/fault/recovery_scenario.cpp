@@ -32,21 +32,15 @@
 
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
+#include "scenario_start.hpp"
 
 namespace {
 
+using namespace peerplan::fault_scenarios;
 using Clock = std::chrono::steady_clock;
 using peerplan::Communicator;
 using peerplan::DataType;
 using peerplan::TensorLayout;
-
-int world_rank = 0;
-int world_size = 1;
-
-void say(const std::string& line) {
-  std::printf("FAULT rank=%d %s\n", world_rank, line.c_str());
-  std::fflush(stdout);
-}
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -162,22 +156,12 @@ std::string create_kill(int victim, std::chrono::milliseconds timeout) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  if (argc != 4) {
-    if (world_rank == 0)
-      std::fprintf(stderr, "usage: %s <scenario> <victim> <timeout ms>\n", argv[0]);
-    MPI_Finalize();
-    return 2;
-  }
-  const std::string scenario = argv[1];
-  const int victim = std::atoi(argv[2]);
-  const std::chrono::milliseconds timeout(std::atoi(argv[3]));
-
-  std::vector<int> pids(world_size);
-  const int pid = static_cast<int>(::getpid());
-  MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  const std::optional<ScenarioArgs> args = start_scenario(argc, argv);
+  if (!args) return 2;
+  const std::string& scenario = args->name;
+  const int victim = args->victim;
+  const std::chrono::milliseconds timeout = args->timeout;
+  const std::vector<int> pids = gather_pids();
 
   std::string verdict;
   if (scenario == "retry-after-stop") {
