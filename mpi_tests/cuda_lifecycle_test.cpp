@@ -36,19 +36,38 @@ std::vector<std::uint8_t> all_reduce_bytes(Communicator& comm, std::int64_t n, s
   return got;
 }
 
-TEST(CudaTimeout, RankThatStopsCallingMakesTheOthersRaiseTimeoutThenDeclareRecovers) {
-  PEERPLAN_SKIP_WITHOUT_GPUS();
-  Config config;
-  config.timeout = std::chrono::milliseconds(1500);
-  auto comm = create_cuda(config);
-  // A P2P kernel's bounded wait is what this checks (the fallback's has tests of its own).
-  ASSERT_TRUE(comm->p2p_enabled()) << comm->p2p_disabled_reason();
-  const std::int64_t n = 8192;
-  const std::vector<Declaration> declared{
-      Declaration::all_reduce("x", DataType::bf16, TensorLayout({n}))};
-  comm->declare(declared);
-  all_reduce_bytes(*comm, n, 1, Route::one_shot);
+// A communicator with a 1.5 s timeout on P2P routes, `x` declared and called
+// once (call #1). A P2P kernel's bounded wait is what these check (the
+// fallback's has tests of its own). Skipped visibly without GPUs.
+class CudaTimeout : public ::testing::Test {
+ protected:
+  static constexpr std::int64_t n = 8192;
 
+  void SetUp() override {
+    PEERPLAN_SKIP_WITHOUT_GPUS();
+    config_.timeout = std::chrono::milliseconds(1500);
+    comm_ = create_cuda(config_);
+    ASSERT_TRUE(comm_->p2p_enabled()) << comm_->p2p_disabled_reason();
+    comm_->declare(declared_);
+    all_reduce_bytes(*comm_, n, 1, Route::one_shot);
+  }
+
+  // After the failed calls: the next declare() re-creates the slabs and
+  // epochs on every rank, and calls give the same bytes everywhere again.
+  void expect_declare_recovers() {
+    MPI_Barrier(test_comm());
+    comm_->declare(declared_);
+    EXPECT_TRUE(same_on_every_rank(all_reduce_bytes(*comm_, n, 3, Route::one_shot)));
+    comm_->close();
+  }
+
+  Config config_;
+  std::unique_ptr<Communicator> comm_;
+  const std::vector<Declaration> declared_{
+      Declaration::all_reduce("x", DataType::bf16, TensorLayout({n}))};
+};
+
+TEST_F(CudaTimeout, RankThatStopsCallingMakesTheOthersRaiseTimeoutThenDeclareRecovers) {
   const bool stops = rank() == size() - 1;
   std::string message;
   bool timed_out = false;
@@ -56,13 +75,13 @@ TEST(CudaTimeout, RankThatStopsCallingMakesTheOthersRaiseTimeoutThenDeclareRecov
     DeviceBuffer in(n * 2), out(n * 2);
     in.upload(random_tensor(DataType::bf16, n, 2, rank()));
     const auto start = std::chrono::steady_clock::now();
-    comm->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
+    comm_->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
     const auto waited = std::chrono::steady_clock::now() - start;
     EXPECT_GE(waited, std::chrono::milliseconds(1000));
     EXPECT_LT(waited, std::chrono::milliseconds(20000));
     try {
-      comm->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
+      comm_->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
     } catch (const Timeout& e) {
       timed_out = true;
       message = e.what();
@@ -71,51 +90,33 @@ TEST(CudaTimeout, RankThatStopsCallingMakesTheOthersRaiseTimeoutThenDeclareRecov
     EXPECT_NE(message.find("rank " + std::to_string(size() - 1)), std::string::npos) << message;
     EXPECT_NE(message.find("PEERPLAN_TIMEOUT_MS"), std::string::npos) << message;
   }
-  MPI_Barrier(test_comm());
-  comm->declare(declared);  // re-creates the slabs and epochs on every rank
-  const auto bytes = all_reduce_bytes(*comm, n, 3, Route::one_shot);
-  EXPECT_TRUE(same_on_every_rank(bytes));
-  comm->close();
+  expect_declare_recovers();
 }
 
 // The late rank's call: its peers' kernels published their input, then gave
 // up waiting for it. Their flags are all there, but the late rank must not
 // complete a call its peers reported as failed: every rank's Timeout names
 // the same call (#2), none names #3 (the late rank failing only the call
-// after). Skipped visibly without GPUs.
-TEST(CudaTimeout, RankLateForACallItsPeersGaveUpOnFailsThatCallToo) {
-  PEERPLAN_SKIP_WITHOUT_GPUS();
-  Config config;
-  config.timeout = std::chrono::milliseconds(1500);
-  auto comm = create_cuda(config);
-  ASSERT_TRUE(comm->p2p_enabled()) << comm->p2p_disabled_reason();
-  const std::int64_t n = 8192;
-  const std::vector<Declaration> declared{
-      Declaration::all_reduce("x", DataType::bf16, TensorLayout({n}))};
-  comm->declare(declared);
-  all_reduce_bytes(*comm, n, 1, Route::one_shot);  // call #1
-
+// after).
+TEST_F(CudaTimeout, RankLateForACallItsPeersGaveUpOnFailsThatCallToo) {
   const bool late = rank() == size() - 1;
   DeviceBuffer in(n * 2), out(n * 2);
   in.upload(random_tensor(DataType::bf16, n, 2, rank()));
   MPI_Barrier(test_comm());
-  if (late) std::this_thread::sleep_for(3 * config.timeout);
-  comm->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);  // call #2
+  if (late) std::this_thread::sleep_for(3 * config_.timeout);
+  comm_->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);  // call #2
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
   std::string message;
   try {
-    comm->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
+    comm_->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    comm->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
+    comm_->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
   } catch (const Timeout& e) {
     message = e.what();
   }
   EXPECT_NE(message.find("P2P call #2 "), std::string::npos)
       << (late ? "the late rank" : "a rank that gave up") << ": " << message;
-  MPI_Barrier(test_comm());
-  comm->declare(declared);  // re-creates the slabs and epochs on every rank
-  EXPECT_TRUE(same_on_every_rank(all_reduce_bytes(*comm, n, 3, Route::one_shot)));
-  comm->close();
+  expect_declare_recovers();
 }
 
 // Free memory of this rank's GPU once every rank has reached this point:
