@@ -19,6 +19,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl_interposer/comm_table.hpp"
@@ -108,6 +109,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "-n takes a positive number of iterations\n");
     return 2;
   }
+  // A program that calls NCCL has threads (NCCL's own, at least), so its
+  // shared_ptr reference counts are atomic: so are this one's, with one
+  // thread started before any case.
+  std::thread([] {}).join();
   // Before the interposer's first call, which resolves the real functions.
   setenv("PEERPLAN_NCCL_LIBRARY", PEERPLAN_NCCL_NOOP, 1);
   void* noop = dlopen(PEERPLAN_NCCL_NOOP, RTLD_NOW | RTLD_LOCAL);
