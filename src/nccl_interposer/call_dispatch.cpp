@@ -3,7 +3,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/log.hpp"
 #include "nccl_interposer/nccl_types.hpp"
@@ -79,7 +82,16 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
     choice.decision = {false,
                        ops_in_group > 1 ? FallbackCause::group_of_many : FallbackCause::dtype};
   }
-  if (!choice.decision.to_peerplan) choice.peerplan.reset();
+  if (!choice.decision.to_peerplan) {
+    choice.peerplan.reset();
+    return choice;
+  }
+  const std::vector<DeclaredBuffer>& sizes = state->p2p_declared;
+  const auto found = std::lower_bound(sizes.begin(), sizes.end(),
+                                      DeclaredBuffer{*to_data_type(call.type), call.count});
+  if (state->p2p_layouts.size() == sizes.size()) {
+    choice.layout = &state->p2p_layouts[static_cast<std::size_t>(found - sizes.begin())];
+  }
   return choice;
 }
 
@@ -95,9 +107,11 @@ ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
   CommState* state = choice.state.get();
   if (!choice.decision.to_peerplan) return run_on_nccl(call, state, choice.decision.cause);
   try {
-    const TensorLayout layout{static_cast<std::int64_t>(call.count)};
-    choice.peerplan->all_reduce(call.send, call.recv, *to_data_type(call.type), layout,
-                                call.stream);
+    std::optional<TensorLayout> built;
+    if (choice.layout == nullptr)
+      built.emplace(TensorLayout{static_cast<std::int64_t>(call.count)});
+    choice.peerplan->all_reduce(call.send, call.recv, *to_data_type(call.type),
+                                choice.layout ? *choice.layout : *built, call.stream);
     state->hit(call_bytes(call));
     return ncclSuccess;
   } catch (const std::exception& error) {

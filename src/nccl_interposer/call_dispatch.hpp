@@ -29,6 +29,9 @@ struct NcclAllReduce {
 struct Choice {
   std::shared_ptr<CommState> state;
   std::shared_ptr<Communicator> peerplan;
+  // The call's layout, from `state`, when the decision is peerplan's (null
+  // if the state has none for it: run builds one).
+  const TensorLayout* layout = nullptr;
   Decision decision{false, FallbackCause::no_communicator};
 };
 

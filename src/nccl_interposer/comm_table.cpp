@@ -246,6 +246,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
   if (failure.empty()) failure = "peerplan's create failed on another rank (its WARN says why)";
   state->release_communicator();  // a local release: the ranks may be out of step
   state->p2p_declared.clear();
+  state->p2p_layouts.clear();
   state->reason = failure;
   if (timed_out) {
     // So that the program (PyTorch's watchdog, say) aborts the communicator.
@@ -264,14 +265,16 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
 void learn_routes(const Communicator& peerplan, std::vector<DeclaredBuffer> declared,
                   CommState& state) {
   state.p2p_declared.clear();
+  state.p2p_layouts.clear();
   state.routed_to_fallback.clear();
   // A subset in the order declared_from_environment sorted it in.
   for (const DeclaredBuffer& buffer : declared) {
-    const PlanKey key =
-        make_all_reduce_key(buffer.dtype, TensorLayout{static_cast<std::int64_t>(buffer.count)});
+    const TensorLayout layout{static_cast<std::int64_t>(buffer.count)};
+    const PlanKey key = make_all_reduce_key(buffer.dtype, layout);
     const PlanInfo plan = peerplan.has_plan_for(key) ? peerplan.plan_for(key) : PlanInfo{};
     if (plan.route != Route::fallback) {
       state.p2p_declared.push_back(buffer);
+      state.p2p_layouts.push_back(layout);
     } else {
       state.routed_to_fallback +=
           " " + plan_name(buffer) + " (" +

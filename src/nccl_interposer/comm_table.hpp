@@ -19,6 +19,7 @@
 #include "bootstrap/nccl_bootstrap.hpp"
 #include "nccl_interposer/dispatch_rules.hpp"
 #include "peerplan/communicator.hpp"
+#include "peerplan/layout.hpp"
 
 namespace peerplan::nccl_interposer {
 
@@ -31,6 +32,9 @@ struct CommState {
   // counted as peerplan_route.
   std::vector<DeclaredBuffer> declared;
   std::vector<DeclaredBuffer> p2p_declared;
+  // p2p_declared[i]'s layout, made once: building a TensorLayout on every
+  // call would cost more than the rest of the dispatch.
+  std::vector<TensorLayout> p2p_layouts;
   // The declared sizes peerplan routes to its fallback, each with
   // peerplan's reason, for the summary; empty when there are none.
   std::string routed_to_fallback;
@@ -48,15 +52,20 @@ struct CommState {
   // why). A call holds its own reference, so an abort or destroy on another
   // thread frees the communicator only once that call has returned.
   std::shared_ptr<Communicator> communicator() const {
+    // Without the lock when there is none (one rank, nothing declared):
+    // every call of such a communicator asks.
+    if (!has_peerplan.load(std::memory_order_acquire)) return nullptr;
     const std::lock_guard lock(peerplan_mutex);
     return peerplan;
   }
   void set_communicator(std::shared_ptr<Communicator> made) {
     const std::lock_guard lock(peerplan_mutex);
     peerplan = std::move(made);
+    has_peerplan.store(peerplan != nullptr, std::memory_order_release);
   }
   std::shared_ptr<Communicator> release_communicator() {
     const std::lock_guard lock(peerplan_mutex);
+    has_peerplan.store(false, std::memory_order_release);
     return std::exchange(peerplan, nullptr);
   }
 
@@ -80,7 +89,8 @@ struct CommState {
  private:
   mutable std::mutex peerplan_mutex;
   std::shared_ptr<Communicator> peerplan;
-  mutable std::mutex counters_mutex;  // stats may come from several threads
+  std::atomic<bool> has_peerplan{false};  // peerplan != nullptr
+  mutable std::mutex counters_mutex;      // stats may come from several threads
   DispatchCounters counters;
 };
 
