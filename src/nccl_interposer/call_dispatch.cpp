@@ -53,8 +53,9 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
   Choice choice;
   choice.state = find_comm(call.comm);
   CommState* state = choice.state.get();
-  if (state != nullptr && !state->aborted) choice.peerplan = state->communicator();
-  if (choice.peerplan == nullptr) {
+  // The communicator itself (a lock, a reference) is taken only for a call
+  // it runs; one released meanwhile sends the call to NCCL all the same.
+  if (state == nullptr || state->aborted || !state->has_communicator()) {
     choice.decision = {false, FallbackCause::no_communicator};
     return choice;
   }
@@ -82,8 +83,10 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
     choice.decision = {false,
                        ops_in_group > 1 ? FallbackCause::group_of_many : FallbackCause::dtype};
   }
-  if (!choice.decision.to_peerplan) {
-    choice.peerplan.reset();
+  if (!choice.decision.to_peerplan) return choice;
+  choice.peerplan = state->communicator();
+  if (choice.peerplan == nullptr) {
+    choice.decision = {false, FallbackCause::no_communicator};
     return choice;
   }
   const std::vector<DeclaredBuffer>& sizes = state->p2p_declared;

@@ -54,10 +54,13 @@ struct CommState {
   std::shared_ptr<Communicator> communicator() const {
     // Without the lock when there is none (one rank, nothing declared):
     // every call of such a communicator asks.
-    if (!has_peerplan.load(std::memory_order_acquire)) return nullptr;
+    if (!has_communicator()) return nullptr;
     const std::lock_guard lock(peerplan_mutex);
     return peerplan;
   }
+  // Whether communicator() would return one now, without its lock or a
+  // reference.
+  bool has_communicator() const { return has_peerplan.load(std::memory_order_acquire); }
   void set_communicator(std::shared_ptr<Communicator> made) {
     const std::lock_guard lock(peerplan_mutex);
     peerplan = std::move(made);
