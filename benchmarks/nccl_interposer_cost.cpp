@@ -4,7 +4,9 @@
 // tests/nccl_interposer/link/dispatch_test.cpp does), its "real NCCL" is a
 // stand-in whose functions do nothing (nccl_noop.cpp), and peerplan, where
 // a case has it, is a communicator whose all_reduce does nothing: what is
-// timed is the lookup, the rules and the counting alone. Each case: 2*10^6
+// timed is the lookup, the rules and the counting alone. A communicator the
+// interposer never saw is also timed through libpeerplan_nccl.so itself,
+// loaded privately, for what the shared library adds. Each case: 2*10^6
 // calls (-n), the best of 5 repeats, in ns per call, next to an empty
 // loop's and against the stand-in NCCL called directly. No GPU, no MPI.
 //
@@ -123,6 +125,15 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  void* library = dlopen(PEERPLAN_NCCL_INTERPOSER_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  const auto preloaded =
+      library ? reinterpret_cast<decltype(&ncclAllReduce)>(dlsym(library, "ncclAllReduce"))
+              : nullptr;
+  if (preloaded == nullptr) {
+    std::fprintf(stderr, "cannot load %s (%s): its case is left out\n",
+                 PEERPLAN_NCCL_INTERPOSER_LIBRARY, dlerror());
+  }
+
   const ncclComm_t unseen = handle(0);
   const ncclComm_t without_peerplan = handle(1);
   const ncclComm_t with_peerplan = handle(2);
@@ -161,6 +172,17 @@ int main(int argc, char** argv) {
                               ncclSuccess;
                   })});
   rows.push_back({"communicator never seen", timed(unseen, kDeclared)});
+  // The same through the preloadable library, whose thread-local variables
+  // cost a call into the dynamic linker each (the cases above have the
+  // interposer's code in the program, where they cost nothing).
+  if (preloaded != nullptr) {
+    rows.push_back({"never seen, libpeerplan_nccl.so", best_ns_per_iteration(iterations, [&] {
+                      opaque(data);
+                      opaque(count);
+                      failed |= preloaded(data, data, count, ncclFloat32, ncclSum, unseen,
+                                          nullptr) != ncclSuccess;
+                    })});
+  }
   rows.push_back({"in the table, no peerplan", timed(without_peerplan, kDeclared)});
   rows.push_back({"peerplan, undeclared size (NCCL)", timed(with_peerplan, kUndeclared)});
   rows.push_back({"peerplan, declared size", timed(with_peerplan, kDeclared)});

@@ -9,6 +9,7 @@ set(_cases
   "empty loop"
   "stand-in NCCL, called directly"
   "communicator never seen"
+  "never seen, libpeerplan_nccl.so"
   "in the table, no peerplan"
   "peerplan, undeclared size \\(NCCL\\)"
   "peerplan, declared size")
