@@ -18,6 +18,7 @@
 
 #include "bootstrap/nccl_bootstrap.hpp"
 #include "nccl_interposer/dispatch_rules.hpp"
+#include "nccl_interposer/shared_counters.hpp"
 #include "peerplan/communicator.hpp"
 #include "peerplan/layout.hpp"
 
@@ -72,18 +73,11 @@ struct CommState {
     return std::exchange(peerplan, nullptr);
   }
 
-  void hit(std::size_t bytes) {
-    const std::lock_guard lock(counters_mutex);
-    counters.hit(bytes);
-  }
-  void fallback(std::size_t bytes, FallbackCause cause) {
-    const std::lock_guard lock(counters_mutex);
-    counters.fallback(bytes, cause);
-  }
+  void hit(std::size_t bytes) { counters.hit(bytes); }
+  void fallback(std::size_t bytes, FallbackCause cause) { counters.fallback(bytes, cause); }
   // The counters' summary, then the declared sizes peerplan routes to its
   // fallback, with its reasons.
   std::string summary() const {
-    const std::lock_guard lock(counters_mutex);
     if (routed_to_fallback.empty()) return counters.summary();
     return counters.summary() +
            "\n  declared, but peerplan routes them to its fallback:" + routed_to_fallback;
@@ -93,8 +87,7 @@ struct CommState {
   mutable std::mutex peerplan_mutex;
   std::shared_ptr<Communicator> peerplan;
   std::atomic<bool> has_peerplan{false};  // peerplan != nullptr
-  mutable std::mutex counters_mutex;      // stats may come from several threads
-  DispatchCounters counters;
+  SharedDispatchCounters counters;        // calls may come from several threads
 };
 
 // Null for a communicator the interposer did not see made.

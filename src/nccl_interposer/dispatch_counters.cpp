@@ -5,12 +5,12 @@
 
 namespace peerplan::nccl_interposer {
 
-void DispatchCounters::hit(std::size_t bytes) { ++by_bytes_[bytes].hits; }
+void DispatchCounters::hit(std::size_t bytes, std::size_t calls) { by_bytes_[bytes].hits += calls; }
 
-void DispatchCounters::fallback(std::size_t bytes, FallbackCause cause) {
+void DispatchCounters::fallback(std::size_t bytes, FallbackCause cause, std::size_t calls) {
   // count_ is no cause; counting it would index past the array.
   if (cause >= FallbackCause::count_) cause = FallbackCause::peerplan_error;
-  ++by_bytes_[bytes].fallbacks[static_cast<std::size_t>(cause)];
+  by_bytes_[bytes].fallbacks[static_cast<std::size_t>(cause)] += calls;
 }
 
 namespace {

@@ -73,8 +73,8 @@ Decision decide(const AllReduceCall& call, std::span<const DeclaredBuffer> decla
 // thread at a time.
 class DispatchCounters {
  public:
-  void hit(std::size_t bytes);
-  void fallback(std::size_t bytes, FallbackCause cause);
+  void hit(std::size_t bytes, std::size_t calls = 1);
+  void fallback(std::size_t bytes, FallbackCause cause, std::size_t calls = 1);
   std::string summary() const;
 
  private:
