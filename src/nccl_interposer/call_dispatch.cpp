@@ -92,7 +92,8 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
   const std::vector<DeclaredBuffer>& sizes = state->p2p_declared;
   const auto found = std::lower_bound(sizes.begin(), sizes.end(),
                                       DeclaredBuffer{*to_data_type(call.type), call.count});
-  if (state->p2p_layouts.size() == sizes.size()) {
+  if (found != sizes.end() && found->count == call.count &&
+      state->p2p_layouts.size() == sizes.size()) {
     choice.layout = &state->p2p_layouts[static_cast<std::size_t>(found - sizes.begin())];
   }
   return choice;
