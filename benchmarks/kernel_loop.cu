@@ -39,10 +39,12 @@
 //       --json out.json
 //
 // Profiling: --iterations small makes one eager call per virtual rank, no
-// graphs, no timing. Under ncu kernels run one at a time, so the first
-// virtual rank's kernel waits for its peers until --timeout-ms (its
-// timeout is expected and reported) while the LAST one finds every peer's
-// data already in place: profile that one, the kernel's own critical path.
+// graphs, no timing, the virtual ranks one after another (as ncu runs
+// them anyway), so the first virtual rank's kernel waits for its peers
+// until --timeout-ms (its timeout is expected and reported) while the LAST
+// one finds every peer's data already in place (the late marks the earlier
+// ones' timeouts left are cleared before it starts): profile that one, the
+// kernel's own critical path.
 // At 2 virtual ranks the second launch is the one (the run exits 2, for
 // the first one's timeout; scripts/kernel-loop.sh runs this):
 //   ncu --clock-control none -k regex:one_shot_kernel --launch-skip 1 --launch-count 1 \
