@@ -24,70 +24,19 @@
 #include <thread>
 #include <vector>
 
+#include "host_timing.hpp"
 #include "nccl_interposer/comm_table.hpp"
+#include "stand_in_communicator.hpp"
 
 namespace {
 
 using namespace peerplan;
+using benchmarks::best_ns_per_iteration;
+using benchmarks::opaque;
 using namespace peerplan::nccl_interposer;
 
-// Makes the compiler reload `value` every iteration, as a program passes
-// its arguments afresh to each call.
-template <class T>
-void opaque(T& value) {
-  asm volatile("" : "+m"(value) : : "memory");
-}
-
-template <class Body>
-double best_ns_per_iteration(long iterations, Body&& body) {
-  double best = 1e300;
-  for (int repeat = 0; repeat < 5; ++repeat) {
-    const auto start = std::chrono::steady_clock::now();
-    for (long i = 0; i < iterations; ++i) body();
-    const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - start;
-    best = std::min(best, took.count() / static_cast<double>(iterations));
-  }
-  return best;
-}
-
 // Routes every key peer to peer; its calls do nothing.
-class NoopPeerplan final : public Communicator {
- public:
-  CallResult all_reduce(const void*, void*, DataType, const TensorLayout&, StreamHandle) override {
-    return {Route::one_shot, FallbackReason::none};
-  }
-  void declare(std::span<const Declaration>) override {}
-  bool has_plan_for(const PlanKey&) const noexcept override { return true; }
-  PlanInfo plan_for(const PlanKey&) const override {
-    PlanInfo plan;
-    plan.route = Route::one_shot;
-    return plan;
-  }
-  CallResult fused_add_rms_norm(void*, void*, const void*, float, DataType, const TensorLayout&,
-                                StreamHandle) override {
-    return {};
-  }
-  void register_buffers(std::span<const BufferRegion>) override {}
-  void deregister_buffers() override {}
-  std::size_t registered_buffer_count() const noexcept override { return 0; }
-  Stats stats() const override { return {}; }
-  void reset_stats() override {}
-  void close() override {}
-  bool is_closed() const noexcept override { return false; }
-  int rank() const noexcept override { return 0; }
-  int size() const noexcept override { return 2; }
-  Backend backend() const noexcept override { return Backend::cuda; }
-  Fallback fallback() const noexcept override { return Fallback::nccl; }
-  bool p2p_enabled() const noexcept override { return true; }
-  const std::string& p2p_disabled_reason() const noexcept override { return empty_; }
-  const Config& config() const noexcept override { return config_; }
-  const std::string& topology_fingerprint() const noexcept override { return empty_; }
-  RouteCutoffs cutoffs() const noexcept override { return {}; }
-
- private:
-  std::string empty_;
-  Config config_;
-};
+using NoopPeerplan = StandInCommunicator;
 
 constexpr std::size_t kDeclared = 4096;    // f32 elements, declared
 constexpr std::size_t kUndeclared = 8192;  // f32 elements, not declared

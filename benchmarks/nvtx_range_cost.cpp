@@ -17,33 +17,16 @@
 #include <string>
 
 #include "communicator/call_ranges.hpp"
+#include "host_timing.hpp"
 #include "core/nvtx_ranges.hpp"
 
 namespace {
 
 using namespace peerplan;
+using benchmarks::best_ns_per_iteration;
+using benchmarks::opaque;
 using core::nvtx::Colour;
 using core::nvtx::Domain;
-
-// Makes the compiler reload `value` every iteration, so the range's branch
-// on the domain is not hoisted out of the loop (a call reads it from the
-// communicator each time).
-template <class T>
-void opaque(T& value) {
-  asm volatile("" : "+m"(value) : : "memory");
-}
-
-template <class Body>
-double best_ns_per_iteration(long iterations, Body&& body) {
-  double best = 1e300;
-  for (int repeat = 0; repeat < 5; ++repeat) {
-    const auto start = std::chrono::steady_clock::now();
-    for (long i = 0; i < iterations; ++i) body();
-    const std::chrono::duration<double, std::nano> took = std::chrono::steady_clock::now() - start;
-    best = std::min(best, took.count() / static_cast<double>(iterations));
-  }
-  return best;
-}
 
 void run_cases(const char* label, Domain domain, long iterations) {
   const Declaration declared = Declaration::all_reduce("decode", DataType::bf16, {8, 4096});

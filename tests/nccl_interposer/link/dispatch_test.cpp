@@ -21,6 +21,7 @@
 #include "nccl_interposer/comm_table.hpp"
 #include "peerplan/errors.hpp"
 #include "fake_nccl_record.hpp"
+#include "stand_in_communicator.hpp"
 
 namespace peerplan::nccl_interposer {
 namespace {
@@ -39,7 +40,7 @@ struct Seen {
 
 // Routes every key peer to peer but those of `over_cutoff`, which it routes
 // to its fallback as larger than its cutoffs.
-class FakePeerplan final : public Communicator {
+class FakePeerplan final : public StandInCommunicator {
  public:
   FakePeerplan(std::shared_ptr<Seen> seen, std::function<void()> fail = {},
                std::vector<PlanKey> over_cutoff = {})
@@ -57,9 +58,6 @@ class FakePeerplan final : public Communicator {
     seen_->closed = true;
     seen_->nccl_calls_at_close = fake_nccl_calls();
   }
-
-  void declare(std::span<const Declaration>) override {}
-  bool has_plan_for(const PlanKey&) const noexcept override { return true; }
   PlanInfo plan_for(const PlanKey& key) const override {
     PlanInfo plan;
     const bool fallback =
@@ -68,32 +66,12 @@ class FakePeerplan final : public Communicator {
     plan.route_reason = fallback ? FallbackReason::over_cutoff : FallbackReason::none;
     return plan;
   }
-  CallResult fused_add_rms_norm(void*, void*, const void*, float, DataType, const TensorLayout&,
-                                StreamHandle) override {
-    return {};
-  }
-  void register_buffers(std::span<const BufferRegion>) override {}
-  void deregister_buffers() override {}
-  std::size_t registered_buffer_count() const noexcept override { return 0; }
-  Stats stats() const override { return {}; }
-  void reset_stats() override {}
   bool is_closed() const noexcept override { return seen_->closed; }
-  int rank() const noexcept override { return 0; }
-  int size() const noexcept override { return 2; }
-  Backend backend() const noexcept override { return Backend::cuda; }
-  Fallback fallback() const noexcept override { return Fallback::nccl; }
-  bool p2p_enabled() const noexcept override { return true; }
-  const std::string& p2p_disabled_reason() const noexcept override { return empty_; }
-  const Config& config() const noexcept override { return config_; }
-  const std::string& topology_fingerprint() const noexcept override { return empty_; }
-  RouteCutoffs cutoffs() const noexcept override { return {}; }
 
  private:
   std::shared_ptr<Seen> seen_;
   std::function<void()> fail_;
   std::vector<PlanKey> over_cutoff_;
-  std::string empty_;
-  Config config_;
 };
 
 class InterposerDispatch : public ::testing::Test {
