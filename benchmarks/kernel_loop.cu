@@ -546,8 +546,8 @@ CaseResult run_case(VirtualNode& node, const loop::LoopCaseInfo& info, std::int6
     // place; kept, they would make it fail the call at its start.
     for (int r = 0; r < n; ++r) {
       VirtualRank& v = node[r];
-      check(cudaMemset(static_cast<char*>(v.slab) + offsetof(ck::Signals, abandoned), 0,
-                       sizeof(ck::Signals::abandoned)),
+      check(cudaMemsetAsync(static_cast<char*>(v.slab) + offsetof(ck::Signals, abandoned), 0,
+                            sizeof(ck::Signals::abandoned), v.stream),
             "clearing the late marks");
       check(ck::launch(recipe, v.peers, pointers_for(v, info.id, o.eps), v.stream),
             "launch on virtual rank " + std::to_string(r));
