@@ -530,12 +530,13 @@ CaseResult run_case(VirtualNode& node, const loop::LoopCaseInfo& info, std::int6
     }
   }
   check(cudaDeviceSynchronize(), "sync after upload");
+  auto launch_one = [&](int r) {
+    VirtualRank& v = node[r];
+    check(ck::launch(recipe, v.peers, pointers_for(v, info.id, o.eps), v.stream),
+          "launch on virtual rank " + std::to_string(r));
+  };
   auto launch_all = [&] {
-    for (int r = 0; r < n; ++r) {
-      VirtualRank& v = node[r];
-      check(ck::launch(recipe, v.peers, pointers_for(v, info.id, o.eps), v.stream),
-            "launch on virtual rank " + std::to_string(r));
-    }
+    for (int r = 0; r < n; ++r) launch_one(r);
   };
   if (o.small) {
     // One virtual rank at a time, each finished before the next starts (as
@@ -549,8 +550,7 @@ CaseResult run_case(VirtualNode& node, const loop::LoopCaseInfo& info, std::int6
       check(cudaMemsetAsync(static_cast<char*>(v.slab) + offsetof(ck::Signals, abandoned), 0,
                             sizeof(ck::Signals::abandoned), v.stream),
             "clearing the late marks");
-      check(ck::launch(recipe, v.peers, pointers_for(v, info.id, o.eps), v.stream),
-            "launch on virtual rank " + std::to_string(r));
+      launch_one(r);
       check(cudaStreamSynchronize(v.stream), "sync after the profiled call");
     }
   } else {
