@@ -90,10 +90,9 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
     return choice;
   }
   const std::vector<DeclaredBuffer>& sizes = state->p2p_declared;
-  const auto found = std::lower_bound(sizes.begin(), sizes.end(),
-                                      DeclaredBuffer{*to_data_type(call.type), call.count});
-  if (found != sizes.end() && found->count == call.count &&
-      state->p2p_layouts.size() == sizes.size()) {
+  const DeclaredBuffer key{*to_data_type(call.type), call.count};
+  const auto found = std::lower_bound(sizes.begin(), sizes.end(), key);
+  if (found != sizes.end() && *found == key && state->p2p_layouts.size() == sizes.size()) {
     choice.layout = &state->p2p_layouts[static_cast<std::size_t>(found - sizes.begin())];
   }
   return choice;
