@@ -43,32 +43,27 @@ TEST(SharedDispatchCounters, CallsFromSeveralThreadsAreAllCounted) {
   constexpr int kThreads = 4;
   constexpr int kCalls = 20000;
   constexpr std::size_t kSizes = SharedDispatchCounters::kSlots + 4;
+  // Call `call` of thread t, counted into either kind of counters.
+  auto count = [](auto& counters, int t, int call) {
+    // Every thread meets the sizes in another order, racing for slots.
+    const std::size_t bytes = 64 * ((static_cast<std::size_t>(call) + t * 3) % kSizes);
+    if (call % 3 == 0) {
+      counters.fallback(bytes, FallbackCause::undeclared_count);
+    } else {
+      counters.hit(bytes);
+    }
+  };
   SharedDispatchCounters shared;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&shared, t] {
-      for (int call = 0; call < kCalls; ++call) {
-        // Every thread meets the sizes in another order, racing for slots.
-        const std::size_t bytes = 64 * ((static_cast<std::size_t>(call) + t * 3) % kSizes);
-        if (call % 3 == 0) {
-          shared.fallback(bytes, FallbackCause::undeclared_count);
-        } else {
-          shared.hit(bytes);
-        }
-      }
+    threads.emplace_back([&shared, &count, t] {
+      for (int call = 0; call < kCalls; ++call) count(shared, t, call);
     });
   }
   for (std::thread& thread : threads) thread.join();
   DispatchCounters plain;
   for (int t = 0; t < kThreads; ++t) {
-    for (int call = 0; call < kCalls; ++call) {
-      const std::size_t bytes = 64 * ((static_cast<std::size_t>(call) + t * 3) % kSizes);
-      if (call % 3 == 0) {
-        plain.fallback(bytes, FallbackCause::undeclared_count);
-      } else {
-        plain.hit(bytes);
-      }
-    }
+    for (int call = 0; call < kCalls; ++call) count(plain, t, call);
   }
   EXPECT_EQ(shared.summary(), plain.summary());
 }
