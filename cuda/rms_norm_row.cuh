@@ -10,7 +10,7 @@
 // are one block of kRowThreads threads (RowInBlock: the fallback, the
 // staged fused kernel, GPUs without clusters) or a cluster of kRowSplits
 // blocks, one split each, exchanging their partial sums through
-// distributed shared memory (RowInCluster: the LL fused kernel on sm_90+,
+// distributed shared memory (RowInCluster: the LL and Lamport fused kernels on sm_90+,
 // where a short row's loads and peer waits spread over kRowSplits SMs
 // instead of one). So every path gives the same bits.
 #pragma once
@@ -116,19 +116,41 @@ class RowInBlock {
 };
 
 // One split per block, kRowSplits blocks per cluster (sm_90+).
+//
+// Each warp sends its partial sum (and whether it failed) to every block of
+// the cluster with st.async, an asynchronous store into the sibling's
+// shared memory that also counts its bytes on the sibling's mbarrier; a
+// block then waits on its own mbarrier until every warp's partial has
+// landed. No fence and no whole-cluster barrier on the row's path: a
+// cluster barrier's arrive with release semantics is a GPU-scope fence,
+// which would first wait for the row's stores to the peers to complete.
 class RowInCluster {
  public:
-  // `partials`, `failures`: shared memory of this block, 2 x kRowSplits x
-  // kSplitWarps floats and as many ints, written by every warp of the
-  // cluster (two parities, so a block may run ahead into the next row while
-  // others still read this one).
+  // Bytes every block receives for a row: one 8-byte slot per warp of the
+  // cluster.
+  static constexpr unsigned kRowBytes = kRowSplits * kSplitWarps * 8;
+
+  // `slots`: 2 x kRowSplits x kSplitWarps slots of this block's shared
+  // memory, `barriers`: 2 mbarriers of it (two parities, so that a block
+  // may run one row ahead into the next while others still read this one:
+  // it cannot run two, having to receive every block's partial of the row
+  // between).
   // A block may write into a sibling's shared memory only once that
-  // sibling has started: every thread arrives at a cluster barrier here
-  // and waits for it just before its first remote write, by when the
-  // others have long arrived (the row's loads and peer waits lie between).
-  __device__ RowInCluster(float* partials, int* failures)
-      : partials_(partials), failures_(failures) {
+  // sibling has started and initialised its mbarriers: every thread
+  // arrives at a cluster barrier here (after thread 0's initialisation and
+  // its release fence) and waits for it just before its first remote
+  // write, by when the others have long arrived (the row's loads and peer
+  // waits lie between).
+  __device__ RowInCluster(uint2* slots, unsigned long long* barriers)
+      : slots_(slots), barriers_(barriers) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (threadIdx.x == 0) {
+      for (int k = 0; k < 2; ++k) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&barriers_[k]))
+                     : "memory");
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 #endif
   }
@@ -142,37 +164,65 @@ class RowInCluster {
   __device__ int thread() const { return static_cast<int>(threadIdx.x); }
   // Each warp hands its partial (every lane holds the same bits after the
   // xor tree) straight to every block of the cluster, lane q to block q:
-  // no block barrier before the cluster's. The sum then takes the warps of
+  // no block barrier before the exchange. The sum then takes the warps of
   // a split in order, then the splits in order, as RowInBlock does.
   __device__ float row_total(float squares, bool& failed) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    auto cluster = cooperative_groups::this_cluster();
     squares = warp_sum(squares);
     const int warp_failed = __any_sync(0xffffffffu, failed);
-    const int me = static_cast<int>(cluster.block_rank());
-    const int lane = static_cast<int>(threadIdx.x & 31);
-    const int slot = (parity_ * kRowSplits + me) * kSplitWarps + static_cast<int>(threadIdx.x / 32);
+    const unsigned me = cooperative_groups::this_cluster().block_rank();
+    const unsigned lane = threadIdx.x & 31u;
+    const unsigned own_slot = (parity_ * kRowSplits + me) * kSplitWarps + threadIdx.x / 32u;
+    const unsigned barrier = shared_address(&barriers_[parity_]);
     if (!siblings_started_) {
       asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
       siblings_started_ = true;
     }
-    if (lane < kRowSplits) {
-      *cluster.map_shared_rank(&partials_[slot], lane) = squares;
-      *cluster.map_shared_rank(&failures_[slot], lane) = warp_failed;
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier),
+                   "r"(kRowBytes)
+                   : "memory");
     }
-    cluster.sync();  // release/acquire: every warp's partial has landed
+    if (lane < kRowSplits) {
+      unsigned remote_slot, remote_barrier;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                   : "=r"(remote_slot)
+                   : "r"(shared_address(&slots_[own_slot])), "r"(lane));
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+                   : "=r"(remote_barrier)
+                   : "r"(barrier), "r"(lane));
+      asm volatile(
+          "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];" ::
+              "r"(remote_slot),
+          "r"(__float_as_uint(squares)), "r"(static_cast<unsigned>(warp_failed)),
+          "r"(remote_barrier)
+          : "memory");
+    }
+    // Every warp's partial has landed here once this phase completes.
+    const unsigned phase = (phases_ >> parity_) & 1u;
+    unsigned done = 0;
+    do {
+      asm volatile(
+          "{\n\t.reg .pred p;\n\t"
+          "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+          "selp.u32 %0, 1, 0, p;\n\t}"
+          : "=r"(done)
+          : "r"(barrier), "r"(phase)
+          : "memory");
+    } while (done == 0);
+    phases_ ^= 1u << parity_;
     float total = 0.0f;
-    int any_failed = 0;
+    unsigned any_failed = 0;
     for (int k = 0; k < kRowSplits; ++k) {
       float part = 0.0f;
       for (int w = 0; w < kSplitWarps; ++w) {
-        const int at = (parity_ * kRowSplits + k) * kSplitWarps + w;
-        part = __fadd_rn(part, partials_[at]);
-        any_failed |= failures_[at];
+        const uint2 slot = slots_[(parity_ * kRowSplits + k) * kSplitWarps + w];
+        part = __fadd_rn(part, __uint_as_float(slot.x));
+        any_failed |= slot.y;
       }
       total = __fadd_rn(total, part);
     }
-    parity_ ^= 1;
+    parity_ ^= 1u;
     failed = any_failed != 0;
     return total;
 #else
@@ -182,17 +232,22 @@ class RowInCluster {
   }
 
  private:
-  float* partials_;
-  int* failures_;
-  int parity_ = 0;
+  static __device__ unsigned shared_address(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+  }
+
+  uint2* slots_;
+  unsigned long long* barriers_;
+  unsigned parity_ = 0;
+  unsigned phases_ = 0;  // bit k: the phase parity barriers_[k] waits for next
   bool siblings_started_ = false;
 };
 
 // Shared memory of a row kernel's block, for either kind of row.
 struct RowShared {
   float scratch[kRowThreads / 32];
-  float partials[2 * kRowSplits * kSplitWarps];
-  int failures[2 * kRowSplits * kSplitWarps];
+  uint2 slots[2 * kRowSplits * kSplitWarps];
+  unsigned long long barriers[2];
 };
 
 // How a row kernel's blocks share out rows: kCluster, a row per cluster of
@@ -202,7 +257,7 @@ struct RowWorkers {
   using Row = std::conditional_t<kCluster, RowInCluster, RowInBlock>;
   __device__ static Row row(RowShared& shared) {
     if constexpr (kCluster)
-      return RowInCluster(shared.partials, shared.failures);
+      return RowInCluster(shared.slots, shared.barriers);
     else
       return RowInBlock(shared.scratch);
   }
