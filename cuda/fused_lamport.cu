@@ -38,7 +38,7 @@
 //    after its last read (program order, same address), before the kernel
 //    completes (step 1 of the chain in lamport.cuh).
 //
-// Failure: every wait is bounded (take_pack). The reduction of a row
+// Failure: every wait is bounded (take_pack_by_call). The reduction of a row
 // completes before anything of the row is written: the row function
 // writes the row's residual and output only when every thread of the row
 // (block or cluster, decided at the row's barrier) got every pack. So a
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
           const int a = r < p.rank ? r : r - 1;
           const uint4* pack = arrivals[r] + at;
           uint4 v = a < kPeers ? pick(seen, a) : load_volatile_pack(pack);
-          if (!again && !failed) failed = !take_pack<T>(p, pack, r, epoch, v);
+          if (!again && !failed) failed = !take_pack_by_call<T>(p, pack, r, epoch, v);
           in.raw = v;
         }
 #pragma unroll

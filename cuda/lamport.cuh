@@ -160,6 +160,25 @@ __device__ __forceinline__ bool take_pack(const PeerSet& p, const uint4* pack, i
   return true;
 }
 
+// take_pack with its waiting loop as a call instead of inline: the fused
+// kernel (fused_lamport.cu) inlines the sum of a pack four times over up
+// to eight sources, and there the smaller code ran faster in the kernel
+// loop; the one- and two-shot ran slower with the call. Returns the pack
+// as last seen: still pending<T> when the call failed.
+template <class T>
+__device__ __noinline__ uint4 waited_pack(const PeerSet& p, const uint4* pack, int source,
+                                          std::uint32_t epoch, uint4 v) {
+  take_pack<T>(p, pack, source, epoch, v);
+  return v;
+}
+
+template <class T>
+__device__ __forceinline__ bool take_pack_by_call(const PeerSet& p, const uint4* pack, int source,
+                                                  std::uint32_t epoch, uint4& v) {
+  if (pending<T>(v)) v = waited_pack<T>(p, pack, source, epoch, v);
+  return !pending<T>(v);
+}
+
 // Pack j of every peer's sub-slot in this rank's region for call `epoch`
 // (what the one-shot and the two-shot's reduce-scatter take in): a first
 // look at each, all loads in flight together.
