@@ -3,7 +3,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,11 +88,8 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
     choice.decision = {false, FallbackCause::no_communicator};
     return choice;
   }
-  const std::vector<DeclaredBuffer>& sizes = state->p2p_declared;
-  const DeclaredBuffer key{*to_data_type(call.type), call.count};
-  const auto found = std::lower_bound(sizes.begin(), sizes.end(), key);
-  if (found != sizes.end() && *found == key && state->p2p_layouts.size() == sizes.size()) {
-    choice.layout = &state->p2p_layouts[static_cast<std::size_t>(found - sizes.begin())];
+  if (state->p2p_layouts.size() == state->p2p_declared.size()) {
+    choice.layout = &state->p2p_layouts[choice.decision.declared_index];
   }
   return choice;
 }

@@ -73,13 +73,14 @@ Decision decide(const AllReduceCall& call, std::span<const DeclaredBuffer> decla
   if (!dtype) return to_nccl(FallbackCause::dtype);
   if (call.op != NcclOp::sum) return to_nccl(FallbackCause::reduction);
   // A call without elements is NCCL's no-op, whatever was declared.
-  if (call.count == 0 ||
-      !std::binary_search(declared.begin(), declared.end(), DeclaredBuffer{*dtype, call.count}))
+  const DeclaredBuffer key{*dtype, call.count};
+  const auto found = std::lower_bound(declared.begin(), declared.end(), key);
+  if (call.count == 0 || found == declared.end() || !(*found == key))
     return to_nccl(FallbackCause::undeclared_count);
   // A group of several operations must run as one unit, which only NCCL can do.
   if (call.in_group && call.ops_in_group > 1) return to_nccl(FallbackCause::group_of_many);
   if (!admitted(call.send) || !admitted(call.recv)) return to_nccl(FallbackCause::misaligned);
-  return {true, FallbackCause::count_};
+  return {true, FallbackCause::count_, static_cast<std::size_t>(found - declared.begin())};
 }
 
 }  // namespace peerplan::nccl_interposer

@@ -64,6 +64,9 @@ struct AllReduceCall {
 struct Decision {
   bool to_peerplan;
   FallbackCause cause;  // cause valid when !to_peerplan
+  // Where the call's (dtype, count) lies in the declared set, valid when
+  // to_peerplan: the caller finds what it keeps per size without a second search.
+  std::size_t declared_index = 0;
 };
 // Pure: is this call one peerplan takes, given the declared set (sorted)?
 Decision decide(const AllReduceCall& call, std::span<const DeclaredBuffer> declared);

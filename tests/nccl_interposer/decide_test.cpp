@@ -43,6 +43,28 @@ TEST(Decide, DeclaredSumOfEachTypeGoesToPeerplan) {
   EXPECT_TRUE(decide_call(call).to_peerplan);
 }
 
+// The index names the declared entry of the call's own dtype and count:
+// the interposer takes that size's cached layout by it.
+TEST(Decide, NamesTheDeclaredEntryOfTheCall) {
+  struct Case {
+    NcclType type;
+    DataType dtype;
+    std::size_t count;
+  };
+  for (const Case c :
+       {Case{NcclType::f16, DataType::f16, 1024}, Case{NcclType::bf16, DataType::bf16, 512},
+        Case{NcclType::f32, DataType::f32, 256}}) {
+    AllReduceCall call = taken();
+    call.type = c.type;
+    call.count = c.count;
+    const Decision decision = decide_call(call);
+    ASSERT_TRUE(decision.to_peerplan);
+    ASSERT_LT(decision.declared_index, kDeclared.size());
+    EXPECT_EQ(kDeclared[decision.declared_index].count, c.count);
+    EXPECT_EQ(kDeclared[decision.declared_index].dtype, c.dtype);
+  }
+}
+
 TEST(Decide, OtherTypesGoToNccl) {
   for (const NcclType type : {NcclType::int8, NcclType::uint8, NcclType::int32, NcclType::uint32,
                               NcclType::int64, NcclType::uint64, NcclType::f64, NcclType::other}) {
