@@ -163,11 +163,13 @@ __device__ __forceinline__ bool take_pack(const PeerSet& p, const uint4* pack, i
 // take_pack with its waiting loop as a call instead of inline: the fused
 // kernel (fused_lamport.cu) inlines the sum of a pack four times over up
 // to eight sources, and there the smaller code ran faster in the kernel
-// loop; the one- and two-shot ran slower with the call. Returns the pack
-// as last seen: still pending<T> when the call failed.
+// loop; the one- and two-shot ran slower with the call. The call looks at
+// the pack afresh (passing the first look in cost registers across it) and
+// returns it as last seen: still pending<T> when the call failed.
 template <class T>
 __device__ __noinline__ uint4 waited_pack(const PeerSet& p, const uint4* pack, int source,
-                                          std::uint32_t epoch, uint4 v) {
+                                          std::uint32_t epoch) {
+  uint4 v = load_volatile_pack(pack);
   take_pack<T>(p, pack, source, epoch, v);
   return v;
 }
@@ -175,7 +177,7 @@ __device__ __noinline__ uint4 waited_pack(const PeerSet& p, const uint4* pack, i
 template <class T>
 __device__ __forceinline__ bool take_pack_by_call(const PeerSet& p, const uint4* pack, int source,
                                                   std::uint32_t epoch, uint4& v) {
-  if (pending<T>(v)) v = waited_pack<T>(p, pack, source, epoch, v);
+  if (pending<T>(v)) v = waited_pack<T>(p, pack, source, epoch);
   return !pending<T>(v);
 }
 
