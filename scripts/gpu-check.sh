@@ -123,7 +123,8 @@ TEST_REGEX='^cuda_.*\.np'  # + the rank count
 if [[ -n "${GPU_TESTS:-}" ]]; then
   read -r -a TEST_BINARIES <<<"$GPU_TESTS"
   TEST_REGEX="^($(IFS='|'; echo "${TEST_BINARIES[*]}"))\\.np"
-  [[ -z "${SKIP_SANITIZER:-}" ]] && TEST_BINARIES+=(cuda_collectives_test cuda_registration_test cuda_two_shot_protocols_test)
+  [[ -z "${SKIP_SANITIZER:-}" ]] && TEST_BINARIES+=(cuda_collectives_test cuda_registration_test cuda_two_shot_protocols_test
+                                                    cuda_fused_lamport_test)
 fi
 if [[ -z "${SKIP_TESTS:-}" || -z "${SKIP_SANITIZER:-}" ]]; then
   TARGETS=("${TEST_BINARIES[@]}" "${TARGETS[@]}")
@@ -280,6 +281,13 @@ if [[ -z "${SKIP_SANITIZER:-}" ]] && command -v compute-sanitizer >/dev/null; th
   cat "$OUT/sanitizer-two-shot.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
   tstep racecheck-two-shot sanitizer-two-shot.tmp 180 "${MPIRUN[@]}" compute-sanitizer --tool racecheck --error-exitcode 9 "$W" "$D"
   cat "$OUT/sanitizer-two-shot.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
+  # The Lamport fused op's rows in clusters: the partial sums that the blocks
+  # of a cluster send each other into shared memory (rms_norm_row.cuh).
+  L="$BUILD/mpi_tests/cuda_fused_lamport_test"
+  for tool in memcheck racecheck; do
+    tstep "$tool-fused-lamport" sanitizer-fused.tmp 180 "${MPIRUN[@]}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$L" '--gtest_filter=CudaFusedLamport.RowClusters*'
+    cat "$OUT/sanitizer-fused.tmp" >>"$OUT/sanitizer.log" 2>/dev/null; rm -f "$OUT"/*.tmp
+  done
 fi
 
 if [[ -n "$FULL" ]]; then
