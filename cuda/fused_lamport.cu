@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
   std::uint32_t epoch;
   const bool started = begin_call(p, epoch);
   // A block of a cluster must not leave alone: its siblings would wait for
-  // it at the row's cluster barrier. So a broken transport is carried as a
+  // it at the row's exchange of sums. So a broken transport is carried as a
   // failure through the first row's exchange, and the cluster leaves after
   // it, having pushed nothing.
   if (!kCluster && !started) return;
