@@ -164,8 +164,9 @@ __device__ __forceinline__ bool take_pack(const PeerSet& p, const uint4* pack, i
 // kernel (fused_lamport.cu) inlines the sum of a pack four times over up
 // to eight sources, and there the smaller code ran faster in the kernel
 // loop; the one- and two-shot ran slower with the call. The call looks at
-// the pack afresh (passing the first look in cost registers across it) and
-// returns it as last seen: still pending<T> when the call failed.
+// the pack afresh (passing the first look in would keep it in registers
+// across the call) and returns it as last seen: still pending<T> when the
+// call failed.
 template <class T>
 __device__ __noinline__ uint4 waited_pack(const PeerSet& p, const uint4* pack, int source,
                                           std::uint32_t epoch) {
