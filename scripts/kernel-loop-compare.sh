@@ -10,12 +10,13 @@
 #       pass in reverse order), with PDL off (--calls 20) and on (--calls 5),
 #       then one table (benchmarks/compare_loop_runs.py); runs in DIR/runs;
 #       env VARIANTS ("NAME ..." in table order, default: as built), LOOP_TIMEOUT (120 s a run)
+# DIR: a folder git ignores (e.g. build-compare), so that it can travel to the GPU host.
 # Default flags: --ranks 2 --cases one_shot_ll,fused_ll,fused_lamport --sizes 16K
 # --rows 1,16,256,1024. The binary links only cudart, so one built on an older
 # Debian or Ubuntu runs on a newer one with the same CUDA major version.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-usage() { sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [[ $# -ge 2 ]] || usage
 command=$1 dir=$2
 shift 2
