@@ -3,9 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "core/log.hpp"
 #include "nccl_interposer/nccl_types.hpp"
@@ -88,9 +86,8 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
     choice.decision = {false, FallbackCause::no_communicator};
     return choice;
   }
-  if (state->p2p_layouts.size() == state->p2p_declared.size()) {
-    choice.layout = &state->p2p_layouts[choice.decision.declared_index];
-  }
+  // comm_table.cpp fills and clears p2p_declared and p2p_layouts side by side.
+  choice.layout = &state->p2p_layouts[choice.decision.declared_index];
   return choice;
 }
 
@@ -106,11 +103,8 @@ ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
   CommState* state = choice.state.get();
   if (!choice.decision.to_peerplan) return run_on_nccl(call, state, choice.decision.cause);
   try {
-    std::optional<TensorLayout> built;
-    if (choice.layout == nullptr)
-      built.emplace(TensorLayout{static_cast<std::int64_t>(call.count)});
-    choice.peerplan->all_reduce(call.send, call.recv, *to_data_type(call.type),
-                                choice.layout ? *choice.layout : *built, call.stream);
+    choice.peerplan->all_reduce(call.send, call.recv, *to_data_type(call.type), *choice.layout,
+                                call.stream);
     state->hit(call_bytes(call));
     return ncclSuccess;
   } catch (const std::exception& error) {

@@ -29,8 +29,8 @@ struct NcclAllReduce {
 struct Choice {
   std::shared_ptr<CommState> state;
   std::shared_ptr<Communicator> peerplan;
-  // The call's layout, from `state`, when the decision is peerplan's (null
-  // if the state has none for it: run builds one).
+  // The call's layout, kept in `state` for its declared size; set when the
+  // decision is peerplan's.
   const TensorLayout* layout = nullptr;
   Decision decision{false, FallbackCause::no_communicator};
 };
