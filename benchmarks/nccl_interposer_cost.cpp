@@ -14,13 +14,10 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <string>
 #include <thread>
 #include <vector>
 

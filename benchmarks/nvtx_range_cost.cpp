@@ -9,8 +9,6 @@
 //
 //   peerplan_nvtx_range_cost [-n iterations]
 //   NVTX_INJECTION64_PATH=/path/to/tool.so peerplan_nvtx_range_cost
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
