@@ -16,8 +16,9 @@
 // and LL one-shot calls of every dtype on one communicator (the region's
 // reset across ops and dtypes); CUDA-graph capture + 100 replays with new
 // inputs and eager calls in between (64 calls and 30 replays where ranks
-// share a GPU); a rank that skips a call (the others raise Timeout at their
-// next call, their rows untouched by the failed call; declare recovers);
+// share a GPU); a rank that skips a call, on either protocol (the others
+// raise Timeout at their next call, their rows untouched by the failed call;
+// declare recovers);
 // ranks that disagree on the protocol. The fallback is NCCL, or MPI where
 // ranks share a GPU: both give the same bits at two ranks. Any world size
 // from 2 to 8, one GPU per rank or shared. Skipped (on every rank) without
@@ -626,11 +627,18 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
   ll->close();
 }
 
-TEST(CudaFusedLamport, RankThatSkipsACallLeavesTheRowsUntouchedThenTimeoutThenDeclareRecovers) {
+// The fused op's failure path on either protocol: PEERPLAN_FUSED_LAMPORT
+// "all" (the Lamport kernel, whose rows are all or nothing) or "never" (LL
+// lines: a row's residual packs are written as their sums come, none of
+// them when a rank sends nothing). Both keep the rows untouched here.
+class CudaFusedSkippedCall : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CudaFusedSkippedCall,
+       RankThatSkipsACallLeavesTheRowsUntouchedThenTimeoutThenDeclareRecovers) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   Config config = routes_config();
   config.timeout = std::chrono::milliseconds(1500);
-  auto comm = create_with("all", "all", config);
+  auto comm = create_with(GetParam(), GetParam(), config);
   auto ll = create_with("never", "never");
   ASSERT_TRUE(comm->p2p_enabled() && ll->p2p_enabled()) << comm->p2p_disabled_reason();
   const float eps = 1e-6f;
@@ -694,6 +702,11 @@ TEST(CudaFusedLamport, RankThatSkipsACallLeavesTheRowsUntouchedThenTimeoutThenDe
   ll->close();
   comm->close();
 }
+
+INSTANTIATE_TEST_SUITE_P(Protocols, CudaFusedSkippedCall, ::testing::Values("all", "never"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param) == "all" ? "Lamport" : "LL";
+                         });
 
 TEST(CudaFusedLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
   // Checked with the rest of the config at create (communicator/
