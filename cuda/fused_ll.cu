@@ -3,7 +3,8 @@
 // rows of whole 16-byte packs, a row per cluster of kRowSplits blocks
 // (sm_90+, PeerSet::cluster_rows) or per block of kRowThreads, the row
 // function of rms_norm_row.cuh. Twins: fused_lamport.cu (same row mapping
-// on the Lamport region), fused_staged.cu.
+// on the Lamport region), fused_staged.cu. An instantiation for exactly two
+// ranks runs beside the general one (fused_ll_step).
 // Sums are fp32 in fixed rank order 0..n-1 with one rounding, so every
 // rank's output is bit-identical. Peer slots are read 16 bytes at a time;
 // the caller's tensors use 16-byte accesses only where this rank's pointer
@@ -35,15 +36,22 @@ constexpr std::int64_t kMaxFusedClusters = 128;
 // are whole numbers of 16-byte packs (prepare_fused checks), so pack j of a
 // row is its lines 2j and 2j + 1. kCluster: a row per cluster of
 // kRowSplits blocks (sm_90+), else a row per block; same bits either way.
-template <class T, bool kCluster>
+// kRanks: 2 for exactly two ranks, 0 for any size up to kMaxRanks. The
+// loops over ranks unroll to kMaxRanks in the general kernel; the code for
+// the ranks a call does not have lies between the parts it runs, and each
+// far jump over it is an instruction-cache miss on the latency-bound path.
+template <class T, bool kCluster, int kRanks>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     fused_ll_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight,
                     float eps, const __grid_constant__ KernelLayout layout, std::int64_t rows,
                     std::int64_t hidden) {
+  static_assert(kRanks == 0 || kRanks == 2, "two ranks, or any size");
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
   constexpr int E = 8 / sizeof(T);  // elements per line
   static_assert(V == 2 * E, "a pack is two lines");
+  constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
+  const int ranks = kRanks > 0 ? kRanks : p.size;
   std::uint32_t epoch;
   const bool started = begin_call(p, epoch);
   // A block of a cluster must not leave alone: its siblings would wait for
@@ -81,7 +89,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     for (std::int64_t l = 2 * part.first_pack + part.thread; l < 2 * part.end_pack;
          l += kSplitThreads) {
       const uint2 data = input_line(src, l);
-      for (int q = 0; q < p.size; ++q) {
+      for (int q = 0; q < ranks; ++q) {
         if (q != p.rank) {
           store_line(data_of<uint4>(p, q, p.rank, epoch) + row * row_lines + l, data, epoch);
         }
@@ -100,11 +108,11 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
       // once - in the cluster kernel, whose 128-thread blocks have the
       // registers for it; the 1024-thread block (64 registers a thread)
       // looks at one source at a time.
-      constexpr int kAhead = kCluster ? kMaxRanks : 1;
+      constexpr int kAhead = kCluster ? kRankBound : 1;
       uint4 seen[kAhead][2];
 #pragma unroll
       for (int r = 0; r < kAhead; ++r) {
-        if (r < p.size) {
+        if (r < ranks) {
           seen[r][0] = first_look(src, row, r, in_row);
           seen[r][1] = first_look(src, row, r, in_row + 1);
         }
@@ -113,8 +121,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[k] = 0.0f;
 #pragma unroll
-      for (int r = 0; r < kMaxRanks; ++r) {
-        if (r >= p.size) break;
+      for (int r = 0; r < kRankBound; ++r) {
+        if (r >= ranks) break;
         const uint4* lines = data_of<uint4>(p, p.rank, r, epoch) + line;
         if (r >= kAhead) {
           seen[0][0] = first_look(src, row, r, in_row);
@@ -152,15 +160,18 @@ KernelStep fused_ll_step(const PeerSet& shape, ElementType type, std::int64_t ro
   KernelStep step;
   with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
+    const bool two = shape.size == 2;
     if (shape.cluster_rows) {
       const auto clusters =
           static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxFusedClusters));
-      step.kernel = reinterpret_cast<const void*>(fused_ll_kernel<T, true>);
+      step.kernel = two ? reinterpret_cast<const void*>(fused_ll_kernel<T, true, 2>)
+                        : reinterpret_cast<const void*>(fused_ll_kernel<T, true, 0>);
       step.blocks = clusters * kRowSplits;
       step.threads = kSplitThreads;
       step.cluster = kRowSplits;
     } else {
-      step.kernel = reinterpret_cast<const void*>(fused_ll_kernel<T, false>);
+      step.kernel = two ? reinterpret_cast<const void*>(fused_ll_kernel<T, false, 2>)
+                        : reinterpret_cast<const void*>(fused_ll_kernel<T, false, 0>);
       step.blocks = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxBlocks));
       step.threads = kRowThreads;
     }
@@ -178,7 +189,7 @@ bool rows_in_clusters_supported(int device) {
     return false;
   }
   cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, fused_ll_kernel<__nv_bfloat16, true>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attributes, fused_ll_kernel<__nv_bfloat16, true, 0>) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
