@@ -95,19 +95,26 @@ __device__ __forceinline__ uint4 pick(const uint4 (&values)[N], int index) {
 }
 
 // kCluster: a row per cluster of kRowSplits blocks (sm_90+), else a row
-// per block of kRowThreads. kPeers: how many peers' packs a thread loads at
-// once before it sums (1 at two ranks; kMaxRanks - 1 otherwise; the
-// remaining peers' packs are loaded one at a time). Registers: the
-// two-rank cluster variant needs 86-96 without a bound (ptxas, sm_90), so
-// it is bounded to 5 blocks of 128 threads per SM (102 registers, no
-// spills): 660 blocks, 82 clusters resident on 132 SMs; 64 registers (8
-// blocks per SM) spilled 100-300 bytes. The general one fits 4 per SM.
-template <class T, bool kCluster, int kPeers>
+// per block of kRowThreads. kRanks: 2 for exactly two ranks, 0 for any
+// size up to kMaxRanks (as in fused_ll.cu: no code for absent ranks between
+// the parts a two-rank call runs). kPeers: how many peers' packs a thread
+// loads at once before it sums (1 at two ranks or in a 1024-thread block;
+// kMaxRanks - 1 otherwise; the remaining peers' packs are loaded one at a
+// time). Registers: the two-rank cluster variant needs 86-96 without a
+// bound (ptxas, sm_90), so it is bounded to 5 blocks of 128 threads per SM
+// (102 registers, no spills): 660 blocks, 82 clusters resident on 132 SMs;
+// 64 registers (8 blocks per SM) spilled 100-300 bytes. The general one
+// fits 4 per SM.
+template <class T, bool kCluster, int kRanks>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
-                                  kCluster ? (kPeers == 1 ? 5 : 4) : 1)
+                                  kCluster ? (kRanks == 2 ? 5 : 4) : 1)
     fused_lamport_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight,
                          float eps, const __grid_constant__ KernelLayout layout, std::int64_t rows,
                          std::int64_t hidden) {
+  static_assert(kRanks == 0 || kRanks == 2, "two ranks, or any size");
+  constexpr int kPeers = kCluster && kRanks == 0 ? kMaxRanks - 1 : 1;
+  constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
+  const int ranks = kRanks > 0 ? kRanks : p.size;
   __shared__ RowShared shared;
   // This call's region sub-slots: where this rank's packs go in each peer's
   // region (in push order: the peers after this rank first, spreading the
@@ -166,7 +173,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
       for (int b = 0; b < kPushRows; ++b) {
         const int row = base + b * units;
         if (row >= row_count) break;
-        for (int k = 0; k + 1 < p.size; ++k) {
+        for (int k = 0; k + 1 < ranks; ++k) {
           store_volatile_pack(targets[k] + (row * row_packs + j), data[b]);
         }
       }
@@ -191,15 +198,15 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
 #pragma unroll
       for (int a = 0; a < kPeers; ++a) {
         const int r = a < p.rank ? a : a + 1;
-        if (r < p.size) seen[a] = load_volatile_pack(arrivals[r] + at);
+        if (r < ranks) seen[a] = load_volatile_pack(arrivals[r] + at);
       }
       const uint4 own = without_sentinel<T>(load_row_pack(src, first, hidden, vec).raw);
       float acc[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) acc[k] = 0.0f;
 #pragma unroll
-      for (int r = 0; r < kMaxRanks; ++r) {
-        if (r >= p.size) break;
+      for (int r = 0; r < kRankBound; ++r) {
+        if (r >= ranks) break;
         Pack<T> in;
         if (r == p.rank) {
           in.raw = own;
@@ -225,16 +232,16 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
     // reads of these packs (program order, same addresses).
     for (int j = my_first; j < my_end; j += kSplitThreads) {
 #pragma unroll
-      for (int r = 0; r < kMaxRanks; ++r) {
-        if (r >= p.size) break;
+      for (int r = 0; r < kRankBound; ++r) {
+        if (r >= ranks) break;
         if (r != p.rank) store_volatile_pack(arrivals[r] + row_base + j, sentinel_pack());
       }
     }
   }
 }
 
-template <class T, bool kCluster, int kPeers>
-constexpr auto kernel_of = fused_lamport_kernel<T, kCluster, kPeers>;
+template <class T, bool kCluster, int kRanks>
+constexpr auto kernel_of = fused_lamport_kernel<T, kCluster, kRanks>;
 
 // Clusters (kCluster) or blocks of the kernel that the current device holds
 // at once, from the occupancy calculator, computed once per device and
@@ -243,7 +250,7 @@ constexpr auto kernel_of = fused_lamport_kernel<T, kCluster, kPeers>;
 // never larger: a cluster that is not resident would start only when
 // another has finished its rows, long after its own rows' data arrived.
 // kMaxFusedClusters (kMaxFusedBlocks) when the calculator fails.
-template <class T, bool kCluster, int kPeers>
+template <class T, bool kCluster, int kRanks>
 std::int64_t resident_units() {
   constexpr int kDevices = 64;
   static std::atomic<int> cached[kDevices];  // static storage: zero, i.e. not yet known
@@ -267,10 +274,10 @@ std::int64_t resident_units() {
     attribute.val.clusterDim.z = 1;
     config.attrs = &attribute;
     config.numAttrs = 1;
-    status = cudaOccupancyMaxActiveClusters(&units, kernel_of<T, true, kPeers>, &config);
+    status = cudaOccupancyMaxActiveClusters(&units, kernel_of<T, true, kRanks>, &config);
   } else {
     int per_sm = 0, sms = 0;
-    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_of<T, false, kPeers>,
+    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_of<T, false, kRanks>,
                                                            kRowThreads, 0);
     if (status == cudaSuccess) {
       status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
@@ -287,19 +294,20 @@ std::int64_t resident_units() {
 }
 
 // Which instantiation serves a call: a cluster per row where the device has
-// clusters (peers.cluster_rows); at two ranks the variant that looks at its
-// one peer's pack only.
+// clusters (peers.cluster_rows), else a 1024-thread block per row; each
+// with the two-rank variant at two ranks.
 template <class T, class F>
 void with_variant(const PeerSet& peers, F&& run) {
-  if (peers.cluster_rows) {
+  auto with_ranks = [&](auto cluster) {
     if (peers.size == 2)
-      run(std::integral_constant<bool, true>{}, std::integral_constant<int, 1>{});
+      run(cluster, std::integral_constant<int, 2>{});
     else
-      run(std::integral_constant<bool, true>{}, std::integral_constant<int, kMaxRanks - 1>{});
-  } else {
-    // 1024-thread blocks have 64 registers a thread: one peer at a time.
-    run(std::integral_constant<bool, false>{}, std::integral_constant<int, 1>{});
-  }
+      run(cluster, std::integral_constant<int, 0>{});
+  };
+  if (peers.cluster_rows)
+    with_ranks(std::integral_constant<bool, true>{});
+  else
+    with_ranks(std::integral_constant<bool, false>{});
 }
 
 }  // namespace
@@ -312,12 +320,12 @@ KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, std::int64
   KernelStep step;
   with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
-    with_variant<T>(shape, [&](auto cluster, auto peers_at_once) {
+    with_variant<T>(shape, [&](auto cluster, auto ranks) {
       constexpr bool kCluster = decltype(cluster)::value;
-      constexpr int kPeers = decltype(peers_at_once)::value;
+      constexpr int kRanks = decltype(ranks)::value;
       const auto units = static_cast<unsigned>(
-          std::clamp<std::int64_t>(rows, 1, resident_units<T, kCluster, kPeers>()));
-      step.kernel = reinterpret_cast<const void*>(kernel_of<T, kCluster, kPeers>);
+          std::clamp<std::int64_t>(rows, 1, resident_units<T, kCluster, kRanks>()));
+      step.kernel = reinterpret_cast<const void*>(kernel_of<T, kCluster, kRanks>);
       if constexpr (kCluster) {
         step.blocks = units * kRowSplits;
         step.threads = kSplitThreads;
