@@ -52,18 +52,11 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   static_assert(V == 2 * E, "a pack is two lines");
   constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
   const int ranks = kRanks > 0 ? kRanks : p.size;
-  std::uint32_t epoch;
-  const bool started = begin_call(p, epoch);
-  // A block of a cluster must not leave alone: its siblings would wait for
-  // it at the row's exchange of sums. So a broken transport is carried as a
-  // failure through the first row's exchange, and the cluster leaves after it.
-  if (!kCluster && !started) return;
-  bool failed = !started;
-
   auto row_sum = RowWorkers<kCluster>::row(shared);
   const int units = RowWorkers<kCluster>::row_step();
   const int unit = RowWorkers<kCluster>::first_row();
   const std::int64_t row_lines = hidden / E;
+  const RowPart part = row_part(row_sum.split(), row_sum.thread(), row_lines / 2);
   // Line l of a row's input. This rank's own lines are not sent to itself:
   // the sum reads them from the input, which stays as it is until the
   // row's barrier (the output is written after it).
@@ -76,6 +69,26 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     }
     return data.raw;
   };
+
+  // The first two lines this thread pushes are loaded while begin_call
+  // reads the epoch, so that their latency overlaps its atomic instead of
+  // following it (a short row is one or two lines a thread).
+  wait_for_previous_kernel();
+  const std::int64_t first_line = 2 * part.first_pack + part.thread;
+  const T* first_src = inout + row_offset(layout, unit, hidden);
+  const bool has_early[2] = {unit < rows && first_line < 2 * part.end_pack,
+                             unit < rows && first_line + kSplitThreads < 2 * part.end_pack};
+  uint2 early[2] = {};
+  if (has_early[0]) early[0] = input_line(first_src, first_line);
+  if (has_early[1]) early[1] = input_line(first_src, first_line + kSplitThreads);
+
+  std::uint32_t epoch;
+  const bool started = begin_call(p, epoch);
+  // A block of a cluster must not leave alone: its siblings would wait for
+  // it at the row's exchange of sums. So a broken transport is carried as a
+  // failure through the first row's exchange, and the cluster leaves after it.
+  if (!kCluster && !started) return;
+  bool failed = !started;
   auto first_look = [&](const T* src, std::int64_t row, int r, std::int64_t l) {
     if (r == p.rank) {
       const uint2 own = input_line(src, l);
@@ -83,12 +96,13 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     }
     return load_volatile_pack(data_of<uint4>(p, p.rank, r, epoch) + row * row_lines + l);
   };
-  const RowPart part = row_part(row_sum.split(), row_sum.thread(), row_lines / 2);
   for (std::int64_t row = unit; !failed && row < rows; row += units) {
     const T* src = inout + row_offset(layout, row, hidden);
-    for (std::int64_t l = 2 * part.first_pack + part.thread; l < 2 * part.end_pack;
-         l += kSplitThreads) {
-      const uint2 data = input_line(src, l);
+    for (std::int64_t l = first_line; l < 2 * part.end_pack; l += kSplitThreads) {
+      const bool first_row = row == unit;
+      const uint2 data = first_row && l == first_line                   ? early[0]
+                         : first_row && l == first_line + kSplitThreads ? early[1]
+                                                                        : input_line(src, l);
       for (int q = 0; q < ranks; ++q) {
         if (q != p.rank) {
           store_line(data_of<uint4>(p, q, p.rank, epoch) + row * row_lines + l, data, epoch);
