@@ -7,7 +7,8 @@
 // rank's output is bit-identical. Peer slots are read 16 bytes at a time;
 // the caller's tensors use 16-byte accesses only where this rank's pointer
 // is aligned (a local choice: it never changes what is exchanged), element
-// by element otherwise.
+// by element otherwise. An instantiation for exactly two ranks runs beside
+// the general one (one_shot_ll_step).
 #include <cstdint>
 
 #include "collective_kernels.hpp"
@@ -21,10 +22,15 @@
 namespace peerplan::cuda_kernels {
 namespace {
 
-template <class T>
+// kRanks: 2 for exactly two ranks, 0 for any size up to kMaxRanks (as in
+// fused_ll.cu: the two-rank kernel has no code for absent ranks, and half
+// the registers).
+template <class T, int kRanks>
 __global__ void __launch_bounds__(kThreads)
     one_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
                     const __grid_constant__ KernelLayout layout, std::int64_t count) {
+  constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
+  const int ranks = kRanks > 0 ? kRanks : p.size;
   constexpr int E = 8 / sizeof(T);  // elements per line
   const std::int64_t lines = (count + E - 1) / E;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -52,7 +58,7 @@ __global__ void __launch_bounds__(kThreads)
 
   for (std::int64_t i = begin; i < lines; i += stride) {
     const Half8<T> data = i == begin ? first : load_input(i);
-    for (int q = 0; q < p.size; ++q) {
+    for (int q = 0; q < ranks; ++q) {
       store_line(data_of<uint4>(p, q, p.rank, epoch) + i, data.raw, epoch);
     }
   }
@@ -63,13 +69,13 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kLinesAtOnce = 2;
   bool ok = true;
   for (std::int64_t i = begin; ok && i < lines; i += kLinesAtOnce * stride) {
-    uint4 seen[kLinesAtOnce][kMaxRanks];
+    uint4 seen[kLinesAtOnce][kRankBound];
 #pragma unroll
     for (int u = 0; u < kLinesAtOnce; ++u) {
       const std::int64_t line = i + u * stride;
 #pragma unroll
-      for (int r = 0; r < kMaxRanks; ++r) {
-        if (r < p.size && line < lines)
+      for (int r = 0; r < kRankBound; ++r) {
+        if (r < ranks && line < lines)
           seen[u][r] = load_volatile_pack(data_of<uint4>(p, p.rank, r, epoch) + line);
       }
     }
@@ -81,8 +87,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < E; ++k) acc[k] = 0.0f;
 #pragma unroll
-      for (int r = 0; r < kMaxRanks; ++r) {
-        if (r >= p.size) break;
+      for (int r = 0; r < kRankBound; ++r) {
+        if (r >= ranks) break;
         Half8<T> data;
         if (!take_line(p, data_of<uint4>(p, p.rank, r, epoch) + line, seen[u][r], r, epoch,
                        data.raw)) {
@@ -114,7 +120,11 @@ namespace detail {
 // data bytes per thread up to the one-shot's largest grid).
 KernelStep one_shot_ll_step(const PeerSet& shape, ElementType type, std::int64_t count) {
   return grid_step(
-      type, [](auto tag) { return one_shot_kernel<decltype(tag)>; },
+      type,
+      [&](auto tag) {
+        using T = decltype(tag);
+        return shape.size == 2 ? one_shot_kernel<T, 2> : one_shot_kernel<T, 0>;
+      },
       [&](auto tag) {
         constexpr std::int64_t kPerLine = 8 / sizeof(tag);
         return (count + kPerLine - 1) / kPerLine;
