@@ -100,11 +100,11 @@ __device__ __forceinline__ uint4 pick(const uint4 (&values)[N], int index) {
 // the parts a two-rank call runs). kPeers: how many peers' packs a thread
 // loads at once before it sums (1 at two ranks or in a 1024-thread block;
 // kMaxRanks - 1 otherwise; the remaining peers' packs are loaded one at a
-// time). Registers: the two-rank cluster variant needs 86-96 without a
-// bound (ptxas, sm_90), so it is bounded to 5 blocks of 128 threads per SM
-// (102 registers, no spills): 660 blocks, 82 clusters resident on 132 SMs;
-// 64 registers (8 blocks per SM) spilled 100-300 bytes. The general one
-// fits 4 per SM.
+// time). Registers: the two-rank cluster variant takes 118-123 without a
+// bound (ptxas, sm_90); it is bounded to 5 blocks of 128 threads per SM
+// (96 registers, up to 112 bytes spilled): 660 blocks, 82 clusters resident
+// on 132 SMs. At 4 blocks per SM, without spills, it ran slower from 64
+// rows on the kernel loop. The general one fits 4 per SM.
 template <class T, bool kCluster, int kRanks>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
                                   kCluster ? (kRanks == 2 ? 5 : 4) : 1)
