@@ -29,6 +29,7 @@ template <class T, int kRanks>
 __global__ void __launch_bounds__(kThreads)
     one_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
                     const __grid_constant__ KernelLayout layout, std::int64_t count) {
+  static_assert(kRanks == 0 || kRanks == 2, "two ranks, or any size");
   constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
   const int ranks = kRanks > 0 ? kRanks : p.size;
   constexpr int E = 8 / sizeof(T);  // elements per line
