@@ -64,6 +64,7 @@
 #include "lamport.cuh"
 #include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "rank_loop.cuh"
 #include "recipe_steps.cuh"
 #include "rms_norm_row.cuh"
 
@@ -96,8 +97,7 @@ __device__ __forceinline__ uint4 pick(const uint4 (&values)[N], int index) {
 
 // kCluster: a row per cluster of kRowSplits blocks (sm_90+), else a row
 // per block of kRowThreads. kRanks: 2 for exactly two ranks, 0 for any
-// size up to kMaxRanks (as in fused_ll.cu: no code for absent ranks between
-// the parts a two-rank call runs). kPeers: how many peers' packs a thread
+// size (rank_loop.cuh). kPeers: how many peers' packs a thread
 // loads at once before it sums (1 at two ranks or in a 1024-thread block;
 // kMaxRanks - 1 otherwise; the remaining peers' packs are loaded one at a
 // time). Registers: the two-rank cluster variant takes 118-123 without a
@@ -111,10 +111,9 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
     fused_lamport_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight,
                          float eps, const __grid_constant__ KernelLayout layout, std::int64_t rows,
                          std::int64_t hidden) {
-  static_assert(kRanks == 0 || kRanks == 2, "two ranks, or any size");
   constexpr int kPeers = kCluster && kRanks == 0 ? kMaxRanks - 1 : 1;
-  constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
-  const int ranks = kRanks > 0 ? kRanks : p.size;
+  constexpr int kRankBound = RankLoop<kRanks>::kBound;
+  const int ranks = RankLoop<kRanks>::count(p.size);
   __shared__ RowShared shared;
   // This call's region sub-slots: where this rank's packs go in each peer's
   // region (in push order: the peers after this rank first, spreading the

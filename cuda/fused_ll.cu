@@ -21,6 +21,7 @@
 #include "launch_recipe.hpp"
 #include "launch_shape.cuh"
 #include "ll_lines.cuh"
+#include "rank_loop.cuh"
 #include "recipe_steps.cuh"
 #include "rms_norm_row.cuh"
 
@@ -36,22 +37,18 @@ constexpr std::int64_t kMaxFusedClusters = 128;
 // are whole numbers of 16-byte packs (prepare_fused checks), so pack j of a
 // row is its lines 2j and 2j + 1. kCluster: a row per cluster of
 // kRowSplits blocks (sm_90+), else a row per block; same bits either way.
-// kRanks: 2 for exactly two ranks, 0 for any size up to kMaxRanks. The
-// loops over ranks unroll to kMaxRanks in the general kernel; the code for
-// the ranks a call does not have lies between the parts it runs, and each
-// far jump over it is an instruction-cache miss on the latency-bound path.
+// kRanks: 2 for exactly two ranks, 0 for any size (rank_loop.cuh).
 template <class T, bool kCluster, int kRanks>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     fused_ll_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual, const T* weight,
                     float eps, const __grid_constant__ KernelLayout layout, std::int64_t rows,
                     std::int64_t hidden) {
-  static_assert(kRanks == 0 || kRanks == 2, "two ranks, or any size");
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
   constexpr int E = 8 / sizeof(T);  // elements per line
   static_assert(V == 2 * E, "a pack is two lines");
-  constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
-  const int ranks = kRanks > 0 ? kRanks : p.size;
+  constexpr int kRankBound = RankLoop<kRanks>::kBound;
+  const int ranks = RankLoop<kRanks>::count(p.size);
   auto row_sum = RowWorkers<kCluster>::row(shared);
   const int units = RowWorkers<kCluster>::row_step();
   const int unit = RowWorkers<kCluster>::first_row();

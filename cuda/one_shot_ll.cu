@@ -17,21 +17,19 @@
 #include "launch_recipe.hpp"
 #include "launch_shape.cuh"
 #include "ll_lines.cuh"
+#include "rank_loop.cuh"
 #include "recipe_steps.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
 
-// kRanks: 2 for exactly two ranks, 0 for any size up to kMaxRanks (as in
-// fused_ll.cu: the two-rank kernel has no code for absent ranks, and half
-// the registers).
+// kRanks: 2 for exactly two ranks, 0 for any size (rank_loop.cuh).
 template <class T, int kRanks>
 __global__ void __launch_bounds__(kThreads)
     one_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
                     const __grid_constant__ KernelLayout layout, std::int64_t count) {
-  static_assert(kRanks == 0 || kRanks == 2, "two ranks, or any size");
-  constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
-  const int ranks = kRanks > 0 ? kRanks : p.size;
+  constexpr int kRankBound = RankLoop<kRanks>::kBound;
+  const int ranks = RankLoop<kRanks>::count(p.size);
   constexpr int E = 8 / sizeof(T);  // elements per line
   const std::int64_t lines = (count + E - 1) / E;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
