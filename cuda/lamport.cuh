@@ -184,12 +184,15 @@ __device__ __forceinline__ bool take_pack_by_call(const PeerSet& p, const uint4*
 
 // Pack j of every peer's sub-slot in this rank's region for call `epoch`
 // (what the one-shot and the two-shot's reduce-scatter take in): a first
-// look at each, all loads in flight together.
-__device__ __forceinline__ void look_at_arrivals(const PeerSet& p, std::uint32_t epoch,
-                                                 std::int64_t j, uint4 (&seen)[kMaxRanks]) {
+// look at each, all loads in flight together. kBound: the most ranks the
+// kernel serves (2 in its two-rank instantiation, else kMaxRanks); `ranks`
+// how many the call has.
+template <int kBound>
+__device__ __forceinline__ void look_at_arrivals(const PeerSet& p, int ranks, std::uint32_t epoch,
+                                                 std::int64_t j, uint4 (&seen)[kBound]) {
 #pragma unroll
-  for (int r = 0; r < kMaxRanks; ++r) {
-    if (r >= p.size) break;
+  for (int r = 0; r < kBound; ++r) {
+    if (r >= ranks) break;
     if (r != p.rank) seen[r] = load_volatile_pack(lamport_of(p, p.rank, r, epoch) + j);
   }
 }
@@ -197,14 +200,14 @@ __device__ __forceinline__ void look_at_arrivals(const PeerSet& p, std::uint32_t
 // `own` and those packs summed in rank order (RankOrderSum: the bits of
 // every other route), each waited for (take_pack) where the first look
 // found it pending. False when the call failed.
-template <class T>
-__device__ __forceinline__ bool sum_arrivals(const PeerSet& p, std::uint32_t epoch, std::int64_t j,
-                                             const uint4& own, uint4 (&seen)[kMaxRanks],
-                                             Pack<T>& sum) {
+template <class T, int kBound>
+__device__ __forceinline__ bool sum_arrivals(const PeerSet& p, int ranks, std::uint32_t epoch,
+                                             std::int64_t j, const uint4& own,
+                                             uint4 (&seen)[kBound], Pack<T>& sum) {
   RankOrderSum<T> acc;
 #pragma unroll
-  for (int r = 0; r < kMaxRanks; ++r) {
-    if (r >= p.size) break;
+  for (int r = 0; r < kBound; ++r) {
+    if (r >= ranks) break;
     Pack<T> source;
     if (r == p.rank) {
       source.raw = own;
@@ -220,11 +223,12 @@ __device__ __forceinline__ bool sum_arrivals(const PeerSet& p, std::uint32_t epo
 
 // Those packs back to the sentinel, ready for call epoch + 2 (see above):
 // after the same thread's reads of the same addresses (program order).
-__device__ __forceinline__ void reset_arrivals(const PeerSet& p, std::uint32_t epoch,
+template <int kBound>
+__device__ __forceinline__ void reset_arrivals(const PeerSet& p, int ranks, std::uint32_t epoch,
                                                std::int64_t j) {
 #pragma unroll
-  for (int r = 0; r < kMaxRanks; ++r) {
-    if (r >= p.size) break;
+  for (int r = 0; r < kBound; ++r) {
+    if (r >= ranks) break;
     if (r != p.rank) store_volatile_pack(lamport_of(p, p.rank, r, epoch) + j, sentinel_pack());
   }
 }

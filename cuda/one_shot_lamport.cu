@@ -25,10 +25,15 @@ namespace {
 // Pushing everything first keeps every store of a large message streaming
 // before any thread waits; a small message (one pack per thread) is one
 // push, one round of loads, one sum.
-template <class T>
+// kRanks: 2 for exactly two ranks, 0 for any size up to kMaxRanks (as in
+// one_shot_ll.cu: no code for absent ranks in the two-rank kernel).
+template <class T, int kRanks>
 __global__ void __launch_bounds__(kThreads)
     one_shot_lamport_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
                             const __grid_constant__ KernelLayout layout, std::int64_t count) {
+  static_assert(kRanks == 0 || kRanks == 2, "two ranks, or any size");
+  constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
+  const int ranks = kRanks > 0 ? kRanks : p.size;
   constexpr int V = Pack<T>::kCount;
   const std::int64_t packs = (count + V - 1) / V;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -55,8 +60,8 @@ __global__ void __launch_bounds__(kThreads)
   // writes of many ranks over the links.
   for (std::int64_t j = begin; j < packs; j += stride) {
     const uint4 data = j == begin ? first : load_input(j);
-    for (int k = 1; k < p.size; ++k) {
-      const int q = p.rank + k < p.size ? p.rank + k : p.rank + k - p.size;
+    for (int k = 1; k < ranks; ++k) {
+      const int q = p.rank + k < ranks ? p.rank + k : p.rank + k - ranks;
       store_volatile_pack(lamport_of(p, q, p.rank, epoch) + j, data);
     }
   }
@@ -76,13 +81,13 @@ __global__ void __launch_bounds__(kThreads)
   bool ok = true;
   for (std::int64_t i = begin; ok && i < packs; i += kPacksAtOnce * stride) {
     uint4 own[kPacksAtOnce];
-    uint4 seen[kPacksAtOnce][kMaxRanks];
+    uint4 seen[kPacksAtOnce][kRankBound];
 #pragma unroll
     for (int u = 0; u < kPacksAtOnce; ++u) {
       const std::int64_t j = i + u * stride;
       if (j >= packs) break;
       own[u] = j == begin ? first : load_input(j);
-      look_at_arrivals(p, epoch, j, seen[u]);
+      look_at_arrivals(p, ranks, epoch, j, seen[u]);
     }
 #pragma unroll
     for (int u = 0; u < kPacksAtOnce; ++u) {
@@ -91,10 +96,10 @@ __global__ void __launch_bounds__(kThreads)
       // The LL one-shot's arithmetic exactly (RankOrderSum), so both
       // protocols give the same bits.
       Pack<T> sum;
-      ok = sum_arrivals<T>(p, epoch, j, own[u], seen[u], sum);
+      ok = sum_arrivals<T>(p, ranks, epoch, j, own[u], seen[u], sum);
       if (!ok) break;
       store_tensor(out, layout, out_vec, j * V, count, sum);
-      reset_arrivals(p, epoch, j);
+      reset_arrivals<kRankBound>(p, ranks, epoch, j);
     }
   }
 }
@@ -107,7 +112,11 @@ namespace detail {
 // thread up to the one-shot's largest grid).
 KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::int64_t count) {
   return grid_step(
-      type, [](auto tag) { return one_shot_lamport_kernel<decltype(tag)>; },
+      type,
+      [&](auto tag) {
+        using T = decltype(tag);
+        return shape.size == 2 ? one_shot_lamport_kernel<T, 2> : one_shot_lamport_kernel<T, 0>;
+      },
       [&](auto tag) { return packs_for<decltype(tag)>(count); }, shape.one_shot_max_blocks,
       shape.overlap_launch);
 }

@@ -69,12 +69,17 @@ __device__ __forceinline__ ShardPack shard_pack(std::int64_t count, std::int64_t
   return {first, first < range.end};
 }
 
-template <class T>
+// kRanks: 2 for exactly two ranks, 0 for any size up to kMaxRanks (as in
+// one_shot_ll.cu: no code for absent ranks in the two-rank kernel).
+template <class T, int kRanks>
 __global__ void __launch_bounds__(kThreads)
     two_shot_lamport_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
                             const __grid_constant__ KernelLayout layout, std::int64_t count) {
+  static_assert(kRanks == 0 || kRanks == 2, "two ranks, or any size");
+  constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
+  const int ranks = kRanks > 0 ? kRanks : p.size;
   constexpr int V = Pack<T>::kCount;
-  const std::int64_t shard = shard_elements<V>(count, p.size);
+  const std::int64_t shard = shard_elements<V>(count, ranks);
   const std::int64_t shard_packs = shard / V;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -87,8 +92,8 @@ __global__ void __launch_bounds__(kThreads)
   // are not the sentinel. Peers in the order after this rank, to spread
   // the writes of many ranks over the links.
   for (std::int64_t j = begin; j < shard_packs; j += stride) {
-    for (int k = 1; k < p.size; ++k) {
-      const int q = p.rank + k < p.size ? p.rank + k : p.rank + k - p.size;
+    for (int k = 1; k < ranks; ++k) {
+      const int q = p.rank + k < ranks ? p.rank + k : p.rank + k - ranks;
       const ShardPack at = shard_pack<V>(count, shard, q, j);
       if (!at.exists) continue;
       const uint4 data = without_sentinel<T>(load_tensor(in, layout, in_vec, at.first, count).raw);
@@ -104,35 +109,35 @@ __global__ void __launch_bounds__(kThreads)
     const ShardPack at = shard_pack<V>(count, shard, p.rank, j);
     if (!at.exists) break;  // the packs past the shard's end come later in j
     const uint4 own = load_tensor(in, layout, in_vec, at.first, count).raw;
-    uint4 seen[kMaxRanks];
-    look_at_arrivals(p, epoch, j, seen);
+    uint4 seen[kRankBound];
+    look_at_arrivals(p, ranks, epoch, j, seen);
     Pack<T> sum;
-    ok = sum_arrivals<T>(p, epoch, j, own, seen, sum);
+    ok = sum_arrivals<T>(p, ranks, epoch, j, own, seen, sum);
     if (!ok) break;
     sum.raw = without_sentinel<T>(sum.raw);
-    for (int k = 1; k < p.size; ++k) {
-      const int q = p.rank + k < p.size ? p.rank + k : p.rank + k - p.size;
+    for (int k = 1; k < ranks; ++k) {
+      const int q = p.rank + k < ranks ? p.rank + k : p.rank + k - ranks;
       store_volatile_pack(lamport_of(p, q, p.rank, epoch) + shard_packs + j, sum.raw);
     }
     store_tensor(out, layout, out_vec, at.first, count, sum);
-    reset_arrivals(p, epoch, j);
+    reset_arrivals<kRankBound>(p, ranks, epoch, j);
   }
 
   // 3. Gather the peers' reduced shards. Writing pack j of shard q of
   // `out` after this thread read pack j of shard q of `in` (phase 1) is
   // what makes in == out safe.
   for (std::int64_t j = begin; ok && j < shard_packs; j += stride) {
-    uint4 seen[kMaxRanks];
+    uint4 seen[kRankBound];
 #pragma unroll
-    for (int q = 0; q < kMaxRanks; ++q) {
-      if (q >= p.size) break;
+    for (int q = 0; q < kRankBound; ++q) {
+      if (q >= ranks) break;
       if (q != p.rank && shard_pack<V>(count, shard, q, j).exists) {
         seen[q] = load_volatile_pack(lamport_of(p, p.rank, q, epoch) + shard_packs + j);
       }
     }
 #pragma unroll
-    for (int q = 0; q < kMaxRanks; ++q) {
-      if (q >= p.size) break;
+    for (int q = 0; q < kRankBound; ++q) {
+      if (q >= ranks) break;
       const ShardPack at = shard_pack<V>(count, shard, q, j);
       if (q == p.rank || !at.exists) continue;
       uint4* const pack = lamport_of(p, p.rank, q, epoch) + shard_packs + j;
@@ -157,7 +162,11 @@ namespace detail {
 // every block resident, which the waits need).
 KernelStep two_shot_lamport_step(const PeerSet& shape, ElementType type, std::int64_t shard) {
   return grid_step(
-      type, [](auto tag) { return two_shot_lamport_kernel<decltype(tag)>; },
+      type,
+      [&](auto tag) {
+        using T = decltype(tag);
+        return shape.size == 2 ? two_shot_lamport_kernel<T, 2> : two_shot_lamport_kernel<T, 0>;
+      },
       [&](auto tag) { return packs_for<decltype(tag)>(shard); }, shape.one_shot_max_blocks,
       shape.overlap_launch);
 }
