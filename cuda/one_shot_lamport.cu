@@ -15,6 +15,7 @@
 #include "lamport.cuh"
 #include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "rank_loop.cuh"
 #include "recipe_steps.cuh"
 
 namespace peerplan::cuda_kernels {
@@ -25,15 +26,13 @@ namespace {
 // Pushing everything first keeps every store of a large message streaming
 // before any thread waits; a small message (one pack per thread) is one
 // push, one round of loads, one sum.
-// kRanks: 2 for exactly two ranks, 0 for any size up to kMaxRanks (as in
-// one_shot_ll.cu: no code for absent ranks in the two-rank kernel).
+// kRanks: 2 for exactly two ranks, 0 for any size (rank_loop.cuh).
 template <class T, int kRanks>
 __global__ void __launch_bounds__(kThreads)
     one_shot_lamport_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
                             const __grid_constant__ KernelLayout layout, std::int64_t count) {
-  static_assert(kRanks == 0 || kRanks == 2, "two ranks, or any size");
-  constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
-  const int ranks = kRanks > 0 ? kRanks : p.size;
+  constexpr int kRankBound = RankLoop<kRanks>::kBound;
+  const int ranks = RankLoop<kRanks>::count(p.size);
   constexpr int V = Pack<T>::kCount;
   const std::int64_t packs = (count + V - 1) / V;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;

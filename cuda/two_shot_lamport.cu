@@ -49,6 +49,7 @@
 #include "lamport.cuh"
 #include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "rank_loop.cuh"
 #include "recipe_steps.cuh"
 #include "shard_geometry.cuh"
 
@@ -69,15 +70,13 @@ __device__ __forceinline__ ShardPack shard_pack(std::int64_t count, std::int64_t
   return {first, first < range.end};
 }
 
-// kRanks: 2 for exactly two ranks, 0 for any size up to kMaxRanks (as in
-// one_shot_ll.cu: no code for absent ranks in the two-rank kernel).
+// kRanks: 2 for exactly two ranks, 0 for any size (rank_loop.cuh).
 template <class T, int kRanks>
 __global__ void __launch_bounds__(kThreads)
     two_shot_lamport_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
                             const __grid_constant__ KernelLayout layout, std::int64_t count) {
-  static_assert(kRanks == 0 || kRanks == 2, "two ranks, or any size");
-  constexpr int kRankBound = kRanks > 0 ? kRanks : kMaxRanks;
-  const int ranks = kRanks > 0 ? kRanks : p.size;
+  constexpr int kRankBound = RankLoop<kRanks>::kBound;
+  const int ranks = RankLoop<kRanks>::count(p.size);
   constexpr int V = Pack<T>::kCount;
   const std::int64_t shard = shard_elements<V>(count, ranks);
   const std::int64_t shard_packs = shard / V;
