@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "collective_kernels.hpp"
 
@@ -34,6 +35,26 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// a and b rounded to T, as from_float rounds each. The 16-bit types take
+// one packed conversion for both, a fixed-latency ALU instruction: rounding
+// one float and reading it back compiles to a slower conversion, and the
+// fused row functions do that on their latency-bound path. Same bits.
+template <class T>
+__device__ __forceinline__ void from_float_pair(float a, float b, T& ta, T& tb) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    ta = h.x;
+    tb = h.y;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(a, b);
+    ta = h.x;
+    tb = h.y;
+  } else {
+    ta = from_float<T>(a);
+    tb = from_float<T>(b);
+  }
+}
+
 template <class T>
 struct Pack {
   static constexpr int kCount = static_cast<int>(kPackBytes / sizeof(T));
@@ -43,6 +64,26 @@ struct Pack {
   };
   __device__ Pack() : raw{0u, 0u, 0u, 0u} {}
 };
+
+// s[k] = acc[k] rounded to T and read back as a float (a reduced pack's
+// values as the row functions take them), two at a time for 16-bit types.
+template <class T>
+__device__ __forceinline__ void round_to_element(const float (&acc)[Pack<T>::kCount],
+                                                 float (&s)[Pack<T>::kCount]) {
+  constexpr int V = Pack<T>::kCount;
+  if constexpr (sizeof(T) == 2) {
+#pragma unroll
+    for (int k = 0; k < V; k += 2) {
+      T a, b;
+      from_float_pair<T>(acc[k], acc[k + 1], a, b);
+      s[k] = to_float(a);
+      s[k + 1] = to_float(b);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) s[k] = to_float(from_float<T>(acc[k]));
+  }
+}
 
 // Packs that cover `count` elements (the last one may be partial).
 template <class T>

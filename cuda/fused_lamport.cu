@@ -219,8 +219,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads,
 #pragma unroll
         for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], to_float(in.v[k]));
       }
-#pragma unroll
-      for (int k = 0; k < V; ++k) s[k] = to_float(from_float<T>(acc[k]));
+      round_to_element<T>(acc, s);
       return !failed;
     };
     if (!add_rms_norm_part_whole<T, kKept>(sum_pack, residual + offset, weight, inout + offset,

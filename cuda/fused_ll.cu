@@ -151,8 +151,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
           acc[E + k] = __fadd_rn(acc[E + k], to_float(high.v[k]));
         }
       }
-#pragma unroll
-      for (int k = 0; k < V; ++k) s[k] = to_float(from_float<T>(acc[k]));
+      round_to_element<T>(acc, s);
       return !failed;
     };
     const std::int64_t offset = row_offset(layout, row, hidden);

@@ -68,8 +68,7 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
         for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], to_float(in.v[k]));
       }
-#pragma unroll
-      for (int k = 0; k < V; ++k) s[k] = to_float(from_float<T>(acc[k]));
+      round_to_element<T>(acc, s);
       return true;
     };
     const std::int64_t offset = row_offset(layout, row, hidden);
