@@ -35,10 +35,10 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-// a and b rounded to T, as from_float rounds each. The 16-bit types take
-// one packed conversion for both, a fixed-latency ALU instruction: rounding
-// one float and reading it back compiles to a slower conversion, and the
-// fused row functions do that on their latency-bound path. Same bits.
+// a and b rounded to T, as from_float rounds each: the same bits. The 16-bit
+// types take one packed conversion for both (F2FP on sm_90); rounding one
+// float and reading it back compiles to F2F instead, whose latency the fused
+// row functions wait on at one warp per scheduler (benchmarks/kernel-loop.md).
 template <class T>
 __device__ __forceinline__ void from_float_pair(float a, float b, T& ta, T& tb) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {

@@ -277,22 +277,25 @@ struct RowWorkers {
 template <class T>
 __device__ __forceinline__ void residual_pack(const float (&s)[Pack<T>::kCount], const Pack<T>& old,
                                               Pack<T>& r, int valid, float& squares) {
-  constexpr int V = Pack<T>::kCount;
   // A whole pack of a 16-bit type: two roundings per conversion
-  // (from_float_pair), the squares still added in element order.
-  if (sizeof(T) == 2 && valid == V) {
+  // (from_float_pair), the squares still added in element order. f32 keeps
+  // the loop below: the pair path cost it registers and resident clusters.
+  if constexpr (sizeof(T) == 2) {
+    constexpr int V = Pack<T>::kCount;
+    if (valid == V) {
 #pragma unroll
-    for (int k = 0; k < V; k += 2) {
-      T a, b;
-      from_float_pair<T>(__fadd_rn(s[k], to_float(old.v[k])),
-                         __fadd_rn(s[k + 1], to_float(old.v[k + 1])), a, b);
-      r.v[k] = a;
-      r.v[k + 1] = b;
-      const float ra = to_float(a), rb = to_float(b);
-      squares = __fadd_rn(squares, __fmul_rn(ra, ra));
-      squares = __fadd_rn(squares, __fmul_rn(rb, rb));
+      for (int k = 0; k < V; k += 2) {
+        T a, b;
+        from_float_pair<T>(__fadd_rn(s[k], to_float(old.v[k])),
+                           __fadd_rn(s[k + 1], to_float(old.v[k + 1])), a, b);
+        r.v[k] = a;
+        r.v[k + 1] = b;
+        const float ra = to_float(a), rb = to_float(b);
+        squares = __fadd_rn(squares, __fmul_rn(ra, ra));
+        squares = __fadd_rn(squares, __fmul_rn(rb, rb));
+      }
+      return;
     }
-    return;
   }
 #pragma unroll
   for (int k = 0; k < Pack<T>::kCount; ++k) {
