@@ -35,23 +35,21 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-// a and b rounded to T, as from_float rounds each: the same bits. The 16-bit
-// types take one packed conversion for both (F2FP on sm_90); rounding one
-// float and reading it back compiles to F2F instead, whose latency the fused
-// row functions wait on at one warp per scheduler (benchmarks/kernel-loop.md).
+// a and b rounded to a 16-bit T, as from_float rounds each: the same bits,
+// by one packed conversion for both (F2FP on sm_90); rounding one float and
+// reading it back compiles to F2F instead, whose latency the fused row
+// functions wait on at one warp per scheduler (benchmarks/kernel-loop.md).
 template <class T>
 __device__ __forceinline__ void from_float_pair(float a, float b, T& ta, T& tb) {
+  static_assert(sizeof(T) == 2, "f32 rounds nothing");
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
     ta = h.x;
     tb = h.y;
-  } else if constexpr (std::is_same_v<T, __half>) {
+  } else {
     const __half2 h = __floats2half2_rn(a, b);
     ta = h.x;
     tb = h.y;
-  } else {
-    ta = from_float<T>(a);
-    tb = from_float<T>(b);
   }
 }
 
