@@ -4,7 +4,9 @@
 // (sm_90+, PeerSet::cluster_rows) or per block of kRowThreads, the row
 // function of rms_norm_row.cuh. Twins: fused_lamport.cu (same row mapping
 // on the Lamport region), fused_staged.cu. An instantiation for exactly two
-// ranks runs beside the general one (fused_ll_step).
+// ranks runs beside the general one (fused_ll_step). Dense rows of at most
+// one pack per thread of the cluster, on aligned tensors, run the leaner
+// kernel of fused_ll_short.cu instead: the same lines and the same bits.
 // Sums are fp32 in fixed rank order 0..n-1 with one rounding, so every
 // rank's output is bit-identical. Peer slots are read 16 bytes at a time;
 // the caller's tensors use 16-byte accesses only where this rank's pointer
@@ -14,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "collective_kernels.hpp"
 #include "device_sync.cuh"
@@ -166,7 +169,8 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
 
 namespace detail {
 
-KernelStep fused_ll_step(const PeerSet& shape, ElementType type, std::int64_t rows) {
+KernelStep fused_ll_step(const PeerSet& shape, ElementType type, const KernelLayout& layout,
+                         std::int64_t rows, std::int64_t hidden) {
   KernelStep step;
   with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
@@ -179,6 +183,13 @@ KernelStep fused_ll_step(const PeerSet& shape, ElementType type, std::int64_t ro
       step.blocks = clusters * kRowSplits;
       step.threads = kSplitThreads;
       step.cluster = kRowSplits;
+      // The short-row kernel indexes packs and lines in 32 bits.
+      const std::int64_t packs = hidden / Pack<T>::kCount;
+      if (layout.dense && packs <= std::int64_t{kRowSplits} * kSplitThreads &&
+          rows <= std::numeric_limits<std::int32_t>::max() / (2 * packs)) {
+        step.unaligned_kernel = step.kernel;
+        step.kernel = fused_ll_short_kernel_for(type, two);
+      }
     } else {
       step.kernel = two ? reinterpret_cast<const void*>(fused_ll_kernel<T, false, 2>)
                         : reinterpret_cast<const void*>(fused_ll_kernel<T, false, 0>);

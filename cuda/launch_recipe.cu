@@ -20,6 +20,10 @@
 namespace peerplan::cuda_kernels {
 namespace {
 
+bool pack_aligned(const void* pointer) {
+  return reinterpret_cast<std::uintptr_t>(pointer) % kPackBytes == 0;
+}
+
 bool known(ElementType type) {
   return type == ElementType::f16 || type == ElementType::bf16 || type == ElementType::f32;
 }
@@ -185,7 +189,7 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
       r.steps[0] = fused_lamport_step(shape, type, rows);
       break;
     case Algorithm::fused_ll:
-      r.steps[0] = fused_ll_step(shape, type, rows);
+      r.steps[0] = fused_ll_step(shape, type, layout, rows, hidden);
       break;
     case Algorithm::fused_staged:
       r.steps[0] = fused_staged_step(shape, type, rows);
@@ -399,7 +403,12 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
       const void* weight = pointers.weight;
       float eps = pointers.eps;
       void* args[] = {peer_set, &inout, &residual, &weight, &eps, layout, rows, hidden};
-      return failed(detail::launch_step(recipe.steps[0], args, stream));
+      KernelStep step = recipe.steps[0];
+      if (step.unaligned_kernel != nullptr &&
+          !(pack_aligned(inout) && pack_aligned(residual) && pack_aligned(weight))) {
+        step.kernel = step.unaligned_kernel;
+      }
+      return failed(detail::launch_step(step, args, stream));
     }
     case Algorithm::fused_two_shot_row_norm:
     case Algorithm::fused_two_shot_lamport_row_norm:

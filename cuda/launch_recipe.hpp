@@ -97,6 +97,9 @@ struct KernelStep {
   unsigned threads = 0;          // block (x)
   unsigned cluster = 1;          // blocks per thread-block cluster (1: none)
   bool programmatic = false;     // programmatic dependent launch (PDL) attribute
+  // Non-null: `kernel` takes only 16-byte aligned tensors, and this one (the
+  // same parameters and grid) runs a call whose pointers are not.
+  const void* unaligned_kernel = nullptr;
 };
 
 struct LaunchRecipe {

@@ -56,8 +56,13 @@ int dma_pieces_for(std::size_t message_bytes);
 // many rows at once as the device holds (occupancy query, cached per
 // device and variant).
 KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, std::int64_t rows);
-// Fused op, LL lines: a cluster per row (shape.cluster_rows) or a block per row.
-KernelStep fused_ll_step(const PeerSet& shape, ElementType type, std::int64_t rows);
+// Fused op, LL lines: a cluster per row (shape.cluster_rows) or a block per row;
+// dense rows of at most one pack per thread of the cluster run
+// fused_ll_short.cu's kernel when the call's tensors are 16-byte aligned.
+KernelStep fused_ll_step(const PeerSet& shape, ElementType type, const KernelLayout& layout,
+                         std::int64_t rows, std::int64_t hidden);
+// fused_ll_short.cu's kernel for the dtype, for exactly two ranks or any size.
+const void* fused_ll_short_kernel_for(ElementType type, bool two_ranks);
 // Fused op, staged packs: a block per row, at most kMaxBlocks.
 KernelStep fused_staged_step(const PeerSet& shape, ElementType type, std::int64_t rows);
 // The add + RMSNorm row kernel: a cluster per row (`clusters`, then a
