@@ -144,7 +144,7 @@ struct FusedResult {
 // One fused call through `comm` on fresh buffers laid out as `layout`
 // (synchronised). `eps` selects the plan (another eps: the fallback).
 FusedResult run_fused(Communicator& comm, DataType dtype, const TensorLayout& layout,
-                      const DeviceBuffer& weight, float eps, const FusedData& data) {
+                      const void* weight, float eps, const FusedData& data) {
   const auto inout_bytes = scatter(dtype, layout, data.inputs[static_cast<std::size_t>(rank())]);
   const auto residual_bytes = scatter(dtype, layout, data.residual);
   DeviceBuffer inout(inout_bytes.size()), residual(residual_bytes.size());
@@ -152,7 +152,7 @@ FusedResult run_fused(Communicator& comm, DataType dtype, const TensorLayout& la
   residual.upload(residual_bytes);
   FusedResult run;
   run.result =
-      comm.fused_add_rms_norm(inout.ptr, residual.ptr, weight.ptr, eps, dtype, layout, nullptr);
+      comm.fused_add_rms_norm(inout.ptr, residual.ptr, weight, eps, dtype, layout, nullptr);
   check_cuda(cudaDeviceSynchronize(), "fused");
   run.out = gather(dtype, layout, inout.download(inout.bytes), run.padding_written);
   run.residual = gather(dtype, layout, residual.download(residual.bytes), run.padding_written);
@@ -263,13 +263,13 @@ TEST(CudaFusedLamport, EveryDtypeRowsAndHiddenMatchFloat64AndLLAndFallbackBitFor
     SCOPED_TRACE(std::string(to_string(fc.dtype)) + " " + fc.layout.to_string() +
                  (fc.sentinels ? " with sentinels" : ""));
     const FusedResult by_lamport =
-        run_fused(*lamport, fc.dtype, fc.layout, *weights[c], eps, data[c]);
-    const FusedResult by_ll = run_fused(*ll, fc.dtype, fc.layout, *weights[c], eps, data[c]);
+        run_fused(*lamport, fc.dtype, fc.layout, weights[c]->ptr, eps, data[c]);
+    const FusedResult by_ll = run_fused(*ll, fc.dtype, fc.layout, weights[c]->ptr, eps, data[c]);
     // Another eps is another key: the same data through the fallback
     // (NCCL or MPI) + add/RMSNorm.
     const float other_eps = eps * 1.0000001f + 1e-12f;
     const FusedResult by_fallback =
-        run_fused(*lamport, fc.dtype, fc.layout, *weights[c], other_eps, data[c]);
+        run_fused(*lamport, fc.dtype, fc.layout, weights[c]->ptr, other_eps, data[c]);
     EXPECT_TRUE(is_fused_p2p(by_lamport.result.route)) << to_string(by_lamport.result.route);
     EXPECT_TRUE(is_fused_p2p(by_ll.result.route)) << to_string(by_ll.result.route);
     EXPECT_EQ(by_fallback.result.route, Route::fallback);
@@ -293,6 +293,70 @@ TEST(CudaFusedLamport, EveryDtypeRowsAndHiddenMatchFloat64AndLLAndFallbackBitFor
   }
   lamport->close();
   ll->close();
+}
+
+TEST(CudaFusedLamport, ShortRowsGiveTheSameBitsWhenSomeRanksWeightIsMisaligned) {
+  // On the LL protocol with row clusters, rows of at most one pack per
+  // thread run a kernel of their own (cuda/fused_ll_short.cu) when the
+  // call's tensors are 16-byte aligned, the general kernel when one is not.
+  // A declared call's inout and residual are (input_alignment), its weight
+  // need only be element-aligned. Each rank picks for itself: here the odd
+  // ranks' weight is one element off, so the two kernels meet in one call,
+  // and every bit must match the call where all are aligned.
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto aligned_comm = create_with("never", "auto");
+  auto mixed_comm = create_with("never", "auto");
+  ASSERT_TRUE(aligned_comm->p2p_enabled()) << aligned_comm->p2p_disabled_reason();
+  const float eps = 1e-6f;
+  std::vector<FusedCase> cases;
+  for (DataType dtype : {DataType::bf16, DataType::f16, DataType::f32}) {
+    const std::int64_t pack = static_cast<std::int64_t>(16 / element_size(dtype));
+    // 1024 packs: every thread of the cluster has one; 513: one split short.
+    for (std::int64_t hidden : {1024 * pack, 513 * pack, pack})
+      for (std::int64_t rows : {1, 3, 130}) cases.push_back({dtype, rows_of(rows, hidden)});
+  }
+  std::vector<FusedData> data;
+  std::vector<std::unique_ptr<DeviceBuffer>> weights, shifted_weights;
+  std::vector<const void*> mixed_weight;
+  std::vector<Declaration> aligned_declared, mixed_declared;
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const FusedCase& fc = cases[c];
+    data.push_back(fused_data(fc.dtype, fc.rows(), fc.hidden(), next_seed()));
+    weights.push_back(device_copy(data.back().weight));
+    const std::size_t e = element_size(fc.dtype);
+    auto shifted = data.back().weight;
+    shifted.insert(shifted.begin(), e, std::uint8_t{0});
+    shifted_weights.push_back(device_copy(shifted));
+    mixed_weight.push_back(rank() % 2 == 1
+                               ? static_cast<const char*>(shifted_weights.back()->ptr) + e
+                               : weights.back()->ptr);
+    const std::string name = "c" + std::to_string(c);
+    aligned_declared.push_back(
+        Declaration::fused_add_rms_norm(name, fc.dtype, fc.layout, weights.back()->ptr, eps));
+    mixed_declared.push_back(
+        Declaration::fused_add_rms_norm(name, fc.dtype, fc.layout, mixed_weight.back(), eps));
+  }
+  aligned_comm->declare(aligned_declared);
+  mixed_comm->declare(mixed_declared);
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const FusedCase& fc = cases[c];
+    SCOPED_TRACE(std::string(to_string(fc.dtype)) + " " + fc.layout.to_string());
+    const FusedResult aligned =
+        run_fused(*aligned_comm, fc.dtype, fc.layout, weights[c]->ptr, eps, data[c]);
+    const FusedResult mixed =
+        run_fused(*mixed_comm, fc.dtype, fc.layout, mixed_weight[c], eps, data[c]);
+    EXPECT_TRUE(is_fused_p2p(aligned.result.route)) << to_string(aligned.result.route);
+    EXPECT_TRUE(is_fused_p2p(mixed.result.route)) << to_string(mixed.result.route);
+    std::string first;
+    EXPECT_EQ(count_fused_wrong(fc.dtype, fc.rows(), fc.hidden(), data[c], eps, aligned, first), 0)
+        << "first: " << first;
+    EXPECT_EQ(first_difference(fc.dtype, aligned.out, mixed.out), "") << "outputs";
+    EXPECT_EQ(first_difference(fc.dtype, aligned.residual, mixed.residual), "") << "residuals";
+    EXPECT_TRUE(same_on_every_rank(mixed.out));
+    EXPECT_TRUE(same_on_every_rank(mixed.residual));
+  }
+  aligned_comm->close();
+  mixed_comm->close();
 }
 
 TEST(CudaFusedLamport, RowClustersAndOneBlockPerRowGiveTheSameBits) {
@@ -322,7 +386,7 @@ TEST(CudaFusedLamport, RowClustersAndOneBlockPerRowGiveTheSameBits) {
     comm->declare(declared);
     for (std::size_t c = 0; c < cases.size(); ++c) {
       runs[clusters].push_back(
-          run_fused(*comm, cases[c].dtype, cases[c].layout, *weights[c], eps, data[c]));
+          run_fused(*comm, cases[c].dtype, cases[c].layout, weights[c]->ptr, eps, data[c]));
       EXPECT_TRUE(is_fused_p2p(runs[clusters].back().result.route));
     }
     comm->close();
@@ -656,8 +720,8 @@ TEST_P(CudaFusedSkippedCall,
     // Fresh inputs and residual; the weight is the declared one (d's).
     FusedData fresh = fused_data(bf16, rows, hidden, next_seed());
     fresh.weight = d.weight;
-    const FusedResult a = run_fused(*comm, bf16, layout, *weight, eps, fresh);
-    const FusedResult b = run_fused(*ll, bf16, layout, *weight, eps, fresh);
+    const FusedResult a = run_fused(*comm, bf16, layout, weight->ptr, eps, fresh);
+    const FusedResult b = run_fused(*ll, bf16, layout, weight->ptr, eps, fresh);
     std::string first;
     EXPECT_EQ(count_fused_wrong(bf16, rows, hidden, fresh, eps, a, first), 0) << first;
     EXPECT_EQ(first_difference(bf16, a.out, b.out) + first_difference(bf16, a.residual, b.residual),
