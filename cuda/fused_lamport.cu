@@ -19,6 +19,9 @@
 // exactly the packs it later sums (packs first_k + t + i * kSplitThreads
 // of each of its rows), so each pack of the region is written by one
 // thread of each peer and read and reset by one thread of its owner.
+// Dense rows of at most one pack per thread of the cluster, on aligned
+// tensors, run the leaner kernel of fused_lamport_short.cu instead: the
+// same region, the same threads per pack and the same bits.
 //
 // Rounding: the row function is add_rms_norm_part_whole, which rounds
 // exactly like add_rms_norm_part (the LL, staged and fallback kernels):
@@ -248,8 +251,9 @@ constexpr auto kernel_of = fused_lamport_kernel<T, kCluster, kRanks>;
 // never larger: a cluster that is not resident would start only when
 // another has finished its rows, long after its own rows' data arrived.
 // kMaxFusedClusters (kMaxFusedBlocks) when the calculator fails.
-template <class T, bool kCluster, int kRanks>
-std::int64_t resident_units() {
+// kShort: for fused_lamport_short.cu's kernel (cluster only), `kernel`.
+template <class T, bool kCluster, int kRanks, bool kShort = false>
+std::int64_t resident_units(const void* kernel) {
   constexpr int kDevices = 64;
   static std::atomic<int> cached[kDevices];  // static storage: zero, i.e. not yet known
   const std::int64_t fallback = kCluster ? kMaxFusedClusters : kMaxFusedBlocks;
@@ -272,11 +276,10 @@ std::int64_t resident_units() {
     attribute.val.clusterDim.z = 1;
     config.attrs = &attribute;
     config.numAttrs = 1;
-    status = cudaOccupancyMaxActiveClusters(&units, kernel_of<T, true, kRanks>, &config);
+    status = cudaOccupancyMaxActiveClusters(&units, kernel, &config);
   } else {
     int per_sm = 0, sms = 0;
-    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel_of<T, false, kRanks>,
-                                                           kRowThreads, 0);
+    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kRowThreads, 0);
     if (status == cudaSuccess) {
       status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     }
@@ -313,17 +316,28 @@ void with_variant(const PeerSet& peers, F&& run) {
 namespace detail {
 
 // The grid is this rank's choice (no per-block flags): the peers need only
-// agree on the region's layout, which rows and hidden fix.
-KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, std::int64_t rows) {
+// agree on the region's layout, which rows and hidden fix. Dense rows of at
+// most one pack per thread of a cluster run fused_lamport_short.cu's kernel
+// when the call's tensors are aligned (launch() checks), else this file's;
+// the grid is one that both hold at once.
+KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, const KernelLayout& layout,
+                              std::int64_t rows, std::int64_t hidden) {
   KernelStep step;
   with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
     with_variant<T>(shape, [&](auto cluster, auto ranks) {
       constexpr bool kCluster = decltype(cluster)::value;
       constexpr int kRanks = decltype(ranks)::value;
-      const auto units = static_cast<unsigned>(
-          std::clamp<std::int64_t>(rows, 1, resident_units<T, kCluster, kRanks>()));
       step.kernel = reinterpret_cast<const void*>(kernel_of<T, kCluster, kRanks>);
+      std::int64_t most = resident_units<T, kCluster, kRanks>(step.kernel);
+      if constexpr (kCluster) {
+        if (layout.dense && hidden / Pack<T>::kCount <= std::int64_t{kRowSplits} * kSplitThreads) {
+          step.unaligned_kernel = step.kernel;
+          step.kernel = fused_lamport_short_kernel_for(type, kRanks == 2);
+          most = std::min(most, resident_units<T, true, kRanks, true>(step.kernel));
+        }
+      }
+      const auto units = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, most));
       if constexpr (kCluster) {
         step.blocks = units * kRowSplits;
         step.threads = kSplitThreads;

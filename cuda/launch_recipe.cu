@@ -186,7 +186,7 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
   r.hidden = hidden;
   switch (algorithm) {
     case Algorithm::fused_lamport:
-      r.steps[0] = fused_lamport_step(shape, type, rows);
+      r.steps[0] = fused_lamport_step(shape, type, layout, rows, hidden);
       break;
     case Algorithm::fused_ll:
       r.steps[0] = fused_ll_step(shape, type, layout, rows, hidden);

@@ -55,7 +55,11 @@ int dma_pieces_for(std::size_t message_bytes);
 // Fused op, Lamport: the variant for shape.cluster_rows and shape.size, as
 // many rows at once as the device holds (occupancy query, cached per
 // device and variant).
-KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, std::int64_t rows);
+KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, const KernelLayout& layout,
+                              std::int64_t rows, std::int64_t hidden);
+// fused_lamport_short.cu's kernel for the dtype, for exactly two ranks or any size:
+// dense rows of at most one pack per thread of the cluster, aligned tensors.
+const void* fused_lamport_short_kernel_for(ElementType type, bool two_ranks);
 // Fused op, LL lines: a cluster per row (shape.cluster_rows) or a block per row;
 // dense rows of at most one pack per thread of the cluster run
 // fused_ll_short.cu's kernel when the call's tensors are 16-byte aligned.
