@@ -296,67 +296,72 @@ TEST(CudaFusedLamport, EveryDtypeRowsAndHiddenMatchFloat64AndLLAndFallbackBitFor
 }
 
 TEST(CudaFusedLamport, ShortRowsGiveTheSameBitsWhenSomeRanksWeightIsMisaligned) {
-  // On the LL protocol with row clusters, rows of at most one pack per
-  // thread run a kernel of their own (cuda/fused_ll_short.cu) when the
-  // call's tensors are 16-byte aligned, the general kernel when one is not.
+  // With row clusters, rows of at most one pack per thread run a kernel of
+  // their own (cuda/fused_ll_short.cu, cuda/fused_lamport_short.cu) when
+  // the call's tensors are 16-byte aligned, the general kernel when one is
+  // not.
   // A declared call's inout and residual are (input_alignment), its weight
   // need only be element-aligned. Each rank picks for itself: here the odd
   // ranks' weight is one element off, so the two kernels meet in one call,
   // and every bit must match the call where all are aligned.
   PEERPLAN_SKIP_WITHOUT_GPUS();
-  auto aligned_comm = create_with("never", "auto");
-  auto mixed_comm = create_with("never", "auto");
-  ASSERT_TRUE(aligned_comm->p2p_enabled()) << aligned_comm->p2p_disabled_reason();
-  const float eps = 1e-6f;
-  std::vector<FusedCase> cases;
-  for (DataType dtype : {DataType::bf16, DataType::f16, DataType::f32}) {
-    const std::int64_t pack = static_cast<std::int64_t>(16 / element_size(dtype));
-    // 1024 packs: every thread of the cluster has one; 513: one split short.
-    for (std::int64_t hidden : {1024 * pack, 513 * pack, pack})
-      for (std::int64_t rows : {1, 3, 130}) cases.push_back({dtype, rows_of(rows, hidden)});
+  for (const char* lamport : {"never", "all"}) {
+    SCOPED_TRACE(std::string("fused Lamport: ") + lamport);
+    auto aligned_comm = create_with(lamport, "auto");
+    auto mixed_comm = create_with(lamport, "auto");
+    ASSERT_TRUE(aligned_comm->p2p_enabled()) << aligned_comm->p2p_disabled_reason();
+    const float eps = 1e-6f;
+    std::vector<FusedCase> cases;
+    for (DataType dtype : {DataType::bf16, DataType::f16, DataType::f32}) {
+      const std::int64_t pack = static_cast<std::int64_t>(16 / element_size(dtype));
+      // 1024 packs: every thread of the cluster has one; 513: one split short.
+      for (std::int64_t hidden : {1024 * pack, 513 * pack, pack})
+        for (std::int64_t rows : {1, 3, 130}) cases.push_back({dtype, rows_of(rows, hidden)});
+    }
+    std::vector<FusedData> data;
+    std::vector<std::unique_ptr<DeviceBuffer>> weights, shifted_weights;
+    std::vector<const void*> mixed_weight;
+    std::vector<Declaration> aligned_declared, mixed_declared;
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      const FusedCase& fc = cases[c];
+      data.push_back(fused_data(fc.dtype, fc.rows(), fc.hidden(), next_seed()));
+      weights.push_back(device_copy(data.back().weight));
+      const std::size_t e = element_size(fc.dtype);
+      auto shifted = data.back().weight;
+      shifted.insert(shifted.begin(), e, std::uint8_t{0});
+      shifted_weights.push_back(device_copy(shifted));
+      mixed_weight.push_back(rank() % 2 == 1
+                                 ? static_cast<const char*>(shifted_weights.back()->ptr) + e
+                                 : weights.back()->ptr);
+      const std::string name = "c" + std::to_string(c);
+      aligned_declared.push_back(
+          Declaration::fused_add_rms_norm(name, fc.dtype, fc.layout, weights.back()->ptr, eps));
+      mixed_declared.push_back(
+          Declaration::fused_add_rms_norm(name, fc.dtype, fc.layout, mixed_weight.back(), eps));
+    }
+    aligned_comm->declare(aligned_declared);
+    mixed_comm->declare(mixed_declared);
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      const FusedCase& fc = cases[c];
+      SCOPED_TRACE(std::string(to_string(fc.dtype)) + " " + fc.layout.to_string());
+      const FusedResult aligned =
+          run_fused(*aligned_comm, fc.dtype, fc.layout, weights[c]->ptr, eps, data[c]);
+      const FusedResult mixed =
+          run_fused(*mixed_comm, fc.dtype, fc.layout, mixed_weight[c], eps, data[c]);
+      EXPECT_TRUE(is_fused_p2p(aligned.result.route)) << to_string(aligned.result.route);
+      EXPECT_TRUE(is_fused_p2p(mixed.result.route)) << to_string(mixed.result.route);
+      std::string first;
+      EXPECT_EQ(count_fused_wrong(fc.dtype, fc.rows(), fc.hidden(), data[c], eps, aligned, first),
+                0)
+          << "first: " << first;
+      EXPECT_EQ(first_difference(fc.dtype, aligned.out, mixed.out), "") << "outputs";
+      EXPECT_EQ(first_difference(fc.dtype, aligned.residual, mixed.residual), "") << "residuals";
+      EXPECT_TRUE(same_on_every_rank(mixed.out));
+      EXPECT_TRUE(same_on_every_rank(mixed.residual));
+    }
+    aligned_comm->close();
+    mixed_comm->close();
   }
-  std::vector<FusedData> data;
-  std::vector<std::unique_ptr<DeviceBuffer>> weights, shifted_weights;
-  std::vector<const void*> mixed_weight;
-  std::vector<Declaration> aligned_declared, mixed_declared;
-  for (std::size_t c = 0; c < cases.size(); ++c) {
-    const FusedCase& fc = cases[c];
-    data.push_back(fused_data(fc.dtype, fc.rows(), fc.hidden(), next_seed()));
-    weights.push_back(device_copy(data.back().weight));
-    const std::size_t e = element_size(fc.dtype);
-    auto shifted = data.back().weight;
-    shifted.insert(shifted.begin(), e, std::uint8_t{0});
-    shifted_weights.push_back(device_copy(shifted));
-    mixed_weight.push_back(rank() % 2 == 1
-                               ? static_cast<const char*>(shifted_weights.back()->ptr) + e
-                               : weights.back()->ptr);
-    const std::string name = "c" + std::to_string(c);
-    aligned_declared.push_back(
-        Declaration::fused_add_rms_norm(name, fc.dtype, fc.layout, weights.back()->ptr, eps));
-    mixed_declared.push_back(
-        Declaration::fused_add_rms_norm(name, fc.dtype, fc.layout, mixed_weight.back(), eps));
-  }
-  aligned_comm->declare(aligned_declared);
-  mixed_comm->declare(mixed_declared);
-  for (std::size_t c = 0; c < cases.size(); ++c) {
-    const FusedCase& fc = cases[c];
-    SCOPED_TRACE(std::string(to_string(fc.dtype)) + " " + fc.layout.to_string());
-    const FusedResult aligned =
-        run_fused(*aligned_comm, fc.dtype, fc.layout, weights[c]->ptr, eps, data[c]);
-    const FusedResult mixed =
-        run_fused(*mixed_comm, fc.dtype, fc.layout, mixed_weight[c], eps, data[c]);
-    EXPECT_TRUE(is_fused_p2p(aligned.result.route)) << to_string(aligned.result.route);
-    EXPECT_TRUE(is_fused_p2p(mixed.result.route)) << to_string(mixed.result.route);
-    std::string first;
-    EXPECT_EQ(count_fused_wrong(fc.dtype, fc.rows(), fc.hidden(), data[c], eps, aligned, first), 0)
-        << "first: " << first;
-    EXPECT_EQ(first_difference(fc.dtype, aligned.out, mixed.out), "") << "outputs";
-    EXPECT_EQ(first_difference(fc.dtype, aligned.residual, mixed.residual), "") << "residuals";
-    EXPECT_TRUE(same_on_every_rank(mixed.out));
-    EXPECT_TRUE(same_on_every_rank(mixed.residual));
-  }
-  aligned_comm->close();
-  mixed_comm->close();
 }
 
 TEST(CudaFusedLamport, RowClustersAndOneBlockPerRowGiveTheSameBits) {
