@@ -51,8 +51,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   auto row_start = [&](int row) { return static_cast<std::int64_t>(row) * hidden; };
   // The own pack as the peers sum it (lamport.cuh: no sentinel).
   auto input_pack = [&](int row) {
-    return without_sentinel<T>(
-        *reinterpret_cast<const uint4*>(inout + row_start(row) + pack * V));
+    return without_sentinel<T>(*reinterpret_cast<const uint4*>(inout + row_start(row) + pack * V));
   };
 
   // The first row's pack is loaded while begin_call reads the epoch.
@@ -99,7 +98,8 @@ __global__ void __launch_bounds__(kSplitThreads)
         if (q == p.rank) {
           in.raw = own;
         } else {
-          if (!failed) failed = !take_pack<T>(p, lamport_of(p, p.rank, q, epoch) + at, q, epoch, seen[q]);
+          if (!failed)
+            failed = !take_pack<T>(p, lamport_of(p, p.rank, q, epoch) + at, q, epoch, seen[q]);
           in.raw = seen[q];
         }
 #pragma unroll
