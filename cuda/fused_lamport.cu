@@ -70,6 +70,7 @@
 #include "rank_loop.cuh"
 #include "recipe_steps.cuh"
 #include "rms_norm_row.cuh"
+#include "short_row.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
@@ -331,7 +332,7 @@ KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, const Kern
       step.kernel = reinterpret_cast<const void*>(kernel_of<T, kCluster, kRanks>);
       std::int64_t most = resident_units<T, kCluster, kRanks>(step.kernel);
       if constexpr (kCluster) {
-        if (layout.dense && hidden / Pack<T>::kCount <= std::int64_t{kRowSplits} * kSplitThreads) {
+        if (layout.dense && hidden / Pack<T>::kCount <= kShortRowMaxPacks) {
           step.unaligned_kernel = step.kernel;
           step.kernel = fused_lamport_short_kernel_for(type, kRanks == 2);
           most = std::min(most, resident_units<T, true, kRanks, true>(step.kernel));

@@ -21,6 +21,7 @@
 #include "rank_loop.cuh"
 #include "recipe_steps.cuh"
 #include "rms_norm_row.cuh"
+#include "short_row.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
@@ -37,27 +38,21 @@ __global__ void __launch_bounds__(kSplitThreads)
   constexpr int kRankBound = RankLoop<kRanks>::kBound;
   const int ranks = RankLoop<kRanks>::count(p.size);
   RowInCluster row_sum(shared.slots, shared.barriers);
-  const int units = static_cast<int>(gridDim.x) / kRowSplits;
-  const int unit = static_cast<int>(blockIdx.x) / kRowSplits;
-  // This thread's pack of every row (row_part's split, in 32 bits: a row
-  // has at most kRowSplits * kSplitThreads packs here, and prepare_fused
-  // keeps every pack index of the region below 2^31).
-  const int packs = static_cast<int>(hidden / V);
+  // This thread's pack of every row (prepare_fused keeps every pack index
+  // of the region below 2^31).
+  const ShortRowThread me = short_row_thread(row_sum.split(), hidden, V);
   const int row_count = static_cast<int>(rows);
-  const int per_split = (packs + kRowSplits - 1) / kRowSplits;
-  const int first = min(packs, row_sum.split() * per_split);
-  const int pack = first + static_cast<int>(threadIdx.x);
-  const bool has_pack = pack < min(packs, first + per_split);
   auto row_start = [&](int row) { return static_cast<std::int64_t>(row) * hidden; };
   // The own pack as the peers sum it (lamport.cuh: no sentinel).
   auto input_pack = [&](int row) {
-    return without_sentinel<T>(*reinterpret_cast<const uint4*>(inout + row_start(row) + pack * V));
+    return without_sentinel<T>(
+        *reinterpret_cast<const uint4*>(inout + row_start(row) + me.pack * V));
   };
 
   // The first row's pack is loaded while begin_call reads the epoch.
   wait_for_previous_kernel();
   uint4 early = make_uint4(0u, 0u, 0u, 0u);
-  if (has_pack && unit < row_count) early = input_pack(unit);
+  if (me.has_pack && me.unit < row_count) early = input_pack(me.unit);
   std::uint32_t epoch;
   // A block of a cluster must not leave alone (see fused_lamport_kernel): a
   // broken transport is carried through the first row's exchange.
@@ -65,27 +60,27 @@ __global__ void __launch_bounds__(kSplitThreads)
 
   // The push: this thread's pack of each row into every peer's region, the
   // peers after this rank first (as fused_lamport_kernel spreads the writes).
-  if (has_pack) {
-    for (int row = unit; !failed && row < row_count; row += units) {
-      const uint4 data = row == unit ? early : input_pack(row);
+  if (me.has_pack) {
+    for (int row = me.unit; !failed && row < row_count; row += me.units) {
+      const uint4 data = row == me.unit ? early : input_pack(row);
       for (int k = 1; k < ranks; ++k) {
         const int q = p.rank + k < ranks ? p.rank + k : p.rank + k - ranks;
-        store_volatile_pack(lamport_of(p, q, p.rank, epoch) + (row * packs + pack), data);
+        store_volatile_pack(lamport_of(p, q, p.rank, epoch) + (row * me.packs + me.pack), data);
       }
     }
   }
 
   Pack<T> w;
-  if (has_pack) w.raw = *reinterpret_cast<const uint4*>(weight + pack * V);
-  for (int row = unit; row < row_count; row += units) {
+  if (me.has_pack) w.raw = *reinterpret_cast<const uint4*>(weight + me.pack * V);
+  for (int row = me.unit; row < row_count; row += me.units) {
     const std::int64_t start = row_start(row);
-    const int at = row * packs + pack;
+    const int at = row * me.packs + me.pack;
     float squares = 0.0f;
     Pack<T> r;
-    if (has_pack) {
+    if (me.has_pack) {
       Pack<T> old;
-      old.raw = *reinterpret_cast<const uint4*>(residual + start + pack * V);
-      const uint4 own = row == unit ? early : input_pack(row);
+      old.raw = *reinterpret_cast<const uint4*>(residual + start + me.pack * V);
+      const uint4 own = row == me.unit ? early : input_pack(row);
       uint4 seen[kRankBound];
       look_at_arrivals<kRankBound>(p, ranks, epoch, at, seen);
       float acc[V];
@@ -113,9 +108,9 @@ __global__ void __launch_bounds__(kSplitThreads)
     // written unless every thread of the cluster got every pack.
     const float total = row_sum.row_total(squares, failed);
     if (failed) return;  // every thread of the cluster alike
-    if (has_pack) {
-      *reinterpret_cast<uint4*>(residual + start + pack * V) = r.raw;
-      *reinterpret_cast<uint4*>(inout + start + pack * V) =
+    if (me.has_pack) {
+      *reinterpret_cast<uint4*>(residual + start + me.pack * V) = r.raw;
+      *reinterpret_cast<uint4*>(inout + start + me.pack * V) =
           normalized_pack<T>(r, w, inv_rms_of(total, hidden, eps)).raw;
       // Ready for call epoch + 2 (lamport.cuh): after this thread's last
       // reads of these packs (program order, same addresses).
@@ -129,13 +124,9 @@ __global__ void __launch_bounds__(kSplitThreads)
 namespace detail {
 
 const void* fused_lamport_short_kernel_for(ElementType type, bool two_ranks) {
-  const void* kernel = nullptr;
-  with_element_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    kernel = two_ranks ? reinterpret_cast<const void*>(fused_lamport_short_kernel<T, 2>)
-                       : reinterpret_cast<const void*>(fused_lamport_short_kernel<T, 0>);
+  return kernel_for_ranks(type, two_ranks, [](auto tag, auto ranks) {
+    return fused_lamport_short_kernel<decltype(tag), decltype(ranks)::value>;
   });
-  return kernel;
 }
 
 }  // namespace detail

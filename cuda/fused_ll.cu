@@ -27,6 +27,7 @@
 #include "rank_loop.cuh"
 #include "recipe_steps.cuh"
 #include "rms_norm_row.cuh"
+#include "short_row.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
@@ -185,7 +186,7 @@ KernelStep fused_ll_step(const PeerSet& shape, ElementType type, const KernelLay
       step.cluster = kRowSplits;
       // The short-row kernel indexes packs and lines in 32 bits.
       const std::int64_t packs = hidden / Pack<T>::kCount;
-      if (layout.dense && packs <= std::int64_t{kRowSplits} * kSplitThreads &&
+      if (layout.dense && packs <= kShortRowMaxPacks &&
           rows <= std::numeric_limits<std::int32_t>::max() / (2 * packs)) {
         step.unaligned_kernel = step.kernel;
         step.kernel = fused_ll_short_kernel_for(type, two);

@@ -20,6 +20,7 @@
 #include "rank_loop.cuh"
 #include "recipe_steps.cuh"
 #include "rms_norm_row.cuh"
+#include "short_row.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
@@ -36,35 +37,29 @@ __global__ void __launch_bounds__(kSplitThreads)
   constexpr int kRankBound = RankLoop<kRanks>::kBound;
   const int ranks = RankLoop<kRanks>::count(p.size);
   RowInCluster row_sum(shared.slots, shared.barriers);
-  const int units = static_cast<int>(gridDim.x) / kRowSplits;
-  const int unit = static_cast<int>(blockIdx.x) / kRowSplits;
-  // This thread's pack of every row (row_part's split, in 32 bits: a row
-  // has at most kRowSplits * kSplitThreads packs here).
-  const int packs = static_cast<int>(hidden / V);
-  const int per_split = (packs + kRowSplits - 1) / kRowSplits;
-  const int first = min(packs, row_sum.split() * per_split);
-  const int pack = first + static_cast<int>(threadIdx.x);
-  const bool has_pack = pack < min(packs, first + per_split);
-  const int row_lines = 2 * packs;
+  // This thread's pack of every row (fused_ll_step keeps every line index
+  // below 2^31).
+  const ShortRowThread me = short_row_thread(row_sum.split(), hidden, V);
+  const int row_lines = 2 * me.packs;
   auto row_start = [&](int row) { return static_cast<std::int64_t>(row) * hidden; };
   auto input_pack = [&](int row) {
-    return *reinterpret_cast<const uint4*>(inout + row_start(row) + pack * V);
+    return *reinterpret_cast<const uint4*>(inout + row_start(row) + me.pack * V);
   };
 
   // The first row's pack is loaded while begin_call reads the epoch.
   wait_for_previous_kernel();
   uint4 early = make_uint4(0u, 0u, 0u, 0u);
-  if (has_pack && unit < rows) early = input_pack(unit);
+  if (me.has_pack && me.unit < rows) early = input_pack(me.unit);
   std::uint32_t epoch;
   // A block of a cluster must not leave alone (see fused_ll_kernel): a
   // broken transport is carried through the first row's exchange.
   bool failed = !begin_call(p, epoch);
 
   // The push: this thread's pack of each row as its two lines, to every peer.
-  if (has_pack) {
-    for (int row = unit; !failed && row < rows; row += units) {
-      const uint4 data = row == unit ? early : input_pack(row);
-      const int line = row * row_lines + 2 * pack;
+  if (me.has_pack) {
+    for (int row = me.unit; !failed && row < rows; row += me.units) {
+      const uint4 data = row == me.unit ? early : input_pack(row);
+      const int line = row * row_lines + 2 * me.pack;
 #pragma unroll
       for (int q = 0; q < kRankBound; ++q) {
         if (q < ranks && q != p.rank) {
@@ -77,17 +72,17 @@ __global__ void __launch_bounds__(kSplitThreads)
   }
 
   Pack<T> w;
-  if (has_pack) w.raw = *reinterpret_cast<const uint4*>(weight + pack * V);
-  for (int row = unit; row < rows; row += units) {
+  if (me.has_pack) w.raw = *reinterpret_cast<const uint4*>(weight + me.pack * V);
+  for (int row = me.unit; row < rows; row += me.units) {
     const std::int64_t start = row_start(row);
     float squares = 0.0f;
     Pack<T> r;
-    if (has_pack) {
+    if (me.has_pack) {
       Pack<T> old;
-      old.raw = *reinterpret_cast<const uint4*>(residual + start + pack * V);
-      const uint4 own = row == unit ? early : input_pack(row);
+      old.raw = *reinterpret_cast<const uint4*>(residual + start + me.pack * V);
+      const uint4 own = row == me.unit ? early : input_pack(row);
       // A first look at every peer's two lines, all loads in flight at once.
-      const int line = row * row_lines + 2 * pack;
+      const int line = row * row_lines + 2 * me.pack;
       uint4 seen[kRankBound][2];
 #pragma unroll
       for (int q = 0; q < kRankBound; ++q) {
@@ -119,12 +114,12 @@ __global__ void __launch_bounds__(kSplitThreads)
       float s[V];
       round_to_element<T>(acc, s);
       residual_pack<T>(s, old, r, V, squares);
-      if (!failed) *reinterpret_cast<uint4*>(residual + start + pack * V) = r.raw;
+      if (!failed) *reinterpret_cast<uint4*>(residual + start + me.pack * V) = r.raw;
     }
     const float total = row_sum.row_total(squares, failed);
     if (failed) return;  // every thread of the cluster alike
-    if (has_pack) {
-      *reinterpret_cast<uint4*>(inout + start + pack * V) =
+    if (me.has_pack) {
+      *reinterpret_cast<uint4*>(inout + start + me.pack * V) =
           normalized_pack<T>(r, w, inv_rms_of(total, hidden, eps)).raw;
     }
   }
@@ -135,13 +130,9 @@ __global__ void __launch_bounds__(kSplitThreads)
 namespace detail {
 
 const void* fused_ll_short_kernel_for(ElementType type, bool two_ranks) {
-  const void* kernel = nullptr;
-  with_element_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    kernel = two_ranks ? reinterpret_cast<const void*>(fused_ll_short_kernel<T, 2>)
-                       : reinterpret_cast<const void*>(fused_ll_short_kernel<T, 0>);
+  return kernel_for_ranks(type, two_ranks, [](auto tag, auto ranks) {
+    return fused_ll_short_kernel<decltype(tag), decltype(ranks)::value>;
   });
-  return kernel;
 }
 
 }  // namespace detail
