@@ -27,8 +27,7 @@ struct ShortRowThread {
 };
 
 // `split`: the block's rank in its cluster; `V`: elements per pack.
-__device__ __forceinline__ ShortRowThread short_row_thread(int split, std::int64_t hidden,
-                                                           int V) {
+__device__ __forceinline__ ShortRowThread short_row_thread(int split, std::int64_t hidden, int V) {
   ShortRowThread t;
   t.units = static_cast<int>(gridDim.x) / kRowSplits;
   t.unit = static_cast<int>(blockIdx.x) / kRowSplits;
