@@ -111,7 +111,8 @@ __device__ __forceinline__ std::int64_t offset_of(const KernelLayout& layout, st
   return layout.dense ? i : element_offset(layout, i);
 }
 
-__device__ __forceinline__ bool aligned16(const void* p) {
+// Also the launch's host-side choice between a kernel and its unaligned twin.
+__host__ __device__ __forceinline__ bool aligned16(const void* p) {
   return (reinterpret_cast<std::uintptr_t>(p) & (kPackBytes - 1)) == 0;
 }
 

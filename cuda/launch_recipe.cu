@@ -12,6 +12,7 @@
 
 #include "collective_kernels.hpp"
 #include "device_sync.cuh"
+#include "element_ops.cuh"
 #include "launch_recipe.hpp"
 #include "launch_shape.cuh"
 #include "recipe_steps.cuh"
@@ -19,10 +20,6 @@
 
 namespace peerplan::cuda_kernels {
 namespace {
-
-bool pack_aligned(const void* pointer) {
-  return reinterpret_cast<std::uintptr_t>(pointer) % kPackBytes == 0;
-}
 
 bool known(ElementType type) {
   return type == ElementType::f16 || type == ElementType::bf16 || type == ElementType::f32;
@@ -405,7 +402,7 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
       void* args[] = {peer_set, &inout, &residual, &weight, &eps, layout, rows, hidden};
       KernelStep step = recipe.steps[0];
       if (step.unaligned_kernel != nullptr &&
-          !(pack_aligned(inout) && pack_aligned(residual) && pack_aligned(weight))) {
+          !(aligned16(inout) && aligned16(residual) && aligned16(weight))) {
         step.kernel = step.unaligned_kernel;
       }
       return failed(detail::launch_step(step, args, stream));
