@@ -83,9 +83,7 @@ __global__ void __launch_bounds__(kSplitThreads)
       const uint4 own = row == me.unit ? early : input_pack(row);
       uint4 seen[kRankBound];
       look_at_arrivals<kRankBound>(p, ranks, epoch, at, seen);
-      float acc[V];
-#pragma unroll
-      for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+      RankOrderSum<T> sum;
 #pragma unroll
       for (int q = 0; q < kRankBound; ++q) {
         if (q >= ranks) break;
@@ -97,11 +95,10 @@ __global__ void __launch_bounds__(kSplitThreads)
             failed = !take_pack<T>(p, lamport_of(p, p.rank, q, epoch) + at, q, epoch, seen[q]);
           in.raw = seen[q];
         }
-#pragma unroll
-        for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], to_float(in.v[k]));
+        sum.add(in);
       }
       float s[V];
-      round_to_element<T>(acc, s);
+      round_to_element<T>(sum.acc, s);
       residual_pack<T>(s, old, r, V, squares);
     }
     // All or nothing (add_rms_norm_part_whole): nothing of the row is

@@ -92,9 +92,7 @@ __global__ void __launch_bounds__(kSplitThreads)
           seen[q][1] = load_volatile_pack(lines + 1);
         }
       }
-      float acc[V];
-#pragma unroll
-      for (int k = 0; k < V; ++k) acc[k] = 0.0f;
+      RankOrderSum<T> sum;
 #pragma unroll
       for (int q = 0; q < kRankBound; ++q) {
         if (q >= ranks) break;
@@ -108,11 +106,10 @@ __global__ void __launch_bounds__(kSplitThreads)
           if (!failed) failed = !take_line(p, lines + 1, seen[q][1], q, epoch, high);
           data.raw = make_uint4(low.x, low.y, high.x, high.y);
         }
-#pragma unroll
-        for (int k = 0; k < V; ++k) acc[k] = __fadd_rn(acc[k], to_float(data.v[k]));
+        sum.add(data);
       }
       float s[V];
-      round_to_element<T>(acc, s);
+      round_to_element<T>(sum.acc, s);
       residual_pack<T>(s, old, r, V, squares);
       if (!failed) *reinterpret_cast<uint4*>(residual + start + me.pack * V) = r.raw;
     }
