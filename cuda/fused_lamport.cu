@@ -19,7 +19,7 @@
 // exactly the packs it later sums (packs first_k + t + i * kSplitThreads
 // of each of its rows), so each pack of the region is written by one
 // thread of each peer and read and reset by one thread of its owner.
-// Dense rows of at most one pack per thread of the cluster, on aligned
+// Dense rows of at most two packs per thread of the cluster, on aligned
 // tensors, run the leaner kernel of fused_lamport_short.cu instead: the
 // same region, the same threads per pack and the same bits.
 //
@@ -252,8 +252,9 @@ constexpr auto kernel_of = fused_lamport_kernel<T, kCluster, kRanks>;
 // never larger: a cluster that is not resident would start only when
 // another has finished its rows, long after its own rows' data arrived.
 // kMaxFusedClusters (kMaxFusedBlocks) when the calculator fails.
-// kShort: for fused_lamport_short.cu's kernel (cluster only), `kernel`.
-template <class T, bool kCluster, int kRanks, bool kShort = false>
+// kShortPacks: for fused_lamport_short.cu's kernel of as many packs a thread
+// (cluster only), `kernel`; 0 for this file's.
+template <class T, bool kCluster, int kRanks, int kShortPacks = 0>
 std::int64_t resident_units(const void* kernel) {
   constexpr int kDevices = 64;
   static std::atomic<int> cached[kDevices];  // static storage: zero, i.e. not yet known
@@ -318,7 +319,7 @@ namespace detail {
 
 // The grid is this rank's choice (no per-block flags): the peers need only
 // agree on the region's layout, which rows and hidden fix. Dense rows of at
-// most one pack per thread of a cluster run fused_lamport_short.cu's kernel
+// most two packs per thread of a cluster run fused_lamport_short.cu's kernel
 // when the call's tensors are aligned (launch() checks), else this file's;
 // the grid is one that both hold at once.
 KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, const KernelLayout& layout,
@@ -332,10 +333,13 @@ KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, const Kern
       step.kernel = reinterpret_cast<const void*>(kernel_of<T, kCluster, kRanks>);
       std::int64_t most = resident_units<T, kCluster, kRanks>(step.kernel);
       if constexpr (kCluster) {
-        if (layout.dense && hidden / Pack<T>::kCount <= kShortRowMaxPacks) {
+        const std::int64_t packs = hidden / Pack<T>::kCount;
+        if (layout.dense && packs <= kShortRowMaxPacks) {
           step.unaligned_kernel = step.kernel;
-          step.kernel = fused_lamport_short_kernel_for(type, kRanks == 2);
-          most = std::min(most, resident_units<T, true, kRanks, true>(step.kernel));
+          const int per_thread = short_row_packs_per_thread(packs);
+          step.kernel = fused_lamport_short_kernel_for(type, kRanks == 2, per_thread);
+          most = std::min(most, per_thread == 1 ? resident_units<T, true, kRanks, 1>(step.kernel)
+                                                : resident_units<T, true, kRanks, 2>(step.kernel));
         }
       }
       const auto units = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, most));

@@ -5,7 +5,7 @@
 // function of rms_norm_row.cuh. Twins: fused_lamport.cu (same row mapping
 // on the Lamport region), fused_staged.cu. An instantiation for exactly two
 // ranks runs beside the general one (fused_ll_step). Dense rows of at most
-// one pack per thread of the cluster, on aligned tensors, run the leaner
+// two packs per thread of the cluster, on aligned tensors, run the leaner
 // kernel of fused_ll_short.cu instead: the same lines and the same bits.
 // Sums are fp32 in fixed rank order 0..n-1 with one rounding, so every
 // rank's output is bit-identical. Peer slots are read 16 bytes at a time;
@@ -189,7 +189,7 @@ KernelStep fused_ll_step(const PeerSet& shape, ElementType type, const KernelLay
       if (layout.dense && packs <= kShortRowMaxPacks &&
           rows <= std::numeric_limits<std::int32_t>::max() / (2 * packs)) {
         step.unaligned_kernel = step.kernel;
-        step.kernel = fused_ll_short_kernel_for(type, two);
+        step.kernel = fused_ll_short_kernel_for(type, two, short_row_packs_per_thread(packs));
       }
     } else {
       step.kernel = two ? reinterpret_cast<const void*>(fused_ll_kernel<T, false, 2>)

@@ -57,16 +57,18 @@ int dma_pieces_for(std::size_t message_bytes);
 // device and variant).
 KernelStep fused_lamport_step(const PeerSet& shape, ElementType type, const KernelLayout& layout,
                               std::int64_t rows, std::int64_t hidden);
-// fused_lamport_short.cu's kernel for the dtype, for exactly two ranks or any size:
-// dense rows of at most one pack per thread of the cluster, aligned tensors.
-const void* fused_lamport_short_kernel_for(ElementType type, bool two_ranks);
+// fused_lamport_short.cu's kernel for the dtype, for exactly two ranks or any size
+// and for 1 or 2 packs a thread (short_row_packs_per_thread): dense rows of at
+// most kShortRowMaxPacks packs, aligned tensors.
+const void* fused_lamport_short_kernel_for(ElementType type, bool two_ranks, int packs_per_thread);
 // Fused op, LL lines: a cluster per row (shape.cluster_rows) or a block per row;
-// dense rows of at most one pack per thread of the cluster run
+// dense rows of at most two packs per thread of the cluster run
 // fused_ll_short.cu's kernel when the call's tensors are 16-byte aligned.
 KernelStep fused_ll_step(const PeerSet& shape, ElementType type, const KernelLayout& layout,
                          std::int64_t rows, std::int64_t hidden);
-// fused_ll_short.cu's kernel for the dtype, for exactly two ranks or any size.
-const void* fused_ll_short_kernel_for(ElementType type, bool two_ranks);
+// fused_ll_short.cu's kernel for the dtype, for exactly two ranks or any size
+// and for 1 or 2 packs a thread.
+const void* fused_ll_short_kernel_for(ElementType type, bool two_ranks, int packs_per_thread);
 // Fused op, staged packs: a block per row, at most kMaxBlocks.
 KernelStep fused_staged_step(const PeerSet& shape, ElementType type, std::int64_t rows);
 // The add + RMSNorm row kernel: a cluster per row (`clusters`, then a

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the fused kernels' short-row twins (fused_ll_short.cu,
-// fused_lamport_short.cu) share: the rows a cluster takes and the one pack
-// of each row a thread holds, in 32 bits. The pack is row_part's
+// fused_lamport_short.cu) share: the rows a cluster takes and the packs of
+// each row a thread holds, in 32 bits. The packs are row_part's
 // (rms_norm_row.cuh), so the twins and the general kernels give each pack
 // to the same thread.
 #pragma once
@@ -15,15 +15,27 @@
 
 namespace peerplan::cuda_kernels {
 
-// The most packs a short row has: one for every thread of a cluster.
-inline constexpr std::int64_t kShortRowMaxPacks = std::int64_t{kRowSplits} * kSplitThreads;
+// Threads of a cluster: a row's packs when each thread holds one.
+inline constexpr std::int64_t kClusterThreads = std::int64_t{kRowSplits} * kSplitThreads;
+// The most packs a short row has: as many a thread as the general kernels
+// keep in registers (kKeptPacks), so the two keep the same packs.
+inline constexpr std::int64_t kShortRowMaxPacks = kClusterThreads * kKeptPacks;
+
+// The packs a thread holds of a short row of `packs` (at most kShortRowMaxPacks).
+constexpr int short_row_packs_per_thread(std::int64_t packs) {
+  return packs <= kClusterThreads ? 1 : 2;
+}
 
 struct ShortRowThread {
-  int units;      // clusters of the grid: the step from one of a cluster's rows to its next
-  int unit;       // this cluster's first row
-  int packs;      // packs of a row
-  int pack;       // this thread's pack of every row
-  bool has_pack;  // false past the row's end (the thread still joins the row's exchange)
+  int units;  // clusters of the grid: the step from one of a cluster's rows to its next
+  int unit;   // this cluster's first row
+  int packs;  // packs of a row
+  int pack;   // this thread's first pack of every row; its k-th is pack + k * kSplitThreads
+  int end;    // the end of its split's packs
+  // Whether the thread holds a k-th pack (a thread without one still joins
+  // the row's exchange of sums).
+  __device__ bool has(int k) const { return pack + k * kSplitThreads < end; }
+  __device__ int pack_of(int k) const { return pack + k * kSplitThreads; }
 };
 
 // `split`: the block's rank in its cluster; `V`: elements per pack.
@@ -35,21 +47,30 @@ __device__ __forceinline__ ShortRowThread short_row_thread(int split, std::int64
   const int per_split = (t.packs + kRowSplits - 1) / kRowSplits;
   const int first = min(t.packs, split * per_split);
   t.pack = first + static_cast<int>(threadIdx.x);
-  t.has_pack = t.pack < min(t.packs, first + per_split);
+  t.end = min(t.packs, first + per_split);
   return t;
 }
 
 namespace detail {
 
-// kernel_of(tag, ranks): the kernel instantiated for the element type of
-// `tag` and for exactly two ranks (ranks.value == 2) or any size (0).
+// kernel_of(tag, ranks, packs): the kernel instantiated for the element
+// type of `tag`, for exactly two ranks (ranks.value == 2) or any size (0),
+// and for `packs_per_thread` (1 or 2) packs a thread.
 template <class KernelOf>
-const void* kernel_for_ranks(ElementType type, bool two_ranks, KernelOf&& kernel_of) {
+const void* short_kernel_for(ElementType type, bool two_ranks, int packs_per_thread,
+                             KernelOf&& kernel_of) {
   const void* kernel = nullptr;
   with_element_type(type, [&](auto tag) {
-    kernel = two_ranks
-                 ? reinterpret_cast<const void*>(kernel_of(tag, std::integral_constant<int, 2>{}))
-                 : reinterpret_cast<const void*>(kernel_of(tag, std::integral_constant<int, 0>{}));
+    auto with_packs = [&](auto packs) {
+      kernel = two_ranks ? reinterpret_cast<const void*>(
+                               kernel_of(tag, std::integral_constant<int, 2>{}, packs))
+                         : reinterpret_cast<const void*>(
+                               kernel_of(tag, std::integral_constant<int, 0>{}, packs));
+    };
+    if (packs_per_thread == 1)
+      with_packs(std::integral_constant<int, 1>{});
+    else
+      with_packs(std::integral_constant<int, 2>{});
   });
   return kernel;
 }

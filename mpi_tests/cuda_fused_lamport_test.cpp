@@ -296,7 +296,7 @@ TEST(CudaFusedLamport, EveryDtypeRowsAndHiddenMatchFloat64AndLLAndFallbackBitFor
 }
 
 TEST(CudaFusedLamport, ShortRowsGiveTheSameBitsWhenSomeRanksWeightIsMisaligned) {
-  // With row clusters, rows of at most one pack per thread run a kernel of
+  // With row clusters, rows of at most two packs per thread run a kernel of
   // their own (cuda/fused_ll_short.cu, cuda/fused_lamport_short.cu) when
   // the call's tensors are 16-byte aligned, the general kernel when one is
   // not.
@@ -314,8 +314,9 @@ TEST(CudaFusedLamport, ShortRowsGiveTheSameBitsWhenSomeRanksWeightIsMisaligned) 
     std::vector<FusedCase> cases;
     for (DataType dtype : {DataType::bf16, DataType::f16, DataType::f32}) {
       const std::int64_t pack = static_cast<std::int64_t>(16 / element_size(dtype));
-      // 1024 packs: every thread of the cluster has one; 513: one split short.
-      for (std::int64_t hidden : {1024 * pack, 513 * pack, pack})
+      // 1024 packs: every thread of the cluster has one; 513: one split
+      // short; 2048: every thread has two; 1537: some threads two, some one.
+      for (std::int64_t hidden : {1024 * pack, 513 * pack, pack, 2048 * pack, 1537 * pack})
         for (std::int64_t rows : {1, 3, 130}) cases.push_back({dtype, rows_of(rows, hidden)});
     }
     std::vector<FusedData> data;
