@@ -15,7 +15,11 @@
 // every one declared (out of place for the all-reduce), each through two
 // interfaces: "cpp" (peerplan::Communicator) and "c" (the C interface,
 // include/peerplan/peerplan.h, on a communicator of its own: what Python's
-// ctypes calls).
+// ctypes calls). On the cuda backend one more row, "launch_floor": an empty
+// kernel launched on the same stream (as shared/bench/limits.cu times its
+// eager floor), timed the same way; each collective's ratio to it follows
+// the table (the "eager <= 1.15x the eager launch floor" is about
+// this host cost wherever a call's kernel is shorter than its launch).
 //
 // Method: -w untimed calls, then --batches batches of -n back-to-back calls
 // (few enough that a GPU's launch queue never fills); before each batch,
@@ -48,6 +52,7 @@
 
 #if PEERPLAN_HAVE_CUDA
 #include "cuda_call_timing.hpp"  // bench::check_cuda
+#include "empty_launch.hpp"
 #endif
 
 namespace {
@@ -197,11 +202,12 @@ int main(int argc, char** argv) {
   const int c_dtype = static_cast<int>(dtype);  // the C enum has the C++ values
 
   const std::int64_t hidden = 4096;
-  const std::vector<Case> cases = {{"empty", "empty", 0, 0},
-                                   {"allreduce_1x512", "allreduce", 1, 512},
-                                   {"allreduce_8x4096", "allreduce", 8, 4096},
-                                   {"fused_1x4096", "fused", 1, 4096},
-                                   {"fused_16x4096", "fused", 16, 4096}};
+  std::vector<Case> cases = {{"empty", "empty", 0, 0},
+                             {"allreduce_1x512", "allreduce", 1, 512},
+                             {"allreduce_8x4096", "allreduce", 8, 4096},
+                             {"fused_1x4096", "fused", 1, 4096},
+                             {"fused_16x4096", "fused", 16, 4096}};
+  if (backend == Backend::cuda) cases.push_back({"launch_floor", "launch", 0, 0});
   std::size_t max_bytes = 0;
   for (const auto& c : cases)
     max_bytes = std::max(max_bytes, static_cast<std::size_t>(c.rows * c.hidden) * esize);
@@ -214,7 +220,7 @@ int main(int argc, char** argv) {
   shapes.reserve(cases.size());
   std::vector<peerplan_declaration_t> c_declared;
   for (const auto& c : cases) {
-    if (c.op == "empty") continue;
+    if (c.op == "empty" || c.op == "launch") continue;
     const TensorLayout layout({c.rows, c.hidden});
     declared.push_back(
         c.op == "fused" ? Declaration::fused_add_rms_norm(c.name, dtype, layout, weight.get(), eps)
@@ -268,17 +274,29 @@ int main(int argc, char** argv) {
 
   nlohmann::json rows = nlohmann::json::array();
   volatile int sink = 0;
+  std::vector<std::pair<std::string, double>> collective_ns;  // "case api", for the ratios
+  double launch_floor_ns = 0;
   for (const auto& c : cases) {
     const TensorLayout layout({c.rows, c.hidden});
     const std::int64_t c_shape[2] = {c.rows, c.hidden};
     const peerplan_layout_t c_layout{2, c_shape, nullptr};
     const std::size_t bytes = static_cast<std::size_t>(c.rows * c.hidden) * esize;
+    const bool no_tensors = c.op == "empty" || c.op == "launch";
     const int n = c.op == "empty" ? empty_calls : calls;
-    for (const std::string api : {"cpp", "c"}) {
+    const std::vector<std::string> apis =
+        c.op == "launch" ? std::vector<std::string>{"cuda"} : std::vector<std::string>{"cpp", "c"};
+    for (const std::string& api : apis) {
       std::function<void()> call;
       Route cpp_route = Route::fallback;
       peerplan_call_result_t c_result{};
-      if (c.op == "empty") {
+      if (c.op == "launch") {
+#if PEERPLAN_HAVE_CUDA
+        call = [&] {
+          bench::check_cuda(bench::launch_empty_kernel(static_cast<cudaStream_t>(stream)),
+                            "launching the empty kernel");
+        };
+#endif
+      } else if (c.op == "empty") {
         if (api == "cpp")
           call = [&] { sink = comm->rank(); };
         else
@@ -309,20 +327,22 @@ int main(int argc, char** argv) {
           };
       }
       const Timing t = time_calls(call, drain, n, batches, warmup);
-      const std::string route = c.op == "empty" ? "-"
-                                : api == "cpp"  ? to_string(cpp_route)
-                                                : peerplan_route_name(c_result.route);
+      const std::string route = no_tensors     ? "-"
+                                : api == "cpp" ? to_string(cpp_route)
+                                               : peerplan_route_name(c_result.route);
+      if (c.op == "launch") launch_floor_ns = t.ns_per_call;
+      if (!no_tensors) collective_ns.emplace_back(c.name + " " + api, t.ns_per_call);
       if (rank == 0) {
         const std::string shape =
-            c.op == "empty" ? "-" : std::to_string(c.rows) + "x" + std::to_string(c.hidden);
+            no_tensors ? "-" : std::to_string(c.rows) + "x" + std::to_string(c.hidden);
         std::printf("%-18s %-10s %-10s %8zu %-4s %-15s %12.1f\n", c.name.c_str(), c.op.c_str(),
                     shape.c_str(), bytes, api.c_str(), route.c_str(), t.ns_per_call);
         nlohmann::json row{{"case", c.name},
                            {"op", c.op},
                            {"api", api},
-                           {"dtype", c.op == "empty" ? "-" : to_string(dtype)},
-                           {"shape", c.op == "empty" ? std::vector<std::int64_t>{}
-                                                     : std::vector<std::int64_t>{c.rows, c.hidden}},
+                           {"dtype", no_tensors ? "-" : to_string(dtype)},
+                           {"shape", no_tensors ? std::vector<std::int64_t>{}
+                                                : std::vector<std::int64_t>{c.rows, c.hidden}},
                            {"bytes", bytes},
                            {"route", route},
                            {"calls_per_batch", n},
@@ -332,6 +352,11 @@ int main(int argc, char** argv) {
         rows.push_back(std::move(row));
       }
     }
+  }
+  if (rank == 0 && launch_floor_ns > 0) {
+    std::printf("# host time per call over the eager launch floor (%.1f ns):\n", launch_floor_ns);
+    for (const auto& [name, ns] : collective_ns)
+      std::printf("#   %-22s %5.2fx\n", name.c_str(), ns / launch_floor_ns);
   }
   if (rank == 0 && !json_path.empty()) {
     nlohmann::json doc{{"tool", "peerplan_call_overhead_bench"},
