@@ -16,7 +16,9 @@
 #                                            TUNE=1 (peerplan_tune first; the benchmarks then use its file),
 #                                            TUNE_MAX (its largest size: 256M with FULL=1, else BENCH_MAX),
 #                                            TUNING_FILE=path (the benchmarks use this tuning file),
-#                                            TUNE_CHECK=1 (peerplan_tune's paths on any GPU count; writes no file)
+#                                            TUNE_CHECK=1 (peerplan_tune's paths on any GPU count; writes no file);
+#                                            with TUNE or TUNE_CHECK, the kernel loop against the tuner's times
+#                                            (agreement.md)
 #
 # RANKS: the GPU tests (registered at these counts: PEERPLAN_GPU_TEST_RANKS)
 # and the example run once per count, 2 to 8. Ranks outnumbering the GPUs
@@ -113,7 +115,7 @@ if [[ -n "$BENCH_BLOCKER" ]]; then
   SKIP_BENCH=1 FULL="" FALLBACK_BENCH="" TUNE="" REFERENCE=""
 fi
 [[ -n "$FULL" || -z "${SKIP_BENCH:-}" || -n "${FALLBACK_BENCH:-}" ]] && TARGETS+=(peerplan_collective_bench)
-[[ -n "${TUNE:-}" || -n "${TUNE_CHECK:-}" ]] && TARGETS+=(peerplan_tune)
+[[ -n "${TUNE:-}" || -n "${TUNE_CHECK:-}" ]] && TARGETS+=(peerplan_tune peerplan_kernel_loop)
 [[ -z "${SKIP_DEMO:-}" ]] && TARGETS+=(peerplan_transformer_decode)
 # The GPU test binaries, for the GPU tests and for compute-sanitizer.
 TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test
@@ -169,7 +171,8 @@ fi
 # it), else BENCH_MAX.
 if [[ -n "${TUNE:-}" ]]; then
   TUNE_MAX=${TUNE_MAX:-$([[ -n "$FULL" ]] && echo 256M || echo "$BENCH_MAX")}
-  tstep tune tune.log 300 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$TUNE_MAX" --graph 1
+  tstep tune tune.log 300 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$TUNE_MAX" --graph 1 \
+    --json "$OUT/tune.json"
   [[ -s "$OUT/h200.tune" ]] && TUNING_FILE="$OUT/h200.tune"
 fi
 # TUNE_CHECK=1: peerplan_tune's paths (routes and the CUDA protocol sweep,
@@ -264,6 +267,23 @@ if [[ -z "$FULL" && -n "${REFERENCE:-}" ]] && python3 -c 'import torch' 2>/dev/n
   python3 benchmarks/compare_results.py --reference "$OUT/reference.json" "$OUT"/bench-*.json >"$OUT/comparison.md" 2>&1
 fi
 
+# The one-GPU kernel loop's ranking of the kernels the tuner timed, against
+# the tuner's own times (TUNE=1: a GPU per rank; TUNE_CHECK=1: ranks sharing
+# one GPU, time slices, which checks only the path): 2 virtual ranks on the
+# first GPU, at sizes the tuner swept (rows of hidden 7168 as it has them),
+# into agreement.md (benchmarks/loop_agreement.py; benchmarks/kernel-loop.md's
+# agreement table).
+TUNE_JSON=""
+[[ -s "$OUT/tune.json" ]] && TUNE_JSON="$OUT/tune.json"
+[[ -z "$TUNE_JSON" && -s "$OUT/tune-check.json" ]] && TUNE_JSON="$OUT/tune-check.json"
+if [[ -n "$TUNE_JSON" ]]; then
+  tstep loop-agreement loop-agreement.log 90 env CUDA_VISIBLE_DEVICES=0 "$BUILD/benchmarks/peerplan_kernel_loop" \
+    --ranks 2 --sizes 1K,16K,256K,1M --rows 1,4,18,73 --pdl on --timeout-ms 1000 --json "$OUT/loop-agreement.json" \
+    --cases one_shot_ll,one_shot_lamport,two_shot,two_shot_lamport,two_shot_dma,fused_ll,fused_lamport,fused_two_shot_row_norm
+  step agreement agreement.log python3 benchmarks/loop_agreement.py --loop "$OUT/loop-agreement.json" \
+    --tune "$TUNE_JSON" --md "$OUT/agreement.md"
+fi
+
 if [[ -z "${SKIP_SANITIZER:-}" ]] && command -v compute-sanitizer >/dev/null; then
   T="$BUILD/mpi_tests/cuda_collectives_test"
   F='--gtest_filter=CudaAllReduce.StridedRowsOnEveryRoute:CudaAllReduce.DisabledP2PUsesTheFallbackForEverything:CudaFused.RowClusters*'
@@ -303,6 +323,7 @@ echo "==== benchmark ===="; grep -v 'size(B)\|# total' "$OUT/bench.log" 2>/dev/n
 fi
 [[ -f "$OUT/tune.log" ]] && { echo "==== peerplan_tune ===="; tail -40 "$OUT/tune.log"; }
 [[ -f "$OUT/tune-check.log" ]] && { echo "==== peerplan_tune --allow-shared-gpus (times are not this machine's) ===="; tail -30 "$OUT/tune-check.log"; }
+[[ -f "$OUT/agreement.log" ]] && { echo "==== the kernel loop against the tuner (agreement.md) ===="; cat "$OUT/agreement.log"; }
 echo "==== sanitizer ===="; grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT"/sanitizer.log 2>/dev/null | sort | uniq -c
 echo "==== test failures ===="; grep -E 'Failure|FAILED|error|Expected|Which is|Value of|actual|exception' "$OUT/gpu-tests.log" 2>/dev/null | head -40
 for f in "$OUT"/demo-np*.log; do [[ -f "$f" ]] && { echo "==== $(basename "$f" .log) ===="; head -6 "$f"; tail -1 "$f"; }; done

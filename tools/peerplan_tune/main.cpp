@@ -418,7 +418,14 @@ bool publish(const Options& options, const tune::Sweep& sweep, const routing::Tu
                   sweep.fingerprint.c_str(), options.out.c_str());
     }
     if (!options.json_path.empty()) {
-      std::ofstream(options.json_path) << as_json(sweep, entry).dump(2) << "\n";
+      // What was swept, for tools that set these times beside others
+      // (benchmarks/loop_agreement.py).
+      nlohmann::json doc = as_json(sweep, entry);
+      const auto dtype = parse_data_type(options.dtype_text);  // checked before the sweep
+      doc["dtype"] = dtype ? to_string(*dtype) : options.dtype_text;
+      doc["hidden"] = options.hidden;
+      doc["graph"] = options.graph;
+      std::ofstream(options.json_path) << doc.dump(2) << "\n";
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "peerplan_tune: cannot write %s: %s\n", options.out.c_str(), e.what());
