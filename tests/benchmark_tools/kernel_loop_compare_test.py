@@ -12,14 +12,9 @@ import stat
 import subprocess
 import sys
 
-failures = 0
+from checks import Checks
 
-
-def check(condition, what):
-    global failures
-    if not condition:
-        failures += 1
-        print(f"FAILED: {what}")
+check = Checks("kernel_loop_compare_test")
 
 
 # A stand-in peerplan_kernel_loop: µs per call from the variant and the PDL
@@ -107,8 +102,7 @@ def main(source, work):
     result = run(source, "run", os.path.join(work, "empty"))
     check(result.returncode == 2 and "build first" in result.stdout,
           "a run without builds says to build first")
-    print(f"kernel_loop_compare_test: {failures} failed")
-    return 1 if failures else 0
+    return check.finish()
 
 
 if __name__ == "__main__":

@@ -10,14 +10,9 @@ import os
 import subprocess
 import sys
 
-failures = 0
+from checks import Checks
 
-
-def check(condition, what):
-    global failures
-    if not condition:
-        failures += 1
-        print(f"FAILED: {what}")
+check = Checks("loop_agreement_test")
 
 
 def loop_run(results, hidden=7168):
@@ -119,8 +114,7 @@ def main(source, work):
     status, out, _ = run(source, work, "apart", apart, TUNE)
     check(status == 1 and "at 0 of 0 sizes" in out, f"no size in common: exit 1 ({status})")
 
-    print(f"loop_agreement_test: {failures} failed")
-    return 1 if failures else 0
+    return check.finish()
 
 
 if __name__ == "__main__":
