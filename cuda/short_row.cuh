@@ -20,6 +20,7 @@ inline constexpr std::int64_t kClusterThreads = std::int64_t{kRowSplits} * kSpli
 // The most packs a short row has: as many a thread as the general kernels
 // keep in registers (kKeptPacks), so the two keep the same packs.
 inline constexpr std::int64_t kShortRowMaxPacks = kClusterThreads * kKeptPacks;
+static_assert(kKeptPacks == 2, "the twins are instantiated for one and for two packs a thread");
 
 // The packs a thread holds of a short row of `packs` (at most kShortRowMaxPacks).
 constexpr int short_row_packs_per_thread(std::int64_t packs) {
