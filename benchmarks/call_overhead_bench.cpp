@@ -18,8 +18,8 @@
 // ctypes calls). On the cuda backend one more row, "launch_floor": an empty
 // kernel launched on the same stream (as shared/bench/limits.cu times its
 // eager floor), timed the same way; each collective's ratio to it follows
-// the table (the "eager <= 1.15x the eager launch floor" is about
-// this host cost wherever a call's kernel is shorter than its launch).
+// the table (where a call's kernel is shorter than its launch, this host
+// cost is what an eager call's time comes to).
 //
 // Method: -w untimed calls, then --batches batches of -n back-to-back calls
 // (few enough that a GPU's launch queue never fills); before each batch,

@@ -23,6 +23,8 @@ import argparse
 import json
 import sys
 
+from compare_loop_runs import size_text
+
 # loop case -> (tuner's protocol table, its column)
 TUNER_COLUMN = {
     "one_shot_ll": ("one_shot", "ll_us"),
@@ -66,7 +68,7 @@ def loop_times(loop, wrong):
                            "the agreement is at 2 (--ranks 2)")
         unit = "rows" if "rows" in r else "bytes"
         if isinstance(r.get("wrong"), int) and r["wrong"] > 0:
-            wrong.append(f"{case} at {size_label(unit, r[unit])}")
+            wrong.append(f"{case} at {size_text(unit, r[unit])}")
         elif positive(r.get("us_per_call")) and r.get("wrong") == 0:
             times.setdefault((unit, r[unit]), {})[case] = r["us_per_call"]
     return times
@@ -89,15 +91,6 @@ def check_same_shape(loop, tune):
         if field in tune and field in loop and str(tune[field]) != str(loop[field]):
             raise BadInput(f"the loop ran {field} {loop[field]}, the tuner {tune[field]}: "
                            "run both on the same")
-
-
-def size_label(unit, size):
-    if unit == "rows":
-        return f"{size} row" + ("" if size == 1 else "s")
-    for suffix, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale and size % scale == 0:
-            return f"{size // scale} {suffix}"
-    return f"{size} B"
 
 
 def ranks_of(times):
@@ -136,7 +129,7 @@ def table(loop, tune, wrong):
                 agreeing += same
                 agree = "yes" if same else "no"
             lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
-                size_label(*key), case,
+                size_text(*key), case,
                 f"{mine[case]:.2f}" if case in mine else MISSING,
                 loop_rank.get(case, MISSING),
                 f"{theirs[case]:.2f}" if case in theirs else MISSING,

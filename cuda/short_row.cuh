@@ -35,8 +35,8 @@ struct ShortRowThread {
   int end;    // the end of its split's packs
   // Whether the thread holds a k-th pack (a thread without one still joins
   // the row's exchange of sums).
-  __device__ bool has(int k) const { return pack + k * kSplitThreads < end; }
   __device__ int pack_of(int k) const { return pack + k * kSplitThreads; }
+  __device__ bool has(int k) const { return pack_of(k) < end; }
 };
 
 // `split`: the block's rank in its cluster; `V`: elements per pack.

@@ -84,12 +84,12 @@ def main(source, work):
     check(("2 KiB", "one_shot_ll") not in rows, "a size the loop did not run is left out")
     # Not timed by the tuner at all: not in the table.
     check(("1 KiB", "pull_one_shot_staged") not in rows, "pull mode is left out")
-    check(("1 row", "fused_staged") not in rows, "the staged fused op is left out")
+    check(("1 rows", "fused_staged") not in rows, "the staged fused op is left out")
     # 1 row: the loop puts LL first, the 2 GPUs Lamport.
-    check(rows.get(("1 row", "fused_ll")) == ["3.00", "1", "4.00", "2", "no"],
-          f"1 row fused_ll: {rows.get(('1 row', 'fused_ll'))}")
-    check(rows.get(("1 row", "fused_lamport")) == ["3.50", "2", "3.90", "1", "no"],
-          f"1 row fused_lamport: {rows.get(('1 row', 'fused_lamport'))}")
+    check(rows.get(("1 rows", "fused_ll")) == ["3.00", "1", "4.00", "2", "no"],
+          f"1 rows fused_ll: {rows.get(('1 rows', 'fused_ll'))}")
+    check(rows.get(("1 rows", "fused_lamport")) == ["3.50", "2", "3.90", "1", "no"],
+          f"1 rows fused_lamport: {rows.get(('1 rows', 'fused_lamport'))}")
     check("Ranks agree for 3 of 5 kernels; the order is the same at 1 of 2 sizes." in out,
           f"the summary: {out}")
     with open(os.path.join(work, "agree.md"), encoding="utf-8") as f:

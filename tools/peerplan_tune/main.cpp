@@ -288,7 +288,10 @@ nlohmann::json protocol_windows_json(const routing::ProtocolTuning& protocols) {
   return windows;
 }
 
-nlohmann::json as_json(const tune::Sweep& sweep, const routing::TuningEntry& entry) {
+// `options`: what was swept (dtype, hidden, graph), for tools that set these
+// times beside others (benchmarks/loop_agreement.py).
+nlohmann::json as_json(const Options& options, const tune::Sweep& sweep,
+                       const routing::TuningEntry& entry) {
   nlohmann::json all_reduce = nlohmann::json::array(), fused = nlohmann::json::array();
   for (const auto& row : sweep.all_reduce) {
     all_reduce.push_back({{"bytes", row.bytes},
@@ -306,9 +309,13 @@ nlohmann::json as_json(const tune::Sweep& sweep, const routing::TuningEntry& ent
   nlohmann::json resolved;
   for (const auto& field : routing::kCutoffFields)
     resolved[field.name] = entry.cutoffs.*field.member;
+  const auto dtype = parse_data_type(options.dtype_text);  // checked before the sweep
   return {{"fingerprint", sweep.fingerprint},
           {"backend", to_string(sweep.backend)},
           {"ranks", sweep.ranks},
+          {"dtype", dtype ? to_string(*dtype) : options.dtype_text},
+          {"hidden", options.hidden},
+          {"graph", options.graph},
           {"measured", entry.measured},
           {"all_reduce", all_reduce},
           {"fused", fused},
@@ -418,14 +425,7 @@ bool publish(const Options& options, const tune::Sweep& sweep, const routing::Tu
                   sweep.fingerprint.c_str(), options.out.c_str());
     }
     if (!options.json_path.empty()) {
-      // What was swept, for tools that set these times beside others
-      // (benchmarks/loop_agreement.py).
-      nlohmann::json doc = as_json(sweep, entry);
-      const auto dtype = parse_data_type(options.dtype_text);  // checked before the sweep
-      doc["dtype"] = dtype ? to_string(*dtype) : options.dtype_text;
-      doc["hidden"] = options.hidden;
-      doc["graph"] = options.graph;
-      std::ofstream(options.json_path) << doc.dump(2) << "\n";
+      std::ofstream(options.json_path) << as_json(options, sweep, entry).dump(2) << "\n";
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "peerplan_tune: cannot write %s: %s\n", options.out.c_str(), e.what());
