@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -620,6 +621,77 @@ TEST_F(HostTransport, P2PTimesOutWithinTheBoundWhenARankStopsThenResynchronises)
     all_reduce(call % 2 ? Way::two_shot : Way::one_shot, in, out, layout);
     EXPECT_EQ(out.get(31), static_cast<float>(n()));
   }
+}
+
+// The ranks a message names after "waiting for rank(s) ", up to " to ".
+std::vector<std::string> awaited_ranks_named(const std::string& message) {
+  const std::string head = "waiting for rank(s) ";
+  const auto start = message.find(head);
+  if (start == std::string::npos) return {};
+  const auto end = message.find(" to ", start);
+  std::vector<std::string> ranks;
+  std::string item;
+  for (char c : message.substr(start + head.size(), end - start - head.size())) {
+    if (c >= '0' && c <= '9') {
+      item += c;
+    } else if (!item.empty()) {
+      ranks.push_back(item);
+      item.clear();
+    }
+  }
+  if (!item.empty()) ranks.push_back(item);
+  return ranks;
+}
+
+TEST_F(HostTransport, P2PRanksThatLearnOfATimeoutLateStillNameTheRankThatWasLate) {
+  if (n() < 3) GTEST_SKIP() << "needs a rank that gives up, a late rank, and one that looks last";
+  teardown();
+  const auto timeout = 300ms;
+  build(timeout);
+  const TensorLayout layout{32};
+  Buffer in(DataType::f32, 32), out(DataType::f32, 32);
+  for (int i = 0; i < 32; ++i) in.set(i, 1.0f);
+  all_reduce(Way::one_shot, in, out, layout);  // healthy first
+
+  // In turn: rank 0 alone (it gives up), then the late rank, then the rest.
+  // The last ones find every rank arrived: they can name the late rank
+  // only from what rank 0 recorded when it gave up.
+  const int late = n() - 1;
+  const auto fail_call = [&] {
+    try {
+      all_reduce(Way::one_shot, in, out, layout);
+      ADD_FAILURE() << "completed a call that rank 0 gave up on";
+      return std::string();
+    } catch (const Timeout& e) {
+      return std::string(e.what());
+    }
+  };
+  int token = 0;
+  std::string message;
+  if (rank() == 0) {
+    message = fail_call();
+    MPI_Send(&token, 1, MPI_INT, late, 0, MPI_COMM_WORLD);
+  } else if (rank() == late) {
+    MPI_Recv(&token, 1, MPI_INT, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    message = fail_call();
+    for (int r = 1; r < late; ++r) MPI_Send(&token, 1, MPI_INT, r, 0, MPI_COMM_WORLD);
+  } else {
+    MPI_Recv(&token, 1, MPI_INT, late, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    message = fail_call();
+  }
+  const std::vector<std::string> named = awaited_ranks_named(message);
+  EXPECT_NE(std::find(named.begin(), named.end(), std::to_string(late)), named.end())
+      << "rank " << late << " was late, but the message names it nowhere as awaited: " << message;
+  if (rank() != 0) {
+    EXPECT_NE(message.find("rank(s) 0 gave up on it"), std::string::npos) << message;
+  }
+  if (rank() == late) {
+    EXPECT_NE(message.find(std::to_string(late) + " (this rank)"), std::string::npos) << message;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  p2p_->reserve(kCapacity);
+  all_reduce(Way::one_shot, in, out, layout);
+  EXPECT_EQ(out.get(31), static_cast<float>(n()));
 }
 
 TEST_F(HostTransport, FallbackTimesOutWithinTheBoundWhenARankStopsThenResynchronises) {

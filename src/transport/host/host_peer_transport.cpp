@@ -239,8 +239,17 @@ void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t t
     }
     if (std::chrono::steady_clock::now() > call.deadline) {
       PEERPLAN_FAULT_POINT("p2p.expired", bootstrap_.rank());
-      // Named before the decision, so that a peer that reads the decision
-      // can name this rank; withdrawn if a peer decided first.
+      // This rank and the ranks it waits for are named before the decision,
+      // so that a peer that reads the decision can name them even if the
+      // late ranks arrive meanwhile; withdrawn if a peer decided first.
+      std::vector<int>& late = missing_scratch_;
+      late.clear();
+      for (int peer = 0; peer < local_size_; ++peer) {
+        if (peer != local_rank_ && load_signal(segments_.base(peer), which) < target)
+          late.push_back(peer);
+      }
+      if (late.empty()) continue;  // they all arrived meanwhile
+      store_awaited(own_segment(), local_size_, late);
       store_signal(own_segment(), Signal::abandoned, call.epoch);
       if (compare_exchange_signal(verdict_area, Signal::verdict, verdict, failed)) {
         fail_wait(call, which, target, true);
@@ -254,31 +263,54 @@ void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t t
 
 void HostPeerTransport::fail_wait(const Call& call, Signal which, std::uint64_t target,
                                   bool timed_out_here) {
-  std::vector<int>& missing = missing_scratch_;  // global ranks
+  // Local ranks, each once: the ones the deciding rank(s) waited for when
+  // they gave up, those that gave up, and those this rank still waits for.
+  std::vector<int>& late = missing_scratch_;
   std::vector<int>& gave_up = gave_up_scratch_;
-  missing.clear();
+  std::vector<int>& missing = waiting_scratch_;
+  late.clear();
   gave_up.clear();
+  missing.clear();
   for (int peer = 0; peer < local_size_; ++peer) {
     if (peer == local_rank_) continue;
-    if (load_signal(segments_.base(peer), Signal::abandoned) == call.epoch)
-      gave_up.push_back(global_ranks_[peer]);
-    if (load_signal(segments_.base(peer), which) < target) missing.push_back(global_ranks_[peer]);
+    if (load_signal(segments_.base(peer), which) < target) missing.push_back(peer);
+    if (!timed_out_here && load_signal(segments_.base(peer), Signal::abandoned) == call.epoch)
+      gave_up.push_back(peer);
+  }
+  for (int q = 0; q < local_size_; ++q) {
+    const bool awaited =
+        timed_out_here ? is_awaited(own_segment(), q)
+                       : std::any_of(gave_up.begin(), gave_up.end(),
+                                     [&](int peer) { return is_awaited(segments_.base(peer), q); });
+    if (awaited) late.push_back(q);
   }
   std::string message = std::string(call.what) + " call #" + std::to_string(call.epoch);
-  const std::string waiting = "rank(s) " + join_ranks(missing) + " to " + phase_text(which);
+  const std::string phase = std::string(" to ") + phase_text(which);
   if (timed_out_here) {
-    message +=
-        " timed out after " + std::to_string(timeout_.count()) + " ms waiting for " + waiting;
+    message += " timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank(s) " +
+               name_local_ranks(late) + phase;
   } else {
     message += " cannot complete: " +
-               (gave_up.empty() ? std::string("a rank") : "rank(s) " + join_ranks(gave_up)) +
+               (gave_up.empty() ? std::string("a rank") : "rank(s) " + name_local_ranks(gave_up)) +
                " gave up on it after their own timeout";
-    if (!missing.empty()) message += ", while this rank waited for " + waiting;
+    if (!late.empty()) message += " waiting for rank(s) " + name_local_ranks(late) + phase;
+    if (!missing.empty() && missing != late) {
+      message += ", while this rank waited for rank(s) " + name_local_ranks(missing) + phase;
+    }
   }
   broken_ = true;
   broken_reason_ = message;
   if (across_nodes_) across_nodes_->give_up(message);
   throw Timeout(peer_timeout_message(kBackend, message));
+}
+
+std::string HostPeerTransport::name_local_ranks(const std::vector<int>& local_ranks) const {
+  std::string text;
+  for (int r : local_ranks) {
+    text += (text.empty() ? "" : ", ") + std::to_string(global_ranks_[r]);
+    if (r == local_rank_) text += " (this rank)";
+  }
+  return text;
 }
 
 void HostPeerTransport::stage_input(Call& call, const TensorLayout& layout, DataType dtype,
@@ -458,7 +490,9 @@ void HostPeerTransport::between_nodes(const Call& call, Signal next_wait, Step&&
   } catch (const Error&) {
     // The node's ranks wait for this rank at `next_wait`: decide that it
     // failed, so that they fail now, not at their deadline. No peer can have
-    // decided it succeeded: this rank has not raised its flag for it.
+    // decided it succeeded: this rank has not raised its flag for it. It
+    // waited for no rank of its node.
+    store_awaited(own_segment(), local_size_, std::vector<int>{});
     store_signal(own_segment(), Signal::abandoned, call.epoch);
     std::uint64_t verdict = load_signal(segments_.base(0), Signal::verdict);
     const std::uint64_t failed = verdict_failed(call.epoch, next_wait);

@@ -118,6 +118,8 @@ class HostPeerTransport final : public PeerTransport {
   void wait_for_peers(Call& call, Signal which, std::uint64_t target);
   [[noreturn]] void fail_wait(const Call& call, Signal which, std::uint64_t target,
                               bool timed_out_here);
+  // Their global ranks, this one marked "(this rank)", for an error message.
+  std::string name_local_ranks(const std::vector<int>& local_ranks) const;
   static std::uint64_t verdict_failed(std::uint64_t epoch, Signal which) noexcept;
   void finish_call(const Call& call);
   std::byte* input_region(int local_rank, std::uint64_t epoch) const noexcept;
@@ -165,7 +167,8 @@ class HostPeerTransport final : public PeerTransport {
   std::vector<float> row_values_;     // scratch: one row of the fused op
   std::vector<float> shard_sum_;      // scratch: the hierarchical route's shard
   std::vector<std::byte> chunk_;      // scratch: reduced values for strided outputs
-  std::vector<int> missing_scratch_, gave_up_scratch_;  // scratch: wait_for_peers
+  // Scratch of a failed wait (wait_for_peers, fail_wait): local ranks.
+  std::vector<int> missing_scratch_, gave_up_scratch_, waiting_scratch_;
 };
 
 }  // namespace peerplan::transport::host

@@ -8,6 +8,7 @@
 // adjacent-line prefetch) so that polling one does not bounce another.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +27,12 @@ enum class Signal : int {
 
 inline constexpr std::size_t kSignalStride = 128;
 inline constexpr std::size_t kSignalAreaBytes = 4096;  // keeps the slots page aligned
-static_assert(5 * kSignalStride <= kSignalAreaBytes);
+// After the flags: the local ranks this rank still waited for when it gave
+// up, one bit each, written before `abandoned` is raised. A peer that reads
+// `abandoned` can then name the late ranks, which may have arrived since.
+inline constexpr std::size_t kAwaitedOffset = 5 * kSignalStride;
+inline constexpr int kMaxAwaitedRanks = static_cast<int>(kSignalAreaBytes - kAwaitedOffset) * 8;
+static_assert(kAwaitedOffset < kSignalAreaBytes && kAwaitedOffset % 8 == 0);
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free,
               "cross-process flags need lock-free 64-bit atomics");
 
@@ -52,6 +58,33 @@ inline bool compare_exchange_signal(std::byte* segment, Signal which, std::uint6
   return std::atomic_ref<std::uint64_t>(signal_word(segment, which))
       .compare_exchange_strong(expected, desired, std::memory_order_acq_rel,
                                std::memory_order_acquire);
+}
+
+// The awaited bits: word `i` holds local ranks 64i..64i+63. Relaxed word by
+// word; `abandoned` (release store, acquire load) orders them.
+inline std::uint64_t& awaited_word(std::byte* segment, int word) noexcept {
+  return reinterpret_cast<std::uint64_t*>(segment + kAwaitedOffset)[word];
+}
+
+// Records `local_ranks` (each below kMaxAwaitedRanks; others are dropped)
+// as the ranks awaited, out of a node of `local_size` ranks.
+template <class Ranks>
+void store_awaited(std::byte* segment, int local_size, const Ranks& local_ranks) noexcept {
+  const int words = (std::min(local_size, kMaxAwaitedRanks) + 63) / 64;
+  for (int w = 0; w < words; ++w) {
+    std::uint64_t bits = 0;
+    for (int r : local_ranks) {
+      if (r / 64 == w) bits |= std::uint64_t{1} << (r % 64);
+    }
+    std::atomic_ref<std::uint64_t>(awaited_word(segment, w)).store(bits, std::memory_order_relaxed);
+  }
+}
+
+inline bool is_awaited(std::byte* segment, int local_rank) noexcept {
+  if (local_rank < 0 || local_rank >= kMaxAwaitedRanks) return false;
+  const std::uint64_t bits = std::atomic_ref<std::uint64_t>(awaited_word(segment, local_rank / 64))
+                                 .load(std::memory_order_relaxed);
+  return (bits >> (local_rank % 64)) & 1;
 }
 
 }  // namespace peerplan::transport::host
