@@ -53,18 +53,12 @@ __global__ void __launch_bounds__(kSplitThreads, kRanks == 0 && kPacks == 2 ? 4 
         *reinterpret_cast<const uint4*>(inout + row_start(row) + me.pack_of(k) * V));
   };
 
-  // The first row's packs are loaded while begin_call reads the epoch.
-  wait_for_previous_kernel();
+  // The first row's packs are loaded while begin_call reads the epoch. A
+  // block of a cluster must not leave alone (see fused_lamport_kernel): a broken
+  // transport is carried through the first row's exchange.
   uint4 early[kPacks];
-#pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    early[k] = make_uint4(0u, 0u, 0u, 0u);
-    if (me.has(k) && me.unit < row_count) early[k] = input_pack(me.unit, k);
-  }
   std::uint32_t epoch;
-  // A block of a cluster must not leave alone (see fused_lamport_kernel): a
-  // broken transport is carried through the first row's exchange.
-  bool failed = !begin_call(p, epoch);
+  bool failed = !begin_short_rows(p, me, row_count, input_pack, early, epoch);
 
   // The push: this thread's packs of each row into every peer's region, the
   // peers after this rank first (as fused_lamport_kernel spreads the writes).
@@ -84,10 +78,7 @@ __global__ void __launch_bounds__(kSplitThreads, kRanks == 0 && kPacks == 2 ? 4 
   }
 
   Pack<T> w[kPacks];
-#pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    if (me.has(k)) w[k].raw = *reinterpret_cast<const uint4*>(weight + me.pack_of(k) * V);
-  }
+  load_short_row_weight(me, weight, w);
   for (int row = me.unit; row < row_count; row += me.units) {
     const std::int64_t start = row_start(row);
     auto at = [&](int k) { return row * me.packs + me.pack_of(k); };

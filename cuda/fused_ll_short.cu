@@ -48,18 +48,12 @@ __global__ void __launch_bounds__(kSplitThreads)
     return *reinterpret_cast<const uint4*>(inout + row_start(row) + me.pack_of(k) * V);
   };
 
-  // The first row's packs are loaded while begin_call reads the epoch.
-  wait_for_previous_kernel();
+  // The first row's packs are loaded while begin_call reads the epoch. A
+  // block of a cluster must not leave alone (see fused_ll_kernel): a broken
+  // transport is carried through the first row's exchange.
   uint4 early[kPacks];
-#pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    early[k] = make_uint4(0u, 0u, 0u, 0u);
-    if (me.has(k) && me.unit < rows) early[k] = input_pack(me.unit, k);
-  }
   std::uint32_t epoch;
-  // A block of a cluster must not leave alone (see fused_ll_kernel): a
-  // broken transport is carried through the first row's exchange.
-  bool failed = !begin_call(p, epoch);
+  bool failed = !begin_short_rows(p, me, rows, input_pack, early, epoch);
 
   // The push: this thread's packs of each row as their two lines, to every peer.
   if (me.has(0)) {
@@ -82,10 +76,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   }
 
   Pack<T> w[kPacks];
-#pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    if (me.has(k)) w[k].raw = *reinterpret_cast<const uint4*>(weight + me.pack_of(k) * V);
-  }
+  load_short_row_weight(me, weight, w);
   for (int row = me.unit; row < rows; row += me.units) {
     const std::int64_t start = row_start(row);
     float squares = 0.0f;

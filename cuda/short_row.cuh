@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "device_sync.cuh"
+#include "element_ops.cuh"
 #include "launch_recipe.hpp"
 #include "launch_shape.cuh"
 #include "rms_norm_row.cuh"
@@ -50,6 +52,34 @@ __device__ __forceinline__ ShortRowThread short_row_thread(int split, std::int64
   t.pack = first + static_cast<int>(threadIdx.x);
   t.end = min(t.packs, first + per_split);
   return t;
+}
+
+// The start both twins make: this thread's packs of its cluster's first row
+// (`input_pack(row, k)`; zero where it holds none), loaded while begin_call
+// reads the epoch, then the call's epoch. False where the transport is
+// broken (begin_call).
+template <int kPacks, class Rows, class InputPack>
+__device__ __forceinline__ bool begin_short_rows(const PeerSet& p, const ShortRowThread& me,
+                                                 Rows rows, InputPack&& input_pack,
+                                                 uint4 (&early)[kPacks], std::uint32_t& epoch) {
+  wait_for_previous_kernel();
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    early[k] = make_uint4(0u, 0u, 0u, 0u);
+    if (me.has(k) && me.unit < rows) early[k] = input_pack(me.unit, k);
+  }
+  return begin_call(p, epoch);
+}
+
+// This thread's packs of the norm's weight, the same for every row.
+template <class T, int kPacks>
+__device__ __forceinline__ void load_short_row_weight(const ShortRowThread& me, const T* weight,
+                                                      Pack<T> (&w)[kPacks]) {
+  constexpr int V = Pack<T>::kCount;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    if (me.has(k)) w[k].raw = *reinterpret_cast<const uint4*>(weight + me.pack_of(k) * V);
+  }
 }
 
 namespace detail {
