@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the fused kernels' short-row twins (fused_ll_short.cu,
 // fused_lamport_short.cu) share: the rows a cluster takes and the packs of
-// each row a thread holds, in 32 bits. The packs are row_part's
+// each row a thread holds, in 32 bits, the call's start and the weight's
+// packs. The packs are row_part's
 // (rms_norm_row.cuh), so the twins and the general kernels give each pack
 // to the same thread.
 #pragma once
