@@ -492,7 +492,7 @@ void HostPeerTransport::between_nodes(const Call& call, Signal next_wait, Step&&
     // failed, so that they fail now, not at their deadline. No peer can have
     // decided it succeeded: this rank has not raised its flag for it. It
     // waited for no rank of its node.
-    store_awaited(own_segment(), local_size_, std::vector<int>{});
+    store_awaited(own_segment(), local_size_, {});
     store_signal(own_segment(), Signal::abandoned, call.epoch);
     std::uint64_t verdict = load_signal(segments_.base(0), Signal::verdict);
     const std::uint64_t failed = verdict_failed(call.epoch, next_wait);

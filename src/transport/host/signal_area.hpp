@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace peerplan::transport::host {
 
@@ -68,8 +69,8 @@ inline std::uint64_t& awaited_word(std::byte* segment, int word) noexcept {
 
 // Records `local_ranks` (each below kMaxAwaitedRanks; others are dropped)
 // as the ranks awaited, out of a node of `local_size` ranks.
-template <class Ranks>
-void store_awaited(std::byte* segment, int local_size, const Ranks& local_ranks) noexcept {
+inline void store_awaited(std::byte* segment, int local_size,
+                          std::span<const int> local_ranks) noexcept {
   const int words = (std::min(local_size, kMaxAwaitedRanks) + 63) / 64;
   for (int w = 0; w < words; ++w) {
     std::uint64_t bits = 0;
