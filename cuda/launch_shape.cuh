@@ -17,6 +17,9 @@
 namespace peerplan::cuda_kernels {
 
 inline constexpr int kThreads = 512;
+// The LL one-shot's blocks are smaller: a message of 4-64 KiB then spreads
+// over 2-4 times as many SMs, each pushing and summing fewer lines.
+inline constexpr int kOneShotLlThreads = 256;
 // Row kernels (fused op, add + RMSNorm): one block per row, so short rows
 // are latency-bound; more threads shorten each thread's chain. The fused
 // and the fallback kernel must use the same count: it fixes the order of
@@ -32,8 +35,8 @@ static_assert(kAllReduceMaxBlocks <= kMaxBlocks);
 // The push two-shot kernel: as many blocks as there are per-block flags.
 inline constexpr int kTwoShotMaxBlocks = kMaxBlocks;
 
-inline unsigned blocks_for(std::int64_t work_items, int max_blocks) {
-  const std::int64_t wanted = (work_items + kThreads - 1) / kThreads;
+inline unsigned blocks_for(std::int64_t work_items, int max_blocks, int threads = kThreads) {
+  const std::int64_t wanted = (work_items + threads - 1) / threads;
   return static_cast<unsigned>(std::clamp<std::int64_t>(wanted, 1, max_blocks));
 }
 

@@ -23,7 +23,9 @@
 namespace peerplan::cuda_kernels {
 namespace {
 
-// kRanks: 2 for exactly two ranks, 0 for any size (rank_loop.cuh).
+// kRanks: 2 for exactly two ranks, 0 for any size (rank_loop.cuh). Launched
+// with kOneShotLlThreads threads; bounded for kThreads, which leaves ptxas
+// the register budget the kernel was measured with.
 template <class T, int kRanks>
 __global__ void __launch_bounds__(kThreads)
     one_shot_kernel(const __grid_constant__ PeerSet p, const T* in, T* out,
@@ -116,7 +118,8 @@ __global__ void __launch_bounds__(kThreads)
 namespace detail {
 
 // No per-block flags: the grid size is this rank's choice (a line of 8
-// data bytes per thread up to the one-shot's largest grid).
+// data bytes per thread, kOneShotLlThreads a block, up to the one-shot's
+// largest grid).
 KernelStep one_shot_ll_step(const PeerSet& shape, ElementType type, std::int64_t count) {
   return grid_step(
       type,
@@ -128,7 +131,7 @@ KernelStep one_shot_ll_step(const PeerSet& shape, ElementType type, std::int64_t
         constexpr std::int64_t kPerLine = 8 / sizeof(tag);
         return (count + kPerLine - 1) / kPerLine;
       },
-      shape.one_shot_max_blocks, shape.overlap_launch);
+      shape.one_shot_max_blocks, shape.overlap_launch, kOneShotLlThreads);
 }
 
 }  // namespace detail

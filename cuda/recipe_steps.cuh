@@ -75,20 +75,21 @@ KernelStep fused_staged_step(const PeerSet& shape, ElementType type, std::int64_
 // programmatic dependent launch) or a block per row, at most kMaxRowBlocks.
 KernelStep row_norm_step(ElementType type, std::int64_t rows, bool clusters);
 
-// The launch shape most all-reduce kernels share: kThreads threads a block,
-// a work item per thread, at most `max_blocks` blocks. `kernel_of(tag)` and
-// `items_of(tag)` give, for a value `tag` of the dtype's element type, the
-// kernel instantiated for it and its work items (lines, packs, packs of a
-// shard). Its kernel is null for a dtype outside ElementType.
+// The launch shape most all-reduce kernels share: `threads` threads a block
+// (kThreads unless said), a work item per thread, at most `max_blocks`
+// blocks. `kernel_of(tag)` and `items_of(tag)` give, for a value `tag` of the
+// dtype's element type, the kernel instantiated for it and its work items
+// (lines, packs, packs of a shard). Its kernel is null for a dtype outside
+// ElementType.
 template <class KernelOf, class ItemsOf>
 KernelStep grid_step(ElementType type, KernelOf&& kernel_of, ItemsOf&& items_of, int max_blocks,
-                     bool programmatic) {
+                     bool programmatic, int threads = kThreads) {
   KernelStep step;
   with_element_type(type, [&](auto tag) {
     step.kernel = reinterpret_cast<const void*>(kernel_of(tag));
-    step.blocks = blocks_for(items_of(tag), max_blocks);
+    step.blocks = blocks_for(items_of(tag), max_blocks, threads);
   });
-  step.threads = kThreads;
+  step.threads = static_cast<unsigned>(threads);
   step.programmatic = programmatic;
   return step;
 }
