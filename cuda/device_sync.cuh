@@ -132,8 +132,9 @@ inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Ph
 // under a programmatic dependent launch). Thread 0 of each block reads the
 // epoch and counts its block with one relaxed atomic add on
 // epoch_and_started; the block whose count completes the grid advances the
-// epoch and clears the count with a second one. A single word needs no
-// fence: every block's read is an earlier atomic on the same word. So
+// epoch and clears the count with a second one (a grid of one block uses a
+// plain load and store). A single word needs no fence: every block's read
+// is an earlier access to the same word. So
 // neither the start nor the end of a call waits for a fence, and the end of
 // a kernel needs no atomic: the last writes of a call (its outputs, its
 // remote stores) are ordered before the next kernel by the kernel boundary
@@ -152,9 +153,18 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
     const uint4 low = load_volatile_pack(&own->abandoned[0]);
     const uint4 high = load_volatile_pack(&own->abandoned[4]);
     const std::uint32_t aborted = *static_cast<const volatile std::uint32_t*>(&own->aborted);
-    const unsigned long long counted = atomicAdd(word, 1ull);
-    if (static_cast<std::uint32_t>(counted) == gridDim.x - 1) {
-      atomicAdd(word, (1ull << 32) - gridDim.x);  // epoch + 1, count 0
+    unsigned long long counted;
+    if (gridDim.x == 1) {
+      // A block alone reads and advances the epoch with a load and a store:
+      // no other block of the call reads it, and an atomic's round trip is
+      // longer than a load's (benchmarks/kernel-loop.md).
+      counted = *static_cast<volatile unsigned long long*>(word);
+      *static_cast<volatile unsigned long long*>(word) = counted + (1ull << 32);
+    } else {
+      counted = atomicAdd(word, 1ull);
+      if (static_cast<std::uint32_t>(counted) == gridDim.x - 1) {
+        atomicAdd(word, (1ull << 32) - gridDim.x);  // epoch + 1, count 0
+      }
     }
     const std::uint32_t call = static_cast<std::uint32_t>(counted >> 32) + 1u;
     shared_epoch = call;
