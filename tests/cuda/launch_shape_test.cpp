@@ -24,8 +24,7 @@ PeerSet two_ranks(int max_blocks) {
 LaunchRecipe prepared(Algorithm algorithm, const PeerSet& shape, ElementType type,
                       std::int64_t count) {
   LaunchRecipe recipe;
-  EXPECT_EQ(prepare_all_reduce(algorithm, shape, type, KernelLayout{}, count, recipe),
-            cudaSuccess);
+  EXPECT_EQ(prepare_all_reduce(algorithm, shape, type, KernelLayout{}, count, recipe), cudaSuccess);
   return recipe;
 }
 
@@ -37,13 +36,13 @@ TEST(OneShotLlShape, ALineOfEightBytesPerThreadInBlocksOf256) {
     unsigned blocks;
   };
   // bf16: 4 elements a line; f32: 2.
-  for (const Case c : {Case{ElementType::bf16, 512, 1},          // 1 KiB: 128 lines
-                       Case{ElementType::bf16, 1024, 1},         // 2 KiB: 256 lines
-                       Case{ElementType::bf16, 1028, 2},         // one line more
-                       Case{ElementType::bf16, 8192, 8},         // 16 KiB
-                       Case{ElementType::bf16, 32768, 32},       // 64 KiB
-                       Case{ElementType::f16, 32768, 32},        // 64 KiB
-                       Case{ElementType::f32, 16384, 32},        // 64 KiB
+  for (const Case c : {Case{ElementType::bf16, 512, 1},           // 1 KiB: 128 lines
+                       Case{ElementType::bf16, 1024, 1},          // 2 KiB: 256 lines
+                       Case{ElementType::bf16, 1028, 2},          // one line more
+                       Case{ElementType::bf16, 8192, 8},          // 16 KiB
+                       Case{ElementType::bf16, 32768, 32},        // 64 KiB
+                       Case{ElementType::f16, 32768, 32},         // 64 KiB
+                       Case{ElementType::f32, 16384, 32},         // 64 KiB
                        Case{ElementType::bf16, 1 << 22, 132}}) {  // 8 MiB: the cap
     const LaunchRecipe recipe = prepared(Algorithm::one_shot_ll, shape, c.type, c.count);
     ASSERT_EQ(recipe.step_count, 1);
