@@ -18,7 +18,7 @@ namespace peerplan::cuda_kernels {
 
 inline constexpr int kThreads = 512;
 // The LL one-shot's blocks are smaller: a message of 4-64 KiB then spreads
-// over 2-4 times as many SMs, each pushing and summing fewer lines.
+// over twice as many SMs, each pushing and summing half the lines.
 inline constexpr int kOneShotLlThreads = 256;
 // Row kernels (fused op, add + RMSNorm): one block per row, so short rows
 // are latency-bound; more threads shorten each thread's chain. The fused
