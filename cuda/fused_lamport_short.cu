@@ -31,7 +31,9 @@ namespace {
 // kPacks: the packs a thread holds of a row (short_row_packs_per_thread).
 // The two-pack variant for any size is bounded to 4 blocks per SM, as the
 // general kernel is: unbounded it fit 3 and ran slower from 16 rows on the
-// kernel loop (benchmarks/kernel-loop.md). 0: no bound.
+// kernel loop (benchmarks/kernel-loop.md). The one-pack two-rank variant
+// needs 64 registers unbounded (8 blocks per SM) since it keeps its
+// sub-slots (LamportSlots); bounded to 8 blocks, ptxas spilled. 0: no bound.
 template <class T, int kRanks, int kPacks>
 __global__ void __launch_bounds__(kSplitThreads, kRanks == 0 && kPacks == 2 ? 4 : 0)
     fused_lamport_short_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual,
@@ -59,6 +61,7 @@ __global__ void __launch_bounds__(kSplitThreads, kRanks == 0 && kPacks == 2 ? 4 
   uint4 early[kPacks];
   std::uint32_t epoch;
   bool failed = !begin_short_rows(p, me, row_count, input_pack, early, epoch);
+  const LamportSlots<kRankBound> slots(p, epoch);
 
   // The push: this thread's packs of each row into every peer's region, the
   // peers after this rank first (as fused_lamport_kernel spreads the writes).
@@ -71,7 +74,7 @@ __global__ void __launch_bounds__(kSplitThreads, kRanks == 0 && kPacks == 2 ? 4 
         const int at = row * me.packs + me.pack_of(k);
         for (int n = 1; n < ranks; ++n) {
           const int q = p.rank + n < ranks ? p.rank + n : p.rank + n - ranks;
-          store_volatile_pack(lamport_of(p, q, p.rank, epoch) + at, data);
+          store_volatile_pack(slots.to(q) + at, data);
         }
       }
     }
@@ -97,14 +100,14 @@ __global__ void __launch_bounds__(kSplitThreads, kRanks == 0 && kPacks == 2 ? 4 
         if (k > 0 && !me.has(k)) break;
         old[k].raw = *reinterpret_cast<const uint4*>(residual + start + me.pack_of(k) * V);
         own[k] = row == me.unit ? early[k] : input_pack(row, k);
-        if (k < kAhead) look_at_arrivals<kRankBound>(p, ranks, epoch, at(k), seen[k]);
+        if (k < kAhead) look_at_arrivals(p, ranks, slots, at(k), seen[k]);
       }
       // The packs in order, each summed in rank order: the general kernel's
       // order of the sum of squares too.
 #pragma unroll
       for (int k = 0; k < kPacks; ++k) {
         if (k > 0 && !me.has(k)) break;
-        if (k >= kAhead) look_at_arrivals<kRankBound>(p, ranks, epoch, at(k), seen[k % kAhead]);
+        if (k >= kAhead) look_at_arrivals(p, ranks, slots, at(k), seen[k % kAhead]);
         uint4(&looked)[kRankBound] = seen[k % kAhead];
         RankOrderSum<T> sum;
 #pragma unroll
@@ -115,8 +118,7 @@ __global__ void __launch_bounds__(kSplitThreads, kRanks == 0 && kPacks == 2 ? 4 
             in.raw = own[k];
           } else {
             if (!failed) {
-              failed =
-                  !take_pack<T>(p, lamport_of(p, p.rank, q, epoch) + at(k), q, epoch, looked[q]);
+              failed = !take_pack<T>(p, slots.from(q) + at(k), q, epoch, looked[q]);
             }
             in.raw = looked[q];
           }
@@ -139,7 +141,7 @@ __global__ void __launch_bounds__(kSplitThreads, kRanks == 0 && kPacks == 2 ? 4 
             normalized_pack<T>(r[k], w[k], inv_rms_of(total, hidden, eps)).raw;
         // Ready for call epoch + 2 (lamport.cuh): after this thread's last
         // reads of these packs (program order, same addresses).
-        reset_arrivals<kRankBound>(p, ranks, epoch, at(k));
+        reset_arrivals(p, ranks, slots, at(k));
       }
     }
   }

@@ -182,26 +182,68 @@ __device__ __forceinline__ bool take_pack_by_call(const PeerSet& p, const uint4*
   return !pending<T>(v);
 }
 
-// Pack j of every peer's sub-slot in this rank's region for call `epoch`
-// (what the one-shot and the two-shot's reduce-scatter take in): a first
-// look at each, all loads in flight together. kBound: the most ranks the
-// kernel serves (2 in its two-rank instantiation, else kMaxRanks); `ranks`
-// how many the call has.
-template <int kBound>
-__device__ __forceinline__ void look_at_arrivals(const PeerSet& p, int ranks, std::uint32_t epoch,
+// Call `epoch`'s sub-slots as a kernel thread uses them, pack after pack:
+// source q's in this rank's region (from) and this rank's in owner q's
+// (to). kBound: the most ranks the kernel serves (2 in its two-rank
+// instantiation, else kMaxRanks). At two ranks the peer's two sub-slots are
+// worked out once and kept (lamport_of per pack was about a tenth of the
+// fused kernel's instructions); with more ranks each is worked out when
+// asked, which keeps the registers free. kKeep = false works each out when
+// asked at two ranks too: the one-shot's two-rank kernel, bounded to 64
+// registers, spilled with the two pointers kept.
+template <int kBound, bool kKeep = kBound == 2>
+class LamportSlots {
+  static_assert(!kKeep || kBound == 2, "the sub-slots are kept at two ranks only");
+
+ public:
+  __device__ LamportSlots(const PeerSet& p, std::uint32_t epoch) : p_(&p), epoch_(epoch) {
+    if constexpr (kKeep) {
+      from_peer_ = lamport_of(p, p.rank, 1 - p.rank, epoch);
+      to_peer_ = lamport_of(p, 1 - p.rank, p.rank, epoch);
+    }
+  }
+  __device__ uint4* from(int source) const {
+    if constexpr (kKeep) {
+      return from_peer_;
+    } else {
+      return lamport_of(*p_, p_->rank, source, epoch_);
+    }
+  }
+  __device__ uint4* to(int owner) const {
+    if constexpr (kKeep) {
+      return to_peer_;
+    } else {
+      return lamport_of(*p_, owner, p_->rank, epoch_);
+    }
+  }
+
+ private:
+  const PeerSet* p_;
+  std::uint32_t epoch_;
+  uint4* from_peer_ = nullptr;
+  uint4* to_peer_ = nullptr;
+};
+
+// Pack j of every peer's sub-slot in this rank's region (what the one-shot
+// and the two-shot's reduce-scatter take in): a first look at each, all
+// loads in flight together; `ranks` how many the call has.
+template <int kBound, bool kKeep>
+__device__ __forceinline__ void look_at_arrivals(const PeerSet& p, int ranks,
+                                                 const LamportSlots<kBound, kKeep>& slots,
                                                  std::int64_t j, uint4 (&seen)[kBound]) {
 #pragma unroll
   for (int r = 0; r < kBound; ++r) {
     if (r >= ranks) break;
-    if (r != p.rank) seen[r] = load_volatile_pack(lamport_of(p, p.rank, r, epoch) + j);
+    if (r != p.rank) seen[r] = load_volatile_pack(slots.from(r) + j);
   }
 }
 
 // `own` and those packs summed in rank order (RankOrderSum: the bits of
 // every other route), each waited for (take_pack) where the first look
 // found it pending. False when the call failed.
-template <class T, int kBound>
+template <class T, int kBound, bool kKeep>
 __device__ __forceinline__ bool sum_arrivals(const PeerSet& p, int ranks, std::uint32_t epoch,
+                                             const LamportSlots<kBound, kKeep>& slots,
                                              std::int64_t j, const uint4& own,
                                              uint4 (&seen)[kBound], Pack<T>& sum) {
   RankOrderSum<T> acc;
@@ -212,7 +254,7 @@ __device__ __forceinline__ bool sum_arrivals(const PeerSet& p, int ranks, std::u
     if (r == p.rank) {
       source.raw = own;
     } else {
-      if (!take_pack<T>(p, lamport_of(p, p.rank, r, epoch) + j, r, epoch, seen[r])) return false;
+      if (!take_pack<T>(p, slots.from(r) + j, r, epoch, seen[r])) return false;
       source.raw = seen[r];
     }
     acc.add(source);
@@ -223,13 +265,14 @@ __device__ __forceinline__ bool sum_arrivals(const PeerSet& p, int ranks, std::u
 
 // Those packs back to the sentinel, ready for call epoch + 2 (see above):
 // after the same thread's reads of the same addresses (program order).
-template <int kBound>
-__device__ __forceinline__ void reset_arrivals(const PeerSet& p, int ranks, std::uint32_t epoch,
+template <int kBound, bool kKeep>
+__device__ __forceinline__ void reset_arrivals(const PeerSet& p, int ranks,
+                                               const LamportSlots<kBound, kKeep>& slots,
                                                std::int64_t j) {
 #pragma unroll
   for (int r = 0; r < kBound; ++r) {
     if (r >= ranks) break;
-    if (r != p.rank) store_volatile_pack(lamport_of(p, p.rank, r, epoch) + j, sentinel_pack());
+    if (r != p.rank) store_volatile_pack(slots.from(r) + j, sentinel_pack());
   }
 }
 

@@ -52,6 +52,7 @@ __global__ void __launch_bounds__(kThreads)
   const uint4 first = load_input(begin);
   std::uint32_t epoch;
   if (!begin_call(p, epoch)) return;
+  const LamportSlots<kRankBound, false> slots(p, epoch);  // kept: spills (lamport.cuh)
 
   // Push. A short last pack is padded with zeros (load_tensor), which are
   // not the sentinel, so the receiver sees the whole pack arrive. The
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(kThreads)
     const uint4 data = j == begin ? first : load_input(j);
     for (int k = 1; k < ranks; ++k) {
       const int q = p.rank + k < ranks ? p.rank + k : p.rank + k - ranks;
-      store_volatile_pack(lamport_of(p, q, p.rank, epoch) + j, data);
+      store_volatile_pack(slots.to(q) + j, data);
     }
   }
 
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(kThreads)
       const std::int64_t j = i + u * stride;
       if (j >= packs) break;
       own[u] = j == begin ? first : load_input(j);
-      look_at_arrivals(p, ranks, epoch, j, seen[u]);
+      look_at_arrivals(p, ranks, slots, j, seen[u]);
     }
 #pragma unroll
     for (int u = 0; u < kPacksAtOnce; ++u) {
@@ -95,10 +96,10 @@ __global__ void __launch_bounds__(kThreads)
       // The LL one-shot's arithmetic exactly (RankOrderSum), so both
       // protocols give the same bits.
       Pack<T> sum;
-      ok = sum_arrivals<T>(p, ranks, epoch, j, own[u], seen[u], sum);
+      ok = sum_arrivals<T>(p, ranks, epoch, slots, j, own[u], seen[u], sum);
       if (!ok) break;
       store_tensor(out, layout, out_vec, j * V, count, sum);
-      reset_arrivals<kRankBound>(p, ranks, epoch, j);
+      reset_arrivals(p, ranks, slots, j);
     }
   }
 }

@@ -86,6 +86,7 @@ __global__ void __launch_bounds__(kThreads)
   const bool out_vec = layout.dense && aligned16(out);
   std::uint32_t epoch;
   if (!begin_call(p, epoch)) return;
+  const LamportSlots<kRankBound> slots(p, epoch);
 
   // 1. Push. A short last pack is padded with zeros (load_tensor), which
   // are not the sentinel. Peers in the order after this rank, to spread
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(kThreads)
       const ShardPack at = shard_pack<V>(count, shard, q, j);
       if (!at.exists) continue;
       const uint4 data = without_sentinel<T>(load_tensor(in, layout, in_vec, at.first, count).raw);
-      store_volatile_pack(lamport_of(p, q, p.rank, epoch) + j, data);
+      store_volatile_pack(slots.to(q) + j, data);
     }
   }
 
@@ -109,17 +110,17 @@ __global__ void __launch_bounds__(kThreads)
     if (!at.exists) break;  // the packs past the shard's end come later in j
     const uint4 own = load_tensor(in, layout, in_vec, at.first, count).raw;
     uint4 seen[kRankBound];
-    look_at_arrivals(p, ranks, epoch, j, seen);
+    look_at_arrivals(p, ranks, slots, j, seen);
     Pack<T> sum;
-    ok = sum_arrivals<T>(p, ranks, epoch, j, own, seen, sum);
+    ok = sum_arrivals<T>(p, ranks, epoch, slots, j, own, seen, sum);
     if (!ok) break;
     sum.raw = without_sentinel<T>(sum.raw);
     for (int k = 1; k < ranks; ++k) {
       const int q = p.rank + k < ranks ? p.rank + k : p.rank + k - ranks;
-      store_volatile_pack(lamport_of(p, q, p.rank, epoch) + shard_packs + j, sum.raw);
+      store_volatile_pack(slots.to(q) + shard_packs + j, sum.raw);
     }
     store_tensor(out, layout, out_vec, at.first, count, sum);
-    reset_arrivals<kRankBound>(p, ranks, epoch, j);
+    reset_arrivals(p, ranks, slots, j);
   }
 
   // 3. Gather the peers' reduced shards. Writing pack j of shard q of
@@ -131,7 +132,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int q = 0; q < kRankBound; ++q) {
       if (q >= ranks) break;
       if (q != p.rank && shard_pack<V>(count, shard, q, j).exists) {
-        seen[q] = load_volatile_pack(lamport_of(p, p.rank, q, epoch) + shard_packs + j);
+        seen[q] = load_volatile_pack(slots.from(q) + shard_packs + j);
       }
     }
 #pragma unroll
@@ -139,7 +140,7 @@ __global__ void __launch_bounds__(kThreads)
       if (q >= ranks) break;
       const ShardPack at = shard_pack<V>(count, shard, q, j);
       if (q == p.rank || !at.exists) continue;
-      uint4* const pack = lamport_of(p, p.rank, q, epoch) + shard_packs + j;
+      uint4* const pack = slots.from(q) + shard_packs + j;
       if (!take_pack<T>(p, pack, q, epoch, seen[q])) {
         ok = false;
         break;
