@@ -50,8 +50,9 @@ inline constexpr std::size_t kPackBytes = 16;  // one vector load/store
 
 enum class ElementType : std::uint8_t { f16 = 0, bf16 = 1, f32 = 2 };
 
-// Which wait a failed kernel was in.
-enum class Phase : std::uint32_t { none = 0, arrive = 2, reduced = 3, done = 4 };
+// Which wait a failed kernel was in; `start`: none, the kernel found at its
+// start that a peer had already given up on the call (this rank was late).
+enum class Phase : std::uint32_t { none = 0, start = 1, arrive = 2, reduced = 3, done = 4 };
 enum class ErrorCode : std::uint32_t {
   none = 0,
   timeout = 1,

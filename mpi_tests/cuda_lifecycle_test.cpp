@@ -116,6 +116,14 @@ TEST_F(CudaTimeout, RankLateForACallItsPeersGaveUpOnFailsThatCallToo) {
   }
   EXPECT_NE(message.find("P2P call #2 "), std::string::npos)
       << (late ? "the late rank" : "a rank that gave up") << ": " << message;
+  // Each says what happened to it: the late rank that it came late, the
+  // others that they waited.
+  if (late) {
+    EXPECT_NE(message.find("this rank reached it late"), std::string::npos) << message;
+    EXPECT_EQ(message.find("while this rank waited"), std::string::npos) << message;
+  } else {
+    EXPECT_EQ(message.find("reached it late"), std::string::npos) << message;
+  }
   expect_declare_recovers();
 }
 

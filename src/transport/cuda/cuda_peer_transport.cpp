@@ -41,6 +41,7 @@ const char* phase_text(std::uint32_t phase) {
       return "reduce their shard (two-shot barrier 'reduced')";
     case Phase::done:
       return "finish reading this rank's registered input (pull barrier 'done')";
+    case Phase::start:
     case Phase::none:
       break;
   }
@@ -361,6 +362,9 @@ void CudaPeerTransport::check_error_word(const char* what) {
   if (static_cast<ErrorCode>(code) == ErrorCode::timeout) {
     message += "timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank " +
                peer_name + " to " + phase_text(word->phase);
+  } else if (static_cast<Phase>(word->phase) == Phase::start) {
+    message += "failed: this rank reached it late, after rank " + peer_name +
+               " had given up on it at its own timeout";
   } else {
     message += "failed: rank " + peer_name +
                " gave up on it after its own timeout while this "
