@@ -20,6 +20,11 @@ inline constexpr int kThreads = 512;
 // The LL one-shot's blocks are smaller: a message of 4-64 KiB then spreads
 // over twice as many SMs, each pushing and summing half the lines.
 inline constexpr int kOneShotLlThreads = 256;
+// The Lamport one-shot's blocks while the grid cap holds the message at a
+// pack per thread (up to 528 KiB of bf16 at 132 blocks): as small, for the
+// same reason. Larger messages keep kThreads: the capped grid would give
+// each thread twice the packs.
+inline constexpr int kOneShotLamportSmallThreads = 256;
 // Row kernels (fused op, add + RMSNorm): one block per row, so short rows
 // are latency-bound; more threads shorten each thread's chain. The fused
 // and the fallback kernel must use the same count: it fixes the order of

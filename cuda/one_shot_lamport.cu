@@ -109,8 +109,14 @@ __global__ void __launch_bounds__(kThreads)
 namespace detail {
 
 // No per-block flags: the grid size is this rank's choice (a pack per
-// thread up to the one-shot's largest grid).
+// thread up to the one-shot's largest grid), in blocks of
+// kOneShotLamportSmallThreads while that grid holds the message so.
 KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::int64_t count) {
+  std::int64_t packs = 0;
+  with_element_type(type, [&](auto tag) { packs = packs_for<decltype(tag)>(count); });
+  const int threads = packs <= std::int64_t{shape.one_shot_max_blocks} * kOneShotLamportSmallThreads
+                          ? kOneShotLamportSmallThreads
+                          : kThreads;
   return grid_step(
       type,
       [&](auto tag) {
@@ -118,7 +124,7 @@ KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::in
         return shape.size == 2 ? one_shot_lamport_kernel<T, 2> : one_shot_lamport_kernel<T, 0>;
       },
       [&](auto tag) { return packs_for<decltype(tag)>(count); }, shape.one_shot_max_blocks,
-      shape.overlap_launch);
+      shape.overlap_launch, threads);
 }
 
 }  // namespace detail

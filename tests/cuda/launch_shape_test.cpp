@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The grids and blocks prepare_all_reduce() gives the one-shot kernels: the
 // LL one-shot's blocks of kOneShotLlThreads (a line of 8 data bytes per
-// thread), the Lamport one-shot's of 512 (a 16-byte pack per thread), both
-// capped at PeerSet::one_shot_max_blocks, and describe()'s text of them.
+// thread), the Lamport one-shot's of 256 while the capped grid holds a
+// 16-byte pack per thread and of 512 beyond, both capped at
+// PeerSet::one_shot_max_blocks, and describe()'s text of them.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -65,13 +66,36 @@ TEST(OneShotLlShape, DescribeNamesTheBlockSize) {
   EXPECT_EQ(describe(recipe), "bf16 one-shot LL: 32 blocks x 256 threads, PDL");
 }
 
-TEST(OneShotLamportShape, APackPerThreadInBlocksOf512) {
+TEST(OneShotLamportShape, APackPerThreadInBlocksOf256WhileTheCapAllows) {
   const PeerSet shape = two_ranks(132);
-  // 256 KiB of bf16: 16384 packs of 8 elements.
+  struct Case {
+    ElementType type;
+    std::int64_t count;
+    unsigned threads;
+    unsigned blocks;
+  };
+  // bf16: 8 elements a pack; f32: 4. 132 blocks of 256 hold 33792 packs.
+  for (const Case c : {Case{ElementType::bf16, 8192, 256, 4},          // 16 KiB: 1024 packs
+                       Case{ElementType::bf16, 131072, 256, 64},       // 256 KiB
+                       Case{ElementType::f32, 65536, 256, 64},         // 256 KiB
+                       Case{ElementType::bf16, 33792 * 8, 256, 132},   // the last at 256
+                       Case{ElementType::bf16, 33793 * 8, 512, 67},    // one pack more
+                       Case{ElementType::bf16, 524288, 512, 128},      // 1 MiB
+                       Case{ElementType::bf16, 1 << 22, 512, 132}}) {  // 8 MiB: the cap
+    const LaunchRecipe recipe = prepared(Algorithm::one_shot_lamport, shape, c.type, c.count);
+    ASSERT_EQ(recipe.step_count, 1);
+    EXPECT_EQ(recipe.steps[0].threads, c.threads) << c.count;
+    EXPECT_EQ(recipe.steps[0].blocks, c.blocks) << c.count;
+  }
+}
+
+TEST(OneShotLamportShape, ASmallerCapTakesTheLargerBlocksSooner) {
+  // 256 KiB of bf16 (16384 packs) on at most 16 blocks: 256 threads would
+  // leave 4 packs a thread, so the blocks are of 512 (2 a thread).
   const LaunchRecipe recipe =
-      prepared(Algorithm::one_shot_lamport, shape, ElementType::bf16, 131072);
+      prepared(Algorithm::one_shot_lamport, two_ranks(16), ElementType::bf16, 131072);
   EXPECT_EQ(recipe.steps[0].threads, 512u);
-  EXPECT_EQ(recipe.steps[0].blocks, 32u);
+  EXPECT_EQ(recipe.steps[0].blocks, 16u);
 }
 
 }  // namespace
