@@ -50,9 +50,8 @@ inline constexpr std::size_t kPackBytes = 16;  // one vector load/store
 
 enum class ElementType : std::uint8_t { f16 = 0, bf16 = 1, f32 = 2 };
 
-// Which wait a failed kernel was in; `start`: none, the kernel found at its
-// start that a peer had already given up on the call (this rank was late).
-enum class Phase : std::uint32_t { none = 0, start = 1, arrive = 2, reduced = 3, done = 4 };
+// Which wait a failed kernel was in.
+enum class Phase : std::uint32_t { none = 0, arrive = 2, reduced = 3, done = 4 };
 enum class ErrorCode : std::uint32_t {
   none = 0,
   timeout = 1,
@@ -63,13 +62,20 @@ enum class ErrorCode : std::uint32_t {
   unregistered_buffer = 3,
 };
 
+// DeviceError::peer at or above this: the kernel found at its start that
+// rank peer - kLatePeer had already given up on the call.
+inline constexpr std::uint32_t kLatePeer = kMaxRanks;
+
 // In pinned, mapped host memory: the device writes, the host reads at the
 // next call. `code` is written last.
 struct DeviceError {
   std::uint32_t code;
   std::uint32_t epoch;
   std::uint32_t phase;
-  std::uint32_t peer;  // local rank waited for
+  // The local rank waited for, or kLatePeer + q where the kernel found at
+  // its start that rank q had already given up on the call (this rank was
+  // late): a field of its own cost the fused LL kernel registers.
+  std::uint32_t peer;
   std::uint32_t block;
   std::uint32_t reserved[3];
 };

@@ -182,7 +182,7 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
     }
     shared_aborted = aborted != 0u || late_for >= 0;
     if (aborted == 0u && late_for >= 0) {
-      give_up(p, ErrorCode::peer_gave_up, Phase::start, call, late_for);
+      give_up(p, ErrorCode::peer_gave_up, Phase::arrive, call, kLatePeer + late_for);
     }
   }
   __syncthreads();

@@ -41,7 +41,6 @@ const char* phase_text(std::uint32_t phase) {
       return "reduce their shard (two-shot barrier 'reduced')";
     case Phase::done:
       return "finish reading this rank's registered input (pull barrier 'done')";
-    case Phase::start:
     case Phase::none:
       break;
   }
@@ -346,7 +345,9 @@ void CudaPeerTransport::check_error_word(const char* what) {
   const std::uint32_t code = word->code;
   if (code == 0 || broken_) return;
   broken_ = true;
-  const int peer = static_cast<int>(word->peer);
+  // kLatePeer + q: the kernel found at its start that rank q had given up.
+  const bool late = word->peer >= cuda_kernels::kLatePeer;
+  const int peer = static_cast<int>(late ? word->peer - cuda_kernels::kLatePeer : word->peer);
   const std::string peer_name =
       peer >= 0 && peer < local_size_ ? std::to_string(global_ranks_[peer]) : "?";
   std::string message = "P2P call #" + std::to_string(word->epoch) + " (detected at " + what + ") ";
@@ -362,7 +363,7 @@ void CudaPeerTransport::check_error_word(const char* what) {
   if (static_cast<ErrorCode>(code) == ErrorCode::timeout) {
     message += "timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank " +
                peer_name + " to " + phase_text(word->phase);
-  } else if (static_cast<Phase>(word->phase) == Phase::start) {
+  } else if (late) {
     message += "failed: this rank reached it late, after rank " + peer_name +
                " had given up on it at its own timeout";
   } else {
