@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kThreads)
   const uint4 first = load_input(begin);
   std::uint32_t epoch;
   if (!begin_call(p, epoch)) return;
-  const LamportSlots<kRankBound, false> slots(p, epoch);  // kept: spills (lamport.cuh)
+  const LamportSlots<kRankBound, false> slots(p, epoch);  // not kept: it spilled (lamport.cuh)
 
   // Push. A short last pack is padded with zeros (load_tensor), which are
   // not the sentinel, so the receiver sees the whole pack arrive. The
