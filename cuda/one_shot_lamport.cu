@@ -123,8 +123,7 @@ KernelStep one_shot_lamport_step(const PeerSet& shape, ElementType type, std::in
         using T = decltype(tag);
         return shape.size == 2 ? one_shot_lamport_kernel<T, 2> : one_shot_lamport_kernel<T, 0>;
       },
-      [&](auto tag) { return packs_for<decltype(tag)>(count); }, shape.one_shot_max_blocks,
-      shape.overlap_launch, threads);
+      [&](auto) { return packs; }, shape.one_shot_max_blocks, shape.overlap_launch, threads);
 }
 
 }  // namespace detail
