@@ -6,7 +6,7 @@
 // t of split k handles packs first_k + t, first_k + t + kSplitThreads, ...
 // The sum of squares is added up in a fixed order: each thread over its
 // packs in order, a warp by a fixed xor tree, a split's warps in order,
-// then the splits in order. That order is the same whether the splits
+// then the splits by a fixed xor tree (splits_sum). That order is the same whether the splits
 // are one block of kRowThreads threads (RowInBlock: the fallback, the
 // staged fused kernel, GPUs without clusters) or a cluster of kRowSplits
 // blocks, one split each, exchanging their partial sums through
@@ -88,6 +88,21 @@ __device__ __forceinline__ float warp_sum(float value) {
 }
 
 inline constexpr int kSplitWarps = kSplitThreads / 32;
+static_assert((kRowSplits & (kRowSplits - 1)) == 0 && kRowSplits <= 32,
+              "a split's sum per lane, the splits by a xor tree within a warp");
+
+// The row's total from each split's sum, lane l holding split l % kRowSplits's:
+// a fixed xor tree over the splits, the same bits in every lane (each step
+// adds the same two values). A tree, not a chain: three dependent adds
+// instead of eight, and each warp sums a split's kSplitWarps partials, not
+// all of the row's.
+__device__ __forceinline__ float splits_sum(float part) {
+#pragma unroll
+  for (int offset = kRowSplits / 2; offset > 0; offset >>= 1) {
+    part = __fadd_rn(part, __shfl_xor_sync(0xffffffffu, part, offset));
+  }
+  return part;
+}
 
 // Every split in one block of kRowThreads threads.
 class RowInBlock {
@@ -101,12 +116,13 @@ class RowInBlock {
     squares = warp_sum(squares);
     if ((threadIdx.x & 31) == 0) scratch_[threadIdx.x / 32] = squares;
     failed = __syncthreads_or(failed) != 0;
-    float total = 0.0f;
-    for (int k = 0; k < kRowSplits; ++k) {
-      float part = 0.0f;
-      for (int w = 0; w < kSplitWarps; ++w) part = __fadd_rn(part, scratch_[k * kSplitWarps + w]);
-      total = __fadd_rn(total, part);
+    const int split = static_cast<int>(threadIdx.x & 31) % kRowSplits;
+    float part = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kSplitWarps; ++w) {
+      part = __fadd_rn(part, scratch_[split * kSplitWarps + w]);
     }
+    const float total = splits_sum(part);
     __syncthreads();  // scratch is reused by the next row
     return total;
   }
@@ -165,7 +181,7 @@ class RowInCluster {
   // Each warp hands its partial (every lane holds the same bits after the
   // xor tree) straight to every block of the cluster, lane q to block q:
   // no block barrier before the exchange. The sum then takes the warps of
-  // a split in order, then the splits in order, as RowInBlock does.
+  // a split in order, then the splits by splits_sum, as RowInBlock does.
   __device__ float row_total(float squares, bool& failed) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     squares = warp_sum(squares);
@@ -210,21 +226,23 @@ class RowInCluster {
           : "r"(barrier), "r"(phase)
           : "memory");
     } while (done == 0);
+    // Lanes leave the wait together; saying so keeps the shuffles below on
+    // their converged path (without it ptxas copied them into the wait's
+    // retry path in their divergent form).
+    __syncwarp();
     phases_ ^= 1u << parity_;
-    float total = 0.0f;
+    const unsigned split = lane % kRowSplits;
+    float part = 0.0f;
     unsigned any_failed = 0;
-    for (int k = 0; k < kRowSplits; ++k) {
-      float part = 0.0f;
-      for (int w = 0; w < kSplitWarps; ++w) {
-        const uint2 slot = slots_[(parity_ * kRowSplits + k) * kSplitWarps + w];
-        part = __fadd_rn(part, __uint_as_float(slot.x));
-        any_failed |= slot.y;
-      }
-      total = __fadd_rn(total, part);
+#pragma unroll
+    for (int w = 0; w < kSplitWarps; ++w) {
+      const uint2 slot = slots_[(parity_ * kRowSplits + split) * kSplitWarps + w];
+      part = __fadd_rn(part, __uint_as_float(slot.x));
+      any_failed |= slot.y;
     }
     parity_ ^= 1u;
-    failed = any_failed != 0;
-    return total;
+    failed = __any_sync(0xffffffffu, any_failed != 0) != 0;
+    return splits_sum(part);
 #else
     __trap();  // launched only where rows_in_clusters_supported()
     return squares;
