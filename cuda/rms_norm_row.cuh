@@ -327,7 +327,7 @@ __device__ __forceinline__ void residual_pack(const float (&s)[Pack<T>::kCount],
 // 1 / sqrt(mean + eps) from the row's sum of squares.
 __device__ __forceinline__ float inv_rms_of(float total, std::int64_t hidden, float eps) {
   const float variance = __fdiv_rn(total, static_cast<float>(hidden));
-  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(variance, eps)));
+  return __frsqrt_rn(__fadd_rn(variance, eps));
 }
 
 template <class T>
