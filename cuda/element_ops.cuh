@@ -140,6 +140,21 @@ struct RankOrderSum {
   }
 };
 
+// The rank-order sum of two ranks' packs from this rank's own and its
+// peer's, whichever rank this is: (0 + a) + b and (0 + b) + a are the same
+// bits for every a and b (an IEEE add commutes, and the GPU's NaN results
+// are canonical), so the two-rank kernels need no branch on the rank.
+template <class T>
+__device__ __forceinline__ RankOrderSum<T> two_rank_sum(const uint4& own, const uint4& peer) {
+  RankOrderSum<T> acc;
+  Pack<T> part;
+  part.raw = own;
+  acc.add(part);
+  part.raw = peer;
+  acc.add(part);
+  return acc;
+}
+
 // The sum of parts[0..size) element by element, in that order.
 template <class T>
 __device__ __forceinline__ Pack<T> sum_in_rank_order(const Pack<T> (&parts)[kMaxRanks], int size) {

@@ -224,13 +224,26 @@ class LamportSlots {
   uint4* to_peer_ = nullptr;
 };
 
+// Whether the helpers below take a two-rank call's peer without a branch on
+// the rank: its pack at seen[0], summed as own + peer (two_rank_sum, the
+// same bits as the rank order). For the one-shot (its sub-slots not kept)
+// only: the same in the two-shot and the fused op ran slower on the kernel
+// loop (benchmarks/kernel-loop.md).
+template <int kBound, bool kKeep>
+inline constexpr bool kTwoRankPeerFirst = kBound == 2 && !kKeep;
+
 // Pack j of every peer's sub-slot in this rank's region (what the one-shot
 // and the two-shot's reduce-scatter take in): a first look at each, all
-// loads in flight together; `ranks` how many the call has.
+// loads in flight together; `ranks` how many the call has. Source q's at
+// seen[q], or the peer's at seen[0] (kTwoRankPeerFirst).
 template <int kBound, bool kKeep>
 __device__ __forceinline__ void look_at_arrivals(const PeerSet& p, int ranks,
                                                  const LamportSlots<kBound, kKeep>& slots,
                                                  std::int64_t j, uint4 (&seen)[kBound]) {
+  if constexpr (kTwoRankPeerFirst<kBound, kKeep>) {
+    seen[0] = load_volatile_pack(slots.from(1 - p.rank) + j);
+    return;
+  }
 #pragma unroll
   for (int r = 0; r < kBound; ++r) {
     if (r >= ranks) break;
@@ -246,6 +259,12 @@ __device__ __forceinline__ bool sum_arrivals(const PeerSet& p, int ranks, std::u
                                              const LamportSlots<kBound, kKeep>& slots,
                                              std::int64_t j, const uint4& own,
                                              uint4 (&seen)[kBound], Pack<T>& sum) {
+  if constexpr (kTwoRankPeerFirst<kBound, kKeep>) {
+    const int peer = 1 - p.rank;
+    if (!take_pack<T>(p, slots.from(peer) + j, peer, epoch, seen[0])) return false;
+    sum = two_rank_sum<T>(own, seen[0]).rounded();
+    return true;
+  }
   RankOrderSum<T> acc;
 #pragma unroll
   for (int r = 0; r < kBound; ++r) {
@@ -269,6 +288,10 @@ template <int kBound, bool kKeep>
 __device__ __forceinline__ void reset_arrivals(const PeerSet& p, int ranks,
                                                const LamportSlots<kBound, kKeep>& slots,
                                                std::int64_t j) {
+  if constexpr (kTwoRankPeerFirst<kBound, kKeep>) {
+    store_volatile_pack(slots.from(1 - p.rank) + j, sentinel_pack());
+    return;
+  }
 #pragma unroll
   for (int r = 0; r < kBound; ++r) {
     if (r >= ranks) break;
