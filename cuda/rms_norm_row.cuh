@@ -6,13 +6,13 @@
 // t of split k handles packs first_k + t, first_k + t + kSplitThreads, ...
 // The sum of squares is added up in a fixed order: each thread over its
 // packs in order, a warp by a fixed xor tree, a split's warps in order,
-// then the splits by a fixed xor tree (splits_sum). That order is the same whether the splits
-// are one block of kRowThreads threads (RowInBlock: the fallback, the
-// staged fused kernel, GPUs without clusters) or a cluster of kRowSplits
-// blocks, one split each, exchanging their partial sums through
-// distributed shared memory (RowInCluster: the LL and Lamport fused kernels on sm_90+,
-// where a short row's loads and peer waits spread over kRowSplits SMs
-// instead of one). So every path gives the same bits.
+// then the splits by a fixed xor tree (splits_sum). That order is the same
+// whether the splits are one block of kRowThreads threads (RowInBlock: the
+// fallback, the staged fused kernel, GPUs without clusters) or a cluster of
+// kRowSplits blocks, one split each, exchanging their partial sums through
+// distributed shared memory (RowInCluster: the LL and Lamport fused kernels
+// on sm_90+, where a short row's loads and peer waits spread over
+// kRowSplits SMs instead of one). So every path gives the same bits.
 #pragma once
 
 #include <cooperative_groups.h>
