@@ -189,8 +189,8 @@ __device__ __forceinline__ bool take_pack_by_call(const PeerSet& p, const uint4*
 // worked out once and kept (lamport_of per pack was about a tenth of the
 // fused kernel's instructions); with more ranks each is worked out when
 // asked, which keeps the registers free. kKeep = false works each out when
-// asked at two ranks too: ptxas gave the one-shot's two-rank kernel 64
-// registers either way, and spilled with the two pointers kept.
+// asked at two ranks too: the one-shot's two-rank kernel spilled with the
+// two pointers kept (benchmarks/kernel-loop.md).
 template <int kBound, bool kKeep = kBound == 2>
 class LamportSlots {
   static_assert(!kKeep || kBound == 2, "the sub-slots are kept at two ranks only");
