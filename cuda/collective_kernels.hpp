@@ -45,7 +45,11 @@ namespace peerplan::cuda_kernels {
 inline constexpr int kMaxRanks = 8;
 inline constexpr int kMaxBlocks = 128;          // per-block flags exist for this many blocks
 inline constexpr int kMaxOneShotBlocks = 1024;  // the one-shot kernel has none
-inline constexpr std::size_t kSignalAreaBytes = 16384;
+// The largest grid of any kernel that takes part in a call (begin_call):
+// each of its blocks reads the epoch from a word of its own.
+inline constexpr int kMaxCallBlocks = 1024;
+static_assert(kMaxBlocks <= kMaxCallBlocks && kMaxOneShotBlocks <= kMaxCallBlocks);
+inline constexpr std::size_t kSignalAreaBytes = 20480;
 inline constexpr std::size_t kPackBytes = 16;  // one vector load/store
 
 enum class ElementType : std::uint8_t { f16 = 0, bf16 = 1, f32 = 2 };

@@ -24,11 +24,11 @@ struct Signals {
   // Nonzero: peer p gave up at that epoch. Aligned for begin_call's two
   // 16-byte loads.
   alignas(16) std::uint32_t abandoned[kMaxRanks];
-  // Owner-only words below (local atomics only).
-  // High half: the last call whose blocks all read their epoch; low half:
-  // the blocks of the running call that read it. One word, so that a block
-  // reads the epoch and counts itself with one atomic (begin_call).
-  alignas(8) std::uint64_t epoch_and_started;
+  // Owner-only words below.
+  // The epoch of the last call, one word per block of a call: block b of a
+  // call reads word b, and the call's blocks together write every word
+  // (begin_call), so no two blocks of a call touch the same word.
+  alignas(16) std::uint32_t epochs[kMaxCallBlocks];
   std::uint32_t aborted;  // this rank gave up; later kernels exit at once
 };
 static_assert(sizeof(Signals) <= kSignalAreaBytes, "signal area too small");
@@ -126,47 +126,33 @@ inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Ph
 // alike) when an earlier call on this rank gave up: the transport is broken
 // until reserve() re-creates the slabs.
 //
-// The epoch advances as soon as every block of the call has read it, not
-// when the call ends: nothing reads it again before the next kernel, which
-// starts only after this one completed (stream order, or griddepcontrol.wait
-// under a programmatic dependent launch). Thread 0 of each block reads the
-// epoch and counts its block with one relaxed atomic add on
-// epoch_and_started; the block whose count completes the grid advances the
-// epoch and clears the count with a second one (a grid of one block uses a
-// plain load and store). A single word needs no fence: every block's read
-// is an earlier access to the same word. So
-// neither the start nor the end of a call waits for a fence, and the end of
-// a kernel needs no atomic: the last writes of a call (its outputs, its
-// remote stores) are ordered before the next kernel by the kernel boundary
-// itself. A failed call advances the epoch too; it has set `aborted`, and
-// every later kernel exits at begin_call until reserve() re-creates the
+// The epoch lives in one word per block of the largest grid (epochs[]),
+// all equal between calls. Thread 0 of block b reads word b; after the
+// block's barrier its threads write the new epoch into words b, b + grid,
+// b + 2 grid, ...: the call's blocks together write every word, and no
+// word is touched by two blocks of a call. So each block pays a load, not
+// the longer round trip of an atomic on a word all blocks share
+// (benchmarks/kernel-loop.md), and no fence: nothing reads the words
+// again before the next kernel, which starts only after this one completed
+// (stream order, or griddepcontrol.wait under a programmatic dependent
+// launch). The end of a kernel needs no atomic either: the kernel boundary
+// orders a call's last writes (its outputs, its remote stores) before the
+// next kernel. A failed call advances the epoch too; it has set `aborted`,
+// and every later kernel exits at begin_call until reserve() re-creates the
 // slabs.
 __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoch) {
   __shared__ std::uint32_t shared_epoch;
   __shared__ int shared_aborted;
   wait_for_previous_kernel();
+  Signals* own = signals_of(p, p.rank);
   if (threadIdx.x == 0) {
-    Signals* own = signals_of(p, p.rank);
-    auto* word = reinterpret_cast<unsigned long long*>(&own->epoch_and_started);
-    // Loaded before the atomic, so that their latencies overlap: abandoned[]
-    // in two 16-byte loads, not eight.
+    // Loaded together, so that their latencies overlap: abandoned[] in two
+    // 16-byte loads, not eight.
     const uint4 low = load_volatile_pack(&own->abandoned[0]);
     const uint4 high = load_volatile_pack(&own->abandoned[4]);
     const std::uint32_t aborted = *static_cast<const volatile std::uint32_t*>(&own->aborted);
-    unsigned long long counted;
-    if (gridDim.x == 1) {
-      // A block alone reads and advances the epoch with a load and a store:
-      // no other block of the call reads it, and an atomic's round trip is
-      // longer than a load's (benchmarks/kernel-loop.md).
-      counted = *static_cast<volatile unsigned long long*>(word);
-      *static_cast<volatile unsigned long long*>(word) = counted + (1ull << 32);
-    } else {
-      counted = atomicAdd(word, 1ull);
-      if (static_cast<std::uint32_t>(counted) == gridDim.x - 1) {
-        atomicAdd(word, (1ull << 32) - gridDim.x);  // epoch + 1, count 0
-      }
-    }
-    const std::uint32_t call = static_cast<std::uint32_t>(counted >> 32) + 1u;
+    const std::uint32_t call =
+        *static_cast<const volatile std::uint32_t*>(&own->epochs[blockIdx.x]) + 1u;
     shared_epoch = call;
     // A peer that gave up on this call or an earlier one (this rank was late)
     // reported it failed: so does this rank, before it reads anything whose
@@ -187,6 +173,10 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
   }
   __syncthreads();
   epoch = shared_epoch;
+  for (unsigned word = blockIdx.x + threadIdx.x * gridDim.x; word < kMaxCallBlocks;
+       word += blockDim.x * gridDim.x) {
+    own->epochs[word] = epoch;
+  }
   return !shared_aborted;
 }
 

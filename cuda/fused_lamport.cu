@@ -81,6 +81,7 @@ namespace {
 // once (resident_units).
 constexpr std::int64_t kMaxFusedClusters = 128;
 constexpr std::int64_t kMaxFusedBlocks = 128;
+static_assert(kMaxFusedClusters * kRowSplits <= kMaxCallBlocks);
 
 // Rows whose packs a thread loads at once in the push phase: their loads
 // are in flight together before the stores (a store's "memory" clobber

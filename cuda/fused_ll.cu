@@ -34,6 +34,7 @@ namespace {
 
 // Rows of the LL fused kernel in flight at once (clusters of kRowSplits blocks).
 constexpr std::int64_t kMaxFusedClusters = 128;
+static_assert(kMaxFusedClusters * kRowSplits <= kMaxCallBlocks);
 
 // The fused op for small messages: rows travel as LL lines, as in the
 // one-shot all-reduce, so there is no flag barrier (and no release fence):

@@ -355,7 +355,11 @@ cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType
 
 cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallPointers& pointers,
                    cudaStream_t stream) {
+  // steps[0] is every algorithm's call kernel (begin_call), whose blocks
+  // each read the epoch from a word of their own: no recipe makes a larger
+  // grid, and none may.
   if (recipe.step_count < 1 || recipe.step_count > 2 || recipe.steps[0].kernel == nullptr ||
+      recipe.steps[0].blocks > static_cast<unsigned>(kMaxCallBlocks) ||
       (recipe.step_count == 2 && recipe.steps[1].kernel == nullptr) || recipe.ranks != peers.size) {
     return cudaErrorInvalidValue;
   }

@@ -3,7 +3,7 @@
 // kernels (cuda/collective_kernels.hpp) over CUDA IPC slabs shared by the
 // node-local ranks.
 //
-// Slab of each rank: [signal area 16 KiB | staging slot 0 | staging slot 1
+// Slab of each rank: [signal area 20 KiB | staging slot 0 | staging slot 1
 // | copy-engine region (two-shot on Protocol::dma) | Lamport region (push
 // one-shot, KernelChoices::one_shot_lamport;
 // fused op, KernelChoices::fused_lamport; two-shot, two_shot_lamport)].
