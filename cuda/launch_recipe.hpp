@@ -204,8 +204,9 @@ cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType
 // grid, block, cluster and attributes. No occupancy query, no dtype switch.
 // Returns the first failing launch's status (the runtime's last-error
 // state is cleared then; a second step is not launched after a failed
-// first one), cudaErrorInvalidValue for a recipe that was never prepared or
-// whose PeerSet::size differs from `peers.size`, else cudaSuccess.
+// first one), cudaErrorInvalidValue for a recipe that was never prepared,
+// whose PeerSet::size differs from `peers.size` or whose call kernel
+// (steps[0]) has more than kMaxCallBlocks blocks, else cudaSuccess.
 cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallPointers& pointers,
                    cudaStream_t stream);
 

@@ -3,7 +3,9 @@
 // LL one-shot's blocks of kOneShotLlThreads (a line of 8 data bytes per
 // thread), the Lamport one-shot's of 256 while the capped grid holds a
 // 16-byte pack per thread and of 512 beyond, both capped at
-// PeerSet::one_shot_max_blocks, and describe()'s text of them.
+// PeerSet::one_shot_max_blocks, and describe()'s text of them; every call
+// kernel's grid within the epoch words (kMaxCallBlocks), which launch()
+// enforces.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -96,6 +98,31 @@ TEST(OneShotLamportShape, ASmallerCapTakesTheLargerBlocksSooner) {
       prepared(Algorithm::one_shot_lamport, two_ranks(16), ElementType::bf16, 131072);
   EXPECT_EQ(recipe.steps[0].threads, 512u);
   EXPECT_EQ(recipe.steps[0].blocks, 16u);
+}
+
+// A call kernel's blocks each read the epoch from a word of their own
+// (begin_call): the largest grids prepare gives fit those words, and
+// launch() refuses a larger one before it touches the GPU.
+TEST(CallGrid, TheLargestPreparedGridsFitTheEpochWords) {
+  const LaunchRecipe one_shot = prepared(Algorithm::one_shot_ll, two_ranks(kMaxOneShotBlocks),
+                                         ElementType::bf16, std::int64_t{1} << 26);
+  EXPECT_EQ(one_shot.steps[0].blocks, static_cast<unsigned>(kMaxOneShotBlocks));
+  EXPECT_LE(one_shot.steps[0].blocks, static_cast<unsigned>(kMaxCallBlocks));
+  PeerSet shape = two_ranks(132);
+  shape.cluster_rows = true;
+  LaunchRecipe fused;
+  ASSERT_EQ(prepare_fused(Algorithm::fused_ll, shape, ElementType::bf16, KernelLayout{}, 1 << 16,
+                          64, fused),
+            cudaSuccess);
+  EXPECT_GT(fused.steps[0].blocks, static_cast<unsigned>(kMaxBlocks));
+  EXPECT_LE(fused.steps[0].blocks, static_cast<unsigned>(kMaxCallBlocks));
+}
+
+TEST(CallGrid, LaunchRefusesACallKernelBeyondTheEpochWords) {
+  LaunchRecipe recipe = prepared(Algorithm::one_shot_ll, two_ranks(132), ElementType::bf16, 512);
+  recipe.steps[0].blocks = kMaxCallBlocks + 1;
+  PeerSet peers = two_ranks(132);
+  EXPECT_EQ(launch(recipe, peers, CallPointers{}, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace
