@@ -13,7 +13,8 @@
 #                                            GPU_TESTS="cuda_teardown_test ..." (build and run only these
 #                                            test binaries), SKIP_DEMO=1, FALLBACK_BENCH=1,
 #                                            RANKS="2 3 4 8" (rank counts of the GPU tests and the example),
-#                                            TUNE=1 (peerplan_tune first; the benchmarks then use its file),
+#                                            TUNE=1 (peerplan_tune first; the benchmarks then use its file;
+#                                            defaults.diff: what its entry would change in the defaults),
 #                                            TUNE_MAX (its largest size: 256M with FULL=1, else BENCH_MAX),
 #                                            TUNING_FILE=path (the benchmarks use this tuning file),
 #                                            TUNE_CHECK=1 (peerplan_tune's paths on any GPU count; writes no file);
@@ -174,6 +175,9 @@ if [[ -n "${TUNE:-}" ]]; then
   tstep tune tune.log 300 "${MPIRUN[@]}" "$BUILD/tools/peerplan_tune/peerplan_tune" --out "$OUT/h200.tune" -b 1K -e "$TUNE_MAX" --graph 1 \
     --json "$OUT/tune.json"
   [[ -s "$OUT/h200.tune" ]] && TUNING_FILE="$OUT/h200.tune"
+  # What making this entry the built-in defaults would change (docs/tuning.md).
+  [[ -s "$OUT/h200.tune" ]] && python3 scripts/defaults_from_tune.py "$OUT/h200.tune" --check \
+    >"$OUT/defaults.diff" 2>&1
 fi
 # TUNE_CHECK=1: peerplan_tune's paths (routes and the CUDA protocol sweep,
 # each call checked for the route and protocol it forces) on any GPU count,
@@ -322,6 +326,7 @@ echo "==== benchmark ===="; grep -v 'size(B)\|# total' "$OUT/bench.log" 2>/dev/n
 [[ -f "$OUT/comparison.md" ]] && { echo "==== comparison (graph, bf16) ===="; grep -A14 -m1 -i 'bf16.*graph' "$OUT/comparison.md"; }
 fi
 [[ -f "$OUT/tune.log" ]] && { echo "==== peerplan_tune ===="; tail -40 "$OUT/tune.log"; }
+[[ -f "$OUT/defaults.diff" ]] && { echo "==== the built-in defaults from this entry (scripts/defaults_from_tune.py) ===="; grep -E '^[-+]const|^defaults_from|: the block' "$OUT/defaults.diff"; }
 [[ -f "$OUT/tune-check.log" ]] && { echo "==== peerplan_tune --allow-shared-gpus (times are not this machine's) ===="; tail -30 "$OUT/tune-check.log"; }
 [[ -f "$OUT/agreement.log" ]] && { echo "==== the kernel loop against the tuner (agreement.md) ===="; cat "$OUT/agreement.log"; }
 echo "==== sanitizer ===="; grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT"/sanitizer.log 2>/dev/null | sort | uniq -c

@@ -29,27 +29,34 @@ constexpr std::size_t kHostOneShotCap = 512 * KiB;
 // Two-shot up to here; above it the fallback's pipelined algorithms compete.
 constexpr std::size_t kHostTwoShotMax = 8 * MiB;
 
-// CUDA backend, two ranks.
-// One-shot (Lamport above 64 KiB) beats two-shot up to here.
-constexpr std::size_t kCudaOneShotTwoRanks = 4 * MiB;
-// Two-shot beats NCCL up to here; past it the gain is not worth the staging.
-constexpr std::size_t kCudaTwoShotMaxTwoRanks = 64 * MiB;
-// The fused op beats NCCL + add + RMSNorm at every measured size; this
-// bounds its one-shot staging.
-constexpr std::size_t kCudaFusedTwoRanks = 16 * MiB;
+// The two-shot's pieces at two ranks: messages above this run as
+// consecutive two-shots of this size, so its staging stays what a 64 MiB
+// message needs. peerplan_tune measures two-shot with these pieces, so they
+// stay when the measured two-shot maximum moves.
+constexpr std::size_t kCudaTwoShotPieceTwoRanks = 64 * MiB;
 // a x B of the world-size model above, in bytes.
 constexpr double kTwoShotLatencyBytes = 3e-6 * 366e9;
 
-// CUDA protocol windows (the same at every world size until measured).
-// One-shot: LL lines win up to 64 KiB, Lamport (half the link bytes) above.
+// BEGIN two-rank CUDA defaults: scripts/defaults_from_tune.py writes this
+// block from a peerplan_tune entry (benchmarks/results/defaults.tune).
+// Entry: cuda ranks=2 gpu="NVIDIA H200" links=NV18. Measured: not by peerplan_tune: set by hand
+// from the FULL run of dd9c13b on 2x H200 (benchmarks/RESULTS.md)
+// One-shot was the fastest route at every measured size up to here.
+constexpr std::size_t kCudaOneShotTwoRanks = 4 * MiB;
+// Two-shot was the fastest route from its minimum (0: right above one-shot)
+// up to its maximum; outside that window, the fallback.
+constexpr std::size_t kCudaTwoShotMinTwoRanks = 0;
+constexpr std::size_t kCudaTwoShotMaxTwoRanks = 64 * MiB;
+// The fused op beat its fallback (NCCL + add + RMSNorm) at every size up to here.
+constexpr std::size_t kCudaFusedTwoRanks = 16 * MiB;
+// The protocol windows (the same at every world size until measured): where
+// each protocol won, by the rules of docs/tuning.md ("Protocol windows").
 constexpr Window kCudaOneShotLamport = Window::above_bytes(64 * KiB);
-// Fused: Lamport wins from 64 KiB to a few MiB; by 14 MiB the two-shot + row norm wins.
-constexpr Window kCudaFusedLamport{64 * KiB, 4 * MiB};
-// Fused: LL lines beat the two-shot + row norm up to 2 MiB.
+constexpr Window kCudaFusedLamport = Window{64 * KiB, 4 * MiB};
 constexpr Window kCudaFusedLl = Window::up_to_bytes(2 * MiB);
-// Two-shot copy engines and Lamport: off until peerplan_tune measures a machine.
 constexpr Window kCudaTwoShotDma = Window::never();
 constexpr Window kCudaTwoShotLamport = Window::never();
+// END two-rank CUDA defaults
 
 std::size_t host_one_shot_limit(int world_size) noexcept {
   const std::size_t peers = world_size < 2 ? 1 : static_cast<std::size_t>(world_size - 1);
@@ -69,18 +76,26 @@ std::size_t cuda_one_shot_limit(std::size_t n) noexcept {
   return limit < kCudaOneShotTwoRanks ? limit : kCudaOneShotTwoRanks;
 }
 
+// A two-rank size M as M x times / divided_by at n ranks, in whole packs;
+// 0 (the route off) stays 0.
+std::size_t scaled_from_two_ranks(std::size_t two_rank_bytes, std::size_t times,
+                                  std::size_t divided_by) noexcept {
+  if (two_rank_bytes == 0) return 0;
+  const std::size_t packs = two_rank_bytes * times / divided_by / kPackAlignment * kPackAlignment;
+  return packs == 0 ? kPackAlignment : packs;
+}
+
 RouteCutoffs cuda_cutoffs(int world_size) noexcept {
   const std::size_t n = world_size < 2 ? 2 : static_cast<std::size_t>(world_size);
-  // Two-shot to 128 MiB / n: never more link bytes than the ring it
-  // replaces, and the same staging at every n.
-  const std::size_t two_shot = kCudaTwoShotMaxTwoRanks * 2 / n / kPackAlignment * kPackAlignment;
-  // The fused one-shot pushes n-1 copies: 16 MiB / (n-1).
-  const std::size_t fused = kCudaFusedTwoRanks / (n - 1) / kPackAlignment * kPackAlignment;
-  const std::size_t two_shot_max = two_shot == 0 ? kPackAlignment : two_shot;
-  // Pieces of the default maximum: the staging of a larger two-shot stays
-  // what the default sizes need.
-  return RouteCutoffs{cuda_one_shot_limit(n), two_shot_max, fused == 0 ? kPackAlignment : fused, 0,
-                      two_shot_max};
+  // Two-shot to 2 x its two-rank maximum / n: never more link bytes than
+  // the ring it replaces; its pieces likewise, the same staging at every n.
+  const std::size_t two_shot_max = scaled_from_two_ranks(kCudaTwoShotMaxTwoRanks, 2, n);
+  const std::size_t piece = scaled_from_two_ranks(kCudaTwoShotPieceTwoRanks, 2, n);
+  // Where NCCL beat two-shot at two ranks says nothing of other world sizes.
+  const std::size_t two_shot_min = n == 2 ? kCudaTwoShotMinTwoRanks : 0;
+  // The fused one-shot pushes n-1 copies: its two-rank limit / (n-1).
+  const std::size_t fused = scaled_from_two_ranks(kCudaFusedTwoRanks, 1, n - 1);
+  return RouteCutoffs{cuda_one_shot_limit(n), two_shot_max, fused, two_shot_min, piece};
 }
 
 }  // namespace

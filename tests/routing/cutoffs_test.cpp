@@ -182,15 +182,31 @@ TEST(TwoShotPieceBytes, SplitsOnlyContiguousMessagesAboveThePiece) {
   EXPECT_EQ(two_shot_piece_bytes(c, 1 << 20, true), 0u);
 }
 
-// By default only messages above the default two-shot maximum are split,
-// into pieces of that maximum: the staging the defaults need stays enough.
-TEST(TwoShotPieceBytes, DefaultPieceIsTheDefaultTwoShotMaximum) {
-  for (Backend backend : {Backend::host, Backend::cuda}) {
-    for (int n = 2; n <= 8; ++n) {
-      const RouteCutoffs d = default_cutoffs(n, backend);
-      EXPECT_EQ(d.two_shot_chunk_bytes, d.two_shot_max_bytes) << to_string(backend) << " " << n;
-      EXPECT_EQ(two_shot_piece_bytes(d, d.two_shot_max_bytes, true), 0u);
-    }
+// By default only messages above the default two-shot maximum are split:
+// the staging the defaults need stays enough. On the host backend the
+// pieces are that maximum.
+TEST(TwoShotPieceBytes, HostPieceIsTheDefaultTwoShotMaximum) {
+  for (int n = 2; n <= 8; ++n) {
+    const RouteCutoffs d = default_cutoffs(n, Backend::host);
+    EXPECT_EQ(d.two_shot_chunk_bytes, d.two_shot_max_bytes) << n;
+    EXPECT_EQ(two_shot_piece_bytes(d, d.two_shot_max_bytes, true), 0u);
+  }
+}
+
+// On the CUDA backend the pieces are 64 MiB at two ranks (what peerplan_tune
+// measures the two-shot with), scaled as the two-shot's maximum is, and they
+// do not follow that maximum: a measured maximum above 64 MiB runs in pieces.
+TEST(TwoShotPieceBytes, CudaPieceIsItsOwnDefaultScaledLikeTheMaximum) {
+  constexpr std::size_t MiB = 1024 * 1024;
+  EXPECT_EQ(default_cutoffs(2, Backend::cuda).two_shot_chunk_bytes, 64 * MiB);
+  EXPECT_EQ(default_cutoffs(4, Backend::cuda).two_shot_chunk_bytes, 32 * MiB);
+  EXPECT_EQ(default_cutoffs(3, Backend::cuda).two_shot_chunk_bytes, 128 * MiB / 3 / 16 * 16);
+  for (int n = 2; n <= 8; ++n) {
+    const RouteCutoffs d = default_cutoffs(n, Backend::cuda);
+    EXPECT_EQ(two_shot_piece_bytes(d, d.two_shot_chunk_bytes, true), 0u) << n;
+    EXPECT_EQ(two_shot_piece_bytes(d, 4 * d.two_shot_chunk_bytes, true),
+              d.two_shot_chunk_bytes / kTwoShotPieceAlignment * kTwoShotPieceAlignment)
+        << n;
   }
 }
 
