@@ -94,9 +94,11 @@ struct RouteCutoffs {
   // bits as one call (each element is reduced in rank order either way).
   // Pieces are this size rounded down to a multiple of 256 bytes; a message
   // up to this size runs whole; 0 (or less than 256): never split.
-  // kAutoCutoff: the backend's default two-shot maximum for the
-  // world size, so that only messages above it are split. Strided layouts
-  // are never split. Last, for brace initialisations.
+  // kAutoCutoff: the backend's default piece for the world size (on the
+  // cuda backend 64 MiB at 2 ranks, 128 MiB / n at n; on the host backend
+  // its default two-shot maximum), so that with the default maximum
+  // nothing is split. Strided layouts are never split. Last, for brace
+  // initialisations.
   std::size_t two_shot_chunk_bytes = kAutoCutoff;
 
   friend bool operator==(const RouteCutoffs&, const RouteCutoffs&) = default;
