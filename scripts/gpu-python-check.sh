@@ -6,7 +6,9 @@
 #     own GPU, torch.distributed NCCL) at RANKS (default "2");
 #     Then python/tests/torch_compile_test.py at RANKS: a TP MLP through
 #     peerplan.torch's custom ops, torch.compile(fullgraph=True) vs eager
-#     (skipped without PyTorch >= 2.4);
+#     (skipped without PyTorch >= 2.4); then python/tests/
+#     registered_buffers_cuda_test.py at 2 ranks: register_buffers in pull
+#     mode, a zero-copy call and a staged one after deregister_buffers;
 #  2. the C example (examples/c/all_reduce.c, host memory: host backend);
 #  3. the example program posing as 2 nodes x 2 ranks (PEERPLAN_HOST_ID) on
 #     the cuda backend: its plans must take the hierarchical route, results
@@ -55,6 +57,8 @@ for n in ${RANKS:-2}; do
   step "torch_compile.np$n" env PYTHONPATH="$ROOT/python" PEERPLAN_LIBRARY="$LIB" \
     "${MPIRUN[@]}" -np "$n" python3 "$ROOT/python/tests/torch_compile_test.py"
 done
+step registered_buffers.np2 env PYTHONPATH="$ROOT/python" PEERPLAN_LIBRARY="$LIB" \
+  "${MPIRUN[@]}" -np 2 python3 "$ROOT/python/tests/registered_buffers_cuda_test.py"
 c_example() {
   mpicc -std=c99 -Wall -Werror "$ROOT/examples/c/all_reduce.c" -I"$ROOT/include" -I"$BUILD/include" \
     -L"$BUILD/src" -lpeerplan -Wl,-rpath,"$BUILD/src" -o "$OUT/c_all_reduce" || return 1

@@ -139,6 +139,29 @@ def _stream_handle(stream, tensor):
     raise TypeError(f"peerplan: cannot read a CUDA stream from {type(stream).__name__}")
 
 
+_ELEMENT_BYTES = {0: 2, 1: 2, 2: 4}  # f16, bf16, f32 (the C enum's numbers)
+
+
+def _buffer_region(buffer, index):
+    """(address, bytes) of a tensor's extent in memory, or of an (address,
+    bytes) pair."""
+    if isinstance(buffer, tuple):
+        if len(buffer) != 2 or not all(isinstance(v, int) for v in buffer):
+            raise TypeError(f"peerplan: buffer {index} is a tuple but not (address, bytes) ints")
+        return buffer
+    address, dtype, layout = _read(buffer)
+    shape = [layout.shape[d] for d in range(layout.ndim)]
+    if 0 in shape:
+        return address, 0  # the library names the empty buffer
+    if layout.strides:  # from the first element to the last one
+        elements = 1 + sum((n - 1) * layout.strides[d] for d, n in enumerate(shape))
+    else:
+        elements = 1
+        for n in shape:
+            elements *= n
+    return address, elements * _ELEMENT_BYTES[dtype]
+
+
 class Declaration:
     """One plan to declare. all_reduce(name, dtype, shape) or
     fused_add_rms_norm(name, dtype, shape, weight, eps); dtype is "f16",
@@ -333,6 +356,22 @@ class Communicator:
         if status:
             _check(status)
         return _route_name(result.route, "unknown"), _reason_name(result.reason, "unknown")
+
+    # -- registered buffers (pull mode's zero copy)
+    def register_buffers(self, buffers):
+        """Collective: this rank's device buffers that the peers may read in
+        place in pull mode (an all-reduce input lying wholly inside one: no
+        staging copy), e.g. a CUDA graph's inputs. Each is a tensor (its
+        extent in memory) or an (address, bytes) pair. Registrations add up;
+        the memory must stay allocated until deregister_buffers() or close()."""
+        regions = [_buffer_region(buffer, i) for i, buffer in enumerate(buffers)]
+        data = (ctypes.c_void_p * max(len(regions), 1))(*(address for address, _ in regions))
+        sizes = (ctypes.c_size_t * max(len(regions), 1))(*(size for _, size in regions))
+        _check(lib.peerplan_register_buffers(self._handle, data, sizes, len(regions)))
+
+    def deregister_buffers(self):
+        """Collective: forgets every registered buffer."""
+        _check(lib.peerplan_deregister_buffers(self._handle))
 
     # -- counters and lifetime
     def stats(self):

@@ -4,8 +4,8 @@ an `out` of another dtype or shape, a `residual` unlike `x`, and a weight
 of the wrong dtype or length raise ValueError on the calling rank before
 anything is written or read (the C call takes one dtype and layout for all
 of them, so a mismatch would write past `out`'s end or read past the
-weight's). Also: a declaration named None, and stats read from two threads
-at once. Under mpirun at 2 ranks, host backend; exits 77 (skipped) without
+weight's). Also: a declaration named None, registered buffers, and stats
+read from two threads at once. Under mpirun at 2 ranks, host backend; exits 77 (skipped) without
 NumPy or mpi4py."""
 
 import sys
@@ -100,6 +100,26 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
         check(False, "a declaration named None was accepted")
     except ValueError as e:
         check("name" in str(e), f"a declaration named None: {e}")
+
+    # Registered buffers: a tensor's whole extent, strided views included; a
+    # null or empty buffer is refused on every rank; (address, bytes) pairs.
+    from peerplan.communicator import _buffer_region
+    block = np.zeros((4, 8), np.float32)
+    check(_buffer_region(block, 0) == (block.ctypes.data, 128), "a (4, 8) f32 buffer is 128 bytes")
+    view = block[:, :4]  # from element 0 to element 3 * 8 + 3
+    check(_buffer_region(view, 0) == (block.ctypes.data, 28 * 4),
+          f"a (4, 4) view of (4, 8) spans 28 elements: {_buffer_region(view, 0)}")
+    comm.register_buffers([block, (block.ctypes.data, 64)])
+    comm.deregister_buffers()
+    expect_value_error(lambda: comm.register_buffers([(0, 64)]), "a null buffer",
+                       ["register_buffers", "null pointer"])
+    expect_value_error(lambda: comm.register_buffers([np.zeros(0, np.float32)]), "an empty buffer",
+                       ["register_buffers", "0 bytes"])
+    try:
+        comm.register_buffers([(block.ctypes.data,)])
+        check(False, "a one-element tuple was accepted as a buffer")
+    except TypeError as e:
+        check("(address, bytes)" in str(e), f"a one-element tuple: {e}")
 
     # Stats from two threads at once, while this one reads them too.
     errors = []
