@@ -118,7 +118,10 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks,
                                                    ncclUniqueId commId, int rank) {
   if (!real().comm_init_rank) return missing("ncclCommInitRank");
   const ncclResult_t result = note_nccl_result(real().comm_init_rank(comm, nranks, commId, rank));
-  if (result == ncclSuccess) created(*comm);
+  // NCCL_COMM_BLOCKING=0 makes this communicator non-blocking too.
+  if (result == ncclSuccess || result == ncclInProgress) {
+    created(*comm, non_blocking(nullptr) ? kNonBlocking : "");
+  }
   return result;
 }
 

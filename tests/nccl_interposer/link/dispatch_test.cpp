@@ -252,5 +252,23 @@ TEST_F(InterposerDispatch, ACommunicatorMarkedAbortedSendsItsCallsToNccl) {
   EXPECT_EQ(fake_nccl_calls(), "AllReduce 64\n");
 }
 
+// NCCL_COMM_BLOCKING=0 makes every communicator non-blocking, those of
+// ncclCommInitRank too: peerplan's bootstrap, which waits on NCCL calls,
+// must not run on it. The reason is recorded without any exchange.
+TEST(InterposerInit, NcclCommBlockingZeroKeepsPeerplanOffACommunicatorOfInitRank) {
+  ASSERT_TRUE(kFakeNccl);
+  ASSERT_EQ(setenv("NCCL_COMM_BLOCKING", "0", 1), 0);
+  ncclComm_t comm = nullptr;
+  ncclUniqueId id{};
+  const ncclResult_t result = ncclCommInitRank(&comm, 2, id, 0);
+  unsetenv("NCCL_COMM_BLOCKING");
+  ASSERT_EQ(result, ncclSuccess);
+  const auto state = find_comm(comm);
+  ASSERT_NE(state, nullptr);
+  EXPECT_NE(state->reason.find("non-blocking"), std::string::npos) << state->reason;
+  EXPECT_FALSE(state->has_communicator());
+  take_comm(comm);
+}
+
 }  // namespace
 }  // namespace peerplan::nccl_interposer
