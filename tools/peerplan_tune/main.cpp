@@ -76,13 +76,15 @@ int world_rank() {
 
 // The tool forces each route and protocol through the Config (cutoffs,
 // KernelChoices), which these variables would override; a tuning file must
-// not feed into its own measurement.
+// not feed into its own measurement. The two-shot is measured in the
+// default pieces, those the built-in defaults run.
 void ignore_route_and_protocol_variables() {
   for (const char* name :
        {"PEERPLAN_ONE_SHOT_MAX_BYTES", "PEERPLAN_TWO_SHOT_MIN_BYTES", "PEERPLAN_TWO_SHOT_MAX_BYTES",
-        "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TUNING_FILE", "PEERPLAN_DISABLE_P2P",
-        "PEERPLAN_ONE_SHOT_LAMPORT", "PEERPLAN_FUSED_LAMPORT", "PEERPLAN_FUSED_LL",
-        "PEERPLAN_TWO_SHOT_DMA", "PEERPLAN_TWO_SHOT_LAMPORT", "PEERPLAN_ONE_SHOT_MAX_BLOCKS"}) {
+        "PEERPLAN_FUSED_MAX_BYTES", "PEERPLAN_TWO_SHOT_CHUNK_BYTES", "PEERPLAN_TUNING_FILE",
+        "PEERPLAN_DISABLE_P2P", "PEERPLAN_ONE_SHOT_LAMPORT", "PEERPLAN_FUSED_LAMPORT",
+        "PEERPLAN_FUSED_LL", "PEERPLAN_TWO_SHOT_DMA", "PEERPLAN_TWO_SHOT_LAMPORT",
+        "PEERPLAN_ONE_SHOT_MAX_BLOCKS"}) {
     if (std::getenv(name) == nullptr) continue;
     if (world_rank() == 0)
       std::printf("# ignoring %s=%s: peerplan_tune measures every route, protocol and grid\n", name,
