@@ -26,7 +26,7 @@ F16, BF16, F32 = 0, 1, 2
 # NumPy itself: ml_dtypes' bfloat16 reports "<V2" and names itself.
 _TYPESTR = {"<f2": F16, "<f4": F32}
 _TORCH = {"torch.float16": F16, "torch.bfloat16": BF16, "torch.float32": F32}
-_ITEMSIZE = {F16: 2, BF16: 2, F32: 4}
+ITEMSIZE = {F16: 2, BF16: 2, F32: 4}
 
 CACHE_LIMIT = 256
 # key -> (dtype, Layout, shape array, strides array); one dict per kind of
@@ -223,7 +223,7 @@ def _interface_entry(interface, name, dtype=None):
     shape = tuple(interface["shape"])
     strides = interface.get("strides")
     if strides is not None:
-        itemsize = _ITEMSIZE[dtype]
+        itemsize = ITEMSIZE[dtype]
         if any(s % itemsize for s in strides):
             raise ValueError("peerplan: strides must be whole elements")
         strides = tuple(s // itemsize for s in strides)  # bytes -> elements

@@ -139,9 +139,6 @@ def _stream_handle(stream, tensor):
     raise TypeError(f"peerplan: cannot read a CUDA stream from {type(stream).__name__}")
 
 
-_ELEMENT_BYTES = {0: 2, 1: 2, 2: 4}  # f16, bf16, f32 (the C enum's numbers)
-
-
 def _buffer_region(buffer, index):
     """(address, bytes) of a tensor's extent in memory, or of an (address,
     bytes) pair."""
@@ -159,7 +156,7 @@ def _buffer_region(buffer, index):
         elements = 1
         for n in shape:
             elements *= n
-    return address, elements * _ELEMENT_BYTES[dtype]
+    return address, elements * _tensors.ITEMSIZE[dtype]
 
 
 class Declaration:
