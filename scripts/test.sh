@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs what is missing, checks the sources' format (scripts/format.sh),
 # builds, and runs the whole test suite (unit tests,
-# MPI tests at 2, 3 and 4 ranks, the install/consumer test); where the CUDA
+# MPI tests at 2, 3 and 4 ranks (a few at 1 or 6), the install/consumer test); where the CUDA
 # toolkit is found, the same tests again in a build of the CUDA backend
 # without NCCL (scripts/nccl-less/stage.sh); then the unit and MPI tests
 # again in a build under AddressSanitizer + UBSan (host backend;
