@@ -81,7 +81,7 @@ def parse_window(text, where):
 
 
 def read_entries(path):
-    """[(first line number, {key: (value, line number)})] of the file's entries."""
+    """[{key: (value, line number)}] of the file's entries."""
     entries, seen_header = [], False
     for number, raw in enumerate(Path(path).read_text().splitlines(), 1):
         line = raw.strip()
@@ -93,10 +93,10 @@ def read_entries(path):
                               "tuning file written by peerplan_tune?")
             seen_header = True
         elif line == "[entry]":
-            entries.append((number, {}))
+            entries.append({})
         elif "=" in line and entries:
             key, value = (part.strip() for part in line.split("=", 1))
-            entries[-1][1][key] = (value, number)
+            entries[-1][key] = (value, number)
         else:
             raise Refused(f"{path}, line {number}: '{line}' is neither '[entry]' nor "
                           "'key = value' inside an entry")
@@ -105,14 +105,12 @@ def read_entries(path):
 
 def pick_entry(path, fingerprint):
     entries = read_entries(path)
-    prints = [keys.get("fingerprint", ("", 0))[0] for _, keys in entries]
+    prints = [keys.get("fingerprint", ("",))[0] for keys in entries]
     if fingerprint is not None:
-        chosen = [keys for _, keys in entries if keys.get("fingerprint", ("",))[0] == fingerprint]
-        wanted = f"the fingerprint '{fingerprint}'"
+        wanted, matches = f"the fingerprint '{fingerprint}'", lambda p: p == fingerprint
     else:
-        chosen = [keys for _, keys in entries
-                  if keys.get("fingerprint", ("",))[0].startswith("cuda ranks=2 ")]
-        wanted = "a 'cuda ranks=2' fingerprint"
+        wanted, matches = "a 'cuda ranks=2' fingerprint", lambda p: p.startswith("cuda ranks=2 ")
+    chosen = [keys for keys, p in zip(entries, prints) if matches(p)]
     if len(chosen) != 1:
         found = ", ".join(f"'{p}'" for p in prints) or "none"
         raise Refused(f"{path}: {len(chosen)} entries with {wanted} (its entries: {found}); "

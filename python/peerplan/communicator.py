@@ -147,15 +147,11 @@ def _buffer_region(buffer, index):
             raise TypeError(f"peerplan: buffer {index} is a tuple but not (address, bytes) ints")
         return buffer
     address, dtype, layout = _read(buffer)
-    shape = [layout.shape[d] for d in range(layout.ndim)]
+    shape, strides = _layout_values(layout)
     if 0 in shape:
         return address, 0  # the library names the empty buffer
-    if layout.strides:  # from the first element to the last one
-        elements = 1 + sum((n - 1) * layout.strides[d] for d, n in enumerate(shape))
-    else:
-        elements = 1
-        for n in shape:
-            elements *= n
+    # From the first element to the last one (all of them when contiguous).
+    elements = 1 + sum((n - 1) * stride for n, stride in zip(shape, strides))
     return address, elements * _tensors.ITEMSIZE[dtype]
 
 
