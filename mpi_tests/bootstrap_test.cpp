@@ -24,6 +24,7 @@
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "bootstrap/nodes.hpp"
 #include "core/fault_injection.hpp"
+#include "peerplan/config.hpp"
 #include "peerplan/errors.hpp"
 #include "support/fault_test_support.hpp"
 #include "support/mpi_test_support.hpp"
@@ -661,6 +662,11 @@ TEST(MpiBootstrap, DestroyingABootstrapDoesNotWaitForThePeers) {
 TEST(MpiBootstrap, RejectsBadArguments) {
   EXPECT_THROW(make_mpi_bootstrap(MPI_COMM_NULL, kGenerousTimeout), peerplan::InvalidArgument);
   EXPECT_THROW(make_mpi_bootstrap(MPI_COMM_WORLD, 0ms), peerplan::InvalidArgument);
+  // Past INT_MAX ms, now + timeout overflows: a timeout at once, then a crash in MPI_Finalize.
+  EXPECT_THROW(make_mpi_bootstrap(MPI_COMM_WORLD, std::chrono::milliseconds::max()),
+               peerplan::InvalidArgument);
+  EXPECT_THROW(make_mpi_bootstrap(MPI_COMM_WORLD, peerplan::kMaxTimeout + 1ms),
+               peerplan::InvalidArgument);
 }
 
 // Node placement from node keys (no MPI involved): what

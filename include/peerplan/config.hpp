@@ -163,7 +163,8 @@ struct KernelChoices {
 struct Config {
   Backend backend = Backend::automatic;
   int device = -1;  // CUDA device; -1 = local rank
-  // Bound on every wait (bootstrap collectives, flag barriers, fallback).
+  // Bound on every wait (bootstrap collectives, flag barriers, fallback):
+  // 1 ms to kMaxTimeout.
   std::chrono::milliseconds timeout{30'000};
   RouteCutoffs cutoffs{};
   TransferMode transfer_mode = TransferMode::automatic;
@@ -208,6 +209,10 @@ struct Config {
 };
 
 inline constexpr int kMaxUndeclaredKeysTracked = 1024;
+
+// The longest Config::timeout: every wait API (poll, MPI progress loops)
+// takes it as an int, and a deadline of now + timeout cannot overflow.
+inline constexpr std::chrono::milliseconds kMaxTimeout{2'147'483'647};
 
 // Returns `config` with every PEERPLAN_* variable set in the environment
 // applied. Throws InvalidArgument naming the variable and its accepted

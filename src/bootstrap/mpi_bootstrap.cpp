@@ -18,6 +18,7 @@
 #include "bootstrap/timed_exchange.hpp"
 #include "core/fault_injection.hpp"
 #include "core/log.hpp"
+#include "peerplan/config.hpp"
 #include "peerplan/errors.hpp"
 
 namespace peerplan::bootstrap {
@@ -261,8 +262,9 @@ std::unique_ptr<Bootstrap> make_mpi_bootstrap(MPI_Comm user_comm,
         "bootstrap: the communicator is MPI_COMM_NULL; pass the MPI_Comm of "
         "the ranks that share the communicator (e.g. MPI_COMM_WORLD)");
   }
-  if (timeout.count() <= 0) {
-    throw InvalidArgument("bootstrap: the timeout must be positive, got " +
+  if (timeout.count() <= 0 || timeout > kMaxTimeout) {
+    throw InvalidArgument("bootstrap: the timeout must be 1 to " +
+                          std::to_string(kMaxTimeout.count()) + " ms, got " +
                           std::to_string(timeout.count()) + " ms (PEERPLAN_TIMEOUT_MS)");
   }
   int inter = 0;

@@ -12,6 +12,7 @@
 
 #include "bootstrap/nodes.hpp"
 #include "core/log.hpp"
+#include "peerplan/config.hpp"
 #include "peerplan/errors.hpp"
 
 namespace peerplan::bootstrap {
@@ -57,8 +58,10 @@ class NcclBootstrap final : public Bootstrap {
         !nccl_.cu_device || !nccl_.error_string) {
       throw InvalidArgument("bootstrap over NCCL: a real NCCL function was not resolved");
     }
-    if (timeout_.count() <= 0) {
-      throw InvalidArgument("bootstrap over NCCL: the timeout must be positive");
+    if (timeout_.count() <= 0 || timeout_ > kMaxTimeout) {
+      throw InvalidArgument("bootstrap over NCCL: the timeout must be 1 to " +
+                            std::to_string(kMaxTimeout.count()) + " ms, got " +
+                            std::to_string(timeout_.count()) + " ms");
     }
     check_nccl(nccl_.user_rank(comm_, &rank_), "ncclCommUserRank");
     check_nccl(nccl_.count(comm_, &size_), "ncclCommCount");

@@ -47,7 +47,26 @@ void validate_config(const Config& config) {
               "}, which holds no size: set above < up_to, or Window::never() (" + w.variable + ")");
     }
   }
+  if (config.timeout.count() < 1 || config.timeout > kMaxTimeout) {
+    add(errors, "Config::timeout is " + std::to_string(config.timeout.count()) + " ms: set 1 to " +
+                    std::to_string(kMaxTimeout.count()) + " ms (PEERPLAN_TIMEOUT_MS)");
+  }
   // An enum is a byte: a value cast from an integer can fall outside it.
+  if (config.backend != Backend::automatic && config.backend != Backend::cuda &&
+      config.backend != Backend::host) {
+    add(errors, "Config::backend is " + std::to_string(static_cast<int>(config.backend)) +
+                    ": set Backend::automatic, cuda or host (PEERPLAN_BACKEND)");
+  }
+  if (config.transfer_mode != TransferMode::automatic &&
+      config.transfer_mode != TransferMode::pull && config.transfer_mode != TransferMode::push) {
+    add(errors, "Config::transfer_mode is " +
+                    std::to_string(static_cast<int>(config.transfer_mode)) +
+                    ": set TransferMode::automatic, pull or push (PEERPLAN_TRANSFER_MODE)");
+  }
+  if (config.log_level > LogLevel::trace) {
+    add(errors, "Config::log_level is " + std::to_string(static_cast<int>(config.log_level)) +
+                    ": set LogLevel::none, warn, info or trace (PEERPLAN_DEBUG)");
+  }
   if (k.row_clusters != RowClusters::automatic && k.row_clusters != RowClusters::on &&
       k.row_clusters != RowClusters::off) {
     add(errors, "Config::kernels.row_clusters is " +

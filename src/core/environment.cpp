@@ -172,10 +172,9 @@ const std::vector<Variable>& variables() {
          return *device < 0 ? std::string("device = local rank")
                             : "device " + std::to_string(*device);
        }},
-      // Capped at INT_MAX so that every wait API (poll, MPI progress loops)
-      // can take it as an int and a deadline of now + timeout cannot overflow.
       {"PEERPLAN_TIMEOUT_MS", "an integer number of milliseconds from 1 to 2147483647",
        [](Config& c, std::string_view v) -> std::optional<std::string> {
+         static_assert(kMaxTimeout.count() == INT_MAX, "the accepted text above");
          const auto ms = parse_int_in(v, 1, INT_MAX);
          if (!ms) return std::nullopt;
          c.timeout = std::chrono::milliseconds(*ms);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "peerplan/errors.hpp"
@@ -119,6 +120,57 @@ TEST(ConfigValidation, UndeclaredKeysTrackedWithinItsRange) {
     c.undeclared_keys_tracked = keys;
     const std::string message = rejection(c);
     EXPECT_NE(message.find("PEERPLAN_TRACK_UNDECLARED"), std::string::npos) << message;
+  }
+}
+
+TEST(ConfigValidation, BackendTransferModeAndLogLevelOutsideTheEnum) {
+  Config c;
+  for (auto backend : {Backend::automatic, Backend::cuda, Backend::host}) {
+    c.backend = backend;
+    EXPECT_NO_THROW(validate_config(c));
+  }
+  c.backend = static_cast<Backend>(9);
+  std::string message = rejection(c);
+  EXPECT_NE(message.find("Config::backend is 9"), std::string::npos) << message;
+  EXPECT_NE(message.find("PEERPLAN_BACKEND"), std::string::npos) << message;
+
+  c = Config{};
+  for (auto mode : {TransferMode::automatic, TransferMode::pull, TransferMode::push}) {
+    c.transfer_mode = mode;
+    EXPECT_NO_THROW(validate_config(c));
+  }
+  c.transfer_mode = static_cast<TransferMode>(3);
+  message = rejection(c);
+  EXPECT_NE(message.find("Config::transfer_mode is 3"), std::string::npos) << message;
+  EXPECT_NE(message.find("PEERPLAN_TRANSFER_MODE"), std::string::npos) << message;
+
+  c = Config{};
+  for (auto level : {LogLevel::none, LogLevel::warn, LogLevel::info, LogLevel::trace}) {
+    c.log_level = level;
+    EXPECT_NO_THROW(validate_config(c));
+  }
+  c.log_level = static_cast<LogLevel>(4);
+  message = rejection(c);
+  EXPECT_NE(message.find("Config::log_level is 4"), std::string::npos) << message;
+  EXPECT_NE(message.find("PEERPLAN_DEBUG"), std::string::npos) << message;
+}
+
+// "Wait forever" as milliseconds::max() would overflow now + timeout.
+TEST(ConfigValidation, TimeoutWithinOneMillisecondToIntMax) {
+  for (auto ms : {std::chrono::milliseconds(1), std::chrono::milliseconds(30'000), kMaxTimeout}) {
+    Config c;
+    c.timeout = ms;
+    EXPECT_NO_THROW(validate_config(c)) << ms.count();
+  }
+  for (auto ms : {std::chrono::milliseconds(0), std::chrono::milliseconds(-1),
+                  kMaxTimeout + std::chrono::milliseconds(1), std::chrono::milliseconds::max()}) {
+    Config c;
+    c.timeout = ms;
+    const std::string message = rejection(c);
+    EXPECT_NE(message.find("Config::timeout is " + std::to_string(ms.count()) + " ms"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("PEERPLAN_TIMEOUT_MS"), std::string::npos) << message;
   }
 }
 
