@@ -4,6 +4,7 @@
 // C++ call through guarded() (guarded_call.hpp), so no exception leaves.
 #include "peerplan/peerplan.h"
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -111,14 +112,14 @@ std::string not_live_message(const char* what) {
 // is known to be live.
 bool missing(const peerplan_comm* comm, const char* what, peerplan_result_t* result) {
   if (comm == nullptr) {
-    *result = fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
-                   std::string(what) +
-                       ": the communicator handle is NULL; pass the handle "
-                       "peerplan_comm_create returned");
+    *result = fail_with(PEERPLAN_ERROR_INVALID_ARGUMENT, [what] {
+      return std::string(what) +
+             ": the communicator handle is NULL; pass the handle peerplan_comm_create returned";
+    });
     return true;
   }
   if (LiveComms::contains(comm) && comm->comm) return false;
-  *result = fail(PEERPLAN_ERROR_INVALID_USAGE, not_live_message(what));
+  *result = fail_with(PEERPLAN_ERROR_INVALID_USAGE, [what] { return not_live_message(what); });
   return true;
 }
 
@@ -153,6 +154,9 @@ bool& mpi_initialised_here() {
   return here;
 }
 
+// The enums are bytes: an int past a byte would wrap onto a known value.
+bool fits_in_byte(int value) { return value >= 0 && value <= UINT8_MAX; }
+
 }  // namespace
 }  // namespace peerplan::capi
 
@@ -167,13 +171,14 @@ int peerplan_abi_version(void) { return PEERPLAN_ABI_VERSION; }
 
 const char* peerplan_mpi_library_version(void) {
   // Asked once: the answer cannot change while the library is loaded.
-  static const std::string version = [] {
-    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-    int length = 0;
-    if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return std::string("unknown");
-    return std::string(text);  // some MPIs count the terminating NUL in length
+  // A fixed buffer, not a std::string: nothing here may throw across the C interface.
+  static const char* const version = [] {
+    static char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int length = 0;  // not used: some MPIs count the terminating NUL in it
+    if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "unknown";
+    return static_cast<const char*>(text);
   }();
-  return version.c_str();
+  return version;
 }
 
 const char* peerplan_result_string(peerplan_result_t result) {
@@ -182,14 +187,17 @@ const char* peerplan_result_string(peerplan_result_t result) {
 }
 
 const char* peerplan_route_name(peerplan_route_t route) {
+  if (!fits_in_byte(route)) return "unknown";
   return to_string(static_cast<Route>(route));
 }
 
 const char* peerplan_reason_name(peerplan_fallback_reason_t reason) {
+  if (!fits_in_byte(reason)) return "unknown";
   return to_string(static_cast<FallbackReason>(reason));
 }
 
 const char* peerplan_protocol_name(peerplan_protocol_t protocol) {
+  if (!fits_in_byte(protocol)) return "unknown";
   return to_string(static_cast<Protocol>(protocol));
 }
 
@@ -245,10 +253,11 @@ peerplan_result_t peerplan_comm_create_f(MPI_Fint comm, peerplan_config_t config
   // handler. Where MPI_Comm is an integer, create's own MPI checks see it.
   if constexpr (std::is_pointer_v<MPI_Comm>) {
     if (c_comm == nullptr) {
-      return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
-                  "peerplan_comm_create_f: Fortran handle " + std::to_string(comm) +
-                      " names no MPI communicator (never created, or freed); pass "
-                      "MPI_Comm_c2f of a live communicator");
+      return fail_with(PEERPLAN_ERROR_INVALID_ARGUMENT, [comm] {
+        return "peerplan_comm_create_f: Fortran handle " + std::to_string(comm) +
+               " names no MPI communicator (never created, or freed); pass MPI_Comm_c2f of a "
+               "live communicator";
+      });
     }
   }
   return create(c_comm, config, out);
@@ -267,8 +276,8 @@ void peerplan_comm_destroy(peerplan_comm_t comm) {
   if (comm == nullptr) return;
   // A second destroy (or a made-up pointer) frees nothing: it only says so.
   if (!LiveComms::remove(comm)) {
-    fail(PEERPLAN_ERROR_INVALID_USAGE,
-         not_live_message("peerplan_comm_destroy") + " (nothing was freed)");
+    fail_with(PEERPLAN_ERROR_INVALID_USAGE,
+              [] { return not_live_message("peerplan_comm_destroy") + " (nothing was freed)"; });
     return;
   }
   delete comm;
@@ -299,8 +308,9 @@ peerplan_result_t peerplan_declare(peerplan_comm_t comm, const peerplan_declarat
   peerplan_result_t result;
   if (missing(comm, "peerplan_declare", &result)) return result;
   if (declarations == nullptr && count > 0) {
-    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
-                "peerplan_declare: declarations is NULL with count " + std::to_string(count));
+    return fail_with(PEERPLAN_ERROR_INVALID_ARGUMENT, [count] {
+      return "peerplan_declare: declarations is NULL with count " + std::to_string(count);
+    });
   }
   return guarded([&] {
     std::vector<Declaration> set;
@@ -385,9 +395,9 @@ peerplan_result_t peerplan_register_buffers(peerplan_comm_t comm, void* const* d
   peerplan_result_t result;
   if (missing(comm, "peerplan_register_buffers", &result)) return result;
   if (count > 0 && (data == nullptr || bytes == nullptr)) {
-    return fail(
-        PEERPLAN_ERROR_INVALID_ARGUMENT,
-        "peerplan_register_buffers: data or bytes is NULL with count " + std::to_string(count));
+    return fail_with(PEERPLAN_ERROR_INVALID_ARGUMENT, [count] {
+      return "peerplan_register_buffers: data or bytes is NULL with count " + std::to_string(count);
+    });
   }
   return guarded([&] {
     std::vector<BufferRegion> regions;
@@ -430,10 +440,11 @@ peerplan_result_t peerplan_plan_stats(peerplan_comm_t comm, size_t index,
   }
   const std::lock_guard lock(comm->stats_mutex);
   if (index >= comm->stats.plans.size()) {
-    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT,
-                "peerplan_plan_stats: index " + std::to_string(index) + " is not below " +
-                    std::to_string(comm->stats.plans.size()) +
-                    ", the plan count of the last peerplan_stats call");
+    return fail_with(PEERPLAN_ERROR_INVALID_ARGUMENT, [&] {
+      return "peerplan_plan_stats: index " + std::to_string(index) + " is not below " +
+             std::to_string(comm->stats.plans.size()) +
+             ", the plan count of the last peerplan_stats call";
+    });
   }
   return guarded([&] {  // keeping a text may allocate
     const PlanStats& p = comm->stats.plans[index];

@@ -71,7 +71,8 @@ peerplan_result_t peerplan_config_set(peerplan_config_t config, const char* name
                 "peerplan_config_set: the config, name or value is NULL");
   }
   if (!LiveHandles<peerplan_config>::contains(config)) {
-    return fail(PEERPLAN_ERROR_INVALID_USAGE, not_live_message("peerplan_config_set"));
+    return fail_with(PEERPLAN_ERROR_INVALID_USAGE,
+                     [] { return not_live_message("peerplan_config_set"); });
   }
   return guarded([&] {
     if (!known_name(name)) {
@@ -89,8 +90,8 @@ void peerplan_config_destroy(peerplan_config_t config) {
   if (config == nullptr) return;
   // A second destroy (or a made-up pointer) frees nothing: it only says so.
   if (!LiveHandles<peerplan_config>::remove(config)) {
-    fail(PEERPLAN_ERROR_INVALID_USAGE,
-         not_live_message("peerplan_config_destroy") + " (nothing was freed)");
+    fail_with(PEERPLAN_ERROR_INVALID_USAGE,
+              [] { return not_live_message("peerplan_config_destroy") + " (nothing was freed)"; });
     return;
   }
   delete config;

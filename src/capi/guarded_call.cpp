@@ -13,13 +13,8 @@ std::string& last_error() noexcept {
   return message;
 }
 
-peerplan_result_t fail(peerplan_result_t result, std::string message) noexcept {
-  try {
-    last_error() = std::move(message);
-  } catch (...) {
-    // No memory for the message: the code alone still says what happened.
-  }
-  return result;
+peerplan_result_t fail(peerplan_result_t result, const char* message) noexcept {
+  return fail_with(result, [message] { return std::string(message); });
 }
 
 peerplan_result_t translate_current_exception() noexcept {
@@ -31,8 +26,9 @@ peerplan_result_t translate_current_exception() noexcept {
   } catch (const std::bad_alloc&) {
     return fail(PEERPLAN_ERROR_OUT_OF_MEMORY, "out of memory");
   } catch (const std::exception& e) {
-    return fail(PEERPLAN_ERROR_INTERNAL,
-                std::string("unexpected error: ") + e.what() + "; please report this");
+    return fail_with(PEERPLAN_ERROR_INTERNAL, [&] {
+      return std::string("unexpected error: ") + e.what() + "; please report this";
+    });
   } catch (...) {
     return fail(PEERPLAN_ERROR_INTERNAL, "unexpected non-standard exception; please report this");
   }

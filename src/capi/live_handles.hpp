@@ -9,6 +9,7 @@
 #pragma once
 
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 #include <unordered_set>
 
@@ -34,13 +35,18 @@ class LiveHandles {
 
  private:
   // Function-local statics: usable from any static initialiser, never
-  // destroyed (a handle destroyed during exit must still find them).
+  // destroyed (a handle destroyed during exit must still find them), and
+  // built in static storage, not allocated: the first lookup may come when
+  // memory has run out, and nothing may throw across the C interface.
   static std::shared_mutex& mutex() {
-    static auto* m = new std::shared_mutex;
+    alignas(std::shared_mutex) static unsigned char storage[sizeof(std::shared_mutex)];
+    static auto* m = ::new (static_cast<void*>(storage)) std::shared_mutex;
     return *m;
   }
   static std::unordered_set<const Handle*>& set() {
-    static auto* s = new std::unordered_set<const Handle*>;
+    using Set = std::unordered_set<const Handle*>;
+    alignas(Set) static unsigned char storage[sizeof(Set)];
+    static auto* s = ::new (static_cast<void*>(storage)) Set;  // allocates nothing while empty
     return *s;
   }
 };
