@@ -41,6 +41,8 @@ constexpr std::string_view kOtherKnownNames[] = {
     "PEERPLAN_TEST_FIXTURES",
     "PEERPLAN_SOAK_CYCLES",
     "PEERPLAN_TUNE_TEST_FILE",
+    "PEERPLAN_TEST_SEED",
+    "PEERPLAN_BUILD",
     // The NCCL interposer's (docs/nccl-interposer.md), not Config fields.
     "PEERPLAN_NCCL_DECLARE",
     "PEERPLAN_PLAN_FILE",
