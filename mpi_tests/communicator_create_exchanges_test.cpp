@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <limits>
 #include <string>
 
 #include "bootstrap/collective_count.hpp"
@@ -114,6 +115,26 @@ TEST(CreateExchanges, BadSettingOnOneRankReachesEveryRankAtOnce) {
   // Every rank raised the same message.
   EXPECT_TRUE(ranks_differing_from_rank0(fnv1a(outcome.invalid_argument)).empty())
       << outcome.invalid_argument;
+}
+
+// A field set from code that the constructor uses before the cards are
+// checked (a negative count once asked for SIZE_MAX slots: std::length_error
+// on that rank, a timeout on the others).
+TEST(CreateExchanges, UndeclaredKeysTrackedOutOfRangeOnOneRankReachesEveryRankAtOnce) {
+  PEERPLAN_MPI_SKIP_IF(test_size() < 2, "needs 2 ranks");
+  for (int keys : {-1, kMaxUndeclaredKeysTracked + 1, std::numeric_limits<int>::max()}) {
+    Config config;
+    config.timeout = 20s;
+    if (test_rank() == 1) config.undeclared_keys_tracked = keys;
+    const CreateOutcome outcome = try_create(config);
+    EXPECT_EQ(outcome.other, "") << keys;
+    EXPECT_TRUE(names_rank(outcome.invalid_argument, 1)) << outcome.invalid_argument;
+    EXPECT_NE(
+        outcome.invalid_argument.find("Config::undeclared_keys_tracked is " + std::to_string(keys)),
+        std::string::npos)
+        << outcome.invalid_argument;
+    EXPECT_LT(outcome.took, 5s) << "create took " << outcome.took.count() << " ms";
+  }
 }
 
 TEST(CreateExchanges, BadSettingsOnTwoRanksAreBothNamed) {

@@ -267,5 +267,48 @@ TEST(FallbackTimeout, LateRankMakesOthersTimeOutAndANewCommunicatorWorks) {
   fresh->close();
 }
 
+// register_buffers' check of the buffer lists is an exchange of its own: a
+// rank that times out there has a broken communicator (faults.md), refuses
+// the next call at once and closes without waiting for the peers.
+TEST(RegisterBuffersTimeout, ALateRankBreaksTheCommunicatorOfTheOthers) {
+  const int late = test_size() - 1;
+  auto comm = create_on_world(timeout_config());
+  std::vector<float> memory(64, 1.0f);
+  const BufferRegion region{memory.data(), memory.size() * sizeof(float)};
+  std::optional<Attempt> mine;
+  if (test_rank() != late) {
+    mine = attempt([&] { comm->register_buffers({&region, 1}); });
+  } else {
+    std::this_thread::sleep_for(kTimeout + 500ms);
+    const auto start = Clock::now();
+    try {
+      comm->register_buffers({&region, 1});  // may complete: the others' parts had arrived
+    } catch (const Timeout&) {
+    }
+    EXPECT_LT(Clock::now() - start, kTimeout + kSlack) << "the late call must not hang";
+  }
+  MPI_Barrier(test_comm());
+  expect_timed_out_in_bound(mine ? &*mine : nullptr, /*must_name_missing_rank=*/true, late);
+  if (mine && mine->timed_out) {
+    const TensorLayout layout{3, 64};
+    Buffer in = Buffer::for_layout(DataType::f32, layout);
+    Buffer out = Buffer::for_layout(DataType::f32, layout);
+    try {
+      comm->all_reduce(in.data(), out.data(), DataType::f32, layout);
+      ADD_FAILURE() << "a call after a register_buffers timeout must fail at once";
+    } catch (const InvalidUsage& e) {
+      EXPECT_NE(std::string(e.what()).find("register_buffers timed out"), std::string::npos)
+          << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "expected InvalidUsage, got: " << e.what();
+    }
+    const auto start = Clock::now();
+    comm->close();
+    EXPECT_LT(Clock::now() - start, kTimeout / 2) << "close of a broken communicator waited";
+  }
+  comm.reset();
+  MPI_Barrier(test_comm());
+}
+
 }  // namespace
 }  // namespace peerplan::comm_test

@@ -50,6 +50,14 @@ using NvtxRange = core::nvtx::Range;
 
 bool is_p2p(Route route) noexcept { return route != Route::fallback; }
 
+// Built before the cards' exchange checks the setting (check_settings raises
+// it on every rank together): an out-of-range count must not throw first,
+// on one rank alone (a negative count would ask for SIZE_MAX slots).
+std::size_t keys_to_track(const Config& config) {
+  const int keys = config.undeclared_keys_tracked;
+  return keys < 0 || keys > kMaxUndeclaredKeysTracked ? 0 : static_cast<std::size_t>(keys);
+}
+
 class CommunicatorImpl final : public Communicator {
  public:
   // `comm`: MPI_COMM_NULL for a communicator over a caller's bootstrap,
@@ -61,7 +69,7 @@ class CommunicatorImpl final : public Communicator {
         nvtx_(core::nvtx::domain(config_.nvtx)),
         boot_(std::move(boot)),
         uses_mpi_(comm != MPI_COMM_NULL),
-        counters_(static_cast<std::size_t>(config_.undeclared_keys_tracked)) {
+        counters_(keys_to_track(config_)) {
     if (boot_->rank() == 0) {
       for (const auto& line : applied_env) log::info(log::Subsystem::init, "environment: " + line);
       log::info(log::Subsystem::init, "config: " + core::describe_config(config_));
@@ -205,9 +213,13 @@ class CommunicatorImpl final : public Communicator {
                       "; pass non-empty device buffers";
       }
     }
-    if (auto failures = bootstrap::gather_failures(*boot_, local_error)) {
-      throw InvalidArgument("register_buffers: " + failures->message + "; nothing was registered");
-    }
+    // A timeout here breaks the communicator like one in the transport's step.
+    breaking_on_timeout("register_buffers", [&] {
+      if (auto failures = bootstrap::gather_failures(*boot_, local_error)) {
+        throw InvalidArgument("register_buffers: " + failures->message +
+                              "; nothing was registered");
+      }
+    });
     if (!p2p_enabled_) return;  // same on every rank: nothing reads in place
     breaking_on_timeout("register_buffers", [&] { peer_->register_buffers(buffers); });
   }
