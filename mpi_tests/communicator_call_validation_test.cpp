@@ -305,6 +305,33 @@ TEST_F(CallValidation, FusedResidualOverlappingInoutIsRejected) {
                                             DataType::f32, {2, 64}));
 }
 
+// The pieces of a two-shot, the staged kernels and NCCL write sums while
+// input further on is still to be read: out is in, or apart from it.
+TEST_F(CallValidation, AllReduceOutOverlappingInWithoutBeingItIsRejected) {
+  expect_invalid(
+      "declared, out = in + 4 floats (16 bytes: aligned)",
+      [&] {
+        comm_->all_reduce(data(), data() + 4, DataType::f32, {2, 64});
+      },
+      {"out", "overlaps in", "out == in"}, false);
+  expect_invalid(
+      "declared, out = in - 4 floats",
+      [&] {
+        comm_->all_reduce(data() + 4, data(), DataType::f32, {2, 64});
+      },
+      {"out", "overlaps in"}, false);
+  expect_invalid(
+      "undeclared, out = in + 1 float",
+      [&] {
+        comm_->all_reduce(data(), data() + 1, DataType::f32, {3, 40});
+      },
+      {"out", "overlaps in"}, false);
+  // In place and adjacent are fine.
+  EXPECT_NO_THROW(comm_->all_reduce(data(), data(), DataType::f32, {2, 64}));
+  EXPECT_NO_THROW(comm_->all_reduce(data(), data() + 128, DataType::f32, {2, 64}));
+  EXPECT_NO_THROW(comm_->all_reduce(data() + 120, data(), DataType::f32, {3, 40}));
+}
+
 TEST_F(CallValidation, FusedEpsMustBeFiniteAndNonNegative) {
   expect_invalid("eps -1",
                  [&] {

@@ -68,8 +68,9 @@ class PEERPLAN_API Communicator {
   // Strict lookup: throws UndeclaredPlan naming the key.
   virtual PlanInfo plan_for(const PlanKey& key) const = 0;
 
-  // out = sum over ranks of in. in == out is allowed (and any other
-  // overlap of in and out). Never fails on an undeclared key: it takes the
+  // out = sum over ranks of in. out is in (in place) or a buffer apart
+  // from it: a partial overlap is refused (InvalidArgument), as NCCL and MPI
+  // do not define it. Never fails on an undeclared key: it takes the
   // fallback and counts it.
   //
   // Argument rules (InvalidArgument names the argument or layout field and

@@ -221,8 +221,8 @@ PEERPLAN_API peerplan_result_t peerplan_plan_fused(peerplan_comm_t comm, peerpla
                                                    peerplan_layout_t layout, const void* weight,
                                                    float eps, peerplan_plan_info_t* info);
 
-/* Collective. out = sum over ranks of in (in == out allowed). `result`
- * may be NULL. */
+/* Collective. out = sum over ranks of in (out == in, or a buffer apart
+ * from in: a partial overlap is INVALID_ARGUMENT). `result` may be NULL. */
 PEERPLAN_API peerplan_result_t peerplan_all_reduce(peerplan_comm_t comm, const void* in, void* out,
                                                    peerplan_dtype_t dtype, peerplan_layout_t layout,
                                                    void* stream, peerplan_call_result_t* result);

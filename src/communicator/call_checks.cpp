@@ -47,19 +47,29 @@ void check_not_null(const char* what, const char* name, const void* p) {
 void check_element_aligned(const char* what, const char* name, const void* p, DataType dtype) {
   const std::size_t elem = element_size(dtype);
   if (address(p) % elem != 0) {
-    fail(what, name,
-         "(" + hex(p) + ") is not " + std::to_string(elem) + "-byte aligned, the size of a " +
-             to_string(dtype) + " element; pass a pointer to the tensor's first element");
+    std::string problem = "(";  // appended, not "(" + ...: GCC 12 warns falsely (-Wrestrict)
+    problem += hex(p);
+    problem += ") is not " + std::to_string(elem) + "-byte aligned, the size of a ";
+    problem += to_string(dtype);
+    problem += " element; pass a pointer to the tensor's first element";
+    fail(what, name, problem);
   }
 }
 
-[[noreturn]] void fail_overlap(const char* what, const void* inout, const void* residual,
-                               std::uint64_t bytes) {
+[[noreturn]] void fail_overlap(const char* what, const void* first, const void* second,
+                               std::uint64_t bytes, bool fused) {
   const std::string extent = ", +" + std::to_string(bytes) + " bytes)";
-  fail(what, "residual",
-       "[" + hex(residual) + extent + " overlaps inout [" + hex(inout) + extent +
-           "; pass separate buffers (the residual is read and rewritten while inout is "
-           "reduced and normalised)");
+  std::string problem = "[";
+  problem += hex(second);
+  problem += extent;
+  problem += fused ? " overlaps inout [" : " overlaps in [";
+  problem += hex(first);
+  problem += extent;
+  problem += fused ? "; pass separate buffers (the residual is read and rewritten while inout is "
+                     "reduced and normalised)"
+                   : " without being the same buffer; pass out == in (in place) or a separate "
+                     "buffer (the sum is written while parts of in are still to be read)";
+  fail(what, fused ? "residual" : "out", problem);
 }
 
 }  // namespace
@@ -90,7 +100,7 @@ void throw_bad_declared_pointers(const char* what, const Declaration& declaratio
                "only)");
     }
   }
-  fail_overlap(what, first, second, plan.span_bytes);
+  fail_overlap(what, first, second, plan.span_bytes, fused);
 }
 
 void check_undeclared_all_reduce(const void* in, const void* out, DataType dtype,
@@ -102,6 +112,8 @@ void check_undeclared_all_reduce(const void* in, const void* out, DataType dtype
   check_not_null(what, "out", out);
   check_element_aligned(what, "in", in, dtype);
   check_element_aligned(what, "out", out, dtype);
+  const auto bytes = static_cast<std::uint64_t>(plan::span_bytes(layout, dtype));
+  if (overlap_partly(in, out, bytes)) fail_overlap(what, in, out, bytes, /*fused=*/false);
 }
 
 void check_undeclared_fused(const void* inout, const void* residual, const void* weight, float eps,
@@ -120,7 +132,7 @@ void check_undeclared_fused(const void* inout, const void* residual, const void*
   check_element_aligned(what, "weight", weight, dtype);
   const auto bytes = static_cast<std::uint64_t>(plan::span_bytes(layout, dtype));
   if (ranges_overlap(address(inout), address(residual), bytes)) {
-    fail_overlap(what, inout, residual, bytes);
+    fail_overlap(what, inout, residual, bytes, /*fused=*/true);
   }
 }
 

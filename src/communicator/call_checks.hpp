@@ -8,11 +8,12 @@
 //   (dtype, shape, strides, and for the fused op weight and eps), so the
 //   layout needs no work. Only what the key does not fix is checked: the
 //   pointers are non-null, aligned to the declaration's input_alignment,
-//   and (fused) residual does not overlap inout. A few integer operations.
+//   in and out are one buffer or apart, and (fused) residual does not
+//   overlap inout. A few integer operations.
 // - On a miss (the fallback): everything, with the layout rules of
 //   plan/layout_rules.hpp for calls, then the pointers (non-null when the
-//   call has elements, aligned to the element size, residual apart from
-//   inout) and eps.
+//   call has elements, aligned to the element size, out equal to in or
+//   apart from it, residual apart from inout) and eps.
 //
 // Every failure throws InvalidArgument "<call>: <field> <problem>" before
 // anything is read, written, reduced or counted.
@@ -47,11 +48,19 @@ inline void check_dtype(const char* what, DataType dtype) {
     throw_unsupported_dtype(what, dtype);
 }
 
-// Hit path of all_reduce: `in` and `out` (which may be equal).
+// Whether `in` and `out` overlap other than as one buffer (in == out): the
+// pieces of a two-shot, the staged kernels and NCCL would overwrite input
+// not yet read.
+inline bool overlap_partly(const void* in, const void* out, std::uint64_t bytes) noexcept {
+  return in != out && ranges_overlap(address(in), address(out), bytes);
+}
+
+// Hit path of all_reduce: `in` and `out` (equal, or apart).
 inline void check_declared_all_reduce(const void* in, const void* out,
                                       const Declaration& declaration, const PreparedPlan& plan) {
-  if (in == nullptr || out == nullptr || ((address(in) | address(out)) & plan.alignment_mask) != 0)
-      [[unlikely]] {
+  if (in == nullptr || out == nullptr ||
+      ((address(in) | address(out)) & plan.alignment_mask) != 0 ||
+      overlap_partly(in, out, plan.span_bytes)) [[unlikely]] {
     throw_bad_declared_pointers("all_reduce", declaration, plan, in, out);
   }
 }
