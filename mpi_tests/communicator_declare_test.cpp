@@ -146,6 +146,25 @@ TEST_F(DeclareTest, EpsilonDifferingOnOneRankIsMismatchButWeightAddressesMayDiff
   expect_base_set_in_force("after an eps mismatch");
 }
 
+// The agreement compares keys, as the lookup does: a size-1 dimension's
+// stride (a one-row view of a buffer padded differently per rank), implicit
+// against explicit row-major strides, and eps -0.0 against +0.0 are equal.
+TEST_F(DeclareTest, DeclarationsWithEqualKeysAgreeWhateverTheirSpelling) {
+  const int odd = test_size() - 1;
+  const bool mine = test_rank() == odd;
+  const std::vector<Declaration> set{
+      Declaration::all_reduce(
+          "one_row", DataType::f32,
+          mine ? strided_layout({1, 64}, {128, 1}) : strided_layout({1, 64}, {64, 1})),
+      Declaration::all_reduce("rows", DataType::f32,
+                              mine ? strided_layout({4, 64}, {64, 1}) : TensorLayout{4, 64}),
+      Declaration::fused_add_rms_norm("norm", DataType::bf16, TensorLayout{2, 512}, weight_.data(),
+                                      mine ? -0.0f : 0.0f)};
+  const Failure f = try_declare(set);
+  EXPECT_FALSE(f.threw) << f.message;
+  EXPECT_TRUE(comm_->has_plan_for(make_all_reduce_key(DataType::f32, TensorLayout{1, 64})));
+}
+
 TEST_F(DeclareTest, InvalidOnOneRankIsInvalidArgumentEverywhere) {
   ASSERT_NO_THROW(comm_->declare(base_set()));
   const int odd = test_size() - 1;

@@ -6,6 +6,7 @@
 
 #include "peerplan/dtype.hpp"
 #include "peerplan/operation.hpp"
+#include "peerplan/plan_key.hpp"
 
 namespace peerplan::communicator {
 namespace {
@@ -40,9 +41,20 @@ std::string describe_invariant_fields(const Declaration& d) {
 }
 
 std::uint64_t invariant_digest(const Declaration& declaration) {
+  // The key's shape, strides and eps, not the declaration's text: the lookup
+  // treats keys that compare equal alike, so must the agreement. The weight
+  // address (per rank) is left out; weight lengths stay.
+  const PlanKey key = make_key(declaration);
+  std::ostringstream out;
+  out << declaration.name << '\n'
+      << static_cast<int>(key.operation) << ' ' << static_cast<int>(key.dtype) << ' '
+      << static_cast<int>(key.rank) << " eps " << key.eps_bits << " align "
+      << declaration.input_alignment;
+  for (int d = 0; d < key.rank; ++d) out << ' ' << key.shape[d] << ':' << key.strides[d];
+  for (const auto& weight : declaration.weights) out << " weight[" << weight.length << "]";
   // FNV-1a: stable across processes and builds, unlike std::hash.
   std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : describe_invariant_fields(declaration)) {
+  for (unsigned char c : out.str()) {
     h ^= c;
     h *= 1099511628211ull;
   }

@@ -21,7 +21,10 @@ namespace peerplan::communicator {
 // "'attn_out' all_reduce bf16 [4, 4096] strides [4096, 1] align 16".
 std::string describe_invariant_fields(const Declaration& declaration);
 
-// A 64-bit digest of describe_invariant_fields (stable across processes).
+// A 64-bit digest of the rank-invariant fields in their key's canonical form
+// (stable across processes): declarations whose keys are equal agree even
+// where describe_invariant_fields differs - the stride of a size-1
+// dimension, implicit and explicit row-major strides, eps -0.0 and +0.0.
 std::uint64_t invariant_digest(const Declaration& declaration);
 
 // Compares the declared sets of all ranks. Returns nullopt when every rank
