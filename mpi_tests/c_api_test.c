@@ -187,6 +187,24 @@ static void check_communicator(peerplan_comm_t comm, int size) {
             PEERPLAN_ERROR_INVALID_ARGUMENT,
         "nine dimensions");
 
+  /* A declaration the C interface cannot convert on one rank (a dtype
+   * outside the enum): every rank gets INVALID_ARGUMENT at once, naming that
+   * rank, not a timeout; the declared set stays. */
+  peerplan_declaration_t bad[2] = {declarations[0], declarations[1]};
+  if (g_rank == size - 1) bad[0].dtype = (peerplan_dtype_t)7;
+  const double declare_start = MPI_Wtime();
+  CHECK(peerplan_declare(comm, bad, 2) == PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "a dtype outside the enum on the last rank");
+  char rank_text[32];
+  snprintf(rank_text, sizeof rank_text, "rank %d", size - 1);
+  CHECK(strstr(peerplan_last_error(), "dtype 7") != NULL &&
+            strstr(peerplan_last_error(), rank_text) != NULL,
+        "the message names the dtype and the rank");
+  CHECK(MPI_Wtime() - declare_start < 5.0, "every rank failed at once (%.1f s)",
+        MPI_Wtime() - declare_start);
+  CHECK(peerplan_has_plan_all_reduce(comm, PEERPLAN_F32, ar_layout) == 1,
+        "the declared set stays in force");
+
   peerplan_stats_t stats;
   CHECK(peerplan_stats(comm, &stats) == PEERPLAN_SUCCESS, "stats");
   CHECK(stats.plans == 2, "plans %zu", stats.plans);

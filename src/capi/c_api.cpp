@@ -17,6 +17,7 @@
 #include "capi/c_config.hpp"
 #include "capi/guarded_call.hpp"
 #include "capi/live_handles.hpp"
+#include "communicator/declare_failed_locally.hpp"
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
 #include "peerplan/version.hpp"
@@ -69,12 +70,17 @@ DataType to_dtype(peerplan_dtype_t dtype) {
 Declaration to_declaration(const peerplan_declaration_t& d, std::size_t index) {
   const std::string name =
       d.name != nullptr ? d.name : "declarations[" + std::to_string(index) + "]";
-  switch (d.operation) {
-    case PEERPLAN_ALL_REDUCE:
-      return Declaration::all_reduce(name, to_dtype(d.dtype), to_layout(d.layout));
-    case PEERPLAN_FUSED_ADD_RMS_NORM:
-      return Declaration::fused_add_rms_norm(name, to_dtype(d.dtype), to_layout(d.layout), d.weight,
-                                             d.eps);
+  try {
+    switch (d.operation) {
+      case PEERPLAN_ALL_REDUCE:
+        return Declaration::all_reduce(name, to_dtype(d.dtype), to_layout(d.layout));
+      case PEERPLAN_FUSED_ADD_RMS_NORM:
+        return Declaration::fused_add_rms_norm(name, to_dtype(d.dtype), to_layout(d.layout),
+                                               d.weight, d.eps);
+    }
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("declarations[" + std::to_string(index) + "] (\"" + name +
+                          "\"): " + e.what());
   }
   throw InvalidArgument("declarations[" + std::to_string(index) + "] (\"" + name +
                         "\"): operation " + std::to_string(static_cast<int>(d.operation)) +
@@ -315,7 +321,12 @@ peerplan_result_t peerplan_declare(peerplan_comm_t comm, const peerplan_declarat
   return guarded([&] {
     std::vector<Declaration> set;
     set.reserve(count);
-    for (std::size_t i = 0; i < count; ++i) set.push_back(to_declaration(declarations[i], i));
+    try {
+      for (std::size_t i = 0; i < count; ++i) set.push_back(to_declaration(declarations[i], i));
+    } catch (const InvalidArgument& e) {
+      // Raised on every rank together, not here alone (the others are in declare).
+      communicator::declare_failed_locally(*comm->comm, e.what());
+    }
     comm->comm->declare(set);
     comm->forget_texts();
   });

@@ -19,6 +19,7 @@
 #include "communicator/card_collection.hpp"
 #include "communicator/card_decisions.hpp"
 #include "communicator/create_over_bootstrap.hpp"
+#include "communicator/declare_failed_locally.hpp"
 #include "communicator/cutoff_resolution.hpp"
 #include "communicator/declaration_agreement.hpp"
 #include "communicator/machine_fingerprint.hpp"
@@ -120,6 +121,14 @@ class CommunicatorImpl final : public Communicator {
     const NvtxRange range(nvtx_, Colour::lifecycle, "declare", declarations.size());
     ensure_open("declare");
     breaking_on_timeout("declare", [&] { declare_set(declarations); });
+  }
+
+  // declare_failed_locally.hpp: declare's first exchange with `error` as
+  // this rank's validation failure.
+  void declare_failed(const std::string& error) {
+    const CallGuard guard(call_in_progress_, "declare");
+    ensure_open("declare");
+    breaking_on_timeout("declare", [&] { declare_set({}, &error); });
   }
 
   bool has_plan_for(const PlanKey& key) const noexcept override {
@@ -300,10 +309,14 @@ class CommunicatorImpl final : public Communicator {
  private:
   Stats live_stats() const { return counters_.snapshot(index_.declarations(), plans_); }
 
-  // declare() without the open check and timeout bookkeeping.
-  void declare_set(std::span<const Declaration> declarations) {
-    if (auto failures =
-            bootstrap::run_together(*boot_, [&] { plan::validate_declarations(declarations); })) {
+  // declare() without the open check and timeout bookkeeping. A
+  // `conversion_error` (declare_failed) is this rank's validation failure.
+  void declare_set(std::span<const Declaration> declarations,
+                   const std::string* conversion_error = nullptr) {
+    if (auto failures = bootstrap::run_together(*boot_, [&] {
+          if (conversion_error != nullptr) throw InvalidArgument(*conversion_error);
+          plan::validate_declarations(declarations);
+        })) {
       throw InvalidArgument("declare: invalid declarations (" + failures->message +
                             "); the previous declared set stays in force");
     }
@@ -569,6 +582,11 @@ std::unique_ptr<Communicator> Communicator::create(MPI_Comm comm, Config config)
   return std::make_unique<CommunicatorImpl>(private_comm, std::move(prepared.config),
                                             std::move(boot), prepared.applied,
                                             prepared.environment_error);
+}
+
+void communicator::declare_failed_locally(Communicator& comm, const std::string& error) {
+  if (auto* impl = dynamic_cast<CommunicatorImpl*>(&comm)) impl->declare_failed(error);
+  throw InvalidArgument("declare: " + error);  // not this library's communicator: alone
 }
 
 std::unique_ptr<Communicator> communicator::create_over_bootstrap(
