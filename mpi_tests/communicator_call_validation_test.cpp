@@ -339,6 +339,13 @@ TEST_F(CallValidation, FusedEpsMustBeFiniteAndNonNegative) {
                                              DataType::f32, {2, 64});
                  },
                  {"eps"});
+  // A value six decimals would print as -0.000000, which is accepted.
+  expect_invalid("eps -1e-9",
+                 [&] {
+                   comm_->fused_add_rms_norm(data(), residual_.data(), weight_.data(), -1e-9f,
+                                             DataType::f32, {3, 64});
+                 },
+                 {"eps is -1e-09"});
 }
 
 // ------------------------------------------------------ what is accepted

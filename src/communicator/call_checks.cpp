@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "communicator/call_checks.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -121,7 +122,9 @@ void check_undeclared_fused(const void* inout, const void* residual, const void*
   constexpr const char* what = "fused_add_rms_norm";
   check_layout(what, dtype, layout, plan::LayoutUse::fused_call);
   if (!(eps >= 0.0f) || !std::isfinite(eps)) {
-    fail(what, "eps", "is " + std::to_string(eps) + "; epsilon must be finite and >= 0");
+    char text[32];  // shortest exact text: to_string's six decimals print -1e-9 as -0.000000
+    const auto end = std::to_chars(text, text + sizeof text, eps).ptr;
+    fail(what, "eps", "is " + std::string(text, end) + "; epsilon must be finite and >= 0");
   }
   if (layout.numel() == 0) return;
   check_not_null(what, "inout", inout);

@@ -90,10 +90,13 @@ std::optional<LayoutProblem> check_span(const TensorLayout& layout, DataType dty
   if (bytes && *bytes <= kMaxSpanBytes) return std::nullopt;
   const std::string size =
       bytes ? std::to_string(*bytes) + " bytes" : std::string("more than 2^63 bytes");
-  return LayoutProblem{"layout", "(" + layout.to_string() + ") spans " + size +
-                                     "; a tensor may span at most 2^48 bytes (256 TiB, more "
-                                     "than any rank can hold): check the shape and strides "
-                                     "for a mistake"};
+  std::string problem = "(";  // appended, not "(" + ...: GCC 12 warns falsely (-Wrestrict)
+  problem += layout.to_string();
+  problem += ") spans " + size;
+  problem +=
+      "; a tensor may span at most 2^48 bytes (256 TiB, more than any rank can hold): check "
+      "the shape and strides for a mistake";
+  return LayoutProblem{"layout", problem};
 }
 
 // Non-overlapping: taking the dimensions larger than 1 from the smallest
@@ -181,7 +184,11 @@ std::optional<LayoutProblem> find_layout_problem(const TensorLayout& layout, Dat
   if (auto p = check_rank(layout)) return p;
   if (auto p = check_dimensions(layout, use)) return p;
   if (is_call(use) && has_no_elements(layout)) return std::nullopt;  // nothing to place
-  if (auto p = check_stride_signs(layout)) return p;
+  // Strides the layout computed itself are positive unless the shape's
+  // product wrapped: then the span check names the real problem, the size.
+  if (layout.has_explicit_strides()) {
+    if (auto p = check_stride_signs(layout)) return p;
+  }
   if (use != LayoutUse::all_reduce_call) {
     if (auto p = check_contiguous_rows(layout)) return p;
   }

@@ -103,6 +103,17 @@ TEST(LayoutRules, SpanMustNotOverflowNorExceed2To48Bytes) {
             std::string::npos);
   EXPECT_NE(problem_text(TensorLayout{kBig + 16}, kAllReduce).find("more than 2^63 bytes"),
             std::string::npos);
+  // Without strides given, a shape whose product wraps is reported as a
+  // span, not as a wrapped stride the user never wrote.
+  for (const TensorLayout& layout :
+       {TensorLayout{3, std::int64_t{1} << 62, 8}, TensorLayout{2, std::int64_t{1} << 60, 12}}) {
+    for (LayoutUse use : {kDeclaration, kAllReduce, kFused}) {
+      const std::string text = problem_text(layout, use);
+      EXPECT_NE(text.find("spans"), std::string::npos) << layout.to_string() << ": " << text;
+      EXPECT_EQ(text.find("layout.strides["), std::string::npos)
+          << layout.to_string() << ": " << text;
+    }
+  }
   // The limit itself is fine; one element more is not.
   const std::int64_t floats = kMaxSpanBytes / 4;
   EXPECT_EQ(problem_field(TensorLayout{floats / 1024, 1024}, kAllReduce), "");
