@@ -61,7 +61,10 @@ std::optional<int> parse_int_in(std::string_view text, std::int64_t lo, std::int
 
 std::optional<std::size_t> parse_cutoff(std::string_view text) {
   if (core::equals_ignore_case(text, "auto")) return kAutoCutoff;
-  return parse_size(text);
+  const auto bytes = parse_size(text);
+  // kAutoCutoff's own number would silently mean auto.
+  if (bytes == kAutoCutoff) return std::nullopt;
+  return bytes;
 }
 
 enum class Bound { max, min };

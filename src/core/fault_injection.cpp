@@ -7,17 +7,29 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "core/log.hpp"
+#include "core/value_parsing.hpp"
 #include "peerplan/errors.hpp"
 
 namespace peerplan::fault {
 namespace {
+
+// 0 to INT_MAX, or nothing: a value past an int must not wrap onto a small
+// one (a rank of 2^32 + 1 is not rank 1).
+std::optional<int> int_in_range(std::string_view text) {
+  const auto value = core::parse_integer(text);
+  if (!value || *value < 0 || *value > INT_MAX) return std::nullopt;
+  return static_cast<int>(*value);
+}
 
 // Every point the library reaches, in lifecycle order.
 constexpr std::array<std::string_view, 9> kFaultPoints{
@@ -74,13 +86,13 @@ Parsed parse(const char* text) {
       parsed.error += ")";
       return parsed;
     }
-    char* rank_end = nullptr;
     const std::string rank_text = item.substr(at + 1, colon - at - 1);
-    rule.rank = static_cast<int>(std::strtol(rank_text.c_str(), &rank_end, 10));
-    if (rank_text.empty() || *rank_end != '\0' || rule.rank < 0) {
+    const auto rank = int_in_range(rank_text);
+    if (!rank) {
       parsed.error = "'" + rank_text + "' in '" + item + "' is not a rank";
       return parsed;
     }
+    rule.rank = *rank;
     const std::string action = item.substr(colon + 1);
     if (action == "kill") {
       rule.action = Action::kill;
@@ -90,12 +102,12 @@ Parsed parse(const char* text) {
       rule.action = Action::abort;
     } else if (action.rfind("sleep=", 0) == 0) {
       rule.action = Action::sleep;
-      char* ms_end = nullptr;
-      rule.sleep_ms = static_cast<int>(std::strtol(action.c_str() + 6, &ms_end, 10));
-      if (action.size() == 6 || *ms_end != '\0' || rule.sleep_ms < 0) {
+      const auto ms = int_in_range(std::string_view(action).substr(6));
+      if (!ms) {
         parsed.error = "'" + action + "' in '" + item + "' needs a number of milliseconds";
         return parsed;
       }
+      rule.sleep_ms = *ms;
     } else {
       parsed.error = "'" + action + "' in '" + item + "' is not kill, stop, abort or sleep=<ms>";
       return parsed;

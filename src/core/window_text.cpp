@@ -35,7 +35,13 @@ WindowSetting parse_window(std::string_view text) {
   const std::string_view up_to_text = text.substr(mark + kRangeMark.size());
   const auto above = parse_size(above_text);
   if (!above) return {std::nullopt, bad_size(above_text)};
-  if (up_to_text.empty()) return {Window::above_bytes(*above), {}};
+  if (up_to_text.empty()) {
+    if (*above == kNoLimit) {
+      return {std::nullopt, "the range '" + std::string(text) +
+                                "' holds no message (no size is above its start): write never"};
+    }
+    return {Window::above_bytes(*above), {}};
+  }
   const auto up_to = parse_size(up_to_text);
   if (!up_to) return {std::nullopt, bad_size(up_to_text)};
   if (*above >= *up_to) {

@@ -189,7 +189,8 @@ TEST_P(CutoffVariable, SizesSuffixesZeroAndAuto) {
   EXPECT_EQ(changed, expected);
 
   for (const char* bad :
-       {"1.5M", "-1", "512KB", "K", "99999999999999999999", "17179869184G", "none"})
+       {"1.5M", "-1", "512KB", "K", "99999999999999999999", "17179869184G", "none",
+        "18446744073709551615"})  // the last is kAutoCutoff's number: it would mean auto
     expect_rejected(name, bad, "512K");
 }
 

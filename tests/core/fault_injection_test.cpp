@@ -63,7 +63,12 @@ TEST_F(FaultInjection, MalformedValuesAreRejectedNamingTheProblem) {
             std::string::npos);
   EXPECT_NE(error_of("shm.created@1:kill,").find("is not <point>@<rank>:<action>"),
             std::string::npos);
+  // Past an int: refused, not wrapped onto a small rank or a short sleep.
+  EXPECT_NE(error_of("shm.created@4294967297:kill").find("is not a rank"), std::string::npos);
+  EXPECT_NE(error_of("shm.created@1:sleep=5000000000").find("needs a number of milliseconds"),
+            std::string::npos);
   EXPECT_EQ(error_of("shm.created@1:kill"), "");
+  EXPECT_EQ(error_of("shm.created@1:sleep=2147483647"), "");
 }
 
 TEST_F(FaultInjection, APointActsOnlyForTheNamedRankAndPoint) {

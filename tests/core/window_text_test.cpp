@@ -76,6 +76,8 @@ TEST(WindowText, RefusesWhatHoldsNoSizeOrIsNoSize) {
   EXPECT_NE(problem("ll").find("'ll' is not a byte count"), std::string::npos);
   EXPECT_NE(problem("..4M").find("'' is not a byte count"), std::string::npos);
   EXPECT_NE(problem("64K..4X").find("'4X' is not a byte count"), std::string::npos);
+  // Open above the largest size: no size is above it.
+  EXPECT_NE(problem("18446744073709551615..").find("holds no message"), std::string::npos);
   for (const char* bad : {"", " 4M", "4M ", "-1", "1.5M", "64K...4M", "64K-4M", "lamport"})
     EXPECT_FALSE(parse_window(bad).ok()) << bad;
 }
