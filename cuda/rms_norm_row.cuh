@@ -285,7 +285,9 @@ struct RowWorkers {
 };
 
 // The arithmetic of a row, element by element, in the one order every row
-// function uses (the rounding of src/transport/host/rms_norm.hpp):
+// function uses (the steps of src/transport/host/rms_norm.hpp; the host
+// adds the squares left to right and rounds 1/sqrt twice, so its bits can
+// differ from these in the last place):
 //   r = round(s + residual) -> residual; var = mean(r^2) (fp32);
 //   out = round(r * (1 / sqrt(var + eps)) * weight) -> out.
 // No contraction into FMAs.

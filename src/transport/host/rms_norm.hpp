@@ -6,6 +6,9 @@
 //   var = (sum over the row, in order, of r*r) / hidden      (fp32)
 //   out = round(r * (1 / sqrt(var + eps)) * float(weight))  -> stored into inout
 // round() is round-to-nearest-even into the dtype; all arithmetic is fp32.
+// The CUDA row kernels (cuda/rms_norm_row.cuh) take the same steps but add
+// the squares in a fixed tree order and round 1/sqrt once: their bits can
+// differ from these in the last place.
 #pragma once
 
 #include <cmath>
