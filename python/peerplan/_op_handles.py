@@ -6,10 +6,11 @@ gives it. The table holds communicators weakly (registering one does not
 keep it alive). Pure Python: no PyTorch needed."""
 
 import itertools
-import threading
 import weakref
 
-_lock = threading.Lock()
+# No lock: next() of the counter and the dict's get, set and pop are atomic
+# under the GIL. A lock here would deadlock: allocating the weakref may run
+# the cyclic GC, whose weakref callbacks (_forget) run on this thread.
 _communicators = {}  # handle -> weakref to the Communicator
 _next_handle = itertools.count(1)
 
@@ -20,16 +21,14 @@ def register(comm):
     handle = getattr(comm, "_op_handle", None)
     if handle is not None and lookup_or_none(handle) is comm:
         return handle
-    with _lock:
-        handle = next(_next_handle)
-        _communicators[handle] = weakref.ref(comm, lambda _ref, h=handle: _forget(h))
+    handle = next(_next_handle)
+    _communicators[handle] = weakref.ref(comm, lambda _ref, h=handle: _forget(h))
     comm._op_handle = handle
     return handle
 
 
 def _forget(handle):
-    with _lock:
-        _communicators.pop(handle, None)
+    _communicators.pop(handle, None)
 
 
 def lookup_or_none(handle):

@@ -6,14 +6,18 @@ every call. NumPy arrays through their attributes (dtype, shape, strides,
 flags) and their data address (_numpy_pointer). Anything else through
 __cuda_array_interface__ (CuPy, Numba) or the NumPy array interface.
 
-The hot path is read(tensor) -> (address, dtype, Layout). What follows from
+The hot path is read(tensor, written) -> (address, dtype, Layout, place),
+where place says whose memory the tensor is in (HOST_MEMORY, a CUDA device
+index, or CUDA_MEMORY: device memory of a device the object does not say),
+so that a call can refuse memory its backend cannot read. What follows from
 a tensor's dtype, shape and strides alone (the peerplan dtype, the ctypes
 Layout and its shape and stride arrays) is built once per distinct
 (dtype, shape, strides) and kept in a small cache (at most CACHE_LIMIT
 entries; a full cache is emptied, not searched); the address and the
 read-only flag are read on every call, never cached: an object's address
 can change (a resized array, a tensor given new storage), and another
-tensor of the same layout has another one."""
+tensor of the same layout has another one. A read-only array is refused
+only where `written` (the call writes it)."""
 
 import ctypes
 import sys
@@ -27,6 +31,10 @@ F16, BF16, F32 = 0, 1, 2
 _TYPESTR = {"<f2": F16, "<f4": F32}
 _TORCH = {"torch.float16": F16, "torch.bfloat16": BF16, "torch.float32": F32}
 ITEMSIZE = {F16: 2, BF16: 2, F32: 4}
+
+# Where a tensor's memory is, besides a CUDA device index (>= 0):
+HOST_MEMORY = -1
+CUDA_MEMORY = -2  # device memory, device unknown (__cuda_array_interface__ names none)
 
 CACHE_LIMIT = 256
 # key -> (dtype, Layout, shape array, strides array); one dict per kind of
@@ -95,12 +103,14 @@ def _torch_entry(tensor):
     return _layout_entry(dtype, tuple(tensor.shape), tuple(tensor.stride()))
 
 
-def _read_torch(tensor):
+def _read_torch(tensor, written=False):
     key = (tensor.dtype, tensor.shape, tensor.stride())
     entry = _torch_layouts.get(key)
     if entry is None:
         entry = _remember(_torch_layouts, key, _torch_entry(tensor))
-    return tensor.data_ptr(), entry[0], entry[1]
+    # get_device(): tensor.device.index as an int, without building a torch.device.
+    return (tensor.data_ptr(), entry[0], entry[1],
+            tensor.get_device() if tensor.is_cuda else HOST_MEMORY)
 
 
 # The raw cudaStream_t of the current stream of a CUDA tensor's device.
@@ -129,14 +139,18 @@ def _stream_reader(index):
     return reader
 
 
+def device_stream(index):
+    """The current PyTorch stream (an int) of CUDA device `index`."""
+    reader = _stream_of_device.get(index) or _stream_reader(index)
+    return reader(index)
+
+
 def torch_stream(tensor):
     """The current stream (an int) of a PyTorch tensor's device when it is a
     CUDA tensor, else 0 (the default stream)."""
     if not tensor.is_cuda:
         return 0
-    index = tensor.get_device()
-    reader = _stream_of_device.get(index) or _stream_reader(index)
-    return reader(index)
+    return device_stream(tensor.get_device())
 
 
 def current_stream(tensor):
@@ -188,8 +202,8 @@ def _numpy_pointer_reader(numpy):
 _numpy_pointer = None  # chosen when the first ndarray is read
 
 
-def _read_numpy(array):
-    if not array.flags.writeable:
+def _read_numpy(array, written=False):
+    if written and not array.flags.writeable:
         raise ValueError("peerplan: the array is read-only")
     key = (array.dtype, array.shape, array.strides)
     entry = _numpy_layouts.get(key)
@@ -198,7 +212,7 @@ def _read_numpy(array):
         # same validation and the same layout as for any other array.
         entry = _remember(_numpy_layouts, key,
                           _interface_entry(array.__array_interface__, "__array_interface__"))
-    return _numpy_pointer(array), entry[0], entry[1]
+    return _numpy_pointer(array), entry[0], entry[1], HOST_MEMORY
 
 
 # -- __cuda_array_interface__ and the NumPy array interface
@@ -230,17 +244,24 @@ def _interface_entry(interface, name, dtype=None):
     return _layout_entry(dtype, shape, strides)
 
 
-def _read_interface(tensor):
+def _array_interface(tensor):
+    """(interface, its name, place) of an object with the CUDA or the NumPy
+    array interface; TypeError for anything else."""
     interface = getattr(tensor, "__cuda_array_interface__", None)
-    name = "__cuda_array_interface__"
+    if interface is not None:
+        return interface, "__cuda_array_interface__", CUDA_MEMORY
+    interface = getattr(tensor, "__array_interface__", None)
     if interface is None:
-        interface = getattr(tensor, "__array_interface__", None)
-        if interface is None:
-            raise TypeError(f"peerplan: {type(tensor).__name__} is not a tensor peerplan can use "
-                            "(PyTorch, __cuda_array_interface__ or the NumPy array interface)")
-        if interface.get("readonly") or interface["data"][1]:
-            raise ValueError("peerplan: the array is read-only")
-        name = "__array_interface__"
+        raise TypeError(f"peerplan: {type(tensor).__name__} is not a tensor peerplan can use "
+                        "(PyTorch, __cuda_array_interface__ or the NumPy array interface)")
+    return interface, "__array_interface__", HOST_MEMORY
+
+
+def _read_interface(tensor, written=False):
+    interface, name, place = _array_interface(tensor)
+    # data[1] is the read-only flag of both interfaces.
+    if written and (interface.get("readonly") or interface["data"][1]):
+        raise ValueError("peerplan: the array is read-only")
     dtype = _interface_dtype(interface, name)
     shape = interface["shape"]
     strides = interface.get("strides")
@@ -249,7 +270,7 @@ def _read_interface(tensor):
     entry = _interface_layouts.get(key)
     if entry is None:
         entry = _remember(_interface_layouts, key, _interface_entry(interface, name, dtype))
-    return interface["data"][0], dtype, entry[1]
+    return interface["data"][0], dtype, entry[1], place
 
 
 # -- dispatch
@@ -273,28 +294,67 @@ def _reader_for(cls):
     return _remember(_readers, cls, reader)
 
 
-def read(tensor):
-    """(address, peerplan dtype, Layout) of a PyTorch tensor, or of any
-    object with the CUDA or NumPy array interface. TypeError for a type or
-    dtype peerplan does not take, ValueError for a read-only array or
-    strides that are not whole elements."""
+def read(tensor, written=False):
+    """(address, peerplan dtype, Layout, place) of a PyTorch tensor, or of
+    any object with the CUDA or NumPy array interface. TypeError for a type
+    or dtype peerplan does not take, ValueError for strides that are not
+    whole elements, or for a read-only array when `written`."""
     cls = type(tensor)
     reader = _readers.get(cls)
     if reader is None:
         reader = _reader_for(cls)
-    return reader(tensor)
+    return reader(tensor, written)
 
 
 def describe(tensor):
     """TensorInfo of a PyTorch tensor, or of any object with the CUDA or
     NumPy array interface."""
-    ptr, dtype, layout = read(tensor)
+    ptr, dtype, layout, _ = read(tensor)
     return TensorInfo(ptr, dtype, layout)
 
 
 def weight_pointer(weight):
     """The address of a norm weight (the plan key holds the address)."""
     return read(weight)[0]
+
+
+def _typestr_itemsize(typestr):
+    """The bytes of one element of an array-interface typestr ("<f4", "|u1",
+    "<M8[ns]"); "U" counts characters of 4 bytes."""
+    digits = ""
+    for c in typestr[2:]:
+        if not c.isdigit():
+            break
+        digits += c
+    return int(digits) * (4 if typestr[1:2] == "U" else 1)
+
+
+def region(tensor):
+    """(address of its lowest byte, bytes, place): the memory that a
+    tensor's elements span, of any element type and strides (negative ones
+    included); 0 bytes when it has no element."""
+    cls = type(tensor)
+    if (_readers.get(cls) or _reader_for(cls)) is _read_torch:
+        itemsize = tensor.element_size()
+        address, shape = tensor.data_ptr(), tuple(tensor.shape)
+        strides = tuple(s * itemsize for s in tensor.stride())
+        place = tensor.get_device() if tensor.is_cuda else HOST_MEMORY
+    else:
+        interface, _, place = _array_interface(tensor)
+        itemsize = _typestr_itemsize(interface["typestr"])
+        address, shape = interface["data"][0], tuple(interface["shape"])
+        strides = interface.get("strides")
+        if strides is None:  # C-contiguous
+            strides, step = [], itemsize
+            for extent in reversed(shape):
+                strides.insert(0, step)
+                step *= extent
+    if 0 in shape:
+        return address, 0, place
+    # A negative stride steps below the address: the lowest byte is there.
+    low = sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+    span = sum((n - 1) * abs(s) for n, s in zip(shape, strides))
+    return address + low, span + itemsize, place
 
 
 def clear_caches():

@@ -3,6 +3,9 @@
 in the same order, as in C++ (docs/api-cpp.md)."""
 
 import ctypes
+import operator
+import os
+import sys
 
 from . import _tensors
 from ._library import (CallResult, Declaration as _CDeclaration, PlanInfo, PlanStats, Stats,
@@ -22,8 +25,10 @@ _read = _tensors.read
 _readers = _tensors._readers
 _reader_for = _tensors._reader_for
 _read_torch = _tensors._read_torch
-_torch_stream = _tensors.torch_stream
+_device_stream = _tensors.device_stream
 _current_stream = _tensors.current_stream
+_HOST = _tensors.HOST_MEMORY
+_CUDA = _tensors.CUDA_MEMORY
 _c_all_reduce = lib.peerplan_all_reduce
 _c_fused = lib.peerplan_fused_add_rms_norm
 _c_has_plan_all_reduce = lib.peerplan_has_plan_all_reduce
@@ -62,6 +67,13 @@ def _layout_values(layout):
     return shape, _contiguous_strides(shape)
 
 
+def _key_values(layout):
+    """(shape, strides) as the library's plan key compares them: the stride
+    of a size-1 dimension never moves to another element, so it is 0."""
+    shape, strides = _layout_values(layout)
+    return shape, tuple(0 if extent == 1 else stride for extent, stride in zip(shape, strides))
+
+
 def _describe(dtype, layout):
     shape, strides = _layout_values(layout)
     return f"{_DTYPE_NAMES.get(dtype, dtype)} shape {shape} strides {strides}"
@@ -73,7 +85,7 @@ def _require_alike(call, name, first, dtype, layout, other_dtype, other_layout):
     if other_dtype == dtype and (other_layout is layout
                                  or (id(layout), id(other_layout)) in _alike_layouts):
         return
-    if other_dtype != dtype or _layout_values(other_layout) != _layout_values(layout):
+    if other_dtype != dtype or _key_values(other_layout) != _key_values(layout):
         raise ValueError(f"peerplan: {call}: {name} is {_describe(other_dtype, other_layout)}, "
                          f"{first} is {_describe(dtype, layout)}; pass a {name} of {first}'s "
                          "dtype, shape and strides")
@@ -135,24 +147,47 @@ def _stream_handle(stream, tensor):
         return stream
     for attribute in ("cuda_stream", "ptr", "handle"):
         if hasattr(stream, attribute):
-            return int(getattr(stream, attribute))
+            value = getattr(stream, attribute)
+            # Numba's handle is a ctypes c_void_p, whose value is None for stream 0.
+            value = getattr(value, "value", value)
+            return int(value) if value is not None else 0
     raise TypeError(f"peerplan: cannot read a CUDA stream from {type(stream).__name__}")
 
 
 def _buffer_region(buffer, index):
-    """(address, bytes) of a tensor's extent in memory, or of an (address,
-    bytes) pair."""
+    """(address, bytes, place) of a tensor's extent in memory (any element
+    type; 0 bytes when empty: the library names the empty buffer), or of an
+    (address, bytes) pair (place None: not known)."""
     if isinstance(buffer, tuple):
         if len(buffer) != 2 or not all(isinstance(v, int) for v in buffer):
             raise TypeError(f"peerplan: buffer {index} is a tuple but not (address, bytes) ints")
-        return buffer
-    address, dtype, layout = _read(buffer)
-    shape, strides = _layout_values(layout)
-    if 0 in shape:
-        return address, 0  # the library names the empty buffer
-    # From the first element to the last one (all of them when contiguous).
-    elements = 1 + sum((n - 1) * stride for n, stride in zip(shape, strides))
-    return address, elements * _tensors.ITEMSIZE[dtype]
+        for what, value in zip(("address", "bytes"), buffer):
+            if not 0 <= value < 2**64:  # ctypes would wrap it silently
+                raise ValueError(f"peerplan: register_buffers: buffer {index}'s {what} is "
+                                 f"{value}; pass a value from 0 to 2**64 - 1")
+        return buffer[0], buffer[1], None
+    return _tensors.region(buffer)
+
+
+def _int64_values(values, what, name):
+    """`values` (a declaration's shape or strides) as a tuple of ints, each
+    in int64: ctypes would wrap a larger one silently."""
+    try:
+        values = tuple(operator.index(v) for v in values)
+    except TypeError:
+        raise TypeError(f"peerplan: declaration {name!r}: {what} must be a sequence of ints, "
+                        f"not {values!r}") from None
+    for value in values:
+        if not -2**63 <= value < 2**63:
+            raise ValueError(f"peerplan: declaration {name!r}: {what} {values} holds {value}, "
+                             "outside int64 (-2**63 to 2**63 - 1)")
+    return values
+
+
+def _memory_name(place):
+    if place == _HOST:
+        return "host memory"
+    return "CUDA device memory" if place == _CUDA else f"the memory of CUDA device {place}"
 
 
 class Declaration:
@@ -171,8 +206,12 @@ class Declaration:
         self.name = name
         self.operation = operation
         self.dtype = self._DTYPES[dtype]
-        self.shape = tuple(shape)
-        self.strides = tuple(strides) if strides is not None else None
+        self.shape = _int64_values(shape, "shape", name)
+        self.strides = _int64_values(strides, "strides", name) if strides is not None else None
+        if self.strides is not None and len(self.strides) != len(self.shape):
+            raise ValueError(f"peerplan: declaration {name!r}: strides {self.strides} give "
+                             f"{len(self.strides)} values for the {len(self.shape)} dimensions of "
+                             f"shape {self.shape}; give one stride per dimension")
         self.weight = weight
         self.eps = float(eps)
 
@@ -201,6 +240,31 @@ def _world_handle():
         return world.value
 
 
+def _comm_handle(comm):
+    """The Fortran handle of an mpi4py communicator, or `comm` as an int."""
+    if hasattr(comm, "py2f"):
+        # mpi4py's Info, Group, Datatype... have py2f too: their handle read
+        # as a communicator's names another communicator, silently.
+        MPI = sys.modules.get("mpi4py.MPI")
+        if MPI is not None and not isinstance(comm, MPI.Comm):
+            raise TypeError(f"peerplan: comm is an mpi4py {type(comm).__name__}, not an "
+                            "mpi4py communicator (MPI.Comm)")
+        return comm.py2f()
+    return int(comm)
+
+
+def _configured_device(config):
+    """The GPU a setting gives the cuda backend (PEERPLAN_DEVICE wins over
+    device=, as for every setting; "" is unset), else None: with -1 the
+    library picks one that Python cannot know."""
+    value = os.environ.get("PEERPLAN_DEVICE") or config.get("device")
+    try:
+        device = int(value)
+    except (TypeError, ValueError):
+        return None
+    return device if device >= 0 else None
+
+
 class Communicator:
     """peerplan.Communicator(comm=None, **config): collective. `comm`: an
     mpi4py communicator, a Fortran handle (int), or None for MPI_COMM_WORLD
@@ -212,7 +276,7 @@ class Communicator:
         if comm is None:
             handle = _world_handle()
         else:
-            handle = comm.py2f() if hasattr(comm, "py2f") else int(comm)
+            handle = _comm_handle(comm)
         check_mpi()  # mpi4py, if it is imported, must run on the library's MPI
         cfg = ctypes.c_void_p()
         _check(lib.peerplan_config_create(ctypes.byref(cfg)))
@@ -227,6 +291,36 @@ class Communicator:
         finally:
             lib.peerplan_config_destroy(cfg)
         self._declared = []  # keeps the declarations' weights alive
+        # The memory the backend's calls read: host memory, or CUDA memory
+        # (of its device when a setting says which). _places holds the
+        # places taken without a second look (_check_place adds to it).
+        self._cuda = self.backend == "cuda"
+        self._device = _configured_device(config) if self._cuda else None
+        if not self._cuda:
+            self._places = {_HOST}
+        else:
+            self._places = {_CUDA} if self._device is None else {_CUDA, self._device}
+
+    def _check_place(self, call, name, place, first_place=None, first=None):
+        """ValueError unless `name`'s memory (`place`) suits the backend and
+        device, and is on `first`'s device when both name one."""
+        if first is not None and place >= 0 and first_place >= 0 and place != first_place:
+            raise ValueError(f"peerplan: {call}: {name} is in {_memory_name(place)}, {first} in "
+                             f"{_memory_name(first_place)}; pass tensors of one device")
+        if place in self._places:
+            return
+        if self._cuda and place != _HOST and self._device is None:
+            self._places.add(place)  # the device is not known: any GPU's memory
+            return
+        if not self._cuda:
+            backend, wanted = "host", "host memory (NumPy arrays, CPU tensors)"
+        elif place == _HOST:
+            backend, wanted = "cuda", "device memory (its kernels cannot read host memory)"
+        else:
+            backend = f"cuda on CUDA device {self._device}"
+            wanted = f"tensors on CUDA device {self._device}"
+        raise ValueError(f"peerplan: {call}: {name} is in {_memory_name(place)}, but the "
+                         f"communicator's backend is {backend}; pass {wanted}")
 
     # -- queries
     @property
@@ -282,14 +376,14 @@ class Communicator:
     def has_plan_for(self, tensor, weight=None, eps=None):
         """Whether a call on `tensor` (with `weight` and `eps`: the fused op)
         would find a declared plan. Never raises for a well-formed tensor."""
-        _, dtype, layout = _read(tensor)
+        _, dtype, layout, _ = _read(tensor)
         if weight is None:
             return bool(_c_has_plan_all_reduce(self._handle, dtype, layout))
         return bool(_c_has_plan_fused(self._handle, dtype, layout, _read(weight)[0], float(eps)))
 
     def plan_for(self, tensor, weight=None, eps=None):
         """(route, reason, index) of the declared plan; UndeclaredPlan if none."""
-        _, dtype, layout = _read(tensor)
+        _, dtype, layout, _ = _read(tensor)
         info = PlanInfo()
         if weight is None:
             _check(_c_plan_all_reduce(self._handle, dtype, layout, info))
@@ -301,15 +395,21 @@ class Communicator:
     def all_reduce(self, inp, out=None, stream=None):
         """out = sum over ranks of inp (in place when out is None or inp).
         Returns (route, reason)."""
+        in_place = out is None or out is inp
         reader = _readers.get(type(inp)) or _reader_for(type(inp))
-        ptr, dtype, layout = reader(inp)
-        if out is None or out is inp:
+        ptr, dtype, layout, place = reader(inp, in_place)  # written only when it is the out
+        if place not in self._places:
+            self._check_place("all_reduce", "inp", place)
+        if in_place:
             out_ptr = ptr
         else:
-            out_ptr, out_dtype, out_layout = (_readers.get(type(out)) or _reader_for(type(out)))(out)
+            out_ptr, out_dtype, out_layout, out_place = (
+                _readers.get(type(out)) or _reader_for(type(out)))(out, True)
+            if out_place != place:
+                self._check_place("all_reduce", "out", out_place, place, "inp")
             _require_alike("all_reduce", "out", "inp", dtype, layout, out_dtype, out_layout)
         if stream is None:
-            stream = _torch_stream(inp) if reader is _read_torch else 0
+            stream = _device_stream(place) if reader is _read_torch and place >= 0 else 0
         else:
             stream = _stream_handle(stream, inp)
         result = CallResult()  # per call: another thread may call next (docs/api-cpp.md: one thread at a time)
@@ -322,15 +422,21 @@ class Communicator:
         """residual = allreduce(x) + residual; x = rmsnorm(residual) * weight.
         Returns (route, reason)."""
         reader = _readers.get(type(x)) or _reader_for(type(x))
-        ptr, dtype, layout = reader(x)
-        residual_ptr, residual_dtype, residual_layout = (
-            _readers.get(type(residual)) or _reader_for(type(residual)))(residual)
+        ptr, dtype, layout, place = reader(x, True)
+        if place not in self._places:
+            self._check_place("fused_add_rms_norm", "x", place)
+        residual_ptr, residual_dtype, residual_layout, residual_place = (
+            _readers.get(type(residual)) or _reader_for(type(residual)))(residual, True)
+        if residual_place != place:
+            self._check_place("fused_add_rms_norm", "residual", residual_place, place, "x")
         if residual_layout is not layout or residual_dtype != dtype:
             _require_alike("fused_add_rms_norm", "residual", "x", dtype, layout, residual_dtype,
                            residual_layout)
         # The weight's address is read every call: the plan key holds it.
-        weight_ptr, weight_dtype, weight_layout = (
-            _readers.get(type(weight)) or _reader_for(type(weight)))(weight)
+        weight_ptr, weight_dtype, weight_layout, weight_place = (
+            _readers.get(type(weight)) or _reader_for(type(weight)))(weight, False)
+        if weight_place != place:
+            self._check_place("fused_add_rms_norm", "weight", weight_place, place, "x")
         if (id(layout), id(weight_layout)) not in _weights_checked:
             _require_weight(dtype, layout, weight_dtype, weight_layout)
             if len(_weights_checked) >= 256:
@@ -340,7 +446,7 @@ class Communicator:
             _require_weight(dtype, layout, weight_dtype, weight_layout)
         eps = float(eps)
         if stream is None:
-            stream = _torch_stream(x) if reader is _read_torch else 0
+            stream = _device_stream(place) if reader is _read_torch and place >= 0 else 0
         else:
             stream = _stream_handle(stream, x)
         result = CallResult()
@@ -358,8 +464,11 @@ class Communicator:
         extent in memory) or an (address, bytes) pair. Registrations add up;
         the memory must stay allocated until deregister_buffers() or close()."""
         regions = [_buffer_region(buffer, i) for i, buffer in enumerate(buffers)]
-        data = (ctypes.c_void_p * max(len(regions), 1))(*(address for address, _ in regions))
-        sizes = (ctypes.c_size_t * max(len(regions), 1))(*(size for _, size in regions))
+        for i, (_, _, place) in enumerate(regions):
+            if place is not None:
+                self._check_place("register_buffers", f"buffer {i}", place)
+        data = (ctypes.c_void_p * max(len(regions), 1))(*(address for address, _, _ in regions))
+        sizes = (ctypes.c_size_t * max(len(regions), 1))(*(size for _, size, _ in regions))
         _check(lib.peerplan_register_buffers(self._handle, data, sizes, len(regions)))
 
     def deregister_buffers(self):

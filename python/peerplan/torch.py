@@ -50,16 +50,24 @@ def handle(comm):
     return _op_handles.register(comm)
 
 
+def _empty_as(tensor):
+    """A new tensor of `tensor`'s strides: the call takes one layout for both
+    (empty_like makes a non-dense tensor's copy contiguous)."""
+    return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                               device=tensor.device)
+
+
 @torch.library.custom_op("peerplan::all_reduce", mutates_args=())
 def _all_reduce(comm: int, tensor: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(tensor)  # tensor's strides: the call takes one layout for both
-    _op_handles.lookup(comm).all_reduce(tensor, out)
+    communicator = _op_handles.lookup(comm)  # first: a stale handle's error, not another
+    out = _empty_as(tensor)
+    communicator.all_reduce(tensor, out)
     return out
 
 
 @_all_reduce.register_fake
 def _(comm, tensor):
-    return torch.empty_like(tensor)
+    return _empty_as(tensor)
 
 
 @torch.library.custom_op("peerplan::all_reduce_in_place", mutates_args=("tensor",))

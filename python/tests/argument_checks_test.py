@@ -4,10 +4,16 @@ an `out` of another dtype or shape, a `residual` unlike `x`, and a weight
 of the wrong dtype or length raise ValueError on the calling rank before
 anything is written or read (the C call takes one dtype and layout for all
 of them, so a mismatch would write past `out`'s end or read past the
-weight's). Also: a declaration named None, registered buffers, and stats
-read from two threads at once. Under mpirun at 2 ranks, host backend; exits 77 (skipped) without
-NumPy or mpi4py."""
+weight's). Also: memory the backend cannot read (device memory on the host
+backend, host memory or another GPU's on a stand-in cuda communicator),
+out and residual whose size-1 dimensions have other strides (alike),
+read-only arrays (refused only where written), a c_void_p stream handle,
+declarations (a name None, shapes and strides), mpi4py objects that are
+not communicators, registered buffers' extents and pairs, and stats read
+from two threads at once. Under mpirun at 2 ranks, host backend; exits 77
+(skipped) without NumPy or mpi4py."""
 
+import ctypes
 import sys
 import threading
 
@@ -105,10 +111,11 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
     # null or empty buffer is refused on every rank; (address, bytes) pairs.
     from peerplan.communicator import _buffer_region
     block = np.zeros((4, 8), np.float32)
-    check(_buffer_region(block, 0) == (block.ctypes.data, 128), "a (4, 8) f32 buffer is 128 bytes")
+    check(_buffer_region(block, 0)[:2] == (block.ctypes.data, 128),
+          "a (4, 8) f32 buffer is 128 bytes")
     view = block[:, :4]  # from element 0 to element 3 * 8 + 3
-    check(_buffer_region(view, 0) == (block.ctypes.data, 28 * 4),
-          f"a (4, 4) view of (4, 8) spans 28 elements: {_buffer_region(view, 0)}")
+    check(_buffer_region(view, 0)[:2] == (block.ctypes.data, 28 * 4),
+          f"a (4, 4) view of (4, 8) spans 28 elements: {_buffer_region(view, 0)[:2]}")
     comm.register_buffers([block, (block.ctypes.data, 64)])
     comm.deregister_buffers()
     expect_value_error(lambda: comm.register_buffers([(0, 64)]), "a null buffer",
@@ -120,6 +127,213 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
         check(False, "a one-element tuple was accepted as a buffer")
     except TypeError as e:
         check("(address, bytes)" in str(e), f"a one-element tuple: {e}")
+
+    class StandInTensor:
+        """What the package reads of a PyTorch tensor (a CUDA one on `device`
+        >= 0), over host memory: strides as PyTorch gives them, size-1
+        dimensions' included (NumPy's interface drops them when contiguous)."""
+
+        __module__ = "torch"  # read as PyTorch's
+        dtype = "torch.float32"
+
+        def __init__(self, array, device=-1):
+            self.array, self.device = array, device
+
+        @property
+        def shape(self):
+            return tuple(self.array.shape)
+
+        def stride(self):
+            return tuple(s // self.array.itemsize for s in self.array.strides)
+
+        def data_ptr(self):
+            return self.array.ctypes.data
+
+        @property
+        def is_cuda(self):
+            return self.device >= 0
+
+        def get_device(self):
+            return self.device
+
+        def element_size(self):
+            return self.array.itemsize
+
+    # A size-1 dimension's stride is never used: the library's plan key
+    # ignores it, so an out or residual that differs only there is alike.
+    # (h[:, -1:, :] of a (1, S, H) tensor against a fresh (1, 1, H) x.)
+    x1 = StandInTensor(np.full((1, 1, hidden), rank + 1.0, np.float32))
+    last_rows = np.zeros((1, 7, hidden), np.float32)
+    last = StandInTensor(last_rows[:, -1:, :])
+    check(last.stride() == (7 * hidden, hidden, 1) and x1.stride() == (hidden, hidden, 1),
+          f"strides that differ in size-1 dimensions: {last.stride()}, {x1.stride()}")
+    try:
+        comm.all_reduce(x1, out=last)
+        check(bool((last.array == size * (size + 1) / 2).all()),
+              "out of other size-1 strides: the sum")
+        last.array[:] = 0.5
+        comm.fused_add_rms_norm(x1, last, weight, 1e-6)
+        check(bool((last.array == 0.5 + size * (size + 1) / 2).all()),
+              "residual of other size-1 strides: residual + the sum")
+        check(bool((last_rows[:, :-1] == 0).all()), "nothing written outside the view")
+    except ValueError as e:
+        check(False, f"size-1 dimensions of other strides refused: {e}")
+
+    # Read-only arrays are refused only where the call writes them.
+    frozen_in = np.full((4, hidden), 2.0, np.float32)
+    frozen_in.setflags(write=False)
+    sums = np.zeros((4, hidden), np.float32)
+    try:
+        comm.all_reduce(frozen_in, out=sums)
+        check(bool((sums == 2 * size).all()), "read-only inp with an out: the sum")
+    except ValueError as e:
+        check(False, f"a read-only inp with a separate out refused: {e}")
+    expect_value_error(lambda: comm.all_reduce(frozen_in), "read-only inp in place", ["read-only"])
+    expect_value_error(lambda: comm.all_reduce(sums, out=frozen_in), "read-only out",
+                       ["read-only"])
+    frozen_weight = np.ones(hidden, np.float32)
+    frozen_weight.setflags(write=False)
+    xw = np.ones((4, hidden), np.float32)
+    rw = np.zeros((4, hidden), np.float32)
+    try:
+        comm.fused_add_rms_norm(xw, rw, frozen_weight, 1e-6)
+        check(bool((rw == size).all()), "read-only weight: the residual")
+    except ValueError as e:
+        check(False, f"a read-only weight refused: {e}")
+    frozen_residual = np.zeros((4, hidden), np.float32)
+    frozen_residual.setflags(write=False)
+    expect_value_error(lambda: comm.fused_add_rms_norm(xw, frozen_residual, weight, 1e-6),
+                       "read-only residual", ["read-only"])
+
+    # A stream handle that is a ctypes c_void_p (Numba's stream.handle):
+    # its value, None for the default stream.
+    from peerplan.communicator import _stream_handle
+
+    class NumbaLikeStream:
+        def __init__(self, handle):
+            self.handle = handle
+
+    check(_stream_handle(NumbaLikeStream(ctypes.c_void_p(0x1234)), x) == 0x1234,
+          "a c_void_p stream handle: its value")
+    check(_stream_handle(NumbaLikeStream(ctypes.c_void_p()), x) == 0,
+          "a null c_void_p stream handle: stream 0")
+    try:
+        comm.all_reduce(np.ones(8, np.float32), stream=NumbaLikeStream(ctypes.c_void_p()))
+        check(True, "a call with a c_void_p stream")
+    except Exception as e:  # noqa: BLE001 - any error is the failure
+        check(False, f"a call with a c_void_p stream: {type(e).__name__}: {e}")
+
+    # Memory the backend cannot read: device memory (__cuda_array_interface__,
+    # a CUDA tensor) on the host backend is refused before the call, which
+    # would read it as host memory (a segfault).
+    class DeviceArray:
+        """What CuPy or Numba present: device memory (at an address that is not
+        mapped in host memory here)."""
+
+        def __init__(self, shape):
+            self.__cuda_array_interface__ = {"data": (0x7f0000000000, False), "shape": shape,
+                                             "typestr": "<f4", "strides": None, "version": 3}
+
+    expect_value_error(lambda: comm.all_reduce(DeviceArray((4, hidden))), "device memory inp",
+                       ["all_reduce", "inp", "CUDA device memory", "backend is host"])
+    expect_value_error(lambda: comm.all_reduce(x, out=DeviceArray((4, hidden))),
+                       "device memory out", ["out", "CUDA device memory", "backend is host"])
+    expect_value_error(lambda: comm.fused_add_rms_norm(x, residual,
+                                                       DeviceArray((hidden,)), 1e-6),
+                       "device memory weight", ["weight", "CUDA device memory", "backend is host"])
+    expect_value_error(lambda: comm.all_reduce(StandInTensor(np.ones(8, np.float32), 0),
+                                               stream=0),
+                       "a CUDA tensor", ["inp", "CUDA device 0", "backend is host"])
+    expect_value_error(lambda: comm.register_buffers([DeviceArray((64,))]), "a device buffer",
+                       ["register_buffers", "buffer 0", "backend is host"])
+
+    # A cuda communicator (a stand-in: the host library under a communicator
+    # that says cuda) refuses host memory, which its kernels cannot read; with
+    # PEERPLAN_DEVICE / device= known, another GPU's tensors too; and the
+    # tensors of one call on two GPUs.
+    class CudaStandIn(peerplan.Communicator):
+        backend = "cuda"
+
+    def ones_on(device, shape=(4, hidden)):
+        return StandInTensor(np.ones(shape, np.float32), device)
+
+    with CudaStandIn(comm_world, timeout_ms=20000, backend="host") as cuda:
+        expect_value_error(lambda: cuda.all_reduce(np.ones((4, hidden), np.float32)),
+                           "a NumPy array on the cuda backend",
+                           ["all_reduce", "inp", "host memory", "backend is cuda"])
+        expect_value_error(lambda: cuda.all_reduce(ones_on(0), out=np.ones((4, hidden), np.float32),
+                                                   stream=0),
+                           "a NumPy out on the cuda backend", ["out", "host memory", "cuda"])
+        expect_value_error(lambda: cuda.fused_add_rms_norm(ones_on(0), ones_on(0), weight, 1e-6,
+                                                           stream=0),
+                           "a NumPy weight on the cuda backend", ["weight", "host memory", "cuda"])
+        expect_value_error(lambda: cuda.all_reduce(ones_on(0), out=ones_on(1), stream=0),
+                           "inp and out on two GPUs", ["out", "CUDA device 1", "inp", "device 0"])
+        t = ones_on(1)
+        cuda.all_reduce(t, stream=0)  # the device is not known: any GPU's tensor
+        check(bool((t.array == size).all()), "a 'CUDA' tensor on a cuda communicator: the sum")
+    with CudaStandIn(comm_world, timeout_ms=20000, backend="host", device=1) as cuda1:
+        check(cuda1._device == 1, f"device=1 known: {cuda1._device}")
+        expect_value_error(lambda: cuda1.all_reduce(ones_on(0), stream=0),
+                           "a tensor of another GPU", ["inp", "CUDA device 0", "device 1"])
+        t = ones_on(1)
+        cuda1.all_reduce(t, stream=0)
+        check(bool((t.array == size).all()), "a tensor of the communicator's GPU: the sum")
+
+    # Registered buffers: the extent of any element type and of negative
+    # strides (the lowest address to the highest byte); (address, bytes)
+    # pairs outside 0 to 2**64 - 1 refused, not wrapped.
+    ones = np.ones(1000, np.float32)
+    check(_buffer_region(ones[::-1], 0)[:2] == (ones.ctypes.data, 4000),
+          f"reversed 1000 f32: {_buffer_region(ones[::-1], 0)[:2]}")
+    pair = np.ones(2, np.float32)
+    check(_buffer_region(pair[::-1], 0)[:2] == (pair.ctypes.data, 8), "reversed 2 f32: 8 bytes")
+    grid = np.zeros((4, 8), np.float16)
+    # Elements (1, 1), (1, 2), (3, 1), (3, 2): bytes 18 to 54 of grid.
+    check(_buffer_region(grid[::-2, 1:3], 0)[:2] == (grid.ctypes.data + 18, 36),
+          f"rows reversed by 2 of (4, 8) f16: {_buffer_region(grid[::-2, 1:3], 0)[:2]}")
+    check(_buffer_region(StandInTensor(ones[::-1]), 0) == (ones.ctypes.data, 4000, -1),
+          "a reversed PyTorch tensor: its extent, host memory")
+    pool = np.zeros(4096, np.uint8)
+    check(_buffer_region(pool, 0)[:2] == (pool.ctypes.data, 4096), "a uint8 pool: 4096 bytes")
+    check(_buffer_region(np.zeros((3, 0), np.uint8), 0)[1] == 0, "an empty array: 0 bytes")
+    try:
+        comm.register_buffers([pool, ones[::-1]])
+        comm.deregister_buffers()
+        check(True, "a uint8 pool and a reversed view registered")
+    except (TypeError, ValueError) as e:
+        check(False, f"a uint8 pool and a reversed view: {e}")
+    for bad, what in [((block.ctypes.data, -1), "bytes"), ((block.ctypes.data, 2**64), "bytes"),
+                      ((-64, 64), "address"), ((2**64, 64), "address")]:
+        expect_value_error(lambda: comm.register_buffers([bad]), f"the pair {bad}",
+                           ["buffer 0", what, str(bad[0] if what == "address" else bad[1])])
+
+    # A declaration's shape and strides: one stride per dimension, int64 values.
+    D = peerplan.Declaration
+    expect_value_error(lambda: D.all_reduce("a", "f32", (4, hidden), strides=(hidden,)),
+                       "fewer strides than dimensions", ["strides", "(256,)", "(4, 256)"])
+    expect_value_error(lambda: D.all_reduce("a", "f32", (hidden,), strides=(1, 1)),
+                       "more strides than dimensions", ["strides", "(1, 1)", "(256,)"])
+    expect_value_error(lambda: D.all_reduce("a", "f32", (2**64 + 1024,)),
+                       "a shape past int64", ["shape", str(2**64 + 1024), "int64"])
+    expect_value_error(lambda: D.all_reduce("a", "f32", (4,), strides=(-2**63 - 1,)),
+                       "a stride below int64", ["strides", str(-2**63 - 1), "int64"])
+    check(D.all_reduce("a", "f32", (np.int64(4), 8), strides=(np.int32(8), 1)).shape == (4, 8),
+          "NumPy ints in a shape")
+    try:
+        D.all_reduce("a", "f32", (4.5,))
+        check(False, "a float extent was accepted")
+    except TypeError as e:
+        check("shape" in str(e), f"a float extent: {e}")
+
+    # An mpi4py object that is not a communicator (Info, Group) has py2f too:
+    # refused, not taken for another communicator.
+    for not_a_comm in (MPI.INFO_ENV, comm_world.Get_group()):
+        try:
+            peerplan.Communicator(not_a_comm, timeout_ms=20000, backend="host").close()
+            check(False, f"an mpi4py {type(not_a_comm).__name__} taken for a communicator")
+        except TypeError as e:
+            check(type(not_a_comm).__name__ in str(e), f"not a communicator: {e}")
 
     # Stats from two threads at once, while this one reads them too.
     errors = []

@@ -17,8 +17,9 @@ per (dtype, shape, strides) must never stand in for what is read per call.
     only for the declared address;
   - NumPy calls never import torch; the PyTorch path (data_ptr(), shape,
     stride(), dtype; the current stream of a CUDA tensor's device) checked
-    with a stand-in torch module when PyTorch is not installed, with real
-    CPU tensors when it is.
+    with a stand-in torch module when PyTorch is not installed (its 'CUDA'
+    tensors on a communicator that says cuda), with real CPU tensors when
+    it is.
 Exits 77 (skipped) without NumPy or mpi4py."""
 
 import sys
@@ -273,9 +274,18 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             def get_device(self):
                 return self.device_index
 
+        class CudaStandIn(peerplan.Communicator):
+            """Says its backend is cuda (the host library under it): it takes
+            the stand-in's 'CUDA' tensors, which are host memory."""
+
+            backend = "cuda"
+
         sys.modules["torch"] = fake
         _tensors._torch_dtypes = None  # as if torch was first seen now
+        cuda_comm = CudaStandIn(comm_world, timeout_ms=20000, backend="host")
         try:
+            cuda_comm.declare([peerplan.Declaration.fused_add_rms_norm("norm", "f32", (2, hidden),
+                                                                      w1, eps)])
             arr = base((4, hidden)) * (rank + 1)
             t = Tensor(arr, fake.float32)
             check(comm.has_plan_for(t), "stand-in tensor: declared plan found")
@@ -286,25 +296,25 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             padded_t[:, :hidden] = base((4, hidden)) * (rank + 1)
             pt = Tensor(padded_t[:, :hidden], fake.float32, cuda_device=1)
             check(not comm.has_plan_for(pt), "stand-in strided: not the contiguous plan")
-            route, reason = comm.all_reduce(pt)
+            route, reason = cuda_comm.all_reduce(pt)
             check(reason == "undeclared", f"stand-in strided: {route} {reason}")
             check(np.array_equal(padded_t[:, :hidden], base((4, hidden)) * ranks_sum),
                   "stand-in strided values")
             check(np.all(padded_t[:, hidden:] == -3.0), "stand-in padding untouched")
             check(stream_calls == [1], f"a 'CUDA' tensor: its device's stream ({stream_calls})")
-            comm.all_reduce(pt, stream=0)
+            cuda_comm.all_reduce(pt, stream=0)
             check(stream_calls == [1], "stream= given: no lookup")
-            wt = Tensor(w1, fake.float32)
+            wt = Tensor(w1, fake.float32, cuda_device=0)
             xs = Tensor((base((2, hidden), 5) + 1) * (rank + 1), fake.float32, cuda_device=0)
-            residual = Tensor(base((2, hidden), 3), fake.float32)
-            route, reason = comm.fused_add_rms_norm(xs, residual, wt, eps)
+            residual = Tensor(base((2, hidden), 3), fake.float32, cuda_device=0)
+            route, reason = cuda_comm.fused_add_rms_norm(xs, residual, wt, eps)
             summed = (base((2, hidden), 5) + 1) * ranks_sum + base((2, hidden), 3)
             check(np.allclose(xs.array, rms_reference(summed, w1, eps), rtol=1e-5, atol=1e-6),
                   "stand-in fused")
             check((route != "fallback") == declared_route_expected, f"stand-in fused {route}")
             check(stream_calls == [1, 0], f"stand-in fused: x's device's stream ({stream_calls})")
             wt.array = w2  # the same tensor object, now at another address
-            check(not comm.has_plan_for(xs, wt, eps), "stand-in weight moved: not declared")
+            check(not cuda_comm.has_plan_for(xs, wt, eps), "stand-in weight moved: not declared")
             # Element strides: f32, f16 and f64 tensors of one shape have
             # the same strides; only the dtype tells them apart.
             comm.all_reduce(Tensor(np.zeros(4, np.float32), fake.float32))
@@ -313,6 +323,7 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             check(not comm.has_plan_for(Tensor(np.zeros((4, hidden), np.float16), fake.float16)),
                   "stand-in f16 of the declared f32 shape: not declared")
         finally:
+            cuda_comm.close()
             del sys.modules["torch"]
             _tensors._torch_dtypes = None
             _tensors.clear_caches()

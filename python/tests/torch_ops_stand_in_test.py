@@ -4,15 +4,19 @@
    with an ImportError that says what it needs, without torch and with a
    torch too old for custom ops (a stand-in that says 2.1.0);
  - the op handles (peerplan._op_handles): one int per communicator, the
-   same every time, refused once the communicator is gone;
+   same every time, refused once the communicator is gone; registering
+   while the cyclic GC frees another registered communicator (whose
+   weakref callback then runs inside register()) does not deadlock;
  - the ops' own code, at 2 ranks on the host backend, through a stand-in
    torch whose torch.library.custom_op keeps the functions and whose
    tensors are NumPy arrays: all_reduce returns a new array of the sum and
-   leaves its input alone, all_reduce_ sums in place, fused_add_rms_norm
+   leaves its input alone (a non-dense view too: its out has the view's
+   strides), all_reduce_ sums in place, fused_add_rms_norm
    updates x and residual as the Communicator's call does, and each fake
    (meta) implementation gives an output of the input's shape and dtype.
 Exits 77 without NumPy."""
 
+import faulthandler
 import gc
 import sys
 import types
@@ -82,6 +86,26 @@ try:
 except RuntimeError as e:
     check(str(ha) in str(e), f"the message names the handle: {e}")
 
+# A communicator in a reference cycle is freed by the cyclic GC, which any
+# allocation may run, e.g. register()'s own of another communicator's weakref:
+# the freed one's weakref callback then runs inside register(). A deadlock
+# there ends the process (faulthandler) with the stacks.
+faulthandler.dump_traceback_later(30, exit=True)
+thresholds = gc.get_threshold()
+for threshold in range(1, 21):
+    gc.disable()
+    gc.collect()
+    cyclic = StandInCommunicator()
+    cyclic.me = cyclic
+    _op_handles.register(cyclic)
+    del cyclic
+    gc.set_threshold(threshold)
+    gc.enable()
+    _op_handles.register(StandInCommunicator())
+gc.set_threshold(*thresholds)
+faulthandler.cancel_dump_traceback_later()
+check(True, "register() while the GC frees registered communicators: no deadlock")
+
 
 # 4. The ops through a stand-in torch of NumPy arrays, at 2 ranks.
 class StandInOp:
@@ -96,11 +120,29 @@ class StandInOp:
         return self.function(*args)
 
 
+class Tensor(np.ndarray):
+    """A stand-in tensor: a NumPy array with PyTorch's stride() (elements)
+    and device."""
+
+    device = "cpu"
+
+    def stride(self):
+        return tuple(s // self.itemsize for s in self.strides)
+
+
+def empty_strided(shape, stride, dtype, device):
+    extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if 0 not in shape else 0
+    memory = np.empty(extent, dtype)
+    return np.lib.stride_tricks.as_strided(
+        memory, shape, [s * memory.itemsize for s in stride]).view(Tensor)
+
+
 def stand_in_torch():
     torch = types.ModuleType("torch")
     torch.__version__ = "2.11.0+standin"
-    torch.Tensor = np.ndarray
-    torch.empty_like = np.empty_like
+    torch.Tensor = Tensor
+    torch.empty_like = np.empty_like  # as PyTorch's: a non-dense input's copy is contiguous
+    torch.empty_strided = empty_strided
     torch.ops = types.SimpleNamespace(peerplan=types.SimpleNamespace())
     registered = {}
 
@@ -139,7 +181,7 @@ weight = (1 + 0.01 * np.arange(hidden)).astype(np.float32)
 comm.declare([peerplan.Declaration.all_reduce("ar", "f32", (2, hidden)),
               peerplan.Declaration.fused_add_rms_norm("fused", "f32", (2, hidden), weight, eps)])
 
-x = np.arange(2 * hidden, dtype=np.float32).reshape(2, hidden) * (me + 1)
+x = (np.arange(2 * hidden, dtype=np.float32).reshape(2, hidden) * (me + 1)).view(Tensor)
 before = x.copy()
 total = np.arange(2 * hidden, dtype=np.float32).reshape(2, hidden) * (n * (n + 1) / 2)
 y = pt.all_reduce(op, x)
@@ -147,6 +189,22 @@ check(y is not x and np.array_equal(y, total) and np.array_equal(x, before),
       "all_reduce: a new array of the sum, the input unchanged")
 fake = registered["peerplan::all_reduce"].fake(op, x)
 check(fake.shape == x.shape and fake.dtype == x.dtype, "all_reduce's fake: the input's shape")
+# Rows of a padded buffer (strides (hidden + 8, 1)): the out has the view's
+# strides, which the call needs (one layout for both).
+padded = np.full((2, hidden + 8), -5.0, np.float32)
+padded[:, :hidden] = np.arange(2 * hidden, dtype=np.float32).reshape(2, hidden) * (me + 1)
+view = padded.view(Tensor)[:, :hidden]
+try:
+    y = pt.all_reduce(op, view)
+    check(np.array_equal(y, total) and y.stride() == view.stride(),
+          f"all_reduce of a padded view: the sum, strides {y.stride()}")
+    check(np.all(padded[:, hidden:] == -5.0) and np.array_equal(padded[:, :hidden], before),
+          "all_reduce of a padded view: the input unchanged")
+except ValueError as e:
+    check(False, f"all_reduce of a padded view: {e}")
+fake = registered["peerplan::all_reduce"].fake(op, view)
+check(fake.shape == view.shape and fake.stride() == view.stride(),
+      "all_reduce's fake: the input's strides")
 check(pt.all_reduce_(comm, x) is x and np.array_equal(x, total),
       "all_reduce_: in place, through the Communicator itself")
 
