@@ -6,14 +6,21 @@
 // skips close() does not hold the others. The MPI fallback (ranks sharing a
 // GPU, or Config::fallback = mpi) cannot be captured: the tests of graphs of
 // fallback calls skip there, and its own tests check that close() and the
-// destructor after eager fallback calls are bounded and clean. Any world size
-// from 2 to 8, one GPU per rank or shared. Skipped (on every rank) without
-// GPUs.
+// destructor after eager fallback calls are bounded and clean. Also bounded:
+// a declare() that re-creates the P2P slabs and deregister_buffers() after a
+// fallback call a peer skipped (every rank raises Timeout); and the NCCL
+// fallback keeps the scratch buffer a graph replays into when a larger eager
+// call grows it. Any world size from 2 to 8, one GPU per rank or shared.
+// Skipped (on every rank) without GPUs.
+#include <algorithm>
 #include <chrono>
+#include <span>
 #include <string>
 #include <thread>
 
+#include "bootstrap/mpi_bootstrap.hpp"
 #include "support/cuda_test_support.hpp"
+#include "transport/cuda/nccl_fallback.hpp"
 #include "transport/cuda/parked_nccl.hpp"
 
 namespace peerplan::cuda_test {
@@ -40,8 +47,8 @@ Config teardown_config() {
   return config;
 }
 
-TensorLayout strided_layout() {
-  const std::int64_t shape[] = {kRows, kCols};
+TensorLayout strided_layout(std::int64_t rows = kRows) {
+  const std::int64_t shape[] = {rows, kCols};
   const std::int64_t strides[] = {kRowStride, 1};
   return TensorLayout::strided(shape, strides);
 }
@@ -50,17 +57,19 @@ std::int64_t milliseconds_of(Clock::duration d) {
   return std::chrono::duration_cast<milliseconds>(d).count();
 }
 
-// `logical` (kRows x kCols) laid out with kRowStride, padding zeros.
-std::vector<std::uint8_t> to_strided(const std::vector<std::uint8_t>& logical) {
-  std::vector<std::uint8_t> strided(kRows * kRowStride * 2, 0);
-  for (std::int64_t r = 0; r < kRows; ++r)
+// `logical` (rows x kCols) laid out with kRowStride, padding zeros.
+std::vector<std::uint8_t> to_strided(const std::vector<std::uint8_t>& logical,
+                                     std::int64_t rows = kRows) {
+  std::vector<std::uint8_t> strided(rows * kRowStride * 2, 0);
+  for (std::int64_t r = 0; r < rows; ++r)
     std::memcpy(&strided[r * kRowStride * 2], &logical[r * kCols * 2], kCols * 2);
   return strided;
 }
 
-std::vector<std::uint8_t> from_strided(const std::vector<std::uint8_t>& strided) {
-  std::vector<std::uint8_t> logical(kRows * kCols * 2);
-  for (std::int64_t r = 0; r < kRows; ++r)
+std::vector<std::uint8_t> from_strided(const std::vector<std::uint8_t>& strided,
+                                       std::int64_t rows = kRows) {
+  std::vector<std::uint8_t> logical(rows * kCols * 2);
+  for (std::int64_t r = 0; r < rows; ++r)
     std::memcpy(&logical[r * kCols * 2], &strided[r * kRowStride * 2], kCols * 2);
   return logical;
 }
@@ -330,6 +339,159 @@ TEST(CudaTeardownMpiFallback, DestroyWithoutCloseAfterAFallbackCallReturnsInTime
   EXPECT_EQ(wrong_sums(out.download(kCount * 2), kCount, 63, Route::fallback), 0)
       << "the fallback call's result, queued before the destructor";
   CUDA_OK(cudaStreamDestroy(stream));
+}
+
+// A fallback (NCCL) call that rank 0 makes and the other ranks do not
+// (rank 1 passes a null pointer and gets InvalidArgument, as in the report):
+// NCCL's kernel then waits on rank 0's GPU until close() aborts NCCL. The
+// buffers, the stream and the call outlive close(): freeing them before would
+// wait for that kernel.
+class SkippedFallbackCall {
+ public:
+  static constexpr DataType kCallType = DataType::f32;
+  // The size of NCCL's small warm-up at create: NCCL has connected the ranks
+  // for it, so rank 0's call does not wait on the host for the others.
+  static constexpr std::int64_t kCallCount = 64;
+
+  explicit SkippedFallbackCall(Communicator& comm) : in_(kCallCount * 4), out_(kCallCount * 4) {
+    in_.upload(random_tensor(kCallType, kCallCount, 71, rank()));
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    EXPECT_EQ(call(comm, in_.ptr).route, Route::fallback);  // every rank: it completes
+    check_cuda(cudaStreamSynchronize(stream_), "sync");
+    if (rank() == 0) {
+      EXPECT_EQ(call(comm, in_.ptr).route, Route::fallback);  // never completes
+    } else {
+      EXPECT_THROW(call(comm, nullptr), InvalidArgument);
+    }
+  }
+  // After close() only: NCCL's kernel has been aborted by then.
+  ~SkippedFallbackCall() { cudaStreamDestroy(stream_); }
+  SkippedFallbackCall(const SkippedFallbackCall&) = delete;
+  SkippedFallbackCall& operator=(const SkippedFallbackCall&) = delete;
+
+ private:
+  CallResult call(Communicator& comm, const void* in) {
+    return comm.all_reduce(in, out_.ptr, kCallType, TensorLayout({kCallCount}), stream_);
+  }
+
+  DeviceBuffer in_, out_;
+  cudaStream_t stream_ = nullptr;
+};
+
+// `step` (a collective call) must raise Timeout on every rank, within the
+// timeout + 2 s for the device wait and some room for the exchanges, naming
+// rank 0 as the rank whose GPU work did not end; then close() is bounded.
+template <class Step>
+void expect_every_rank_times_out(Communicator& comm, const char* what, Step&& step) {
+  const auto start = Clock::now();
+  std::string message;
+  try {
+    step();
+    ADD_FAILURE() << what << " did not raise Timeout";
+  } catch (const Timeout& e) {
+    message = e.what();
+  }
+  const auto took = Clock::now() - start;
+  EXPECT_LT(took, kBound) << what << " took " << milliseconds_of(took) << " ms";
+  EXPECT_NE(message.find("GPU work did not end (rank 0:"), std::string::npos) << message;
+  EXPECT_NE(message.find("close() the communicator"), std::string::npos) << message;
+  EXPECT_THROW(step(), InvalidUsage) << "the communicator is broken after the Timeout";
+  close_in_time(comm);  // aborts NCCL on rank 0, which ends its kernel
+  MPI_Barrier(test_comm());
+}
+
+// The reported hang: rank 0 waited in cudaDeviceSynchronize for ever, before
+// re-creating the P2P slabs, while the others timed out at the next barrier.
+TEST(CudaTeardown, DeclareAfterASkippedFallbackCallTimesOutOnEveryRank) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto comm = create_cuda(teardown_config());
+  SKIP_UNLESS_THE_FALLBACK_IS_NCCL(*comm);
+  PEERPLAN_MPI_SKIP_IF(!comm->p2p_enabled(), "P2P is disabled: " + comm->p2p_disabled_reason());
+  comm->declare(
+      std::vector<Declaration>{Declaration::all_reduce("x", kType, TensorLayout({kCount}))});
+  SkippedFallbackCall skipped(*comm);
+  // A larger plan: the slabs are re-created.
+  const std::vector<Declaration> larger{
+      Declaration::all_reduce("x", kType, TensorLayout({kCount})),
+      Declaration::all_reduce("y", kType, TensorLayout({4 * kCount}))};
+  expect_every_rank_times_out(*comm, "declare", [&] { comm->declare(larger); });
+}
+
+TEST(CudaTeardown, DeregisterAfterASkippedFallbackCallTimesOutOnEveryRank) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  auto comm = create_cuda(teardown_config());
+  SKIP_UNLESS_THE_FALLBACK_IS_NCCL(*comm);
+  PEERPLAN_MPI_SKIP_IF(!comm->p2p_enabled(), "P2P is disabled: " + comm->p2p_disabled_reason());
+  DeviceBuffer registered(kCount * 2);
+  const BufferRegion region{registered.ptr, registered.bytes};
+  comm->register_buffers(std::span<const BufferRegion>(&region, 1));
+  SkippedFallbackCall skipped(*comm);
+  expect_every_rank_times_out(*comm, "deregister_buffers", [&] { comm->deregister_buffers(); });
+}
+
+// The NCCL fallback's scratch buffer (strided calls): a graph captured after
+// an eager call of its size replays into that buffer, so a later, larger
+// eager call must grow into a new one and keep the old (freeing it made the
+// replay write into freed memory). Drives the fallback directly to see the
+// buffer kept; NCCL wants a GPU per rank.
+TEST(CudaTeardown, GrowingTheScratchBufferKeepsTheOneACapturedGraphUses) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  ensure_cuda_contexts();  // selects this rank's GPU
+  PEERPLAN_MPI_SKIP_IF(any_rank_shares_a_gpu(), "ranks share a GPU, which NCCL refuses");
+  auto boot = bootstrap::make_mpi_bootstrap(MPI_COMM_WORLD, kTimeout);
+  transport::cuda::NcclFallback fallback(*boot, kTimeout, RowClusters::automatic);
+  constexpr std::int64_t kLargerRows = 4 * kRows;
+  const TensorLayout small = strided_layout(), larger = strided_layout(kLargerRows);
+  DeviceBuffer small_in(kRows * kRowStride * 2), small_out(kRows * kRowStride * 2),
+      larger_in(kLargerRows * kRowStride * 2), larger_out(kLargerRows * kRowStride * 2);
+  small_in.upload(to_strided(random_tensor(kType, kRows * kCols, 81, rank())));
+  larger_in.upload(to_strided(random_tensor(kType, kLargerRows * kCols, 82, rank()), kLargerRows));
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const auto small_call = [&] {
+    fallback.all_reduce({small_in.ptr, small_out.ptr, kType, &small, stream});
+  };
+
+  small_call();  // eager: sizes the scratch buffer for the capture
+  CUDA_OK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  small_call();
+  CUDA_OK(cudaStreamEndCapture(stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  EXPECT_EQ(fallback.retired_scratch_buffers(), 0u);
+
+  fallback.all_reduce({larger_in.ptr, larger_out.ptr, kType, &larger, stream});
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(wrong_sums(from_strided(larger_out.download(larger_out.bytes), kLargerRows),
+                       kLargerRows * kCols, 82, Route::fallback),
+            0)
+      << "the larger eager call";
+  EXPECT_EQ(fallback.retired_scratch_buffers(), 1u) << "the graph's scratch buffer was not kept";
+  // Had the old buffer been freed, CUDA could give its memory to this
+  // allocation of the same size, which the replay would then overwrite.
+  DeviceBuffer decoy(kRows * kCols * 2);
+  CUDA_OK(cudaMemset(decoy.ptr, 0x5a, decoy.bytes));
+  CUDA_OK(cudaDeviceSynchronize());
+
+  small_out.poison();
+  CUDA_OK(cudaGraphLaunch(exec, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(wrong_sums(from_strided(small_out.download(small_out.bytes)), kRows * kCols, 81,
+                       Route::fallback),
+            0)
+      << "the replay after the scratch buffer grew";
+  const auto after = decoy.download(decoy.bytes);
+  EXPECT_EQ(std::count(after.begin(), after.end(), std::uint8_t{0x5a}),
+            static_cast<std::ptrdiff_t>(decoy.bytes))
+      << "the replay wrote into memory allocated after the scratch buffer grew";
+
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  fallback.close();  // the graph is gone: NCCL finalizes, every scratch buffer is freed
+  CUDA_OK(cudaStreamDestroy(stream));
+  MPI_Barrier(test_comm());
 }
 
 // (d) A rank that destroys its communicator without close(): the others'

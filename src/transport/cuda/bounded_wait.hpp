@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Bounded waits for the CUDA backend's teardown (close() and destructors).
+// Bounded waits for the CUDA backend's teardown (close() and destructors),
+// and for the releases before it that every rank makes together
+// (idle_gpus.hpp).
 //
 // Some CUDA and NCCL calls that teardown needs can block for as long as the
 // GPU keeps running something: cudaDeviceSynchronize and cudaFree wait for

@@ -214,8 +214,6 @@ void BufferRegistry::upload_table(const std::vector<void*>& table) {
 
 void BufferRegistry::clear(bootstrap::Bootstrap& bootstrap) {
   if (!table_.empty()) {
-    // Our kernels end within the timeout; none may still read a mapping.
-    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize before deregistering buffers");
     unmap_all();
     std::fill(table_.begin(), table_.end(), nullptr);
     own_.clear();

@@ -38,8 +38,9 @@ class BufferRegistry {
   // exchanges and maps every rank's. Throws on every rank when any rank
   // failed (its own message says why), leaving the registry unchanged.
   void add(bootstrap::Bootstrap& bootstrap, std::span<const BufferRegion> regions);
-  // Collective: forgets (and unmaps) every registration. Waits for this
-  // rank's kernels first: none may still read through the mappings.
+  // Collective: forgets (and unmaps) every registration. The caller first
+  // makes sure that no kernel of any rank still reads through the mappings
+  // (wait_for_idle_gpus, idle_gpus.hpp): clear() does not wait for the GPU.
   void clear(bootstrap::Bootstrap& bootstrap);
   // Local only (peers may be gone). Idempotent.
   void release_local() noexcept;
@@ -52,6 +53,8 @@ class BufferRegistry {
   // a staged source when it is not wholly inside one. Allocation-free.
   cuda_kernels::PullSource find(const void* ptr, std::size_t bytes) const noexcept;
 
+  // True until the first add(), on every rank alike (add() is collective).
+  bool empty() const noexcept { return table_.empty(); }
   // Device table for PeerSet::registry; null until the first add().
   void* const* device_table() const noexcept { return device_table_; }
   std::size_t own_count() const noexcept { return own_.size(); }

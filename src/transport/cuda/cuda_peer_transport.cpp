@@ -16,6 +16,7 @@
 #include "routing/protocol_tuning.hpp"
 #include "transport/cuda/bounded_wait.hpp"
 #include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/idle_gpus.hpp"
 #include "transport/cuda/row_clusters.hpp"
 #include "transport/cuda/kernel_args.hpp"
 #include "transport/peer_call_state.hpp"
@@ -176,7 +177,7 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
 // cudaDeviceCanAccessPeer can claim access that does not work (IOMMU,
 // virtualisation, ACS): read a known word from every peer's slab.
 void CudaPeerTransport::probe_peer_access() {
-  IpcSlabs probe = IpcSlabs::establish(bootstrap_, cuda_kernels::kSignalAreaBytes);
+  IpcSlabs probe = IpcSlabs::establish(bootstrap_, timeout_, cuda_kernels::kSignalAreaBytes);
   std::string error;
   try {
     const std::uint32_t word = kProbePattern | static_cast<std::uint32_t>(local_rank_);
@@ -266,8 +267,7 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   // Every rank rebuilds, or none: a rank that timed out resets every rank's epochs.
   if (bootstrap_.agree(!needs_rebuild)) return;
 
-  // Our kernels end within the timeout; none may still use the old slabs.
-  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize before re-creating the slabs");
+  wait_until_no_kernel_uses_buffers("re-creating the staging slabs (declare)");
   slabs_.release(bootstrap_);
   release_node_buffers();
   std::memset(error_host_, 0, sizeof(DeviceError));
@@ -295,8 +295,9 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   const std::size_t dma_offset = cuda_kernels::kSignalAreaBytes + 2 * slot;
   const std::size_t lamport_offset = dma_offset + static_cast<std::size_t>(local_size_) * dma_area;
   slabs_ = IpcSlabs::establish(
-      bootstrap_, lamport_offset + 2 * static_cast<std::size_t>(local_size_ - 1) * lamport_sub,
-      lamport_offset, cuda_kernels::kLamportSentinelByte);
+      bootstrap_, timeout_,
+      lamport_offset + 2 * static_cast<std::size_t>(local_size_ - 1) * lamport_sub, lamport_offset,
+      cuda_kernels::kLamportSentinelByte);
   for (int r = 0; r < local_size_; ++r) peers_.slabs[r] = slabs_.base(r);
   peers_.rank = local_rank_;
   peers_.size = local_size_;
@@ -317,6 +318,22 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   dma_capacity_ = max_dma_bytes;
 }
 
+// No kernel of any rank may still use the slabs or the mappings about to
+// be released (peers write into this rank's slab through theirs). Our
+// kernels end within the timeout; an NCCL kernel whose peer never made the
+// call does not. The wait is bounded and made by every rank together
+// (idle_gpus.hpp): on its Timeout every rank keeps what it holds, as close()
+// does on that path, and refuses P2P calls until the next reserve().
+void CudaPeerTransport::wait_until_no_kernel_uses_buffers(const char* step) {
+  try {
+    wait_for_idle_gpus(bootstrap_, device_of(error_host_), timeout_, step);
+  } catch (const Timeout&) {
+    broken_ = true;
+    broken_reason_ = std::string(step) + " timed out: GPU work did not end";
+    throw;
+  }
+}
+
 void CudaPeerTransport::allocate_node_buffers(std::size_t max_message_bytes) {
   // A shard is ceil(count / ranks) elements rounded up to whole 16-byte
   // packs (cuda/shard_geometry.cuh): at most bytes / ranks + two packs.
@@ -331,8 +348,8 @@ void CudaPeerTransport::allocate_node_buffers(std::size_t max_message_bytes) {
 }
 
 void CudaPeerTransport::release_node_buffers() noexcept {
-  // Callers made sure no kernel uses them (reserve synchronised the
-  // device; close() waited for it).
+  // Callers made sure no kernel uses them (reserve() waited for every
+  // rank's device; close() for its own).
   if (node_shard_ != nullptr) cudaFree(node_shard_);
   if (node_reduced_ != nullptr) cudaFree(node_reduced_);
   cudaGetLastError();
@@ -629,6 +646,9 @@ void CudaPeerTransport::register_buffers(std::span<const BufferRegion> buffers) 
 
 void CudaPeerTransport::deregister_buffers() {
   if (closed_) return;
+  // Every rank has registered (add() is collective), or none has: then
+  // nothing is mapped and there is nothing to wait for.
+  if (!registry_.empty()) wait_until_no_kernel_uses_buffers("deregister_buffers");
   registry_.clear(bootstrap_);
 }
 

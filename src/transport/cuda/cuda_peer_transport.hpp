@@ -85,6 +85,8 @@ class CudaPeerTransport final : public PeerTransport {
   void check_error_word(const char* what);
   void check_launch(cudaError_t status, const char* what);
   void probe_peer_access();
+  // Collective, bounded; throws Timeout on every rank (idle_gpus.hpp).
+  void wait_until_no_kernel_uses_buffers(const char* step);
   cuda_kernels::PullSource pull_source(const AllReduceArgs& args, std::size_t bytes) const noexcept;
   std::unique_ptr<PlanLaunch> prepare_hierarchical(const LaunchRequest& request);
   void run_hierarchical(const cuda_kernels::LaunchRecipe& before,

@@ -4,15 +4,51 @@
 #include <cstdint>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 
 #include "bootstrap/fail_together.hpp"
 #include "peerplan/errors.hpp"
+#include "transport/cuda/bounded_wait.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/ipc_handles.hpp"
 
 namespace peerplan::transport::cuda {
+namespace {
+
+// Fills `slab` (zeros up to `head`, `tail_byte` after) on a stream of its
+// own and waits for that alone: a device-wide wait (cudaDeviceSynchronize,
+// or cudaMemset on the legacy stream) would also wait for every kernel of
+// the process, without a bound, and a fallback kernel whose peer never made
+// the call never ends. Returns false when the fill had not finished within
+// `bound`: it may still write into the slab.
+bool fill_slab(void* slab, std::size_t bytes, std::size_t head, unsigned char tail_byte,
+               std::chrono::milliseconds bound) {
+  cudaStream_t stream = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+             "creating a stream to zero-fill the staging slab");
+  // Destroying it does not wait: CUDA releases it once its work is done.
+  const auto destroy = [stream] { cudaStreamDestroy(stream); };
+  bool finished = false;
+  try {
+    check_cuda(cudaMemsetAsync(slab, 0, head, stream), "cudaMemset of the staging slab");
+    if (head < bytes) {
+      check_cuda(cudaMemsetAsync(static_cast<char*>(slab) + head, tail_byte, bytes - head, stream),
+                 "cudaMemset of the staging slab's sentinel region");
+    }
+    finished = poll_until_done([stream] { return cudaStreamQuery(stream); }, bound,
+                               "zero-filling the staging slab");
+  } catch (...) {
+    destroy();
+    throw;
+  }
+  destroy();
+  return finished;
+}
+
+}  // namespace
 
 IpcSlabs& IpcSlabs::operator=(IpcSlabs&& other) noexcept {
   if (this != &other) {
@@ -30,14 +66,15 @@ IpcSlabs& IpcSlabs::operator=(IpcSlabs&& other) noexcept {
   return *this;
 }
 
-IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes,
-                             std::size_t tail_offset, unsigned char tail_byte) {
+IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+                             std::size_t bytes, std::size_t tail_offset, unsigned char tail_byte) {
   IpcSlabs slabs;
   slabs.local_rank_ = bootstrap.local_rank();
   slabs.bytes_ = bytes;
   const auto n = static_cast<std::size_t>(bootstrap.local_size());
   std::string error;
   ExportedBuffer mine{};
+  bool fill_may_run = false;  // then the slab is leaked on failure, not freed
   try {
     check_cuda(cudaMalloc(&slabs.own_allocation_, bytes),
                "cudaMalloc of a " + std::to_string(bytes) + "-byte staging slab");
@@ -45,14 +82,18 @@ IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes,
     // must never read a stale flag as a current epoch. The tail (the
     // Lamport region) holds the sentinel instead: a peer's first write
     // there must find it, and a reader must never take a stale byte for data.
+    // A fill takes far less than half the timeout; bounded by that, its
+    // failure still reaches the exchange below inside the peers' bound, so
+    // that every rank fails together.
     const std::size_t head = tail_offset < bytes ? tail_offset : bytes;
-    check_cuda(cudaMemset(slabs.own_allocation_, 0, head), "cudaMemset of the staging slab");
-    if (head < bytes) {
-      check_cuda(
-          cudaMemset(static_cast<char*>(slabs.own_allocation_) + head, tail_byte, bytes - head),
-          "cudaMemset of the staging slab's sentinel region");
+    const auto bound = std::max(timeout / 2, std::chrono::milliseconds(1));
+    fill_may_run = true;
+    if (!fill_slab(slabs.own_allocation_, bytes, head, tail_byte, bound)) {
+      throw CudaError("zero-filling the " + std::to_string(bytes) +
+                      "-byte staging slab did not finish within " + milliseconds_text(bound) +
+                      " (half of PEERPLAN_TIMEOUT_MS): the GPU is not making progress");
     }
-    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after zero-filling the slab");
+    fill_may_run = false;
     mine = export_buffer(slabs.own_allocation_, bytes);
   } catch (const Error& e) {
     error = e.what();
@@ -87,6 +128,9 @@ IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes,
   }
   if (auto failures = bootstrap::gather_failures(
           bootstrap, error.empty() ? std::nullopt : std::optional<std::string>(error))) {
+    // A fill that may still run writes into the slab; this rank mapped no
+    // peer (it failed before), so forgetting it leaks the slab alone.
+    if (fill_may_run) slabs.abandon();
     slabs.release_local();
     throw CudaError("peerplan cuda backend: sharing staging slabs through CUDA IPC failed (" +
                     failures->message + ")");

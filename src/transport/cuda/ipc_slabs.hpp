@@ -4,8 +4,9 @@
 // a buffer sub-allocated by a caching allocator can be shared the same way.
 #pragma once
 
-#include <cstdint>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
@@ -22,14 +23,16 @@ class IpcSlabs {
   ~IpcSlabs() { release_local(); }
 
   // Collective over the ranks of `bootstrap` (one node): each allocates
-  // `bytes` on its current device and zero-fills it (synchronously) BEFORE
-  // publishing its handle, then maps every peer's. Bytes from `tail_offset`
-  // to the end get `tail_byte` instead (the Lamport one-shot's sentinel
-  // region), also before the handle is published. Every rank makes the
-  // same bootstrap calls whatever fails, and throws CudaError on every rank
-  // when any rank failed (naming the ranks; the failing rank's own message
-  // says why).
-  static IpcSlabs establish(bootstrap::Bootstrap& bootstrap, std::size_t bytes,
+  // `bytes` on its current device and zero-fills it BEFORE publishing its
+  // handle (on a stream of its own, waited for up to half of `timeout`:
+  // other GPU work is not waited for), then maps every peer's. Bytes from
+  // `tail_offset` to the end get `tail_byte` instead (the Lamport one-shot's
+  // sentinel region), also before the handle is published. Every rank makes
+  // the same bootstrap calls whatever fails, and throws CudaError on every
+  // rank when any rank failed (naming the ranks; the failing rank's own
+  // message says why).
+  static IpcSlabs establish(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
+                            std::size_t bytes,
                             std::size_t tail_offset = static_cast<std::size_t>(-1),
                             unsigned char tail_byte = 0);
 

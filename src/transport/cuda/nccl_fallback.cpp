@@ -144,23 +144,37 @@ void end_comm(ncclComm_t comm, bool blocking, int device, TeardownClock::time_po
   abort_bounded(comm, TeardownClock::now() + kTeardownMargin, context);
 }
 
-// Frees `scratch` once the device is idle; leaks it when the device is not
-// idle by `deadline` (a running kernel may still use it).
-void free_scratch(void* scratch, int device, TeardownClock::time_point deadline,
+// Frees the scratch buffers once the device is idle; leaks them when the
+// device is not idle by `deadline` (a running kernel may still use them).
+void free_scratch(const std::vector<void*>& buffers, int device, TeardownClock::time_point deadline,
                   const std::string& context) {
-  if (scratch == nullptr) return;
+  if (buffers.empty()) return;
   if (!device_idle_by(device, deadline)) {
     log::warn(context +
               ": GPU work was still running at the deadline; the fallback's scratch "
-              "buffer stays allocated (leaked on purpose: a running kernel may still use it)");
+              "buffers stay allocated (leaked on purpose: a running kernel may still use them)");
     return;
   }
   int current = -1;
   const bool switched = cudaGetDevice(&current) == cudaSuccess && current != device &&
                         cudaSetDevice(device) == cudaSuccess;
-  cudaFree(scratch);
+  for (void* buffer : buffers) cudaFree(buffer);
   if (switched) cudaSetDevice(current);
   cudaGetLastError();
+}
+
+// A device buffer of `wanted` bytes, else (that much is not free) of
+// `needed`; its size in `allocated`.
+void* allocate_scratch(std::size_t needed, std::size_t wanted, std::size_t& allocated) {
+  void* buffer = nullptr;
+  if (wanted > needed && cudaMalloc(&buffer, wanted) == cudaSuccess) {
+    allocated = wanted;
+    return buffer;
+  }
+  cudaGetLastError();  // out of memory is not sticky: try the size needed
+  check_cuda(cudaMalloc(&buffer, needed), "cudaMalloc of the fallback's scratch buffer");
+  allocated = needed;
+  return buffer;
 }
 
 }  // namespace
@@ -191,12 +205,12 @@ void CUDART_CB graph_released(void* graphs) {
 
 // A communicator that close() (or a destructor) could not end because a
 // graph that captured one of its calls still existed; ended by
-// release_parked_nccl_communicators() once its graphs are gone. The scratch buffer stays with it: such a graph
-// may use it.
+// release_parked_nccl_communicators() once its graphs are gone. The scratch
+// buffers stay with it: such a graph may use them.
 struct Parked {
   ncclComm_t comm;
   CapturedGraphs* graphs;
-  void* scratch;
+  std::vector<void*> scratch;
   bool blocking;
   int device;
   std::chrono::milliseconds timeout;
@@ -463,9 +477,10 @@ void NcclFallback::shut_down(bool finalize) noexcept {
               "at exit). Destroy CUDA graphs before close(), then MPI_Finalize.");
     graphs_->add_owner();
     std::lock_guard<std::mutex> lock(parked_mutex());
-    parked().push_back(Parked{comm_, graphs_, scratch_, blocking_, device_, timeout_, finalize});
+    parked().push_back(Parked{comm_, graphs_, std::move(scratch_buffers_), blocking_, device_,
+                              timeout_, finalize});
     comm_ = nullptr;
-    scratch_ = nullptr;
+    scratch_buffers_.clear();
     scratch_bytes_ = 0;
     return;
   }
@@ -475,8 +490,8 @@ void NcclFallback::shut_down(bool finalize) noexcept {
   }
   // Our kernels that use it (pack, unpack, add + RMSNorm) are queued behind
   // NCCL's, which have now ended or been aborted.
-  free_scratch(scratch_, device_, deadline + kTeardownMargin, context);
-  scratch_ = nullptr;
+  free_scratch(scratch_buffers_, device_, deadline + kTeardownMargin, context);
+  scratch_buffers_.clear();
   scratch_bytes_ = 0;
 }
 
@@ -551,7 +566,7 @@ void NcclFallback::enqueue_all_reduce(const void* in, void* out, std::size_t cou
 }
 
 void* NcclFallback::scratch(std::size_t bytes, cudaStream_t stream, const char* what) {
-  if (bytes <= scratch_bytes_) return scratch_;
+  if (bytes <= scratch_bytes_) return scratch_buffers_.empty() ? nullptr : scratch_buffers_.back();
   if (capturing(stream)) {
     throw InvalidUsage(std::string("peerplan cuda backend: ") + what +
                        " of a non-contiguous tensor on the fallback needs a " +
@@ -560,13 +575,19 @@ void* NcclFallback::scratch(std::size_t bytes, cudaStream_t stream, const char* 
                        "capture; declare this shape (P2P routes need no scratch), make it "
                        "contiguous, or make one eager call of this size before capturing");
   }
-  check_cuda(cudaStreamSynchronize(stream), "synchronising before growing the scratch buffer");
-  if (scratch_ != nullptr) cudaFree(scratch_);
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
-  check_cuda(cudaMalloc(&scratch_, bytes), "cudaMalloc of the fallback's scratch buffer");
-  scratch_bytes_ = bytes;
-  return scratch_;
+  // The buffer in use is replaced, not freed: a graph captured earlier
+  // replays into it, and a call queued earlier, on any stream, may still be
+  // using it. So nothing is waited for either (cudaFree, like synchronising
+  // a stream behind a fallback kernel whose peer never calls, could wait for
+  // ever); shut_down() frees every buffer once the device is idle. Growing
+  // at least twofold keeps the replaced ones smaller, together, than the
+  // one in use.
+  scratch_buffers_.reserve(scratch_buffers_.size() + 1);  // the push below cannot throw
+  std::size_t allocated = 0;
+  void* grown = allocate_scratch(bytes, std::max(bytes, 2 * scratch_bytes_), allocated);
+  scratch_buffers_.push_back(grown);
+  scratch_bytes_ = allocated;
+  return grown;
 }
 
 void NcclFallback::all_reduce(const AllReduceArgs& args) {

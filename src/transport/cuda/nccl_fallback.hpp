@@ -4,7 +4,8 @@
 // add + RMSNorm kernel, which rounds exactly like the fused P2P kernel.
 // Non-contiguous tensors go through a scratch buffer (grown outside CUDA
 // graph capture only: capturing such a call before one eager call of that
-// size is an InvalidUsage naming the fix).
+// size is an InvalidUsage naming the fix). A buffer that growing replaces is
+// kept until close(): graphs captured earlier replay into it.
 //
 // Every host wait is bounded by the timeout. The NCCL communicator is
 // blocking (a non-blocking one costs a thread per call: 64 us instead of
@@ -33,6 +34,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "peerplan/config.hpp"
@@ -61,6 +63,12 @@ class NcclFallback final : public FallbackTransport {
   // Tracks graphs that captured a fallback call (shared with the CUDA user
   // objects attached to them, which may outlive this object).
   struct CapturedGraphs;
+
+  // Scratch buffers replaced by a larger one and kept until shut-down (for
+  // tests).
+  std::size_t retired_scratch_buffers() const noexcept {
+    return scratch_buffers_.empty() ? 0 : scratch_buffers_.size() - 1;
+  }
 
  private:
   // The constructor's work: NCCL unique id, rendezvous, agreement.
@@ -91,7 +99,10 @@ class NcclFallback final : public FallbackTransport {
   int device_ = 0;
   CapturedGraphs* graphs_ = nullptr;
   unsigned long long last_capture_id_ = 0;
-  void* scratch_ = nullptr;
+  // Every scratch buffer, the one in use (of scratch_bytes_) last. Those it
+  // replaced stay allocated until shut-down: a graph captured earlier may
+  // replay into them, an eager call queued earlier may still use them.
+  std::vector<void*> scratch_buffers_;
   std::size_t scratch_bytes_ = 0;
   // The add + RMSNorm kernel's row clusters (same bits either way).
   bool rows_in_clusters_ = false;
