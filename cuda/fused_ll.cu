@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   auto first_look = [&](const T* src, std::int64_t row, int r, std::int64_t l) {
     if (r == p.rank) {
       const uint2 own = input_line(src, l);
-      return make_uint4(own.x, epoch, own.y, epoch);
+      return make_line(own, epoch);  // its own line, as if it had arrived
     }
     return load_volatile_pack(data_of<uint4>(p, p.rank, r, epoch) + row * row_lines + l);
   };
