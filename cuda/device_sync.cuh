@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "collective_kernels.hpp"
+#include "flag_window.cuh"
 
 namespace peerplan::cuda_kernels {
 
@@ -83,7 +84,8 @@ __device__ __forceinline__ void store_volatile_pack(void* address, uint4 v) {
                : "memory");
 }
 
-// Epochs wrap at 2^32: compare by signed difference.
+// Epochs wrap at 2^32: compare by signed difference (the late-peer check;
+// a flag barrier uses flag_reached, flag_window.cuh).
 __device__ __forceinline__ bool reached(std::uint32_t value, std::uint32_t target) {
   return static_cast<std::int32_t>(value - target) >= 0;
 }
@@ -227,7 +229,7 @@ __device__ __forceinline__ bool may_wait_on(const PeerSet& p, const Signals* own
 }
 
 // Waits until every peer's flag in `flags` (this rank's area, indexed by
-// writer) reached `target`. Thread q polls peer q. Returns false on every
+// writer) reached `target` (flag_window.cuh). Thread q polls peer q. Returns false on every
 // thread of the block when the wait failed (timeout or a peer gave up).
 // Ends with a block barrier either way.
 __device__ __forceinline__ bool wait_peers(const PeerSet& p, const std::uint32_t* flags,
@@ -237,7 +239,7 @@ __device__ __forceinline__ bool wait_peers(const PeerSet& p, const std::uint32_t
   if (q < p.size && q != p.rank) {
     const Signals* own = signals_of(p, p.rank);
     std::uint64_t start = 0;
-    for (std::uint32_t spins = 0; !reached(load_acquire(&flags[q]), target); ++spins) {
+    for (std::uint32_t spins = 0; !flag_reached(load_acquire(&flags[q]), target); ++spins) {
       if ((spins & 127u) != 127u) continue;
       if (!may_wait_on(p, own, q, phase, epoch, start)) {
         failed = 1;
