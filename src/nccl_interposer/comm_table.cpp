@@ -170,12 +170,15 @@ void apply_log_level() {
   }
 }
 
-void attach_peerplan(ncclComm_t comm, const std::string& why_not) {
+void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_blocking) {
   if (comm == nullptr) return;
   apply_log_level();
   auto state = std::make_shared<CommState>();
+  state->non_blocking = non_blocking;
   const RealNccl& real = real_nccl();
-  if (real.comm_user_rank) real.comm_user_rank(comm, &state->rank);
+  // Not of a non-blocking communicator: one still initialising makes NCCL
+  // warn (its summary then says rank 0).
+  if (!non_blocking && real.comm_user_rank) real.comm_user_rank(comm, &state->rank);
   insert(comm, state);
   if (!why_not.empty()) {
     state->reason = why_not;

@@ -40,6 +40,9 @@ struct CommState {
   // peerplan's reason, for the summary; empty when there are none.
   std::string routed_to_fallback;
   int rank = 0;
+  // NCCL made the communicator non-blocking: peerplan's bootstrap cannot
+  // wait on it, and a split of it with no config is non-blocking too.
+  bool non_blocking = false;
   // Set when a peerplan call timed out: later calls go to NCCL, and
   // ncclCommGetAsyncError reports ncclRemoteError.
   std::atomic<bool> broken{false};
@@ -97,8 +100,9 @@ std::shared_ptr<CommState> find_comm(ncclComm_t comm);
 // declared from the environment. Never throws: a failure is a WARN, and the
 // communicator's calls all go to NCCL. `why_not`: a reason peerplan must
 // not be made (a non-blocking communicator, one process for many ranks),
-// or empty.
-void attach_peerplan(ncclComm_t comm, const std::string& why_not = {});
+// or empty. `non_blocking`: NCCL made `comm` non-blocking (give a reason
+// too); nothing is asked of it, as it may still be initialising.
+void attach_peerplan(ncclComm_t comm, const std::string& why_not = {}, bool non_blocking = false);
 
 // How attach_peerplan makes the bootstrap over `comm`: make_nccl_bootstrap,
 // unless a test put a stand-in in its place (an empty function puts

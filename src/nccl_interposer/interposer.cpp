@@ -16,16 +16,19 @@
 // the interposed ones (all-reduce, broadcast, reduce, all-gather,
 // reduce-scatter, send, recv); one NCCL has and the interposer does not
 // define is not seen.
+// ncclGroupSimulateEnd ends the group as ncclGroupEnd does, but NCCL only
+// estimates its operations: the held all-reduce goes to NCCL, uncounted.
 // Communicators made inside a group are initialised by NCCL at the group's
-// end: peerplan is created over them after the real ncclGroupEnd.
+// end, a simulated one's too: peerplan is created over them after the real
+// ncclGroupEnd or ncclGroupSimulateEnd.
 // Finalize or destroy inside a group releases peerplan's side locally (a
 // collective close would be queued in the group).
 #include <nccl.h>
 
 #include <atomic>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,15 +77,38 @@ void other_operation(ncclComm_t comm, std::size_t count, ncclDataType_t type) {
   }
 }
 
-bool non_blocking(const ncclConfig_t* config) {
-  if (config != nullptr && config->blocking != NCCL_CONFIG_UNDEF_INT) return config->blocking == 0;
+// NCCL_COMM_BLOCKING read as NCCL reads it (strtoll, any base): 0 or 1
+// overrides every communicator's config, any other value none.
+std::optional<bool> environment_non_blocking() {
   const char* env = std::getenv("NCCL_COMM_BLOCKING");
-  return env != nullptr && std::strcmp(env, "0") == 0;
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  errno = 0;
+  const long long value = std::strtoll(env, nullptr, 0);
+  if (errno != 0 || (value != 0 && value != 1)) return std::nullopt;
+  return value == 0;
+}
+
+// Whether NCCL makes a new communicator non-blocking: the environment, else
+// config->blocking, else `otherwise` (a split with no config inherits its
+// parent's; every other init is blocking).
+bool non_blocking(const ncclConfig_t* config, bool otherwise = false) {
+  if (const std::optional<bool> from_environment = environment_non_blocking()) {
+    return *from_environment;
+  }
+  if (config != nullptr && config->blocking != NCCL_CONFIG_UNDEF_INT) return config->blocking == 0;
+  return otherwise;
+}
+
+// A parent the interposer did not see made counts as blocking, NCCL's default.
+bool non_blocking_parent(ncclComm_t parent) {
+  const auto state = find_comm(parent);
+  return state != nullptr && state->non_blocking;
 }
 
 const char* const kNonBlocking =
-    "the communicator is non-blocking (ncclConfig_t::blocking = 0 or NCCL_COMM_BLOCKING=0), "
-    "which peerplan's bootstrap cannot wait on";
+    "the communicator is non-blocking (NCCL_COMM_BLOCKING=0, ncclConfig_t::blocking = 0, or a "
+    "split with no config of a non-blocking communicator), which peerplan's bootstrap cannot "
+    "wait on";
 
 // After a successful real init of `comm`.
 void created(ncclComm_t comm, const std::string& why_not = {}) {
@@ -98,13 +124,46 @@ void created(ncclComm_t comm, const std::string& why_not = {}) {
   attach_peerplan(comm, why_not);
 }
 
+// After a successful real init of `comm` by ncclCommInitRank(Config) or
+// ncclCommSplit, which NCCL made non-blocking or not.
+void created(ncclComm_t comm, bool non_blocking) {
+  if (non_blocking) {
+    attach_peerplan(comm, kNonBlocking, true);  // the reason only, even in a group
+  } else {
+    created(comm);
+  }
+}
+
+// Leaves the outermost group: its state, and this thread's outside any.
+GroupState leave_group() {
+  GroupState group = std::move(t_group);
+  t_group = GroupState{};
+  return group;
+}
+
+// After the real end of the outermost group (simulated or not), which
+// initialised the communicators made in it: peerplan over them.
+void attach_created(const std::vector<ncclComm_t>& created) {
+  // Several in one group is most likely one process driving several
+  // ranks of one communicator (one GPU each), whose collective create
+  // would wait for ranks this thread runs only afterwards.
+  const std::string why_not =
+      created.size() > 1
+          ? "several communicators were initialised in one group (one process for several "
+            "ranks?), and peerplan runs one rank per process"
+          : "";
+  for (ncclComm_t comm : created) attach_peerplan(comm, why_not);
+}
+
 // One WARN per process: a program may call NCCL in a loop.
 ncclResult_t missing(const char* name) {
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
-    log::warn(std::string("NCCL interposer: ") + name +
-              " (and every call whose real function is missing) fails with ncclInternalError: " +
-              real().error);
+    const std::string why =
+        real().error.empty() ? "the NCCL in " + real().source + " lacks it" : real().error;
+    log::warn(
+        std::string("NCCL interposer: ") + name +
+        " (and every call whose real function is missing) fails with ncclInternalError: " + why);
   }
   return ncclInternalError;
 }
@@ -119,9 +178,7 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks,
   if (!real().comm_init_rank) return missing("ncclCommInitRank");
   const ncclResult_t result = note_nccl_result(real().comm_init_rank(comm, nranks, commId, rank));
   // NCCL_COMM_BLOCKING=0 makes this communicator non-blocking too.
-  if (result == ncclSuccess || result == ncclInProgress) {
-    created(*comm, non_blocking(nullptr) ? kNonBlocking : "");
-  }
+  if (result == ncclSuccess || result == ncclInProgress) created(*comm, non_blocking(nullptr));
   return result;
 }
 
@@ -131,9 +188,7 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int n
   if (!real().comm_init_rank_config) return missing("ncclCommInitRankConfig");
   const ncclResult_t result =
       note_nccl_result(real().comm_init_rank_config(comm, nranks, commId, rank, config));
-  if (result == ncclSuccess || result == ncclInProgress) {
-    created(*comm, non_blocking(config) ? kNonBlocking : "");
-  }
+  if (result == ncclSuccess || result == ncclInProgress) created(*comm, non_blocking(config));
   return result;
 }
 
@@ -156,7 +211,8 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int 
   const ncclResult_t result =
       note_nccl_result(real().comm_split(comm, color, key, newcomm, config));
   if ((result == ncclSuccess || result == ncclInProgress) && newcomm && *newcomm) {
-    created(*newcomm, non_blocking(config) ? kNonBlocking : "");
+    // With no config NCCL copies the parent's (the environment still overrides).
+    created(*newcomm, non_blocking(config, config == nullptr && non_blocking_parent(comm)));
   }
   return result;
 }
@@ -190,8 +246,7 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupEnd() {
     if (t_group.depth > 1) --t_group.depth;
     return note_nccl_result(real().group_end());
   }
-  GroupState group = std::move(t_group);
-  t_group = GroupState{};
+  const GroupState group = leave_group();
   std::optional<Choice> to_peerplan;
   ncclResult_t result = group.held_result;
   if (group.held) {
@@ -210,19 +265,35 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupEnd() {
     const ncclResult_t ran = run(*group.held, *to_peerplan);
     if (result == ncclSuccess) result = ran;
   }
-  if (end == ncclSuccess) {
-    // Several in one group is most likely one process driving several
-    // ranks of one communicator (one GPU each), whose collective create
-    // would wait for ranks this thread runs only afterwards.
-    const std::string why_not =
-        group.created.size() > 1
-            ? "several communicators were initialised in one group (one process for several "
-              "ranks?), and peerplan runs one rank per process"
-            : "";
-    for (ncclComm_t comm : group.created) attach_peerplan(comm, why_not);
-  }
+  if (end == ncclSuccess) attach_created(group.created);
   return result;
 }
+
+// Headers older than NCCL 2.22 have no simulated groups: nothing to define.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
+PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  if (!real().group_simulate_end) return missing("ncclGroupSimulateEnd");
+  if (t_group.depth != 1) {
+    if (t_group.depth > 1) --t_group.depth;
+    return note_nccl_result(real().group_simulate_end(simInfo));
+  }
+  const GroupState group = leave_group();
+  ncclResult_t result = group.held_result;
+  if (group.held) {
+    // NCCL estimates it with the rest of the group and runs none of it:
+    // neither peerplan's nor NCCL's call, so not counted.
+    const NcclAllReduce& held = *group.held;
+    const ncclResult_t handed = note_nccl_result(real().all_reduce(
+        held.send, held.recv, held.count, held.type, held.op, held.comm, held.stream));
+    if (result == ncclSuccess) result = handed;
+  }
+  const ncclResult_t end = note_nccl_result(real().group_simulate_end(simInfo));
+  if (result == ncclSuccess) result = end;
+  // NCCL initialises the group's new communicators all the same.
+  if (end == ncclSuccess) attach_created(group.created);
+  return result;
+}
+#endif
 
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (!real().comm_finalize) return missing("ncclCommFinalize");
@@ -265,10 +336,16 @@ PEERPLAN_NCCL_EXPORT const char* ncclGetLastError(ncclComm_t comm) {
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!real().comm_get_async_error) return missing("ncclCommGetAsyncError");
   const ncclResult_t result = real().comm_get_async_error(comm, asyncError);
-  if (result == ncclSuccess && asyncError && *asyncError == ncclSuccess) {
-    if (auto state = find_comm(comm)) {
-      *asyncError = static_cast<ncclResult_t>(state->async_error.load());
-    }
+  if (result != ncclSuccess || asyncError == nullptr || *asyncError != ncclSuccess) return result;
+  const auto state = find_comm(comm);
+  if (state == nullptr || state->async_error.load() == ncclSuccess) return result;
+  // NCCL (2.28) asks it too, through its PLT, before each operation it
+  // enqueues: told of peerplan's error, it would refuse every call handed to
+  // it after a timeout, which the docs and counters say NCCL runs. NCCL gets
+  // its own answer, the program peerplan's (to abort the communicator). The
+  // address is read here: a helper's could be this function's.
+  if (!in_real_nccl(__builtin_return_address(0))) {
+    *asyncError = static_cast<ncclResult_t>(state->async_error.load());
   }
   return result;
 }
@@ -284,11 +361,14 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recv
       real().broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream));
 }
 
+// NCCL's own ncclBcast calls ncclBroadcast through its PLT, which the
+// preload binds to the interposer's: the real broadcast in place instead,
+// counted once.
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype,
                                             int root, ncclComm_t comm, cudaStream_t stream) {
-  if (!real().bcast) return missing("ncclBcast");
+  if (!real().broadcast) return missing("ncclBcast");
   other_operation(comm, count, datatype);
-  return note_nccl_result(real().bcast(buff, count, datatype, root, comm, stream));
+  return note_nccl_result(real().broadcast(buff, buff, count, datatype, root, comm, stream));
 }
 
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,

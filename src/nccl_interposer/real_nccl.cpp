@@ -48,6 +48,13 @@ void resolve(const Source& source, Function& function, const char* name, std::st
   if (!function) missing += std::string(missing.empty() ? "" : ", ") + name;
 }
 
+// The load address of the library that holds `code`, or null.
+const void* library_base(const void* code) {
+  Dl_info where{};
+  if (code == nullptr || dladdr(code, &where) == 0) return nullptr;
+  return where.dli_fbase;
+}
+
 RealNccl resolve_all() {
   RealNccl real;
   const Source source = find_source();
@@ -71,7 +78,6 @@ RealNccl resolve_all() {
   resolve(source, real.get_last_error, "ncclGetLastError", missing);
   resolve(source, real.comm_get_async_error, "ncclCommGetAsyncError", missing);
   resolve(source, real.broadcast, "ncclBroadcast", missing);
-  resolve(source, real.bcast, "ncclBcast", missing);
   resolve(source, real.reduce, "ncclReduce", missing);
   resolve(source, real.all_gather, "ncclAllGather", missing);
   resolve(source, real.reduce_scatter, "ncclReduceScatter", missing);
@@ -81,6 +87,11 @@ RealNccl resolve_all() {
   resolve(source, real.comm_count, "ncclCommCount", missing);
   resolve(source, real.comm_cu_device, "ncclCommCuDevice", missing);
   resolve(source, real.get_error_string, "ncclGetErrorString", missing);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
+  real.group_simulate_end = reinterpret_cast<decltype(real.group_simulate_end)>(
+      dlsym(source.handle, "ncclGroupSimulateEnd"));
+#endif
+  real.library_base = library_base(reinterpret_cast<const void*>(real.comm_get_async_error));
   if (!missing.empty()) {
     real.error = "the NCCL in " + real.source + " lacks " + missing +
                  " (an NCCL older than this interposer needs?); those calls fail";
@@ -95,6 +106,11 @@ const RealNccl& real_nccl() {
   // Never destroyed: the program may call NCCL from static destructors.
   static const RealNccl* const real = new RealNccl(resolve_all());
   return *real;
+}
+
+bool in_real_nccl(const void* code) {
+  const void* base = real_nccl().library_base;
+  return base != nullptr && library_base(code) == base;
 }
 
 bootstrap::NcclFunctions bootstrap_functions(const RealNccl& real) {

@@ -3,8 +3,9 @@
 // (fake_nccl.cpp, through PEERPLAN_NCCL_LIBRARY) and a fake peerplan
 // communicator put in the side table: which library runs each
 // ncclAllReduce, a group of one all-reduce run on peerplan after the real
-// group end, peerplan's errors in NCCL's terms, and close before NCCL's
-// destroy. No GPU: nothing runs on a device.
+// group end, a simulated group, peerplan's errors in NCCL's terms, close
+// before NCCL's destroy, and which communicators are non-blocking. No GPU:
+// nothing runs on a device.
 #include <gtest/gtest.h>
 #include <nccl.h>
 
@@ -157,6 +158,39 @@ TEST_F(InterposerDispatch, AGroupOfOneDeclaredAllReduceRunsOnPeerplanAfterTheRea
   EXPECT_EQ(fake_nccl_calls(), "GroupStart\nGroupEnd\n");
 }
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)  // ncclGroupSimulateEnd
+// ncclGroupSimulateEnd ends the group and runs none of it: the held
+// all-reduce goes to NCCL, which only estimates it (not counted), and the
+// next call is outside any group.
+TEST_F(InterposerDispatch, ASimulatedGroupRunsNothingAndEndsTheGroup) {
+  ncclGroupStart();
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  ncclSimInfo_t simulated = NCCL_SIM_INFO_INITIALIZER;
+  EXPECT_EQ(ncclGroupSimulateEnd(&simulated), ncclSuccess);
+  EXPECT_EQ(fake_nccl_calls(), "GroupStart\nAllReduce 64\nGroupSimulateEnd\n");
+  EXPECT_EQ(seen_->all_reduces, Counts{});
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{64});
+  EXPECT_EQ(fake_nccl_calls(), "");
+  EXPECT_EQ(summary().find("all-reduce calls: 1 to peerplan, 0 to NCCL, over 1 size\n"
+                           "  256 bytes: 1 to peerplan, 0 to NCCL\n"),
+            0u)
+      << summary();
+}
+
+TEST_F(InterposerDispatch, ASimulatedInnerGroupLeavesTheOuterGroupOpen) {
+  ncclGroupStart();
+  ncclGroupStart();
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  ncclSimInfo_t simulated = NCCL_SIM_INFO_INITIALIZER;
+  EXPECT_EQ(ncclGroupSimulateEnd(&simulated), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{}) << "ran before the outer group ended";
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{64});
+  EXPECT_EQ(fake_nccl_calls(), "GroupStart\nGroupStart\nGroupSimulateEnd\nGroupEnd\n");
+}
+#endif
+
 TEST_F(InterposerDispatch, AGroupOfSeveralRunsOnNcclInTheProgramsOrder) {
   ncclGroupStart();
   all_reduce(64);
@@ -176,11 +210,20 @@ TEST_F(InterposerDispatch, ATimeoutIsARemoteErrorAndLaterCallsGoToNccl) {
   EXPECT_EQ(ncclCommGetAsyncError(comm_, &async), ncclSuccess);
   EXPECT_EQ(async, ncclRemoteError);
   EXPECT_EQ(fake_nccl_calls(), "");
+  // NCCL asks ncclCommGetAsyncError before it runs a call, as the fake
+  // does: it gets its own answer, and runs them, declared or not.
   EXPECT_EQ(all_reduce(64), ncclSuccess);
-  EXPECT_EQ(fake_nccl_calls(), "AllReduce 64\n");
-  // NCCL ran the second call only.
+  EXPECT_EQ(all_reduce(32), ncclSuccess);
+  EXPECT_EQ(fake_nccl_calls(), "AllReduce 64\nAllReduce 32\n");
+  async = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(comm_, &async), ncclSuccess);
+  EXPECT_EQ(async, ncclRemoteError) << "the program must still see the timeout";
+  // NCCL ran the calls after the timeout only.
   EXPECT_NE(summary().find("256 bytes: 0 to peerplan, 1 to NCCL (after_timeout 1), 1 failed in "
                            "peerplan"),
+            std::string::npos)
+      << summary();
+  EXPECT_NE(summary().find("128 bytes: 0 to peerplan, 1 to NCCL (after_timeout 1)"),
             std::string::npos)
       << summary();
 }
@@ -198,6 +241,16 @@ TEST_F(InterposerDispatch, AnInvalidArgumentIsNcclsAndLeavesTheCommunicatorUsabl
   fail = false;
   EXPECT_EQ(all_reduce(64), ncclSuccess);
   EXPECT_EQ(seen_->all_reduces, Counts{64});
+}
+
+// NCCL's ncclBcast is its ncclBroadcast in place, called through the
+// exported symbol (the fake's too): one operation, counted once.
+TEST_F(InterposerDispatch, ABcastIsCountedOnce) {
+  EXPECT_EQ(ncclBcast(buffer_, 64, ncclFloat, 0, comm_, nullptr), ncclSuccess);
+  EXPECT_EQ(fake_nccl_calls(), "Broadcast 64\n");
+  EXPECT_NE(summary().find("256 bytes: 0 to peerplan, 1 to NCCL (not_all_reduce 1)"),
+            std::string::npos)
+      << summary();
 }
 
 TEST_F(InterposerDispatch, DestroyClosesPeerplanBeforeNcclsDestroy) {
@@ -252,6 +305,35 @@ TEST_F(InterposerDispatch, ACommunicatorMarkedAbortedSendsItsCallsToNccl) {
   EXPECT_EQ(fake_nccl_calls(), "AllReduce 64\n");
 }
 
+// Counts the bootstraps attach_peerplan makes, each failing at once (no
+// peers): whether peerplan's collective setup was entered on a new
+// communicator.
+class CountedBootstraps {
+ public:
+  CountedBootstraps() {
+    set_bootstrap_maker([this](ncclComm_t, const bootstrap::NcclFunctions&,
+                               std::chrono::milliseconds) -> std::unique_ptr<bootstrap::Bootstrap> {
+      ++made_;
+      throw NcclError("stand-in bootstrap: no peers");
+    });
+  }
+  ~CountedBootstraps() { set_bootstrap_maker({}); }
+  int made() const { return made_; }
+
+ private:
+  int made_ = 0;
+};
+
+// A communicator NCCL makes non-blocking gets no bootstrap, and nothing is
+// asked of it (NCCL warns of calls on one still initialising).
+void expect_non_blocking(ncclComm_t comm, const CountedBootstraps& bootstraps) {
+  const auto state = find_comm(comm);
+  ASSERT_NE(state, nullptr);
+  EXPECT_NE(state->reason.find("non-blocking"), std::string::npos) << state->reason;
+  EXPECT_EQ(bootstraps.made(), 0);
+  EXPECT_EQ(fake_nccl_calls().find("CommUserRank"), std::string::npos);
+}
+
 // NCCL_COMM_BLOCKING=0 makes every communicator non-blocking, those of
 // ncclCommInitRank too: peerplan's bootstrap, which waits on NCCL calls,
 // must not run on it. The reason is recorded without any exchange.
@@ -269,6 +351,80 @@ TEST(InterposerInit, NcclCommBlockingZeroKeepsPeerplanOffACommunicatorOfInitRank
   EXPECT_FALSE(state->has_communicator());
   take_comm(comm);
 }
+
+// NCCL_COMM_BLOCKING=0 or 1 overrides ncclConfig_t::blocking.
+TEST(InterposerInit, NcclCommBlockingOverridesTheConfig) {
+  ASSERT_TRUE(kFakeNccl);
+  ncclUniqueId id{};
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  ncclComm_t non_blocking = nullptr, blocking = nullptr;
+  {
+    const CountedBootstraps bootstraps;
+    fake_nccl_calls();
+    config.blocking = 1;
+    ASSERT_EQ(setenv("NCCL_COMM_BLOCKING", "0", 1), 0);
+    ASSERT_EQ(ncclCommInitRankConfig(&non_blocking, 2, id, 0, &config), ncclSuccess);
+    expect_non_blocking(non_blocking, bootstraps);
+  }
+  {
+    const CountedBootstraps bootstraps;
+    config.blocking = 0;
+    ASSERT_EQ(setenv("NCCL_COMM_BLOCKING", "1", 1), 0);
+    ASSERT_EQ(ncclCommInitRankConfig(&blocking, 2, id, 0, &config), ncclSuccess);
+    EXPECT_EQ(bootstraps.made(), 1) << find_comm(blocking)->reason;
+  }
+  unsetenv("NCCL_COMM_BLOCKING");
+  take_comm(non_blocking);
+  take_comm(blocking);
+}
+
+// ncclCommSplit with no config copies the parent's: a split of a
+// non-blocking communicator is non-blocking. One with a config of its own
+// is blocking unless that config says otherwise.
+TEST(InterposerInit, ASplitWithoutConfigInheritsItsParentsNonBlocking) {
+  ASSERT_TRUE(kFakeNccl);
+  unsetenv("NCCL_COMM_BLOCKING");
+  ncclUniqueId id{};
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t parent = nullptr, child = nullptr, configured = nullptr;
+  {
+    const CountedBootstraps bootstraps;
+    fake_nccl_calls();
+    ASSERT_EQ(ncclCommInitRankConfig(&parent, 2, id, 0, &config), ncclSuccess);
+    ASSERT_EQ(ncclCommSplit(parent, 0, 0, &child, nullptr), ncclSuccess);
+    expect_non_blocking(child, bootstraps);
+  }
+  {
+    const CountedBootstraps bootstraps;
+    ncclConfig_t own = NCCL_CONFIG_INITIALIZER;
+    ASSERT_EQ(ncclCommSplit(parent, 1, 0, &configured, &own), ncclSuccess);
+    EXPECT_EQ(bootstraps.made(), 1) << find_comm(configured)->reason;
+  }
+  take_comm(parent);
+  take_comm(child);
+  take_comm(configured);
+}
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)  // ncclGroupSimulateEnd
+// NCCL initialises the communicators made in a group at its end, a
+// simulated end too: peerplan's side comes after it.
+TEST(InterposerInit, ACommunicatorMadeInASimulatedGroupIsSetUpAtItsEnd) {
+  ASSERT_TRUE(kFakeNccl);
+  unsetenv("NCCL_COMM_BLOCKING");
+  const CountedBootstraps bootstraps;
+  ncclUniqueId id{};
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclCommInitRank(&comm, 2, id, 0), ncclSuccess);
+  EXPECT_EQ(find_comm(comm), nullptr) << "set up before the group ended";
+  ncclSimInfo_t simulated = NCCL_SIM_INFO_INITIALIZER;
+  ASSERT_EQ(ncclGroupSimulateEnd(&simulated), ncclSuccess);
+  EXPECT_NE(find_comm(comm), nullptr);
+  EXPECT_EQ(bootstraps.made(), 1);
+  take_comm(comm);
+}
+#endif
 
 }  // namespace
 }  // namespace peerplan::nccl_interposer

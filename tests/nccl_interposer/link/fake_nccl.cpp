@@ -3,7 +3,9 @@
 // calls that reach it: the interposer's order test points
 // PEERPLAN_NCCL_LIBRARY at it, so the calls the interposer hands to "the
 // real NCCL" can be checked without a GPU. fake_nccl_log() returns the
-// record, one call per line.
+// record, one call per line. Where NCCL 2.28 calls its own exported
+// functions (through its PLT, where a preloaded interposer's definitions
+// take the calls), so does this fake.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -51,12 +53,25 @@ FAKE ncclResult_t ncclCommSplit(ncclComm_t, int color, int, ncclComm_t* newcomm,
   *newcomm = new_comm();
   return note("CommSplit " + std::to_string(color));
 }
+// As NCCL's enqueue check (ncclCommEnsureReady): refused when the
+// communicator reports an asynchronous error.
 FAKE ncclResult_t ncclAllReduce(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t,
-                                ncclComm_t, cudaStream_t) {
+                                ncclComm_t comm, cudaStream_t) {
+  ncclResult_t async = ncclSuccess;
+  if (const ncclResult_t asked = ncclCommGetAsyncError(comm, &async); asked != ncclSuccess) {
+    return asked;
+  }
+  if (async != ncclSuccess && async != ncclInProgress) {
+    note("AllReduce refused " + std::to_string(count));
+    return async;
+  }
   return note("AllReduce " + std::to_string(count));
 }
 FAKE ncclResult_t ncclGroupStart() { return note("GroupStart"); }
 FAKE ncclResult_t ncclGroupEnd() { return note("GroupEnd"); }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
+FAKE ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) { return note("GroupSimulateEnd"); }
+#endif
 FAKE ncclResult_t ncclCommFinalize(ncclComm_t) { return note("CommFinalize"); }
 FAKE ncclResult_t ncclCommDestroy(ncclComm_t) { return note("CommDestroy"); }
 FAKE ncclResult_t ncclCommAbort(ncclComm_t) { return note("CommAbort"); }
@@ -68,8 +83,10 @@ FAKE ncclResult_t ncclBroadcast(const void*, void*, size_t count, ncclDataType_t
                                 cudaStream_t) {
   return note("Broadcast " + std::to_string(count));
 }
-FAKE ncclResult_t ncclBcast(void*, size_t count, ncclDataType_t, int, ncclComm_t, cudaStream_t) {
-  return note("Bcast " + std::to_string(count));
+// As NCCL's: a broadcast in place.
+FAKE ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t type, int root,
+                            ncclComm_t comm, cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, type, root, comm, stream);
 }
 FAKE ncclResult_t ncclReduce(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t, int,
                              ncclComm_t, cudaStream_t) {

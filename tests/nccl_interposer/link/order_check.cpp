@@ -130,6 +130,16 @@ int main(int argc, char** argv) {
   expect("nested groups: held to the outermost end, inside the real group",
          "GroupStart\nGroupStart\nGroupEnd\nAllReduce 18\nGroupEnd\n");
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)  // ncclGroupSimulateEnd
+  NCCL(ncclGroupStart)();
+  all_reduce(19);
+  ncclSimInfo_t simulated = NCCL_SIM_INFO_INITIALIZER;
+  NCCL(ncclGroupSimulateEnd)(&simulated);
+  all_reduce(20);
+  expect("a simulated group: its all-reduce handed on inside it, the next call outside any group",
+         "GroupStart\nAllReduce 19\nGroupSimulateEnd\nAllReduce 20\n");
+#endif
+
   ncclComm_t grouped = nullptr;
   NCCL(ncclGroupStart)();
   NCCL(ncclCommInitRank)(&grouped, 1, id, 0);
