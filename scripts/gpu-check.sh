@@ -68,6 +68,14 @@ FULL=${FULL:-}
 FULL_DEADLINE=${FULL_DEADLINE:-540}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)  # ctest writes its JUnit files there from the build directory
+# The end replaces OUT's contents by one archive: only an empty folder, or
+# one an earlier run made (its marker), is used - never a folder of yours.
+if [[ ! -e "$OUT/.gpu-check-out" && -n "$(ls -A "$OUT")" ]]; then
+  echo "OUT=$OUT holds files that gpu-check.sh did not write, and the run ends by replacing" \
+    "its contents with gpu-check.tgz; name a new or empty folder" >&2
+  exit 2
+fi
+touch "$OUT/.gpu-check-out"
 for n in $RANKS; do
   [[ $n =~ ^[2-8]$ ]] || { echo "RANKS=\"$RANKS\": each rank count must be 2 to 8" >&2; exit 2; }
 done
@@ -344,4 +352,5 @@ fi
 echo "==== summary ===="; printf '%s\n' "${SUMMARY[@]}"
 # Everything in one archive: the device tool returns at most 8 files.
 printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"
-tar czf /tmp/gpu-check.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-check.tgz "$OUT/"
+archive=$(mktemp "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+tar czf "$archive" -C "$OUT" . && rm -rf "${OUT:?}"/* && mv "$archive" "$OUT/gpu-check.tgz"
