@@ -41,6 +41,7 @@ die() { say "$*" >&2; exit 2; }
 
 source_arg=${1:-.nccl-tests}
 build=${PEERPLAN_BUILD:-build-cuda}
+case $build in /*) ;; *) build=$PWD/$build ;; esac  # the preload path must be absolute
 dtypes=${DTYPES:-bfloat16 half float}
 modes=${MODES:-eager graph}
 out=${OUT:-.nccl-tests/out}
@@ -50,7 +51,7 @@ mkdir -p "$out"
 caller_library_path=${LD_LIBRARY_PATH:-}
 
 # --- libpeerplan_nccl.so
-preload="$PWD/$build/src/nccl_interposer/libpeerplan_nccl.so"
+preload="$build/src/nccl_interposer/libpeerplan_nccl.so"
 if [ ! -f "$preload" ]; then
   [ -f "$build/CMakeCache.txt" ] || die "no CUDA build in $build; configure one (cmake -S . -B $build -DPEERPLAN_WITH_CUDA=ON) or set PEERPLAN_BUILD"
   say "building libpeerplan_nccl.so in $build"
