@@ -5,6 +5,7 @@
 include(CMakePackageConfigHelpers)
 include(PeerplanPackageDependencies)
 include(PeerplanInstallRpath)
+include(PeerplanPkgConfigPaths)
 
 # The installed shared library finds its dependencies outside the system's
 # folders through its RUNPATH (cmake/PeerplanInstallRpath.cmake), after any
@@ -45,8 +46,9 @@ install(FILES ${PROJECT_BINARY_DIR}/peerplanConfig.cmake
 
 # The .pc file finds its prefix relative to itself, so the installed tree
 # works wherever it is installed or moved (cmake --install --prefix ...).
-file(RELATIVE_PATH PEERPLAN_PC_PREFIX_FROM_PCDIR
-     "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+peerplan_pkg_config_paths(PEERPLAN_PC_PREFIX PEERPLAN_PC_LIBDIR PEERPLAN_PC_INCLUDEDIR
+  LIBDIR "${CMAKE_INSTALL_LIBDIR}" INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}"
+  INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/peerplan.pc.in ${PROJECT_BINARY_DIR}/peerplan.pc @ONLY)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/peerplan-c.pc.in ${PROJECT_BINARY_DIR}/peerplan-c.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/peerplan.pc ${PROJECT_BINARY_DIR}/peerplan-c.pc
