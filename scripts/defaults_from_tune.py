@@ -55,6 +55,13 @@ def parse_size(text, where):
     return int(match.group(1)) * UNITS.get(match.group(2).upper(), 1)
 
 
+def parse_cutoff(text, where):
+    if text.strip().lower() == "auto":
+        raise Refused(f"{where}: 'auto' is no measurement; run peerplan_tune again, or write the "
+                      "cutoff the defaults should have")
+    return parse_size(text, where)
+
+
 def parse_window(text, where):
     """(above, up_to) with up_to None for no ceiling; None for never."""
     word = text.strip().lower()
@@ -141,11 +148,14 @@ def block_lines(entry, path):
     """The block's lines, BEGIN and END included."""
     missing = [key for key, _ in CUTOFFS + WINDOWS if key not in entry]
     if missing:
+        # peerplan_tune leaves fused_max_bytes out when no swept size held a row.
+        fused = (" (fused_max_bytes: with -e at least one row of --hidden elements)"
+                 if "fused_max_bytes" in missing else "")
         raise Refused(f"{path}: the entry has no {', '.join(missing)}; the defaults need every "
                       "cutoff and window: run peerplan_tune on the cuda backend in push mode "
-                      "with --protocols-max above 0")
+                      f"with --protocols-max above 0{fused}")
     where = {key: f"{path}, line {line}" for key, (_, line) in entry.items()}
-    cutoffs = {key: parse_size(entry[key][0], where[key]) for key, _ in CUTOFFS}
+    cutoffs = {key: parse_cutoff(entry[key][0], where[key]) for key, _ in CUTOFFS}
     windows = {key: parse_window(entry[key][0], where[key]) for key, _ in WINDOWS}
     source = entry.get("measured", ("not recorded in the entry",))[0]
     fingerprint = entry["fingerprint"][0]

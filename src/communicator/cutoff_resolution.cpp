@@ -26,6 +26,16 @@ bool first_warning_for(const std::string& file, const std::string& fingerprint) 
   return warned.emplace(file, fingerprint).second;
 }
 
+// peerplan_tune measures one node and refuses a job on several (a
+// " nodes=" fingerprint): such an entry is written by hand.
+std::string how_to_add_entry(const std::string& fingerprint) {
+  if (fingerprint.find(" nodes=") != std::string::npos) {
+    return "peerplan_tune measures one node only: write this fingerprint's entry by hand "
+           "(docs/tuning.md, \"Several nodes\")";
+  }
+  return "Run peerplan_tune with this many ranks on this machine to add one";
+}
+
 void warn_no_entry(const std::string& file, const std::string& fingerprint,
                    const routing::TuningFile& tuning) {
   if (!first_warning_for(file, fingerprint)) return;
@@ -34,8 +44,7 @@ void warn_no_entry(const std::string& file, const std::string& fingerprint,
     entries += (entries.empty() ? "'" : ", '") + entry.fingerprint + "'";
   log::warn("tuning file " + file + " has no entry for this machine's fingerprint '" + fingerprint +
             "' (its entries: " + (entries.empty() ? "none" : entries) +
-            "); using the built-in cutoffs. Run peerplan_tune with this many ranks on this "
-            "machine to add one");
+            "); using the built-in cutoffs. " + how_to_add_entry(fingerprint));
 }
 
 const char* source_of(std::size_t RouteCutoffs::*member, const Config& config,

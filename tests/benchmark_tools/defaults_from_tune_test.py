@@ -116,6 +116,11 @@ if CXX:
 refusals = {
     "missing.tune": (ENTRY.replace("fused_ll = 32K\n", ""), "fused_ll"),
     "auto.tune": (ENTRY.replace("fused_ll = 32K", "fused_ll = auto"), "'auto' is no measurement"),
+    # peerplan_tune leaves an unmeasured fused cutoff out (-e below one row).
+    "nofused.tune": (ENTRY.replace("fused_max_bytes = 12582912\n", ""),
+                     "with -e at least one row of --hidden"),
+    "autocutoff.tune": (ENTRY.replace("fused_max_bytes = 12582912", "fused_max_bytes = auto"),
+                        "'auto' is no measurement"),
     "empty.tune": (ENTRY.replace("fused_ll = 32K", "fused_ll = 0"), "write never"),
     "backwards.tune": (ENTRY.replace("32K..8M", "8M..32K"), "holds no message"),
     "size.tune": (ENTRY.replace("12582912", "12 MiB"), "not a byte count"),

@@ -53,7 +53,7 @@ TEST(DeriveCutoffs, TheGpuShape) {
   EXPECT_EQ(c.one_shot_max_bytes, 64 * KiB);
   EXPECT_EQ(c.two_shot_min_bytes, 512 * KiB);
   EXPECT_EQ(c.two_shot_max_bytes, 4 * MiB);
-  EXPECT_EQ(c.fused_max_bytes, 0u);
+  EXPECT_EQ(c.fused_max_bytes, kAutoCutoff);  // no fused rows: not measured
 }
 
 TEST(DeriveCutoffs, OneShotNeedsToWinEverySizeUpToItsCutoff) {
@@ -111,8 +111,18 @@ TEST(DeriveCutoffs, FusedPrefix) {
   EXPECT_EQ(derive_cutoffs({}, std::vector<FusedTimes>{{14336, 1, 9, 5}}).fused_max_bytes, 0u);
 }
 
-TEST(DeriveCutoffs, NothingMeasuredDisablesEveryRoute) {
-  EXPECT_EQ(derive_cutoffs({}, {}), (RouteCutoffs{0, 0, 0, 0}));
+TEST(DeriveCutoffs, NoAllReduceMeasuredDisablesItsRoutes) {
+  EXPECT_EQ(derive_cutoffs({}, {}), (RouteCutoffs{0, 0, kAutoCutoff, 0}));
+}
+
+TEST(DeriveCutoffs, NoFusedRowLeavesTheFusedCutoffAuto) {
+  // -e below one row of --hidden: no fused size was timed, so the entry
+  // must not turn the fused route off (0) but keep the default (auto).
+  const RouteCutoffs c = derive_cutoffs(rows(1 * KiB, {O, O, F}), {});
+  EXPECT_EQ(c.one_shot_max_bytes, 2 * KiB);
+  EXPECT_EQ(c.fused_max_bytes, kAutoCutoff);
+  // A fused row that lost is a measurement: the route is off.
+  EXPECT_EQ(derive_cutoffs({}, std::vector<FusedTimes>{{14336, 1, 9, 5}}).fused_max_bytes, 0u);
 }
 
 }  // namespace

@@ -80,6 +80,15 @@ TEST_F(WriteEntry, KeepsTheProtocolWindows) {
   EXPECT_EQ(text.find("two_shot_dma"), std::string::npos) << text;
 }
 
+TEST_F(WriteEntry, LeavesAnAutoCutoffOutAndReadsItBackAuto) {
+  // An unmeasured fused cutoff (-e below one row of --hidden) stays auto.
+  write_entry(path_, {"host ranks=2", RouteCutoffs{1, 2, kAutoCutoff, 0}, "run 1", 0, {}, {}}, "");
+  const auto file = routing::read_tuning_file(path_);
+  ASSERT_EQ(file.entries.size(), 1u);
+  EXPECT_EQ(file.entries[0].cutoffs, (RouteCutoffs{1, 2, kAutoCutoff, 0}));
+  EXPECT_EQ(contents().find("fused_max_bytes"), std::string::npos) << contents();
+}
+
 TEST_F(WriteEntry, LeavesAFileItCannotParseAlone) {
   std::ofstream(path_) << "not a tuning file\n";
   EXPECT_THROW(write_entry(path_, {"host ranks=2", RouteCutoffs{1, 1, 1, 1}, "", 0, {}, {}}, ""),

@@ -121,6 +121,9 @@ RouteCutoffs derive_cutoffs(std::span<const AllReduceTimes> all_reduce,
     cutoffs.two_shot_max_bytes = all_reduce[run.first + run.length - 1].bytes;
     cutoffs.two_shot_min_bytes = run.first == above_one_shot ? 0 : all_reduce[run.first].bytes;
   }
+  // No fused row (-e below one row of --hidden): nothing measured, so the
+  // entry must not turn the fused route off; auto keeps the default.
+  if (fused.empty()) cutoffs.fused_max_bytes = kAutoCutoff;
   for (const FusedTimes& row : fused) {
     if (!(row.p2p_us < row.fallback_us)) break;
     cutoffs.fused_max_bytes = row.bytes;

@@ -54,7 +54,8 @@ Winner fastest(const AllReduceTimes& times) noexcept;
 //    window reaches down to one-shot's). Both 0 when two-shot never wins.
 //  - fused_max_bytes: the largest measured size s such that the fused P2P
 //    route beats its fallback at every measured size <= s; 0 if not at the
-//    smallest (or nothing was measured).
+//    smallest; kAutoCutoff (auto, the default applies) when no fused size
+//    was measured (-e below one row of --hidden).
 // Between two measured sizes a route is admitted only up to the last size
 // where it was seen to win: the cutoffs never claim an unmeasured win.
 RouteCutoffs derive_cutoffs(std::span<const AllReduceTimes> all_reduce,

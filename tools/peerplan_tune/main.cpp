@@ -23,9 +23,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <fstream>
@@ -43,6 +45,7 @@
 #include "routing/fingerprint.hpp"
 #include "routing/launch_shape_tuning.hpp"
 #include "routing/protocol_tuning.hpp"
+#include "tunable_machine.hpp"
 #include "tuning_output.hpp"
 
 #ifndef PEERPLAN_TUNE_SOURCE_COMMIT
@@ -308,9 +311,11 @@ nlohmann::json as_json(const Options& options, const tune::Sweep& sweep,
                      {"p2p_us", row.p2p_us},
                      {"fallback_us", row.fallback_us}});
   }
-  nlohmann::json resolved;
-  for (const auto& field : routing::kCutoffFields)
-    resolved[field.name] = entry.cutoffs.*field.member;
+  nlohmann::json resolved;  // null where a cutoff is auto (not measured), as for the windows
+  for (const auto& field : routing::kCutoffFields) {
+    const std::size_t bytes = entry.cutoffs.*field.member;
+    resolved[field.name] = bytes == kAutoCutoff ? nlohmann::json(nullptr) : nlohmann::json(bytes);
+  }
   const auto dtype = parse_data_type(options.dtype_text);  // checked before the sweep
   return {{"fingerprint", sweep.fingerprint},
           {"backend", to_string(sweep.backend)},
@@ -351,11 +356,26 @@ void refuse_shared_gpus(const tune::Sweep& sweep, const Options& options) {
                          "the tool, and writes no file.");
 }
 
+// The tool forces each route on one node; on several the router puts every
+// P2P call on the hierarchical route, whose crossovers depend on the network
+// between the nodes, which the tool does not measure.
+void refuse_several_nodes(const tune::Sweep& sweep) {
+  const int nodes = tune::nodes_in_fingerprint(sweep.fingerprint);
+  if (nodes <= 1) return;
+  throw UntunableMachine(
+      "the ranks are on " + std::to_string(nodes) + " nodes ('" + sweep.fingerprint +
+      "'): peerplan_tune measures one node (on several, every P2P call takes the hierarchical "
+      "route, whose crossovers depend on the network between the nodes). To tune a node, run "
+      "it on that node's ranks alone; for this job, write the entry for '" +
+      sweep.fingerprint + "' by hand (docs/tuning.md, \"Several nodes\").");
+}
+
 // Every rank checks the machine; rank 0 prints each row as it is measured.
 tune::RowListener make_listener(const Options& options, const tune::SweepPlan& plan) {
   const bool root = world_rank() == 0;
   tune::RowListener listener;
   listener.started = [&options, &plan, root](const tune::Sweep& sweep) {
+    refuse_several_nodes(sweep);
     refuse_shared_gpus(sweep, options);
     if (!root) return;
     print_header(sweep, plan, options);
@@ -408,6 +428,16 @@ std::string file_comment(const std::string& when) {
          "PEERPLAN_TUNING_FILE=<this file>.";
 }
 
+// Throws std::runtime_error naming the system's reason when `path` cannot
+// be written in full (a missing directory, a full disk).
+void write_json(const std::string& path, const nlohmann::json& json) {
+  errno = 0;
+  std::ofstream out(path, std::ios::trunc);
+  out << json.dump(2) << "\n";
+  if (out.flush()) return;
+  throw std::runtime_error(errno != 0 ? std::strerror(errno) : "the write failed");
+}
+
 // Rank 0: prints what was derived, writes the entry (never for ranks
 // sharing a GPU) and the JSON. False when a file could not be written.
 bool publish(const Options& options, const tune::Sweep& sweep, const routing::TuningEntry& entry,
@@ -415,6 +445,7 @@ bool publish(const Options& options, const tune::Sweep& sweep, const routing::Tu
   std::printf("# cutoffs: %s\n", routing::describe_cutoffs(entry.cutoffs).c_str());
   std::printf("# protocols: %s\n", routing::describe_protocol_tuning(entry.protocols).c_str());
   std::printf("# one-shot grid: %s\n", grid_text(entry.shapes).c_str());
+  const std::string* target = &options.out;  // the file being written, for the error
   try {
     if (gpus_shared(sweep)) {
       std::printf(
@@ -427,10 +458,11 @@ bool publish(const Options& options, const tune::Sweep& sweep, const routing::Tu
                   sweep.fingerprint.c_str(), options.out.c_str());
     }
     if (!options.json_path.empty()) {
-      std::ofstream(options.json_path) << as_json(options, sweep, entry).dump(2) << "\n";
+      target = &options.json_path;
+      write_json(options.json_path, as_json(options, sweep, entry));
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "peerplan_tune: cannot write %s: %s\n", options.out.c_str(), e.what());
+    std::fprintf(stderr, "peerplan_tune: cannot write %s: %s\n", target->c_str(), e.what());
     return false;
   }
   return true;

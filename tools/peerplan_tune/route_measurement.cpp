@@ -374,15 +374,17 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
   auto two_shot =
       Communicator::create(comm, forcing(backend, RouteCutoffs{0, plan.max_bytes, 0, 0}));
   auto fallback = Communicator::create(comm, forcing(backend, RouteCutoffs{0, 0, 0, 0}, true));
-  require(one_shot->p2p_enabled() && two_shot->p2p_enabled(),
-          "P2P is disabled here (" + one_shot->p2p_disabled_reason() +
-              "): there is nothing to tune; every call takes the fallback");
 
   Sweep sweep;
   sweep.backend = backend;
   sweep.ranks = one_shot->size();
   sweep.fingerprint = one_shot->topology_fingerprint();
+  // First, so that a machine the tool refuses (ranks sharing a GPU, several
+  // nodes) hears why rather than of a symptom.
   if (listener.started) listener.started(sweep);
+  require(one_shot->p2p_enabled() && two_shot->p2p_enabled(),
+          "P2P is disabled here (" + one_shot->p2p_disabled_reason() +
+              "): there is nothing to tune; every call takes the fallback");
 
   const CallBuffer weight(backend, static_cast<std::size_t>(plan.hidden) * esize);
   std::vector<Declaration> declarations = all_reduce_declarations(sizes, plan.dtype);
@@ -423,6 +425,11 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
       sweep.all_reduce.push_back(row);
       if (listener.all_reduce) listener.all_reduce(row);
     }
+  }
+  if (fused.empty() && listener.skipped) {
+    listener.skipped(
+        "fused: not measured; no size from -b to -e holds a row of --hidden elements (the "
+        "entry leaves fused_max_bytes auto)");
   }
   if (!fused.empty()) {
     const CallBuffer inout(backend, fused_max), residual(backend, fused_max);
