@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The MPI fallback on its own: MPI errors never abort the job, a bad dtype is
-// rejected before any MPI call, and the communicator the fallback owns is
+// rejected before any MPI call, ranks that make different calls get Mismatch
+// before anything is posted, and the communicator the fallback owns is
 // duplicated within the timeout.
 #include <mpi.h>
 
@@ -144,14 +145,135 @@ TEST(MpiFallback, ContiguousReductionOfTheFusedOpIsTheRankOrderSumRoundedOnce) {
             << "rank " << r << " got other bits, " << to_string(dtype) << " x" << count;
     }
   }
-  // Ranks that make different kinds of call: Mismatch on every rank. Only
-  // at 2 ranks, where both kinds post the same MPI collective; beyond, one
-  // rank's allgather would meet the others' allreduce, which MPI does not
-  // define.
-  if (world_size() == 2) {
-    std::vector<float> data(64, 1.0f);
-    EXPECT_THROW(fallback.all_reduce_contiguous(data.data(), DataType::f32, 64, world_rank() == 0),
-                 Mismatch);
+  // Ranks that make different kinds of call: Mismatch on every rank, at
+  // every size (the ranks compare their calls before posting: beyond 2
+  // ranks the fused op's allgather would meet the others' allreduce).
+  std::vector<float> data(64, 1.0f);
+  EXPECT_THROW(fallback.all_reduce_contiguous(data.data(), DataType::f32, 64, world_rank() == 0),
+               Mismatch);
+  EXPECT_EQ(data, std::vector<float>(64, 1.0f)) << "a Mismatch must leave the buffer untouched";
+}
+
+// Runs `call` on every rank; expects Mismatch quoting `quoted`, well within
+// the timeout (the ranks compare their calls before posting anything).
+template <typename Call>
+void expect_mismatch(Call&& call, const std::vector<std::string>& quoted) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    call();
+    ADD_FAILURE() << "expected Mismatch: the ranks made different calls";
+  } catch (const Mismatch& e) {
+    for (const std::string& text : quoted)
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kTimeout / 2);
+}
+
+// An all_reduce that must still work, on every rank alike.
+void expect_working_all_reduce(MpiFallback& fallback, std::int64_t count) {
+  const TensorLayout layout{count};
+  std::vector<float> in(static_cast<std::size_t>(count), 1.0f);
+  std::vector<float> out(static_cast<std::size_t>(count), 0.0f);
+  fallback.all_reduce(AllReduceArgs{in.data(), out.data(), DataType::f32, &layout, nullptr});
+  EXPECT_EQ(out, std::vector<float>(out.size(), static_cast<float>(world_size())))
+      << "the fallback must work after a Mismatch";
+}
+
+// Different counts (or dtypes) would make MPI write past the smaller rank's
+// buffer (the process died in MPI_Testall with "free(): invalid pointer")
+// or abort the whole job (MPI_ERR_TRUNCATE goes to MPI_COMM_WORLD's fatal
+// handler): Mismatch on every rank instead, with no buffer touched.
+TEST(MpiFallback, DifferentCountsOrDtypesAreMismatchWithNothingPosted) {
+  MpiFallback fallback = make_fallback();
+  struct Case {
+    std::int64_t rank1_count, others_count;
+    DataType rank1_dtype;
+  };
+  for (const Case c : {Case{100000, 64, DataType::f32}, Case{3, 5, DataType::f32},
+                       Case{5, 3, DataType::f32}, Case{64, 64, DataType::f16}}) {
+    const bool odd_one = world_rank() == 1;
+    const std::int64_t count = odd_one ? c.rank1_count : c.others_count;
+    const DataType dtype = odd_one ? c.rank1_dtype : DataType::f32;
+    const TensorLayout layout{count};
+    // Room past the end, so that a write beyond `count` would show.
+    const std::size_t bytes = static_cast<std::size_t>(count) * element_size(dtype) + 4096;
+    std::vector<std::byte> in(bytes, std::byte{0x3c});
+    std::vector<std::byte> out(bytes, std::byte{0x5a});
+    const auto in_before = in;
+    const auto out_before = out;
+    expect_mismatch(
+        [&] {
+          fallback.all_reduce(AllReduceArgs{in.data(), out.data(), dtype, &layout, nullptr});
+        },
+        {"different fallback calls", std::to_string(c.rank1_count) + " " + to_string(c.rank1_dtype),
+         std::to_string(c.others_count) + " f32"});
+    EXPECT_EQ(in, in_before) << "count " << count;
+    EXPECT_EQ(out, out_before) << "count " << count << ": a Mismatch must not touch out";
+    EXPECT_EQ(fallback.pending_abandoned(), 0u) << "nothing may have been posted";
+    expect_working_all_reduce(fallback, 1000);
+  }
+}
+
+// The fused op's all-reduce at 3+ ranks is an MPI_Iallgather: a fused call
+// on rank 0 against plain ones elsewhere would pair an allgather with
+// allreduces. Mismatch on every rank instead.
+TEST(MpiFallback, FusedAgainstPlainCallsIsMismatchWithNothingPosted) {
+  MpiFallback fallback = make_fallback();
+  const TensorLayout layout{2, 32};
+  std::vector<float> a(64, 1.5f), b(64, 2.5f);
+  const std::vector<float> weight(32, 1.0f);
+  if (world_rank() == 0) {
+    expect_mismatch(
+        [&] {
+          fallback.fused_add_rms_norm(
+              FusedArgs{a.data(), b.data(), weight.data(), 1e-6f, DataType::f32, &layout, nullptr});
+        },
+        {"fused_add_rms_norm (all-reduce part) of 64 f32", "all_reduce of 64 f32"});
+  } else {
+    expect_mismatch(
+        [&] {
+          fallback.all_reduce(AllReduceArgs{a.data(), b.data(), DataType::f32, &layout, nullptr});
+        },
+        {"fused_add_rms_norm (all-reduce part) of 64 f32", "all_reduce of 64 f32"});
+  }
+  EXPECT_EQ(a, std::vector<float>(64, 1.5f)) << "a Mismatch must not touch inout / in";
+  EXPECT_EQ(b, std::vector<float>(64, 2.5f)) << "a Mismatch must not touch residual / out";
+  EXPECT_EQ(fallback.pending_abandoned(), 0u) << "nothing may have been posted";
+  expect_working_all_reduce(fallback, 64);
+}
+
+// A rank makes its call after the others gave up on it (past their timeout
+// and roll call), with the same count or another one: every rank raises
+// (Timeout, or Mismatch on the late rank that saw the calls differ),
+// nothing crashes, and later calls line up again: the ranks that gave up
+// learn the calls at their next call and post the reduction the late rank
+// posted, or none where the calls differed.
+TEST(MpiFallback, ALateRankFailsWithTheOthersThenCallsLineUpAgain) {
+  const auto timeout = 300ms;
+  MpiFallback fallback(bootstrap::OwnedComm::duplicate(MPI_COMM_WORLD, kTimeout, "test"), timeout);
+  const int late = world_size() - 1;
+  for (const std::int64_t late_count : {std::int64_t{64}, std::int64_t{100000}}) {
+    const std::int64_t count = world_rank() == late ? late_count : 64;
+    std::vector<float> data(static_cast<std::size_t>(count), 1.0f);
+    if (world_rank() == late) std::this_thread::sleep_for(3 * timeout);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      fallback.all_reduce_contiguous(data.data(), DataType::f32, count, false);
+      ADD_FAILURE() << "a call the others gave up on returned (late count " << late_count << ")";
+    } catch (const Mismatch& e) {
+      EXPECT_TRUE(world_rank() == late && late_count != 64) << e.what();
+    } catch (const Timeout& e) {
+      EXPECT_TRUE(world_rank() != late || late_count == 64) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 2 * timeout + 2s);
+    EXPECT_EQ(data, std::vector<float>(data.size(), 1.0f)) << "a failed call leaves data alone";
+    MPI_Barrier(test_comm());
+    expect_working_all_reduce(fallback, 1000);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (fallback.pending_abandoned() != 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(fallback.pending_abandoned(), 0u) << "late count " << late_count;
+    MPI_Barrier(test_comm());
   }
 }
 

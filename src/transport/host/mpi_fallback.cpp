@@ -62,49 +62,44 @@ std::string missing_ranks(const std::string& exchange_timeout) {
   return exchange_timeout.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
-// ---- verdicts ---------------------------------------------------------------
+// ---- what the ranks tell each other -----------------------------------------
 
-// What a rank says about its part of one call.
-enum class State : std::uint8_t {
-  ok = 0,        // its reduction completed, and it says so before its own deadline
-  gave_up = 1,   // its reduction did not complete within the timeout
-  too_late = 2,  // its reduction completed, but it got to its verdict only after its deadline
-  failed = 3,    // MPI returned an error
-};
-
-struct Verdict {
-  State state = State::ok;
+// The call a rank makes, told to the others before it posts the reduction.
+struct CallShape {
   std::uint8_t kind = 0;   // MpiFallback::Kind
   std::uint8_t dtype = 0;  // DataType
   std::int64_t count = 0;
-  std::int64_t posted_ns = 0;  // system clock when it posted the reduction
+  std::int64_t started_ns = 0;  // system clock when it made the call (for messages)
 };
 
-constexpr std::size_t kVerdictBytes = 3 + 2 * sizeof(std::int64_t);
+constexpr int kShapeBytes = 2 + 2 * sizeof(std::int64_t);
 
-std::array<std::byte, kVerdictBytes> encode(const Verdict& v) {
-  std::array<std::byte, kVerdictBytes> out{};
-  out[0] = static_cast<std::byte>(v.state);
-  out[1] = static_cast<std::byte>(v.kind);
-  out[2] = static_cast<std::byte>(v.dtype);
-  std::memcpy(out.data() + 3, &v.count, sizeof v.count);
-  std::memcpy(out.data() + 3 + sizeof v.count, &v.posted_ns, sizeof v.posted_ns);
+std::array<std::byte, kShapeBytes> encode(const CallShape& c) {
+  std::array<std::byte, kShapeBytes> out{};
+  out[0] = static_cast<std::byte>(c.kind);
+  out[1] = static_cast<std::byte>(c.dtype);
+  std::memcpy(out.data() + 2, &c.count, sizeof c.count);
+  std::memcpy(out.data() + 2 + sizeof c.count, &c.started_ns, sizeof c.started_ns);
   return out;
 }
 
-Verdict decode(const bootstrap::Blob& blob, int rank) {
-  if (blob.size() != kVerdictBytes || static_cast<std::uint8_t>(blob[0]) > 3) {
-    throw InternalError(std::string(kContext) + ": rank " + std::to_string(rank) +
-                        " sent a malformed verdict (" + std::to_string(blob.size()) +
-                        " bytes); please report this");
+// Every rank's call, by rank, from an exchange of calls.
+std::vector<CallShape> decode_calls(const std::vector<std::byte>& gathered) {
+  std::vector<CallShape> calls(gathered.size() / kShapeBytes);
+  for (std::size_t r = 0; r < calls.size(); ++r) {
+    const std::byte* at = gathered.data() + r * kShapeBytes;
+    calls[r].kind = static_cast<std::uint8_t>(at[0]);
+    calls[r].dtype = static_cast<std::uint8_t>(at[1]);
+    std::memcpy(&calls[r].count, at + 2, sizeof calls[r].count);
+    std::memcpy(&calls[r].started_ns, at + 2 + sizeof calls[r].count, sizeof calls[r].started_ns);
   }
-  Verdict v;
-  v.state = static_cast<State>(blob[0]);
-  v.kind = static_cast<std::uint8_t>(blob[1]);
-  v.dtype = static_cast<std::uint8_t>(blob[2]);
-  std::memcpy(&v.count, blob.data() + 3, sizeof v.count);
-  std::memcpy(&v.posted_ns, blob.data() + 3 + sizeof v.count, sizeof v.posted_ns);
-  return v;
+  return calls;
+}
+
+bool all_same(const std::vector<CallShape>& calls) {
+  return std::all_of(calls.begin(), calls.end(), [&](const CallShape& c) {
+    return c.kind == calls[0].kind && c.dtype == calls[0].dtype && c.count == calls[0].count;
+  });
 }
 
 const char* kind_name(std::uint8_t kind) {
@@ -114,6 +109,35 @@ const char* kind_name(std::uint8_t kind) {
 std::string describe_call(std::uint8_t kind, std::uint8_t dtype, std::int64_t count) {
   return std::string(kind_name(kind)) + " of " + std::to_string(count) + " " +
          to_string(static_cast<DataType>(dtype)) + " elements";
+}
+
+// "rank 0: all_reduce of 64 f32 elements; rank 1: ...".
+std::string describe_calls(const std::vector<CallShape>& calls) {
+  std::string listed;
+  for (std::size_t r = 0; r < calls.size(); ++r) {
+    listed += (r ? "; rank " : "rank ") + std::to_string(r) + ": " +
+              describe_call(calls[r].kind, calls[r].dtype, calls[r].count);
+  }
+  return listed;
+}
+
+// What a rank says about its part of one call, after it.
+enum class State : std::uint8_t {
+  ok = 0,        // its reduction completed, and it says so before its own deadline
+  gave_up = 1,   // its reduction did not complete within the timeout
+  too_late = 2,  // its reduction completed, but it got to its verdict only after its deadline
+  failed = 3,    // MPI returned an error
+  absent = 4,    // its exchange of calls did not complete within the timeout: no reduction
+  mismatch = 5,  // the ranks' calls differ: no rank posted a reduction
+};
+
+State decode_state(const bootstrap::Blob& blob, int rank) {
+  if (blob.size() != 1 || static_cast<std::uint8_t>(blob[0]) > 5) {
+    throw InternalError(std::string(kContext) + ": rank " + std::to_string(rank) +
+                        " sent a malformed verdict (" + std::to_string(blob.size()) +
+                        " bytes); please report this");
+  }
+  return static_cast<State>(blob[0]);
 }
 
 // ---- the keeper -------------------------------------------------------------
@@ -188,10 +212,11 @@ void MpiFallback::close() {
     verdicts_.reset();
     comm_.reset();
     abandoned_.clear();
+    unsettled_.reset();
     return;
   }
   pending_abandoned();
-  if (abandoned_.empty() && !exchange_abandoned_) {
+  if (abandoned_.empty() && !unsettled_ && !exchange_abandoned_) {
     verdicts_.reset();
     types_.reset();
     comm_.reset();
@@ -199,7 +224,7 @@ void MpiFallback::close() {
     gathered_ = {};
     return;
   }
-  const std::size_t pending = abandoned_.size();
+  const std::size_t pending = pending_abandoned();
   auto remains = std::make_unique<Remains>();
   remains->comm = std::move(comm_);
   remains->types = std::move(types_);
@@ -210,6 +235,12 @@ void MpiFallback::close() {
     remains->buffers.push_back(std::move(a.gathered));
   }
   abandoned_.clear();
+  if (unsettled_) {
+    remains->requests.push_back(std::move(unsettled_->requests));
+    remains->buffers.push_back(std::move(unsettled_->mine));
+    remains->buffers.push_back(std::move(unsettled_->calls));
+    unsettled_.reset();
+  }
   keep_until_exit(std::move(remains));
   log::info(log::Subsystem::fallback,
             std::string(kContext) + ": close() after a timeout: " + std::to_string(pending) +
@@ -221,7 +252,7 @@ void MpiFallback::close() {
 }
 
 std::size_t MpiFallback::pending_abandoned() noexcept {
-  if (mpi_finalized()) return abandoned_.size();
+  if (mpi_finalized()) return abandoned_.size() + (unsettled_ ? 1 : 0);
   std::erase_if(abandoned_, [](Abandoned& a) {
     int complete = 0;
     // Completed requests become MPI_REQUEST_NULL; none is modified unless all completed.
@@ -229,7 +260,7 @@ std::size_t MpiFallback::pending_abandoned() noexcept {
                                MPI_STATUSES_IGNORE);
     return rc == MPI_SUCCESS && complete != 0;
   });
-  return abandoned_.size();
+  return abandoned_.size() + (unsettled_ ? 1 : 0);
 }
 
 void MpiFallback::check_open(const char* what) const {
@@ -249,23 +280,27 @@ void MpiFallback::check_dtype(DataType dtype, const char* what) {
 
 // Why no rank can return a result while another raises for the same call
 // (n ranks, timeout T):
-//  - A rank X succeeds only when it received "ok", for the same call, from
-//    every rank.
+//  - A rank X succeeds only when it received "ok" from every rank.
 //  - Take any rank Y. X got "ok" from Y, so Y's reduction completed, at
 //    time c_Y, and Y waits for the verdicts until c_Y + T + T/4.
 //  - A rank Z says "ok" only before its own deadline p_Z + T, where p_Z is
-//    read before Z posts its reduction (later it says "too late", which
-//    counts as giving up). No rank's reduction can complete before every
-//    rank has posted (each result needs every contribution), so p_Z <= c_Y,
-//    and Z's "ok" left before c_Y + T: a quarter of the timeout before Y
-//    stops waiting, which covers the message's way (Y matches every message
-//    that has arrived before it looks at its deadline).
+//    read when Z makes the call, before it posts its exchange of calls and
+//    its reduction (later it says "too late", which counts as giving up).
+//    No rank's reduction can complete before every rank has posted (each
+//    result needs every contribution), so p_Z <= c_Y, and Z's "ok" left
+//    before c_Y + T: a quarter of the timeout before Y stops waiting, which
+//    covers the message's way (Y matches every message that has arrived
+//    before it looks at its deadline).
 //  - So Y receives the same n "ok"s as X and succeeds too.
 // Hence when any rank raises for a call (gave up, timed out waiting for a
 // verdict, saw another rank give up), no rank succeeds: the verdict is the
 // same everywhere. The assumption is that a verdict message, once this rank
 // decided to send it, can be matched at the receiver within T/4 (shared
 // memory: microseconds; any working network: well under a second).
+// Mismatch is the same everywhere too: the exchange of calls gives every
+// rank where it completes the same n calls, and a rank where it did not
+// hears "mismatch" in the verdicts (a rank still waiting for it posts no
+// reduction, so no rank's reduction completes).
 void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
   pending_abandoned();  // reap reductions a late rank has completed since
   const std::uint64_t call = ++calls_;
@@ -275,100 +310,58 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
            describe_call(static_cast<std::uint8_t>(kind), static_cast<std::uint8_t>(dtype), count) +
            " (fallback call #" + std::to_string(call) + " on rank " + std::to_string(rank_) + ")";
   };
-  const std::size_t bytes = element_size(dtype);
 
-  Verdict mine;
-  mine.kind = static_cast<std::uint8_t>(kind);
-  mine.dtype = static_cast<std::uint8_t>(dtype);
-  mine.count = count;
-  mine.posted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::system_clock::now().time_since_epoch())
-                       .count();
-  // Read before posting (see the proof above).
-  const auto posted = Clock::now();
-  const auto deadline = posted + timeout_;
+  CallShape shape;
+  shape.kind = static_cast<std::uint8_t>(kind);
+  shape.dtype = static_cast<std::uint8_t>(dtype);
+  shape.count = count;
+  shape.started_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+  // Read before anything is posted (see the proof above).
+  const auto started = Clock::now();
+  const auto deadline = started + timeout_;
 
-  // The fused op's all-reduce at 3+ ranks gathers every rank's message and
-  // sums it here in fp32, in rank order, rounded once: the bits of the P2P
-  // kernels, whichever path a call takes (MPI's reduction would round after
-  // every pairwise add, in an order of its choosing). At 2 ranks MPI's sum
-  // is that single fp32 add already. It moves (n-1)/n x n x the bytes of a
-  // reduce-scatter + all-gather, which the fused op's row sizes afford.
-  const bool gather = kind == Kind::fused && size_ > 2;
-  const std::int64_t piece =
-      gather ? kMaxMpiCount / static_cast<std::int64_t>(bytes) : kMaxMpiCount;
-  if (gather)
-    gathered_.resize(static_cast<std::size_t>(size_) * static_cast<std::size_t>(count) * bytes);
-  std::vector<MPI_Request> requests;
-  std::string failure;  // MPI's error, when it failed here
-  for (std::int64_t first = 0; first < count; first += piece) {
-    const auto len = static_cast<int>(std::min(piece, count - first));
-    std::byte* mine_at = staging_.data() + first * static_cast<std::int64_t>(bytes);
-    MPI_Request request = MPI_REQUEST_NULL;
-    // Piece p of every rank lands at size x first x bytes, rank by rank.
-    const int rc =
-        gather ? MPI_Iallgather(mine_at, len * static_cast<int>(bytes), MPI_BYTE,
-                                gathered_.data() + size_ * first * static_cast<std::int64_t>(bytes),
-                                len * static_cast<int>(bytes), MPI_BYTE, comm_.get(), &request)
-               : MPI_Iallreduce(MPI_IN_PLACE, mine_at, len, types_->datatype(dtype),
-                                types_->sum(dtype), comm_.get(), &request);
-    if (rc != MPI_SUCCESS) {
-      failure = mpi_failure(rc, gather ? "MPI_Iallgather" : "MPI_Iallreduce");
-      break;
+  // Agree on the call before posting the reduction: with different counts
+  // MPI writes past the smaller buffer or aborts the whole job. The verdict
+  // comes too late for that and nothing else is exchanged before posting,
+  // so this is one small collective more per call (about 1 us at 2 ranks,
+  // 5 us at 4 on 2 cores); a crashed job costs far more.
+  std::vector<CallShape> calls;  // every rank's, when the exchange completed
+  Polled exchanged;
+  if (settle(deadline, exchanged.failure)) {
+    std::vector<std::byte> gathered;
+    exchanged = exchange_calls(encode(shape), call, deadline, gathered);
+    if (exchanged.completed) calls = decode_calls(gathered);
+  }
+  Polled reduction;
+  State state = exchanged.failure.empty() ? State::absent : State::failed;
+  if (exchanged.completed && !all_same(calls)) {
+    state = State::mismatch;
+  } else if (exchanged.completed) {
+    reduction = post_and_wait(kind, dtype, count, deadline);
+    if (reduction.completed) {
+      PEERPLAN_FAULT_POINT("fallback.reduced", rank_);
+      // Vouch for the result only before this rank's own deadline.
+      state = Clock::now() < deadline ? State::ok : State::too_late;
+    } else {
+      state = reduction.failure.empty() ? State::gave_up : State::failed;
     }
-    requests.push_back(request);
-  }
-  PEERPLAN_FAULT_POINT("fallback.posted", rank_);
-
-  bool completed = false;
-  Clock::time_point completed_at;
-  if (failure.empty()) {
-    Backoff backoff;
-    for (;;) {
-      int done = 0;
-      const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                                 MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS) {
-        failure = mpi_failure(rc, "MPI_Testall");
-        break;
-      }
-      if (done) {
-        completed = true;
-        completed_at = Clock::now();
-        break;
-      }
-      if (Clock::now() >= deadline) break;
-      backoff.pause();
-    }
-  }
-  if (!completed && std::any_of(requests.begin(), requests.end(),
-                                [](MPI_Request r) { return r != MPI_REQUEST_NULL; })) {
-    // MPI still owns the buffer: hand it over with the requests.
-    abandoned_.push_back({std::move(requests), std::move(staging_), std::move(gathered_)});
-    staging_ = {};
-    gathered_ = {};
-  }
-
-  if (completed) {
-    PEERPLAN_FAULT_POINT("fallback.reduced", rank_);
-    // Vouch for the result only before this rank's own deadline.
-    mine.state = Clock::now() < deadline ? State::ok : State::too_late;
-  } else {
-    mine.state = failure.empty() ? State::gave_up : State::failed;
   }
 
   // The verdicts. "ok": wait for every rank's, up to a timeout (+ T/4 for
   // the messages' way) after the reduction completed here; otherwise a
-  // short roll call (detection within 1.5 x the timeout).
+  // short roll call (detection within 1.5 x the timeout). Every call has
+  // one, a Mismatch too: a rank that gave up on the exchange of calls
+  // learns of it here, and the exchanges' tags stay in step.
   std::chrono::milliseconds bound = timeout_ / 2;
-  if (mine.state == State::ok) {
-    bound = std::max(std::chrono::milliseconds(1),
-                     std::chrono::duration_cast<std::chrono::milliseconds>(
-                         completed_at + timeout_ + timeout_ / 4 - Clock::now()));
+  if (state == State::ok) {
+    bound = std::chrono::duration_cast<std::chrono::milliseconds>(
+        reduction.completed_at + timeout_ + timeout_ / 4 - Clock::now());
   }
   bound = std::max(bound, std::chrono::milliseconds(1));
   const auto verdict_at = Clock::now();
-  const auto encoded = encode(mine);
+  const std::array<std::byte, 1> encoded{static_cast<std::byte>(state)};
   std::vector<bootstrap::Blob> blobs;
   std::string unanswered;  // the exchange's Timeout: who did not answer
   try {
@@ -381,27 +374,42 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
     throw;
   }
 
-  if (mine.state == State::failed) {
-    throw MpiError(what() + ": " + failure +
+  if (state == State::failed) {
+    throw MpiError(what() + ": " + exchanged.failure + reduction.failure +
                    " (every rank's call fails: this rank told the others)");
   }
+  const char* const mismatch_tail =
+      "; every rank must make the same calls, with the same dtype and shape, in the same "
+      "order. No rank posted the reduction or touched a buffer; later calls work.";
+  if (state == State::mismatch) {
+    throw Mismatch(what() + ": the ranks made different fallback calls at this point (" +
+                   describe_calls(calls) + ")" + mismatch_tail);
+  }
   const auto timeout_text = [&] { return std::to_string(timeout_.count()) + " ms"; };
-  const auto ms_since_post = [&](Clock::time_point t) {
+  const auto ms_since_start = [&](Clock::time_point t) {
     return std::to_string(
-        std::chrono::duration_cast<std::chrono::milliseconds>(t - posted).count());
+        std::chrono::duration_cast<std::chrono::milliseconds>(t - started).count());
   };
   // What happened on this rank, for the messages.
   const auto here = [&]() -> std::string {
-    switch (mine.state) {
+    switch (state) {
       case State::ok:
         return "the reduction completed here";
+      case State::absent:
+        return "not every rank made " +
+               (unsettled_ && unsettled_->call != call
+                    ? "fallback call #" + std::to_string(unsettled_->call) +
+                          " (which timed out) yet, so this rank posted nothing for this one"
+                    : std::string("this call")) +
+               " within PEERPLAN_TIMEOUT_MS=" + timeout_text() + " (gave up after " +
+               ms_since_start(verdict_at) + " ms, before posting the reduction)";
       case State::gave_up:
         return "the reduction did not complete here within PEERPLAN_TIMEOUT_MS=" + timeout_text() +
-               " (gave up after " + ms_since_post(verdict_at) + " ms)";
+               " (gave up after " + ms_since_start(verdict_at) + " ms)";
       default:
-        return "the reduction completed here after " + ms_since_post(completed_at) +
+        return "the reduction completed here after " + ms_since_start(reduction.completed_at) +
                " ms, but this rank was stalled and could confirm it only after " +
-               ms_since_post(verdict_at) + " ms, past PEERPLAN_TIMEOUT_MS=" + timeout_text() +
+               ms_since_start(verdict_at) + " ms, past PEERPLAN_TIMEOUT_MS=" + timeout_text() +
                ", so it gave up";
     }
   };
@@ -411,53 +419,57 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
       "rank.";
   if (!unanswered.empty()) {
     throw Timeout(what() + ": " + here() + ", and " + missing_ranks(unanswered) + " did not " +
-                  (mine.state == State::ok ? "confirm it within " : "answer a roll call within ") +
+                  (state == State::ok ? "confirm it within " : "answer a roll call within ") +
                   std::to_string(bound.count()) +
                   " ms more: stopped, crashed, stalled, or making collective calls in a "
                   "different order" +
                   tail);
   }
 
-  std::vector<Verdict> verdicts(static_cast<std::size_t>(size_));
+  std::vector<int> failed, gave_up, too_late, absent, mismatched;
   for (int r = 0; r < size_; ++r) {
-    verdicts[static_cast<std::size_t>(r)] =
-        r == rank_ ? mine : decode(blobs[static_cast<std::size_t>(r)], r);
-  }
-  std::vector<int> failed, gave_up, too_late, differing;
-  int last = 0;
-  std::int64_t first_ns = verdicts[0].posted_ns;
-  for (int r = 0; r < size_; ++r) {
-    const Verdict& v = verdicts[static_cast<std::size_t>(r)];
-    if (v.kind != mine.kind || v.dtype != mine.dtype || v.count != mine.count)
-      differing.push_back(r);
-    if (v.posted_ns > verdicts[static_cast<std::size_t>(last)].posted_ns) last = r;
-    first_ns = std::min(first_ns, v.posted_ns);
     if (r == rank_) continue;  // said as `here`
-    if (v.state == State::failed) failed.push_back(r);
-    if (v.state == State::gave_up) gave_up.push_back(r);
-    if (v.state == State::too_late) too_late.push_back(r);
+    switch (decode_state(blobs[static_cast<std::size_t>(r)], r)) {
+      case State::ok:
+        break;
+      case State::failed:
+        failed.push_back(r);
+        break;
+      case State::gave_up:
+        gave_up.push_back(r);
+        break;
+      case State::too_late:
+        too_late.push_back(r);
+        break;
+      case State::absent:
+        absent.push_back(r);
+        break;
+      case State::mismatch:
+        mismatched.push_back(r);
+        break;
+    }
   }
   if (!failed.empty()) {
     throw MpiError(what() + ": MPI failed on " + ranks_phrase(failed) +
                    " during this call (their error says why); every rank's call fails.");
   }
-  if (!differing.empty()) {
-    std::string calls;
-    for (int r = 0; r < size_; ++r) {
-      const Verdict& v = verdicts[static_cast<std::size_t>(r)];
-      calls += (r ? "; rank " : "rank ") + std::to_string(r) + ": " +
-               describe_call(v.kind, v.dtype, v.count);
-    }
-    throw Mismatch(what() + ": the ranks made different fallback calls at this point (" + calls +
-                   "); every rank must make the same calls, with the same dtype and shape, in "
-                   "the same order. The result is discarded on every rank.");
+  if (!mismatched.empty()) {
+    throw Mismatch(what() + ": " + ranks_phrase(mismatched) +
+                   " found that the ranks made different fallback calls at this point (their "
+                   "error lists them)" +
+                   mismatch_tail);
   }
-  if (mine.state == State::ok && gave_up.empty() && too_late.empty()) {  // all "ok"
-    if (gather) sum_gathered(dtype, count);
+  if (state == State::ok && gave_up.empty() && too_late.empty() && absent.empty()) {  // all "ok"
+    if (kind == Kind::fused && size_ > 2) sum_gathered(dtype, count);  // see post_reduction()
     return;
   }
 
   std::string others;
+  if (!absent.empty()) {
+    others += "; " + ranks_phrase(absent) +
+              " gave up before posting it (not every rank had made the call there within " +
+              timeout_text() + ")";
+  }
   if (!gave_up.empty()) {
     others += "; " + ranks_phrase(gave_up) +
               " gave up waiting for it (the reduction did not "
@@ -468,14 +480,145 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
     others += "; " + ranks_phrase(too_late) +
               " completed it but stalled past the timeout before confirming it";
   }
-  const std::int64_t lag_ms =
-      (verdicts[static_cast<std::size_t>(last)].posted_ns - first_ns) / 1000000;
-  if (lag_ms >= timeout_.count() / 4) {
-    others += "; the last rank to make the call was rank " + std::to_string(last) +
-              (last == rank_ ? " (this one)" : "") + ", " + std::to_string(lag_ms) +
-              " ms after the first (by the ranks' clocks)";
+  if (!calls.empty()) {  // by the ranks' clocks, when they made the call
+    const auto by_start = [](const CallShape& a, const CallShape& b) {
+      return a.started_ns < b.started_ns;
+    };
+    const auto [first, last] = std::minmax_element(calls.begin(), calls.end(), by_start);
+    const std::int64_t lag_ms = (last->started_ns - first->started_ns) / 1000000;
+    const auto last_rank = static_cast<int>(last - calls.begin());
+    if (lag_ms >= timeout_.count() / 4) {
+      others += "; the last rank to make the call was rank " + std::to_string(last_rank) +
+                (last_rank == rank_ ? " (this one)" : "") + ", " + std::to_string(lag_ms) +
+                " ms after the first (by the ranks' clocks)";
+    }
   }
   throw Timeout(what() + ": " + here() + others + tail);
+}
+
+// A fixed-size collective that every rank posts for every call: it can
+// never be erroneous, whatever the ranks' calls, and a rank that gives up
+// on it still posts the same collectives as the others (settle()).
+MpiFallback::Polled MpiFallback::exchange_calls(std::span<const std::byte> mine, std::uint64_t call,
+                                                Clock::time_point deadline,
+                                                std::vector<std::byte>& gathered) {
+  Unsettled exchange;
+  exchange.call = call;
+  exchange.mine.assign(mine.begin(), mine.end());
+  exchange.calls.resize(static_cast<std::size_t>(size_) * kShapeBytes);
+  MPI_Request request = MPI_REQUEST_NULL;
+  const int rc = MPI_Iallgather(exchange.mine.data(), kShapeBytes, MPI_BYTE, exchange.calls.data(),
+                                kShapeBytes, MPI_BYTE, comm_.get(), &request);
+  Polled polled;
+  if (rc != MPI_SUCCESS) {
+    polled.failure = mpi_failure(rc, "MPI_Iallgather (the exchange of calls)");
+    return polled;
+  }
+  exchange.requests.push_back(request);
+  polled = poll(exchange.requests, deadline);
+  if (polled.completed) {
+    gathered = std::move(exchange.calls);
+  } else if (exchange.requests[0] != MPI_REQUEST_NULL) {
+    unsettled_ = std::move(exchange);  // MPI still owns its buffers
+  }
+  return polled;
+}
+
+// A rank that gave up on an exchange of calls posted no reduction, while
+// the others, their calls agreeing, may have. Before it posts anything
+// else it completes that exchange and, where the calls agreed, posts the
+// same reduction (on a buffer of its own, the result discarded), so that
+// every rank posts the same collectives in the same order and the late
+// rank's reduction completes.
+bool MpiFallback::settle(Clock::time_point deadline, std::string& failure) {
+  if (!unsettled_) return true;
+  const Polled polled = poll(unsettled_->requests, deadline);
+  if (!polled.completed) {
+    failure = polled.failure;
+    return false;
+  }
+  const std::vector<CallShape> calls = decode_calls(unsettled_->calls);
+  unsettled_.reset();
+  if (!all_same(calls)) return true;  // no rank posted a reduction for it
+  const auto kind = static_cast<Kind>(calls[0].kind);
+  const auto dtype = static_cast<DataType>(calls[0].dtype);
+  Abandoned owed;
+  owed.buffer.resize(static_cast<std::size_t>(calls[0].count) * element_size(dtype));
+  failure =
+      post_reduction(kind, dtype, calls[0].count, owed.buffer.data(), owed.gathered, owed.requests);
+  abandoned_.push_back(std::move(owed));  // reaped once it completes
+  return failure.empty();
+}
+
+std::string MpiFallback::post_reduction(Kind kind, DataType dtype, std::int64_t count,
+                                        std::byte* data, std::vector<std::byte>& gathered,
+                                        std::vector<MPI_Request>& requests) {
+  const std::size_t bytes = element_size(dtype);
+  // The fused op's all-reduce at 3+ ranks gathers every rank's message and
+  // sums it here in fp32, in rank order, rounded once: the bits of the P2P
+  // kernels, whichever path a call takes (MPI's reduction would round after
+  // every pairwise add, in an order of its choosing). At 2 ranks MPI's sum
+  // is that single fp32 add already. It moves (n-1)/n x n x the bytes of a
+  // reduce-scatter + all-gather, which the fused op's row sizes afford.
+  const bool gather = kind == Kind::fused && size_ > 2;
+  const std::int64_t piece =
+      gather ? kMaxMpiCount / static_cast<std::int64_t>(bytes) : kMaxMpiCount;
+  if (gather)
+    gathered.resize(static_cast<std::size_t>(size_) * static_cast<std::size_t>(count) * bytes);
+  for (std::int64_t first = 0; first < count; first += piece) {
+    const auto len = static_cast<int>(std::min(piece, count - first));
+    std::byte* mine_at = data + first * static_cast<std::int64_t>(bytes);
+    MPI_Request request = MPI_REQUEST_NULL;
+    // Piece p of every rank lands at size x first x bytes, rank by rank.
+    const int rc =
+        gather ? MPI_Iallgather(mine_at, len * static_cast<int>(bytes), MPI_BYTE,
+                                gathered.data() + size_ * first * static_cast<std::int64_t>(bytes),
+                                len * static_cast<int>(bytes), MPI_BYTE, comm_.get(), &request)
+               : MPI_Iallreduce(MPI_IN_PLACE, mine_at, len, types_->datatype(dtype),
+                                types_->sum(dtype), comm_.get(), &request);
+    if (rc != MPI_SUCCESS) return mpi_failure(rc, gather ? "MPI_Iallgather" : "MPI_Iallreduce");
+    requests.push_back(request);
+  }
+  return {};
+}
+
+MpiFallback::Polled MpiFallback::post_and_wait(Kind kind, DataType dtype, std::int64_t count,
+                                               Clock::time_point deadline) {
+  std::vector<MPI_Request> requests;
+  Polled polled;
+  polled.failure = post_reduction(kind, dtype, count, staging_.data(), gathered_, requests);
+  PEERPLAN_FAULT_POINT("fallback.posted", rank_);
+  if (polled.failure.empty()) polled = poll(requests, deadline);
+  if (!polled.completed && std::any_of(requests.begin(), requests.end(),
+                                       [](MPI_Request r) { return r != MPI_REQUEST_NULL; })) {
+    // MPI still owns the buffer: hand it over with the requests.
+    abandoned_.push_back({std::move(requests), std::move(staging_), std::move(gathered_)});
+    staging_ = {};
+    gathered_ = {};
+  }
+  return polled;
+}
+
+MpiFallback::Polled MpiFallback::poll(std::vector<MPI_Request>& requests,
+                                      Clock::time_point deadline) {
+  Polled polled;
+  Backoff backoff;
+  for (;;) {
+    int done = 0;
+    const int rc =
+        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      polled.failure = mpi_failure(rc, "MPI_Testall");
+      return polled;
+    }
+    if (done) {
+      polled.completed = true;
+      polled.completed_at = Clock::now();
+      return polled;
+    }
+    if (Clock::now() >= deadline) return polled;
+    backoff.pause();
+  }
 }
 
 void MpiFallback::sum_gathered(DataType dtype, std::int64_t count) {
