@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "communicator/card_decisions.hpp"
 #include "communicator/rank_gpu.hpp"
 #include "routing/fingerprint.hpp"
 #include "topology/nvlink_counts.hpp"
@@ -35,15 +36,12 @@ std::string machine_fingerprint(const std::vector<RankCard>& cards, int num_node
   facts.backend = backend;
   facts.world_size = static_cast<int>(cards.size());
   facts.num_nodes = num_nodes;
+  // Ranks sharing a GPU of one machine, on any number of nodes: no tuning
+  // entry applies to such a job (concepts.md).
+  facts.gpus_shared = backend == Backend::cuda && shared_gpus(cards).any();
   if (backend == Backend::cuda && facts.num_nodes == 1) {
-    std::vector<RankGpu> ranks;
-    for (const RankCard& card : cards) ranks.push_back(card.gpu);
-    for (const RankGpu& rank : ranks)
-      facts.gpu_names.push_back(rank.name.empty() ? "unknown" : rank.name);
-    for (std::size_t i = 0; i < ranks.size(); ++i)
-      for (std::size_t j = i + 1; j < ranks.size(); ++j)
-        if (!ranks[i].bus_id.empty() && ranks[i].bus_id == ranks[j].bus_id)
-          facts.gpus_shared = true;
+    for (const RankCard& card : cards)
+      facts.gpu_names.push_back(card.gpu.name.empty() ? "unknown" : card.gpu.name);
     locate(cards, facts);
   }
   return routing::topology_fingerprint(facts);

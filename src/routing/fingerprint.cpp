@@ -58,8 +58,9 @@ std::optional<topology::LinkClass> farthest_link(const std::vector<topology::Gpu
 std::string topology_fingerprint(const MachineFacts& facts) {
   std::string text = to_string(facts.backend);
   if (facts.num_nodes > 1) {
-    return text + " nodes=" + std::to_string(facts.num_nodes) +
-           " ranks=" + std::to_string(facts.world_size);
+    text +=
+        " nodes=" + std::to_string(facts.num_nodes) + " ranks=" + std::to_string(facts.world_size);
+    return facts.gpus_shared ? text + " shared" : text;
   }
   text += " ranks=" + std::to_string(facts.world_size);
   if (facts.backend != Backend::cuda) return text;

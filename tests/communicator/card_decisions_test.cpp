@@ -144,6 +144,24 @@ TEST(CardDecisions, SharedGpusAcrossPosedNodesOfOneMachine) {
   EXPECT_FALSE(shared_gpus(cards).any());
 }
 
+// Two nodes of one GPU each, two ranks on each: the job shares GPUs, so no
+// tuning entry may apply, on several nodes as on one (the fingerprint's
+// "shared"); the same bus id on two machines is not sharing.
+TEST(CardDecisions, TheFingerprintSaysSharedOnSeveralNodesToo) {
+  auto cards = cards_on({"n0", "n0", "n1", "n1"});
+  for (int r = 0; r < 4; ++r) {
+    cards[r].gpu.bus_id = "0000:17:00.0";
+    cards[r].machine_key = r < 2 ? "machine 0" : "machine 1";
+  }
+  const std::string fingerprint = machine_fingerprint(cards, 2, Backend::cuda);
+  EXPECT_EQ(fingerprint, "cuda nodes=2 ranks=4 shared");
+  EXPECT_TRUE(routing::fingerprint_says_shared(fingerprint));
+  cards[1].gpu.bus_id = "0000:18:00.0";
+  cards[3].gpu.bus_id = "0000:18:00.0";
+  EXPECT_EQ(machine_fingerprint(cards, 2, Backend::cuda), "cuda nodes=2 ranks=4");
+  EXPECT_EQ(machine_fingerprint(cards, 2, Backend::host), "host nodes=2 ranks=4");
+}
+
 TEST(CardDecisions, SharedGpusOnlyWithinGroupsNeedTheSameLocalRank) {
   auto cards = cards_on({"n0", "n0", "n1", "n1"});
   const char* buses[] = {"0000:17:00.0", "0000:18:00.0", "0000:18:00.0", "0000:17:00.0"};
