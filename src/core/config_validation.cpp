@@ -47,6 +47,11 @@ void validate_config(const Config& config) {
               "}, which holds no size: set above < up_to, or Window::never() (" + w.variable + ")");
     }
   }
+  if (config.device < -1) {
+    add(errors, "Config::device is " + std::to_string(config.device) +
+                    ": set -1 (the local rank's GPU, the default) or a device index from 0 "
+                    "(PEERPLAN_DEVICE)");
+  }
   if (config.timeout.count() < 1 || config.timeout > kMaxTimeout) {
     add(errors, "Config::timeout is " + std::to_string(config.timeout.count()) + " ms: set 1 to " +
                     std::to_string(kMaxTimeout.count()) + " ms (PEERPLAN_TIMEOUT_MS)");

@@ -155,6 +155,19 @@ TEST(ConfigValidation, BackendTransferModeAndLogLevelOutsideTheEnum) {
   EXPECT_NE(message.find("PEERPLAN_DEBUG"), std::string::npos) << message;
 }
 
+TEST(ConfigValidation, DeviceIsMinusOneOrAnIndex) {
+  for (int device : {-1, 0, 7}) {
+    Config c;
+    c.device = device;
+    EXPECT_NO_THROW(validate_config(c)) << device;
+  }
+  Config c;
+  c.device = -7;  // once taken as -1 silently
+  const std::string message = rejection(c);
+  EXPECT_NE(message.find("Config::device is -7"), std::string::npos) << message;
+  EXPECT_NE(message.find("PEERPLAN_DEVICE"), std::string::npos) << message;
+}
+
 // "Wait forever" as milliseconds::max() would overflow now + timeout.
 TEST(ConfigValidation, TimeoutWithinOneMillisecondToIntMax) {
   for (auto ms : {std::chrono::milliseconds(1), std::chrono::milliseconds(30'000), kMaxTimeout}) {
