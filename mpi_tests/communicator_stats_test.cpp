@@ -5,7 +5,9 @@
 // plan runs as every view names them.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "peerplan/communicator.hpp"
@@ -257,6 +259,51 @@ TEST(CommunicatorStats, ReadableAfterClose) {
   EXPECT_EQ(closed.plans[0].hits + closed.plans[0].fallbacks, 0u);
   EXPECT_EQ(closed.fallback_undeclared, 0u);
   EXPECT_EQ(closed.p2p_calls, 0u);
+}
+
+// A monitoring thread polls stats() and reset_stats() while the owner
+// declares set after set and closes: every snapshot pairs one set's names
+// with that set's plans (declare replaced the plans and the index's set
+// while stats() paired them, and freed the old ones under it).
+TEST(CommunicatorStats, AMonitoringThreadReadsWhileTheOwnerDeclaresAndCloses) {
+  auto comm = create_on_world();
+  constexpr int kSets = 40;
+  std::atomic<bool> done{false};
+  std::atomic<int> snapshots{0};
+  std::string problem;
+  std::thread monitor([&] {
+    while (!done.load()) {
+      const Stats stats = comm->stats();
+      if (stats.plans.empty()) continue;
+      // Set k holds k % 3 + 1 plans named "s<k> p<i>".
+      const std::string& first = stats.plans[0].name;
+      const std::string set = first.substr(0, first.find(' '));
+      const int k = std::stoi(set.substr(1));
+      bool consistent = stats.plans.size() == static_cast<std::size_t>(k % 3 + 1);
+      for (std::size_t i = 0; i < stats.plans.size(); ++i) {
+        consistent = consistent && stats.plans[i].name == set + " p" + std::to_string(i);
+      }
+      if (!consistent && problem.empty()) problem = "a snapshot mixed sets, first plan " + first;
+      if (snapshots.fetch_add(1) % 7 == 0) comm->reset_stats();
+    }
+  });
+  for (int k = 0; k < kSets; ++k) {
+    std::vector<Declaration> set;
+    for (int i = 0; i <= k % 3; ++i) {
+      set.push_back(Declaration::all_reduce("s" + std::to_string(k) + " p" + std::to_string(i),
+                                            DataType::f32, TensorLayout{i + 1, 64 * (k + 1)}));
+    }
+    comm->declare(set);
+  }
+  comm->close();
+  for (int i = 0; i < 1000; ++i) comm->stats();  // after close, beside the monitor
+  done.store(true);
+  monitor.join();
+  EXPECT_EQ(problem, "");
+  EXPECT_GT(snapshots.load(), 0);
+  const Stats closed = comm->stats();
+  ASSERT_EQ(closed.plans.size(), static_cast<std::size_t>((kSets - 1) % 3 + 1));
+  EXPECT_EQ(closed.plans[0].name, "s" + std::to_string(kSets - 1) + " p0");
 }
 
 // Config::undeclared_keys_tracked: the most frequent undeclared keys, in a

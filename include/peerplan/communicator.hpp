@@ -118,10 +118,11 @@ class PEERPLAN_API Communicator {
   virtual void deregister_buffers() = 0;
   virtual std::size_t registered_buffer_count() const noexcept = 0;
 
-  // Per-plan hits and fallbacks by reason. After close() both keep
-  // working, so a monitoring thread may outlive the communicator's use:
-  // stats() returns the counts as they stood at close (per plan too) and
-  // reset_stats() zeroes those.
+  // Per-plan hits and fallbacks by reason. Both may run on a monitoring
+  // thread at any time, also while the owner declares or closes. After
+  // close() both keep working, so the monitor may outlive the
+  // communicator's use: stats() returns the counts as they stood at close
+  // (per plan too) and reset_stats() zeroes those.
   virtual Stats stats() const = 0;
   virtual void reset_stats() = 0;
 

@@ -4,7 +4,9 @@
 // prepared at declare and the fallback.
 #include "peerplan/communicator.hpp"
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
@@ -247,10 +249,16 @@ class CommunicatorImpl final : public Communicator {
 
   // After close(), the counts as they stood at close (per plan too): a
   // monitoring thread may read them once the owner has closed the
-  // communicator. Not guarded: stats may be read while a call runs.
-  Stats stats() const override { return closed_ ? closed_stats_ : live_stats(); }
+  // communicator. The counters are atomics, read while calls run; the
+  // plans they belong to are replaced by declare() and dropped by close()
+  // under stats_mutex_, which a monitoring thread's reads take too.
+  Stats stats() const override {
+    const std::lock_guard lock(stats_mutex_);
+    return closed_ ? closed_stats_ : live_stats();
+  }
 
   void reset_stats() override {
+    const std::lock_guard lock(stats_mutex_);
     if (closed_) {
       communicator::zero_counts(closed_stats_);
       return;
@@ -266,11 +274,14 @@ class CommunicatorImpl final : public Communicator {
     // abort the process. The destructor still releases this rank's share.
     // (A communicator without MPI exchanges through its caller's bootstrap.)
     if (uses_mpi_) bootstrap::detail::require_mpi_running("close");
-    closed_stats_ = live_stats();  // while the plans holding the per-plan counters exist
-    closed_ = true;  // first: a failure below must not leave a usable half-closed communicator
-    plans_.clear();
-    index_.clear();
-    index_.reclaim_retired();
+    {
+      const std::lock_guard lock(stats_mutex_);
+      closed_stats_ = live_stats();  // while the plans holding the per-plan counters exist
+      closed_ = true;  // first: a failure below must not leave a usable half-closed communicator
+      plans_.clear();
+      index_.clear();
+      index_.reclaim_retired();
+    }
     // Fallback first: ending (or aborting) NCCL's communicator is what stops
     // a fallback kernel still waiting for a peer, and the P2P transport
     // waits for the device to be idle before it unmaps anything. Each is
@@ -373,12 +384,15 @@ class CommunicatorImpl final : public Communicator {
       plans.push_back(prepared.get());
       payloads.push_back(std::move(prepared));
     }
-    index_.rebuild(std::vector<Declaration>(declarations.begin(), declarations.end()),
-                   std::move(payloads));
-    plans_ = std::move(plans);
-    // declare() is never concurrent with calls on this communicator (API
-    // contract), so no lookup can still hold a replaced plan: release them.
-    index_.reclaim_retired();
+    {
+      const std::lock_guard lock(stats_mutex_);  // the declarations and plans stats() pairs
+      index_.rebuild(std::vector<Declaration>(declarations.begin(), declarations.end()),
+                     std::move(payloads));
+      plans_ = std::move(plans);
+      // declare() is never concurrent with calls on this communicator (API
+      // contract), so no lookup can still hold a replaced plan: release them.
+      index_.reclaim_retired();
+    }
 
     if (boot_->rank() == 0 && log::enabled(LogLevel::info, log::Subsystem::plan)) {
       log::info(log::Subsystem::plan,
@@ -518,8 +532,10 @@ class CommunicatorImpl final : public Communicator {
   // The P2P transport's protocol windows, moved by the tuning file's entry
   // where the config leaves them automatic (routing/protocol_tuning.hpp).
   routing::ProtocolWindows windows_;
-  bool closed_ = false;
-  Stats closed_stats_;  // what stats() returns after close()
+  // Read by the probes and accessors that a monitoring thread may call.
+  std::atomic<bool> closed_ = false;
+  mutable std::mutex stats_mutex_;  // plans_, the index's set and closed_stats_, for stats()
+  Stats closed_stats_;              // what stats() returns after close()
   // The call in progress on this communicator (call_guard.hpp).
   std::atomic<const char*> call_in_progress_{nullptr};
   // Set when a collective step (bootstrap exchange or fallback reduction)
