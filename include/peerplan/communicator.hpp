@@ -8,9 +8,9 @@
 // deregister_buffers or close made while another thread is inside one of
 // them on the same communicator throws InvalidUsage and does nothing; use
 // one communicator per thread, or serialise the calls (one thread after
-// another is fine). stats(), reset_stats(), has_plan_for(), plan_for() and
-// the accessors may run on another thread while a call runs, but not
-// while declare() or close() runs.
+// another is fine). stats() and reset_stats() may run on another thread at
+// any time; has_plan_for(), plan_for() and the accessors while a call runs,
+// but not while declare() or close() runs.
 #pragma once
 
 #include <mpi.h>

@@ -139,7 +139,10 @@ void MpiDeviceFallback::all_reduce(const AllReduceArgs& args) {
   if (closed_) throw InvalidUsage(std::string(kContext) + ": all_reduce after close()");
   if (args.layout == nullptr) throw InvalidArgument(std::string(kContext) + ": layout is null");
   const std::int64_t count = args.layout->numel();
-  if (count == 0) return;
+  if (count == 0) {  // still exchanged: a peer's call with elements is a Mismatch
+    host_->all_reduce_contiguous(nullptr, args.dtype, 0, false);
+    return;
+  }
   const auto stream = static_cast<cudaStream_t>(args.stream);
   refuse_capture(stream, "this all_reduce");
   after_previous_call(stream, "all_reduce");
@@ -163,7 +166,10 @@ void MpiDeviceFallback::fused_add_rms_norm(const FusedArgs& args) {
   if (closed_) throw InvalidUsage(std::string(kContext) + ": fused_add_rms_norm after close()");
   if (args.layout == nullptr) throw InvalidArgument(std::string(kContext) + ": layout is null");
   const std::int64_t count = args.layout->numel();
-  if (count == 0) return;
+  if (count == 0) {  // still exchanged: a peer's call with elements is a Mismatch
+    host_->all_reduce_contiguous(nullptr, args.dtype, 0, true);
+    return;
+  }
   const auto stream = static_cast<cudaStream_t>(args.stream);
   refuse_capture(stream, "this fused_add_rms_norm");
   after_previous_call(stream, "fused_add_rms_norm");

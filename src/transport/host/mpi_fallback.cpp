@@ -641,9 +641,10 @@ void MpiFallback::all_reduce(const AllReduceArgs& args) {
   if (args.layout == nullptr) {
     throw InvalidArgument(std::string(kContext) + ": all_reduce: layout is null");
   }
+  // A call without elements still takes part in the exchange of calls: a
+  // peer's call with elements is a Mismatch, not a timeout on that peer.
   const std::int64_t count = args.layout->numel();
-  if (count == 0) return;
-  if (args.in == nullptr || args.out == nullptr) {
+  if (count > 0 && (args.in == nullptr || args.out == nullptr)) {
     throw InvalidArgument(std::string(kContext) + ": all_reduce: in or out is null");
   }
   const std::size_t bytes = element_size(args.dtype);
@@ -658,15 +659,17 @@ void MpiFallback::all_reduce_contiguous(void* data, DataType dtype, std::int64_t
   const char* what = for_fused ? "fused_add_rms_norm" : "all_reduce";
   check_open(what);
   check_dtype(dtype, what);
-  if (count <= 0) return;
-  if (data == nullptr) {
+  if (count < 0) {
+    throw InvalidArgument(std::string(kContext) + ": " + what + ": a negative element count");
+  }
+  if (count > 0 && data == nullptr) {  // a call without elements is still exchanged
     throw InvalidArgument(std::string(kContext) + ": " + what + ": the buffer is null");
   }
   const std::size_t bytes = static_cast<std::size_t>(count) * element_size(dtype);
   staging_.resize(bytes);
-  std::memcpy(staging_.data(), data, bytes);
+  if (bytes > 0) std::memcpy(staging_.data(), data, bytes);  // memcpy's pointers must be valid
   reduce(for_fused ? Kind::fused : Kind::all_reduce, dtype, count);
-  std::memcpy(data, staging_.data(), bytes);
+  if (bytes > 0) std::memcpy(data, staging_.data(), bytes);
 }
 
 void MpiFallback::fused_add_rms_norm(const FusedArgs& args) {
@@ -675,9 +678,8 @@ void MpiFallback::fused_add_rms_norm(const FusedArgs& args) {
   if (args.layout == nullptr) {
     throw InvalidArgument(std::string(kContext) + ": fused_add_rms_norm: layout is null");
   }
-  const std::int64_t count = args.layout->numel();
-  if (count == 0) return;
-  if (args.inout == nullptr || args.residual == nullptr || args.weight == nullptr) {
+  const std::int64_t count = args.layout->numel();  // 0: still exchanged, as in all_reduce
+  if (count > 0 && (args.inout == nullptr || args.residual == nullptr || args.weight == nullptr)) {
     throw InvalidArgument(std::string(kContext) +
                           ": fused_add_rms_norm: inout, residual or weight is null");
   }
