@@ -279,11 +279,13 @@ void learn_routes(const Communicator& peerplan, std::vector<DeclaredBuffer> decl
       state.p2p_declared.push_back(buffer);
       state.p2p_layouts.push_back(layout);
     } else {
+      // Appended piece by piece: " " + ... makes GCC 12 warn falsely (-Wrestrict).
+      state.routed_to_fallback += ' ';
+      state.routed_to_fallback += plan_name(buffer);
+      state.routed_to_fallback += " (";
       state.routed_to_fallback +=
-          " " + plan_name(buffer) + " (" +
-          (plan.route_reason == FallbackReason::none ? "not declared"
-                                                     : to_string(plan.route_reason)) +
-          ")";
+          plan.route_reason == FallbackReason::none ? "not declared" : to_string(plan.route_reason);
+      state.routed_to_fallback += ')';
     }
   }
   state.declared = std::move(declared);
