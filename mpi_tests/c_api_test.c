@@ -139,6 +139,10 @@ static void check_communicator(peerplan_comm_t comm, int size) {
   CHECK(strcmp(peerplan_comm_backend(comm), "host") == 0 ||
             strcmp(peerplan_comm_backend(comm), "cuda") == 0,
         "backend %s", peerplan_comm_backend(comm));
+  CHECK(strcmp(peerplan_comm_backend(comm), "cuda") == 0 ? peerplan_comm_cuda_device(comm) >= 0
+                                                         : peerplan_comm_cuda_device(comm) == -1,
+        "cuda_device %d on the %s backend", peerplan_comm_cuda_device(comm),
+        peerplan_comm_backend(comm));
 
   float weight[HIDDEN];
   for (int j = 0; j < HIDDEN; ++j) weight[j] = 0.5f + (float)j / HIDDEN;
@@ -272,7 +276,8 @@ static void check_destroyed_communicator(peerplan_comm_t gone) {
   CHECK(peerplan_comm_close(gone) == PEERPLAN_ERROR_INVALID_USAGE, "close after destroy");
   CHECK(peerplan_stats(gone, &stats) == PEERPLAN_ERROR_INVALID_USAGE, "stats after destroy");
   CHECK(peerplan_comm_rank(gone) == -1 && peerplan_comm_size(gone) == 0 &&
-            strcmp(peerplan_comm_backend(gone), "") == 0 && peerplan_comm_p2p_enabled(gone) == 0,
+            strcmp(peerplan_comm_backend(gone), "") == 0 && peerplan_comm_p2p_enabled(gone) == 0 &&
+            peerplan_comm_cuda_device(gone) == -1,
         "queries after destroy");
   CHECK(peerplan_has_plan_all_reduce(gone, PEERPLAN_F32, layout) == 0, "probe after destroy");
   peerplan_comm_destroy(gone);

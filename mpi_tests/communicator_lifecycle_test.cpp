@@ -63,6 +63,7 @@ TEST(CommunicatorCreate, HostBackendWithRankSizeAndAgreedP2P) {
   const bool one_node = all_ranks_on_one_node();
   auto comm = create_on_world();
   EXPECT_EQ(comm->backend(), Backend::host);
+  EXPECT_EQ(comm->cuda_device(), -1);
   EXPECT_EQ(comm->rank(), test_rank());
   EXPECT_EQ(comm->size(), test_size());
   EXPECT_FALSE(comm->is_closed());

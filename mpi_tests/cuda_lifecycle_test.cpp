@@ -138,6 +138,27 @@ std::size_t free_device_memory() {
   return free_bytes;
 }
 
+// The device a communicator reports is the one create() picked and left
+// current: the local rank's by default, Config::device when set.
+TEST(CudaLifecycle, ReportsTheDeviceItDrives) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  const int expected = device_of_this_rank();
+  auto comm = create_cuda();
+  EXPECT_EQ(comm->cuda_device(), expected);
+  int current = -1;
+  CUDA_OK(cudaGetDevice(&current));
+  EXPECT_EQ(current, expected);
+  comm->close();
+
+  int count = 0;
+  CUDA_OK(cudaGetDeviceCount(&count));
+  Config config;
+  config.device = count - 1;  // the same on every rank: the ranks then share that GPU
+  auto on_last = create_cuda(config);
+  EXPECT_EQ(on_last->cuda_device(), count - 1);
+  on_last->close();
+}
+
 TEST(CudaLifecycle, TwoHundredDeclareRefreshCloseCyclesReturnMemoryToBaseline) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   bool shared = false;

@@ -135,6 +135,10 @@ class PEERPLAN_API Communicator {
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
   virtual Backend backend() const noexcept = 0;
+  // The CUDA device this rank drives (Config::device, or the local rank
+  // modulo the GPUs it sees), as ncclCommCuDevice gives it; -1 on the host
+  // backend. Buffers passed to calls must be memory of this device.
+  virtual int cuda_device() const noexcept = 0;
   // What takes declined calls: Fallback::nccl or Fallback::mpi (Config::
   // fallback resolved; the same on every rank).
   virtual Fallback fallback() const noexcept = 0;

@@ -198,6 +198,9 @@ PEERPLAN_API int peerplan_comm_rank(peerplan_comm_t comm);
 PEERPLAN_API int peerplan_comm_size(peerplan_comm_t comm);
 /* "host" or "cuda". */
 PEERPLAN_API const char* peerplan_comm_backend(peerplan_comm_t comm);
+/* The CUDA device this rank drives, as ncclCommCuDevice gives it: buffers
+ * passed to calls are memory of this device. -1 on the host backend. */
+PEERPLAN_API int peerplan_comm_cuda_device(peerplan_comm_t comm);
 PEERPLAN_API int peerplan_comm_p2p_enabled(peerplan_comm_t comm);
 /* Why P2P is off ("" when it is on). Valid while the handle lives. */
 PEERPLAN_API const char* peerplan_comm_p2p_disabled_reason(peerplan_comm_t comm);

@@ -202,6 +202,7 @@ def _declare(lib):
         "peerplan_comm_rank": (ctypes.c_int, [P]),
         "peerplan_comm_size": (ctypes.c_int, [P]),
         "peerplan_comm_backend": (ctypes.c_char_p, [P]),
+        "peerplan_comm_cuda_device": (ctypes.c_int, [P]),
         "peerplan_comm_p2p_enabled": (ctypes.c_int, [P]),
         "peerplan_comm_p2p_disabled_reason": (ctypes.c_char_p, [P]),
         "peerplan_declare": (ctypes.c_int, [P, ctypes.POINTER(Declaration), ctypes.c_size_t]),

@@ -4,7 +4,6 @@ in the same order, as in C++ (docs/api-cpp.md)."""
 
 import ctypes
 import operator
-import os
 import sys
 
 from . import _tensors
@@ -253,18 +252,6 @@ def _comm_handle(comm):
     return int(comm)
 
 
-def _configured_device(config):
-    """The GPU a setting gives the cuda backend (PEERPLAN_DEVICE wins over
-    device=, as for every setting; "" is unset), else None: with -1 the
-    library picks one that Python cannot know."""
-    value = os.environ.get("PEERPLAN_DEVICE") or config.get("device")
-    try:
-        device = int(value)
-    except (TypeError, ValueError):
-        return None
-    return device if device >= 0 else None
-
-
 class Communicator:
     """peerplan.Communicator(comm=None, **config): collective. `comm`: an
     mpi4py communicator, a Fortran handle (int), or None for MPI_COMM_WORLD
@@ -291,15 +278,12 @@ class Communicator:
         finally:
             lib.peerplan_config_destroy(cfg)
         self._declared = []  # keeps the declarations' weights alive
-        # The memory the backend's calls read: host memory, or CUDA memory
-        # (of its device when a setting says which). _places holds the
-        # places taken without a second look (_check_place adds to it).
+        # The memory the backend's calls read: host memory, or the memory of
+        # the GPU the library drives (_CUDA: device memory that names no
+        # device, whose kind alone can be checked).
         self._cuda = self.backend == "cuda"
-        self._device = _configured_device(config) if self._cuda else None
-        if not self._cuda:
-            self._places = {_HOST}
-        else:
-            self._places = {_CUDA} if self._device is None else {_CUDA, self._device}
+        self._device = self.cuda_device if self._cuda else None
+        self._places = {_CUDA, self._device} if self._cuda else {_HOST}
 
     def _check_place(self, call, name, place, first_place=None, first=None):
         """ValueError unless `name`'s memory (`place`) suits the backend and
@@ -308,9 +292,6 @@ class Communicator:
             raise ValueError(f"peerplan: {call}: {name} is in {_memory_name(place)}, {first} in "
                              f"{_memory_name(first_place)}; pass tensors of one device")
         if place in self._places:
-            return
-        if self._cuda and place != _HOST and self._device is None:
-            self._places.add(place)  # the device is not known: any GPU's memory
             return
         if not self._cuda:
             backend, wanted = "host", "host memory (NumPy arrays, CPU tensors)"
@@ -343,6 +324,13 @@ class Communicator:
     @property
     def backend(self):
         return lib.peerplan_comm_backend(self._handle).decode()
+
+    @property
+    def cuda_device(self):
+        """The CUDA device this rank drives (PEERPLAN_DEVICE / device=, else
+        the local rank modulo the GPUs it sees): tensors passed to calls must
+        be on it. -1 on the host backend."""
+        return lib.peerplan_comm_cuda_device(self._handle)
 
     @property
     def p2p_enabled(self):

@@ -248,11 +248,13 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
                        ["register_buffers", "buffer 0", "backend is host"])
 
     # A cuda communicator (a stand-in: the host library under a communicator
-    # that says cuda) refuses host memory, which its kernels cannot read; with
-    # PEERPLAN_DEVICE / device= known, another GPU's tensors too; and the
-    # tensors of one call on two GPUs.
+    # that says cuda, on GPU 0) refuses host memory, which its kernels cannot
+    # read; another GPU's tensors; and the tensors of one call on two GPUs.
+    check(comm.cuda_device == -1, f"the host backend drives no GPU: {comm.cuda_device}")
+
     class CudaStandIn(peerplan.Communicator):
         backend = "cuda"
+        cuda_device = 0
 
     def ones_on(device, shape=(4, hidden)):
         return StandInTensor(np.ones(shape, np.float32), device)
@@ -269,15 +271,13 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
                            "a NumPy weight on the cuda backend", ["weight", "host memory", "cuda"])
         expect_value_error(lambda: cuda.all_reduce(ones_on(0), out=ones_on(1), stream=0),
                            "inp and out on two GPUs", ["out", "CUDA device 1", "inp", "device 0"])
-        t = ones_on(1)
-        cuda.all_reduce(t, stream=0)  # the device is not known: any GPU's tensor
-        check(bool((t.array == size).all()), "a 'CUDA' tensor on a cuda communicator: the sum")
-    with CudaStandIn(comm_world, timeout_ms=20000, backend="host", device=1) as cuda1:
-        check(cuda1._device == 1, f"device=1 known: {cuda1._device}")
-        expect_value_error(lambda: cuda1.all_reduce(ones_on(0), stream=0),
-                           "a tensor of another GPU", ["inp", "CUDA device 0", "device 1"])
-        t = ones_on(1)
-        cuda1.all_reduce(t, stream=0)
+        expect_value_error(lambda: cuda.all_reduce(ones_on(1), stream=0),
+                           "a tensor of another GPU", ["inp", "CUDA device 1", "device 0"])
+        expect_value_error(lambda: cuda.fused_add_rms_norm(ones_on(0), ones_on(0),
+                                                           ones_on(1, (hidden,)), 1e-6, stream=0),
+                           "a weight of another GPU", ["weight", "CUDA device 1", "device 0"])
+        t = ones_on(0)
+        cuda.all_reduce(t, stream=0)
         check(bool((t.array == size).all()), "a tensor of the communicator's GPU: the sum")
 
     # Registered buffers: the extent of any element type and of negative

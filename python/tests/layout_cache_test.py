@@ -275,10 +275,11 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
                 return self.device_index
 
         class CudaStandIn(peerplan.Communicator):
-            """Says its backend is cuda (the host library under it): it takes
-            the stand-in's 'CUDA' tensors, which are host memory."""
+            """Says its backend is cuda on GPU 1 (the host library under it):
+            it takes the stand-in's 'CUDA' tensors, which are host memory."""
 
             backend = "cuda"
+            cuda_device = 1
 
         sys.modules["torch"] = fake
         _tensors._torch_dtypes = None  # as if torch was first seen now
@@ -304,15 +305,15 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             check(stream_calls == [1], f"a 'CUDA' tensor: its device's stream ({stream_calls})")
             cuda_comm.all_reduce(pt, stream=0)
             check(stream_calls == [1], "stream= given: no lookup")
-            wt = Tensor(w1, fake.float32, cuda_device=0)
-            xs = Tensor((base((2, hidden), 5) + 1) * (rank + 1), fake.float32, cuda_device=0)
-            residual = Tensor(base((2, hidden), 3), fake.float32, cuda_device=0)
+            wt = Tensor(w1, fake.float32, cuda_device=1)
+            xs = Tensor((base((2, hidden), 5) + 1) * (rank + 1), fake.float32, cuda_device=1)
+            residual = Tensor(base((2, hidden), 3), fake.float32, cuda_device=1)
             route, reason = cuda_comm.fused_add_rms_norm(xs, residual, wt, eps)
             summed = (base((2, hidden), 5) + 1) * ranks_sum + base((2, hidden), 3)
             check(np.allclose(xs.array, rms_reference(summed, w1, eps), rtol=1e-5, atol=1e-6),
                   "stand-in fused")
             check((route != "fallback") == declared_route_expected, f"stand-in fused {route}")
-            check(stream_calls == [1, 0], f"stand-in fused: x's device's stream ({stream_calls})")
+            check(stream_calls == [1, 1], f"stand-in fused: x's device's stream ({stream_calls})")
             wt.array = w2  # the same tensor object, now at another address
             check(not cuda_comm.has_plan_for(xs, wt, eps), "stand-in weight moved: not declared")
             # Element strides: f32, f16 and f64 tensors of one shape have

@@ -300,6 +300,10 @@ const char* peerplan_comm_backend(peerplan_comm_t comm) {
   return live(comm, "peerplan_comm_backend") ? to_string(comm->comm->backend()) : "";
 }
 
+int peerplan_comm_cuda_device(peerplan_comm_t comm) {
+  return live(comm, "peerplan_comm_cuda_device") ? comm->comm->cuda_device() : -1;
+}
+
 int peerplan_comm_p2p_enabled(peerplan_comm_t comm) {
   return live(comm, "peerplan_comm_p2p_enabled") && comm->comm->p2p_enabled() ? 1 : 0;
 }

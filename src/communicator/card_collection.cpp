@@ -65,8 +65,9 @@ std::optional<std::string> error_of(Step&& step) {
 }
 
 void fill_gpu([[maybe_unused]] const Config& config, [[maybe_unused]] int local_rank,
-              [[maybe_unused]] RankCard& card) {
+              [[maybe_unused]] OwnCard& own) {
 #if PEERPLAN_HAVE_CUDA
+  RankCard& card = own.card;
   if (config.backend == Backend::host) return;
   card.sees_gpu = transport::cuda::cuda_device_visible();
   if (!card.sees_gpu) return;
@@ -74,6 +75,7 @@ void fill_gpu([[maybe_unused]] const Config& config, [[maybe_unused]] int local_
   // bootstrap); used only if every rank sees a GPU and the backend is cuda.
   card.gpu_error = error_of([&] {
     const int device = transport::cuda::select_device(config.device, local_rank);
+    own.device = device;
     transport::cuda::check_kernel_choices(config.kernels, device);
     const auto identity = transport::cuda::current_gpu_identity();
     card.gpu = {identity.pci_bus_id, identity.name, identity.nvlinks};
@@ -113,7 +115,7 @@ OwnCard fill_own_card(const Config& config, const std::optional<std::string>& se
     }
   }
   card.topology_error = error_of([&] { own.locality = describe_locality(config); });
-  fill_gpu(config, local_rank, card);
+  fill_gpu(config, local_rank, own);
   return own;
 }
 

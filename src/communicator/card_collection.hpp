@@ -19,6 +19,7 @@ struct OwnCard {
   RankCard card;
   std::optional<routing::TuningFile> tuning;  // the parsed file, when one was read
   std::string locality;                       // where this process runs, for INFO
+  int device = -1;  // the CUDA device this rank selected (and made current); -1: none
 };
 
 // Local, never throws for a bad setting: every failure goes into the card.

@@ -89,6 +89,7 @@ class CommunicatorImpl final : public Communicator {
         comm, *boot_, config_, cards, own.locality,
         uses_mpi_ ? communicator::FallbackSetup::own : communicator::FallbackSetup::none);
     backend_ = setup.backend;
+    cuda_device_ = backend_ == Backend::cuda ? own.device : -1;
     fallback_kind_ = setup.fallback_kind;
     peer_ = std::move(setup.peer);
     fallback_ = std::move(setup.fallback);
@@ -310,6 +311,7 @@ class CommunicatorImpl final : public Communicator {
   int rank() const noexcept override { return boot_->rank(); }
   int size() const noexcept override { return boot_->size(); }
   Backend backend() const noexcept override { return backend_; }
+  int cuda_device() const noexcept override { return cuda_device_; }
   Fallback fallback() const noexcept override { return fallback_kind_; }
   bool p2p_enabled() const noexcept override { return p2p_enabled_; }
   const std::string& p2p_disabled_reason() const noexcept override { return p2p_disabled_reason_; }
@@ -521,6 +523,7 @@ class CommunicatorImpl final : public Communicator {
   std::unique_ptr<bootstrap::Bootstrap> boot_;
   bool uses_mpi_ = true;  // false: over a caller's bootstrap, no fallback of its own
   Backend backend_ = Backend::host;
+  int cuda_device_ = -1;
   Fallback fallback_kind_ = Fallback::mpi;
   std::unique_ptr<transport::PeerTransport> peer_;
   std::unique_ptr<transport::FallbackTransport> fallback_;

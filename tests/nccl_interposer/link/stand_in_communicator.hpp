@@ -38,6 +38,7 @@ class StandInCommunicator : public Communicator {
   int rank() const noexcept override { return 0; }
   int size() const noexcept override { return 2; }
   Backend backend() const noexcept override { return Backend::cuda; }
+  int cuda_device() const noexcept override { return 0; }
   Fallback fallback() const noexcept override { return Fallback::nccl; }
   bool p2p_enabled() const noexcept override { return true; }
   const std::string& p2p_disabled_reason() const noexcept override { return empty_; }
