@@ -26,10 +26,13 @@ struct Signals {
   // 16-byte loads.
   alignas(16) std::uint32_t abandoned[kMaxRanks];
   // Owner-only words below.
-  // The epoch of the last call, one word per block of a call: block b of a
-  // call reads word b, and the call's blocks together write every word
-  // (begin_call), so no two blocks of a call touch the same word.
-  alignas(16) std::uint32_t epochs[kMaxCallBlocks];
+  // The epoch of the last call is the sum of two counts, so that a call of
+  // one block (the smallest messages') stores one word, not all of them:
+  // word kMaxCallBlocks counts the calls of one block; every word below it
+  // counts the calls of several blocks (block b of such a call reads word b
+  // and the call's blocks together write every word, so no two blocks of a
+  // call touch the same word).
+  alignas(16) std::uint32_t epochs[kMaxCallBlocks + 1];
   std::uint32_t aborted;  // this rank gave up; later kernels exit at once
 };
 static_assert(sizeof(Signals) <= kSignalAreaBytes, "signal area too small");
@@ -128,11 +131,13 @@ inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Ph
 // alike) when an earlier call on this rank gave up: the transport is broken
 // until reserve() re-creates the slabs.
 //
-// The epoch lives in one word per block of the largest grid (epochs[]),
-// all equal between calls. Thread 0 of block b reads word b; after the
-// block's barrier its threads write the new epoch into words b, b + grid,
-// b + 2 grid, ...: the call's blocks together write every word, and no
-// word is touched by two blocks of a call. So each block pays a load, not
+// The epoch is the count of one-block calls plus that of wider calls
+// (epochs[]); the wider count lives in one word per block of the largest
+// grid, all equal between calls. Thread 0 of block b reads both counts;
+// after the block's barrier a call of one block writes its count's one
+// word, and the threads of a wider call write theirs into words b,
+// b + grid, b + 2 grid, ...: the call's blocks together write every word,
+// and no word is touched by two blocks of a call. So each block pays a load, not
 // the longer round trip of an atomic on a word all blocks share
 // (benchmarks/kernel-loop.md), and no fence: nothing reads the words
 // again before the next kernel, which starts only after this one completed
@@ -144,6 +149,7 @@ inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Ph
 // slabs.
 __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoch) {
   __shared__ std::uint32_t shared_epoch;
+  __shared__ std::uint32_t shared_count;  // this call's count (epochs[])
   __shared__ int shared_aborted;
   wait_for_previous_kernel();
   Signals* own = signals_of(p, p.rank);
@@ -153,9 +159,13 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
     const uint4 low = load_volatile_pack(&own->abandoned[0]);
     const uint4 high = load_volatile_pack(&own->abandoned[4]);
     const std::uint32_t aborted = *static_cast<const volatile std::uint32_t*>(&own->aborted);
-    const std::uint32_t call =
-        *static_cast<const volatile std::uint32_t*>(&own->epochs[blockIdx.x]) + 1u;
+    const std::uint32_t one_block_calls =
+        *static_cast<const volatile std::uint32_t*>(&own->epochs[kMaxCallBlocks]);
+    const std::uint32_t wide_calls =
+        *static_cast<const volatile std::uint32_t*>(&own->epochs[blockIdx.x]);
+    const std::uint32_t call = one_block_calls + wide_calls + 1u;
     shared_epoch = call;
+    shared_count = (gridDim.x == 1 ? one_block_calls : wide_calls) + 1u;
     // A peer that gave up on this call or an earlier one (this rank was late)
     // reported it failed: so does this rank, before it reads anything whose
     // flags would let it complete the call. A peer that gave up on a later
@@ -175,9 +185,16 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
   }
   __syncthreads();
   epoch = shared_epoch;
-  for (unsigned word = blockIdx.x + threadIdx.x * gridDim.x; word < kMaxCallBlocks;
+  const std::uint32_t count = shared_count;
+  // One loop for both kinds of call, its bounds chosen (not two branches,
+  // which cost the short-row kernels registers): a call of one block writes
+  // word kMaxCallBlocks (thread 0), a wider one the words below it.
+  const bool one_block = gridDim.x == 1;
+  const unsigned first = one_block ? kMaxCallBlocks : blockIdx.x;
+  const unsigned end = one_block ? kMaxCallBlocks + 1 : kMaxCallBlocks;
+  for (unsigned word = first + threadIdx.x * gridDim.x; word < end;
        word += blockDim.x * gridDim.x) {
-    own->epochs[word] = epoch;
+    own->epochs[word] = count;
   }
   return !shared_aborted;
 }
