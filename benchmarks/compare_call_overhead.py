@@ -17,9 +17,12 @@ markdown with --md.
 
 --check: every case of both files must be there with a positive ns per call
 for each of its interfaces (exit 1 otherwise; what the CPU smoke test
-asserts). --require: exit 1 when a difference is over the limit. Without
-them the exit status is 0 whenever both files could be read. Only the
-Python standard library.
+asserts). --require: exit 1 when a difference is over the limit, where the
+times measure the calls: not where ranks shared a GPU (a rank's launch then
+waits for the other's kernels, so the times are the GPU's time slices) or ran
+the host backend (each time includes the exchange); those tables are printed
+with the limit not applied. Without them the exit status is 0 whenever both
+files could be read. Only the Python standard library.
 """
 import argparse
 import json
@@ -90,12 +93,15 @@ def main():
         problems += check(cpp, args.cpp_json, CPP_APIS) + check(py, args.python_json, PY_APIS)
     # Differences that make the comparison unfair, said next to the table.
     caveats = []
+    unfair = False  # the times measure more than the calls: the limit is not applied
     for key in ("backend", "ranks", "dtype", "peerplan_version"):
         if cpp.get(key) != py.get(key):
             caveats.append(f"{key} differs: C++ {cpp.get(key)!r}, Python {py.get(key)!r}")
     if cpp.get("gpus_shared") or py.get("gpus_shared"):
+        unfair = True
         caveats.append("ranks shared a GPU: the GPU time-slices them; run one rank per GPU")
     if cpp.get("backend") == "host" or py.get("backend") == "host":
+        unfair = True
         caveats.append("host backend: every call returns when its exchange is done, so each "
                        "time includes the exchange (and its noise), not only the call's overhead")
     c_rows, p_rows = rows_by_key(cpp), rows_by_key(py)
@@ -144,9 +150,12 @@ def main():
     if problems:
         return 1
     if over:
-        print(f"over the {args.limit_ns:g} ns limit: {', '.join(over)}",
-              file=sys.stderr if args.require else sys.stdout)
-        if args.require:
+        enforced = args.require and not unfair
+        print(f"over the {args.limit_ns:g} ns limit: {', '.join(over)}"
+              + ("" if enforced or not args.require else
+                 " (not applied: these times measure more than the calls, see the notes)"),
+              file=sys.stderr if enforced else sys.stdout)
+        if enforced:
             return 1
     return 0
 

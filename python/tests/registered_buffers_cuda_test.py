@@ -30,7 +30,20 @@ import peerplan  # noqa: E402
 
 with peerplan.Communicator(MPI.COMM_WORLD, timeout_ms=60000, backend="cuda",
                            transfer_mode="pull") as comm:
-    torch.cuda.set_device(comm.rank % torch.cuda.device_count())
+    torch.cuda.set_device(comm.cuda_device)  # the GPU the library picked
+    if comm.cuda_device != comm.rank % torch.cuda.device_count():
+        print(f"FAIL: comm.cuda_device {comm.cuda_device} on rank {comm.rank}, not the local "
+              f"rank modulo {torch.cuda.device_count()} GPUs")
+        sys.exit(1)
+    # A tensor on the CPU is refused before anything runs.
+    try:
+        comm.all_reduce(torch.ones(4, 1024, dtype=torch.bfloat16))
+        print("FAIL: a CPU tensor on the cuda backend was taken")
+        sys.exit(1)
+    except ValueError as e:
+        if "host memory" not in str(e):
+            print(f"FAIL: a CPU tensor's error does not say host memory: {e}")
+            sys.exit(1)
     if not comm.p2p_enabled:
         skip(f"P2P is off: {comm.p2p_disabled_reason}")
     rows, hidden = 4, 1024
