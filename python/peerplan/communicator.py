@@ -283,6 +283,9 @@ class Communicator:
         # device, whose kind alone can be checked).
         self._cuda = self.backend == "cuda"
         self._device = self.cuda_device if self._cuda else None
+        if self._cuda and self._device < 0:  # -1 is also _HOST: never take it as a GPU
+            raise RuntimeError(f"peerplan: the cuda backend names no GPU (cuda_device "
+                               f"{self._device}); the library and the package do not match")
         self._places = {_CUDA, self._device} if self._cuda else {_HOST}
 
     def _check_place(self, call, name, place, first_place=None, first=None):

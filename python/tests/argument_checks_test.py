@@ -256,6 +256,18 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
         backend = "cuda"
         cuda_device = 0
 
+    # A cuda communicator that names no GPU (-1, which is also host memory's
+    # place) would take host arrays: refused at once.
+    class NoGpuStandIn(peerplan.Communicator):
+        backend = "cuda"
+        cuda_device = -1
+
+    try:
+        NoGpuStandIn(comm_world, timeout_ms=20000, backend="host")
+        check(False, "a cuda communicator naming no GPU was taken")
+    except RuntimeError as e:
+        check("names no GPU" in str(e), f"the error says the GPU is unknown: {e}")
+
     def ones_on(device, shape=(4, hidden)):
         return StandInTensor(np.ones(shape, np.float32), device)
 
