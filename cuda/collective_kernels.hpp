@@ -188,5 +188,9 @@ std::size_t lamport_sub_slot_bytes_for(std::size_t max_message_bytes, int size);
 // to `max_message_bytes` on `size` ranks: a shard, padded to whole packs;
 // the region is `size` of them.
 std::size_t dma_area_bytes_for(std::size_t max_message_bytes, int size);
+// Offset in the signal area of the word that counts the calls of one block
+// (device_sync.cuh, begin_call): the word a test seeds to start the epochs
+// just before their 2^32 wrap (PEERPLAN_TEST_EPOCH_START).
+std::size_t one_block_call_count_offset();
 
 }  // namespace peerplan::cuda_kernels

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The slab's sizes (collective_kernels.hpp: sub_slot_bytes_for,
-// result_offset_for, lamport_sub_slot_bytes_for), for reserve(). Host only.
+// result_offset_for, lamport_sub_slot_bytes_for) and the offset of its
+// one-block call count, for reserve(). Host only.
 #include <cstddef>
 #include <cstdint>
 
 #include "collective_kernels.hpp"
+#include "device_sync.cuh"
 #include "launch_recipe.hpp"
 #include "shard_geometry.cuh"
 
@@ -77,6 +79,10 @@ std::size_t dma_area_bytes_for(std::size_t max_message_bytes, int size) {
   return round_up((max_message_bytes + ranks - 1) / ranks + 2 * kPackBytes +
                       static_cast<std::size_t>(kMaxDmaPieces) * 3 * kPackBytes,
                   256);
+}
+
+std::size_t one_block_call_count_offset() {
+  return offsetof(Signals, epochs) + kMaxCallBlocks * sizeof(std::uint32_t);
 }
 
 }  // namespace peerplan::cuda_kernels

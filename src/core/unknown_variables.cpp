@@ -21,6 +21,7 @@ constexpr std::string_view kPrefix = "PEERPLAN_";
 constexpr std::string_view kOtherKnownNames[] = {
     "PEERPLAN_HOST_ID",
     "PEERPLAN_FAULT_INJECT",
+    "PEERPLAN_TEST_EPOCH_START",
     "PEERPLAN_LIBRARY",
     "PEERPLAN_NCCL_LIBRARY",
     "PEERPLAN_CMAKE_ARGS",

@@ -18,6 +18,7 @@
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/idle_gpus.hpp"
 #include "transport/cuda/row_clusters.hpp"
+#include "transport/cuda/test_epoch_start.hpp"
 #include "transport/cuda/kernel_args.hpp"
 #include "transport/peer_call_state.hpp"
 
@@ -294,10 +295,14 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
       max_dma_bytes == 0 ? 0 : cuda_kernels::dma_area_bytes_for(max_dma_bytes, local_size_);
   const std::size_t dma_offset = cuda_kernels::kSignalAreaBytes + 2 * slot;
   const std::size_t lamport_offset = dma_offset + static_cast<std::size_t>(local_size_) * dma_area;
+  std::optional<SlabWord> epoch_start;
+  if (const auto start = test_epoch_start()) {
+    epoch_start = SlabWord{cuda_kernels::one_block_call_count_offset(), *start};
+  }
   slabs_ = IpcSlabs::establish(
       bootstrap_, timeout_,
       lamport_offset + 2 * static_cast<std::size_t>(local_size_ - 1) * lamport_sub, lamport_offset,
-      cuda_kernels::kLamportSentinelByte);
+      cuda_kernels::kLamportSentinelByte, epoch_start);
   for (int r = 0; r < local_size_; ++r) peers_.slabs[r] = slabs_.base(r);
   peers_.rank = local_rank_;
   peers_.size = local_size_;

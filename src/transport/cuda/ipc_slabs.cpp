@@ -25,7 +25,7 @@ namespace {
 // the call never ends. Returns false when the fill had not finished within
 // `bound`: it may still write into the slab.
 bool fill_slab(void* slab, std::size_t bytes, std::size_t head, unsigned char tail_byte,
-               std::chrono::milliseconds bound) {
+               const std::optional<SlabWord>& word, std::chrono::milliseconds bound) {
   cudaStream_t stream = nullptr;
   check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
              "creating a stream to zero-fill the staging slab");
@@ -37,6 +37,13 @@ bool fill_slab(void* slab, std::size_t bytes, std::size_t head, unsigned char ta
     if (head < bytes) {
       check_cuda(cudaMemsetAsync(static_cast<char*>(slab) + head, tail_byte, bytes - head, stream),
                  "cudaMemset of the staging slab's sentinel region");
+    }
+    // The word byte by byte (little-endian, as the GPU reads it): a copy
+    // from host memory could wait for the stream without the bound below.
+    for (std::size_t b = 0; word && b < sizeof word->value; ++b) {
+      check_cuda(cudaMemsetAsync(static_cast<char*>(slab) + word->offset + b,
+                                 static_cast<int>((word->value >> (8 * b)) & 0xffu), 1, stream),
+                 "writing the staging slab's starting word");
     }
     finished = poll_until_done([stream] { return cudaStreamQuery(stream); }, bound,
                                "zero-filling the staging slab");
@@ -67,7 +74,8 @@ IpcSlabs& IpcSlabs::operator=(IpcSlabs&& other) noexcept {
 }
 
 IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
-                             std::size_t bytes, std::size_t tail_offset, unsigned char tail_byte) {
+                             std::size_t bytes, std::size_t tail_offset, unsigned char tail_byte,
+                             std::optional<SlabWord> word) {
   IpcSlabs slabs;
   slabs.local_rank_ = bootstrap.local_rank();
   slabs.bytes_ = bytes;
@@ -88,7 +96,10 @@ IpcSlabs IpcSlabs::establish(bootstrap::Bootstrap& bootstrap, std::chrono::milli
     const std::size_t head = tail_offset < bytes ? tail_offset : bytes;
     const auto bound = std::max(timeout / 2, std::chrono::milliseconds(1));
     fill_may_run = true;
-    if (!fill_slab(slabs.own_allocation_, bytes, head, tail_byte, bound)) {
+    if (word && word->offset + sizeof word->value > head) {
+      throw InvalidUsage("a slab's starting word must lie in its zero-filled head");
+    }
+    if (!fill_slab(slabs.own_allocation_, bytes, head, tail_byte, word, bound)) {
       throw CudaError("zero-filling the " + std::to_string(bytes) +
                       "-byte staging slab did not finish within " + milliseconds_text(bound) +
                       " (half of PEERPLAN_TIMEOUT_MS): the GPU is not making progress");

@@ -7,11 +7,19 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 
 namespace peerplan::transport::cuda {
+
+// A 32-bit word that establish() writes into the zero-filled head after
+// the fill (a test's starting epoch count: test_epoch_start.hpp).
+struct SlabWord {
+  std::size_t offset = 0;
+  std::uint32_t value = 0;
+};
 
 class IpcSlabs {
  public:
@@ -27,14 +35,15 @@ class IpcSlabs {
   // handle (on a stream of its own, waited for up to half of `timeout`:
   // other GPU work is not waited for), then maps every peer's. Bytes from
   // `tail_offset` to the end get `tail_byte` instead (the Lamport one-shot's
-  // sentinel region), also before the handle is published. Every rank makes
-  // the same bootstrap calls whatever fails, and throws CudaError on every
+  // sentinel region), also before the handle is published, and so is
+  // `word` where given. Every rank makes the same bootstrap calls whatever fails, and throws CudaError on every
   // rank when any rank failed (naming the ranks; the failing rank's own
   // message says why).
   static IpcSlabs establish(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout,
                             std::size_t bytes,
                             std::size_t tail_offset = static_cast<std::size_t>(-1),
-                            unsigned char tail_byte = 0);
+                            unsigned char tail_byte = 0,
+                            std::optional<SlabWord> word = std::nullopt);
 
   bool empty() const noexcept { return bases_.empty(); }
   std::size_t bytes() const noexcept { return bytes_; }
