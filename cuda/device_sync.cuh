@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "collective_kernels.hpp"
+#include "epoch_step.cuh"
 #include "flag_window.cuh"
 
 namespace peerplan::cuda_kernels {
@@ -22,8 +23,8 @@ struct Signals {
   // entry again at e + 2 only after seeing this rank arrive at e + 1, i.e.
   // after this rank's call e (the reader) finished.
   PullSource sources[2][kMaxRanks];
-  // Nonzero: peer p gave up at that epoch. Aligned for begin_call's two
-  // 16-byte loads.
+  // Nonzero: peer p gave up at that epoch (no call has epoch 0). Aligned
+  // for begin_call's two 16-byte loads.
   alignas(16) std::uint32_t abandoned[kMaxRanks];
   // Owner-only words below.
   // The epoch of the last call is the sum of two counts, so that a call of
@@ -123,7 +124,7 @@ inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Ph
     __threadfence_system();
   }
   for (int q = 0; q < p.size; ++q) {
-    if (q != p.rank) store_release(&signals_of(p, q)->abandoned[p.rank], epoch == 0 ? 1u : epoch);
+    if (q != p.rank) store_release(&signals_of(p, q)->abandoned[p.rank], epoch);  // never 0
   }
 }
 
@@ -163,9 +164,10 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
         *static_cast<const volatile std::uint32_t*>(&own->epochs[kMaxCallBlocks]);
     const std::uint32_t wide_calls =
         *static_cast<const volatile std::uint32_t*>(&own->epochs[blockIdx.x]);
-    const std::uint32_t call = one_block_calls + wide_calls + 1u;
+    const std::uint32_t step = epoch_step(one_block_calls + wide_calls);  // never to 0
+    const std::uint32_t call = one_block_calls + wide_calls + step;
     shared_epoch = call;
-    shared_count = (gridDim.x == 1 ? one_block_calls : wide_calls) + 1u;
+    shared_count = (gridDim.x == 1 ? one_block_calls : wide_calls) + step;
     // A peer that gave up on this call or an earlier one (this rank was late)
     // reported it failed: so does this rank, before it reads anything whose
     // flags would let it complete the call. A peer that gave up on a later
