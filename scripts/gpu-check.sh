@@ -129,7 +129,8 @@ fi
 # The GPU test binaries, for the GPU tests and for compute-sanitizer.
 TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test
               cuda_teardown_test cuda_lamport_test cuda_fused_lamport_test cuda_mpi_fallback_test
-              cuda_graph_replay_test cuda_hierarchical_test cuda_nccl_build_test cuda_two_shot_protocols_test)
+              cuda_graph_replay_test cuda_hierarchical_test cuda_nccl_build_test cuda_two_shot_protocols_test
+              cuda_epoch_wrap_test)
 TEST_REGEX='^cuda_.*\.np'  # + the rank count
 if [[ -n "${GPU_TESTS:-}" ]]; then
   read -r -a TEST_BINARIES <<<"$GPU_TESTS"
