@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "collective_kernels.hpp"
-#include "epoch_step.cuh"
 #include "flag_window.cuh"
+#include "give_up_mark.cuh"
 
 namespace peerplan::cuda_kernels {
 
@@ -23,8 +23,8 @@ struct Signals {
   // entry again at e + 2 only after seeing this rank arrive at e + 1, i.e.
   // after this rank's call e (the reader) finished.
   PullSource sources[2][kMaxRanks];
-  // Nonzero: peer p gave up at that epoch (no call has epoch 0). Aligned
-  // for begin_call's two 16-byte loads.
+  // Nonzero: peer p gave up at that epoch (give_up_mark.cuh). Aligned for
+  // begin_call's two 16-byte loads.
   alignas(16) std::uint32_t abandoned[kMaxRanks];
   // Owner-only words below.
   // The epoch of the last call is the sum of two counts, so that a call of
@@ -88,12 +88,6 @@ __device__ __forceinline__ void store_volatile_pack(void* address, uint4 v) {
                : "memory");
 }
 
-// Epochs wrap at 2^32: compare by signed difference (the late-peer check;
-// a flag barrier uses flag_reached, flag_window.cuh).
-__device__ __forceinline__ bool reached(std::uint32_t value, std::uint32_t target) {
-  return static_cast<std::int32_t>(value - target) >= 0;
-}
-
 // Waits for the previous kernel of the stream under a programmatic
 // dependent launch (its epoch, its outputs), after letting the next kernel
 // be scheduled, whose own wait keeps it behind this one. Both instructions
@@ -124,7 +118,7 @@ inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Ph
     __threadfence_system();
   }
   for (int q = 0; q < p.size; ++q) {
-    if (q != p.rank) store_release(&signals_of(p, q)->abandoned[p.rank], epoch);  // never 0
+    if (q != p.rank) store_release(&signals_of(p, q)->abandoned[p.rank], gave_up_mark(epoch));
   }
 }
 
@@ -164,10 +158,9 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
         *static_cast<const volatile std::uint32_t*>(&own->epochs[kMaxCallBlocks]);
     const std::uint32_t wide_calls =
         *static_cast<const volatile std::uint32_t*>(&own->epochs[blockIdx.x]);
-    const std::uint32_t step = epoch_step(one_block_calls + wide_calls);  // never to 0
-    const std::uint32_t call = one_block_calls + wide_calls + step;
+    const std::uint32_t call = one_block_calls + wide_calls + 1u;
     shared_epoch = call;
-    shared_count = (gridDim.x == 1 ? one_block_calls : wide_calls) + step;
+    shared_count = (gridDim.x == 1 ? one_block_calls : wide_calls) + 1u;
     // A peer that gave up on this call or an earlier one (this rank was late)
     // reported it failed: so does this rank, before it reads anything whose
     // flags would let it complete the call. A peer that gave up on a later
@@ -178,7 +171,7 @@ __device__ __forceinline__ bool begin_call(const PeerSet& p, std::uint32_t& epoc
     int late_for = -1;
 #pragma unroll
     for (int q = kMaxRanks - 1; q >= 0; --q) {
-      if (gave_up_at[q] != 0u && reached(call, gave_up_at[q])) late_for = q;
+      if (late_for_mark(call, gave_up_at[q])) late_for = q;
     }
     shared_aborted = aborted != 0u || late_for >= 0;
     if (aborted == 0u && late_for >= 0) {

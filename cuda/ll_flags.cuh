@@ -3,8 +3,8 @@
 // complement, not the epoch twice. The staged kernels leave raw data in the
 // same slots, and data often repeats a value (zeros, ones): a stale line
 // whose flag words held two equal data words would pass for a line of the
-// call whose epoch has that value (f32 ones, 0x3F800000, are some call's
-// epoch in every 2^32). A line with two equal flag words never passes.
+// call whose epoch has that value (epoch 0 after the 2^32 wrap, 0x3F800000
+// for f32 ones). A line with two equal flag words never passes.
 // Host and device, so that CI checks the rule without a GPU.
 #pragma once
 

@@ -9,8 +9,8 @@
 // the wrap (the all-reduce's small ones are calls of one block, which count
 // in a word of their own); each must give the bits of a twin communicator whose
 // epochs start at 0, and the all-reduce the float64 sum. A rank late for the
-// call after 2^32 - 1 fails that call, as its peers do, naming the same
-// call. Any world size from 2 to 8, one GPU per rank or shared. Skipped (on
+// call at epoch 0 (after 2^32 - 1) fails that call, as its peers do, naming
+// the same call. Any world size from 2 to 8, one GPU per rank or shared. Skipped (on
 // every rank) without GPUs.
 #include <cstdint>
 #include <cstdlib>
@@ -89,11 +89,13 @@ TEST_P(CudaEpochWrap, CallsAcrossTheWrapGiveTheBitsOfCallsAwayFromIt) {
   twin->declare(declared);
   {
     // Every call advances the epoch by at least one, so the calls below
-    // cross the wrap within their first 16.
-    const EpochStart start(0xFFFFFFFFu - 15u);
+    // cross the wrap within their first 64. Not closer to it: a flag
+    // barrier takes a peer's flag for up to 16 calls ahead
+    // (flag_window.cuh), and a new slab's flags are 0.
+    const EpochStart start(0xFFFFFFFFu - 63u);
     wrapping->declare(declared);
   }
-  for (int call = 0; call < 40; ++call) {
+  for (int call = 0; call < 80; ++call) {
     const int k = call % 2;
     const std::uint64_t seed = next_seed();
     SCOPED_TRACE(std::string(c.name) + ", call " + std::to_string(call));
@@ -142,12 +144,12 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<WrapCase>& info) { return std::string(info.param.name); });
 
 // The late-rank check (cuda_lifecycle_test's RankLateForACallItsPeersGaveUpOn...)
-// at the wrap: the epochs go 2^32 - 2, 2^32 - 1, then 2 (no call has epoch
-// 0, which marks "no give-up"). The last rank comes late for that third call;
-// its peers give up on it and every rank's Timeout names call #2 (a count
-// from 0 would name #3), the late rank's saying it came late. Then the next
-// declare recovers.
-TEST(CudaEpochWrapTimeout, RankLateForTheCallAfterTheWrapFailsThatCall) {
+// at the wrap: the epochs go 2^32 - 2, 2^32 - 1, then 0, where 0 in a peer's
+// give-up word means "no give-up" (cuda/give_up_mark.cuh). The last rank
+// comes late for the call at 0; its peers give up on it, and every rank's
+// Timeout names call #0 (a count from the start would name #3), the late
+// rank's saying it came late. Then the next declare recovers.
+TEST(CudaEpochWrapTimeout, RankLateForTheCallAtEpochZeroFailsThatCall) {
   PEERPLAN_SKIP_WITHOUT_GPUS();
   constexpr std::int64_t n = 8192;
   Config config;
@@ -168,7 +170,7 @@ TEST(CudaEpochWrapTimeout, RankLateForTheCallAfterTheWrapFailsThatCall) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   MPI_Barrier(test_comm());
   if (late) std::this_thread::sleep_for(3 * config.timeout);
-  comm->all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);  // epoch 2
+  comm->all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);  // epoch 0
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
   std::string message;
   try {
@@ -178,7 +180,7 @@ TEST(CudaEpochWrapTimeout, RankLateForTheCallAfterTheWrapFailsThatCall) {
   } catch (const Timeout& e) {
     message = e.what();
   }
-  EXPECT_NE(message.find("P2P call #2 "), std::string::npos)
+  EXPECT_NE(message.find("P2P call #0 "), std::string::npos)
       << (late ? "the late rank" : "a rank that gave up") << ": " << message;
   if (late) {
     EXPECT_NE(message.find("this rank reached it late"), std::string::npos) << message;
