@@ -53,7 +53,8 @@ Config config_for(const WrapCase& c) {
   config.kernels.one_shot_lamport =
       c.protocol == Protocol::lamport ? Window::every_size() : Window::never();
   config.kernels.two_shot_lamport = config.kernels.one_shot_lamport;
-  config.kernels.two_shot_dma = c.protocol == Protocol::dma ? Window::every_size() : Window::never();
+  config.kernels.two_shot_dma =
+      c.protocol == Protocol::dma ? Window::every_size() : Window::never();
   config.kernels.fused_ll = c.protocol == Protocol::ll ? Window::every_size() : Window::never();
   config.kernels.fused_lamport = config.kernels.one_shot_lamport;
   return config;
