@@ -257,6 +257,8 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   if (error_host_ != nullptr && *static_cast<volatile std::uint32_t*>(&error_host_->code) != 0) {
     broken_ = true;
   }
+  // Read before any exchange or release: a bad value fails declare() at once.
+  const std::optional<std::uint32_t> epoch_start = test_epoch_start();
   // The Lamport region holds exactly the plans the router gave the Lamport
   // protocol (one-shot, two-shot and fused alike): the largest of them.
   // The copy-engine region holds the plans given Protocol::dma. Neither
@@ -295,14 +297,13 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
       max_dma_bytes == 0 ? 0 : cuda_kernels::dma_area_bytes_for(max_dma_bytes, local_size_);
   const std::size_t dma_offset = cuda_kernels::kSignalAreaBytes + 2 * slot;
   const std::size_t lamport_offset = dma_offset + static_cast<std::size_t>(local_size_) * dma_area;
-  std::optional<SlabWord> epoch_start;
-  if (const auto start = test_epoch_start()) {
-    epoch_start = SlabWord{cuda_kernels::one_block_call_count_offset(), *start};
-  }
+  std::optional<SlabWord> first_count;
+  if (epoch_start)
+    first_count = SlabWord{cuda_kernels::one_block_call_count_offset(), *epoch_start};
   slabs_ = IpcSlabs::establish(
       bootstrap_, timeout_,
       lamport_offset + 2 * static_cast<std::size_t>(local_size_ - 1) * lamport_sub, lamport_offset,
-      cuda_kernels::kLamportSentinelByte, epoch_start);
+      cuda_kernels::kLamportSentinelByte, first_count);
   for (int r = 0; r < local_size_; ++r) peers_.slabs[r] = slabs_.base(r);
   peers_.rank = local_rank_;
   peers_.size = local_size_;
