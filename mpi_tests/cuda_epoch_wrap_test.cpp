@@ -7,16 +7,16 @@
 // staged, Lamport and on copy engines) and the fused op (LL, Lamport,
 // two-shot + row norm), runs small and larger messages, alternating, across
 // the wrap (the all-reduce's small ones are calls of one block, which count
-// in a word of their own); each must give the bits of a twin communicator whose
-// epochs start at 0, and the all-reduce the float64 sum. A rank late for the
+// in a word of their own); each must give the bits of a twin communicator
+// whose epochs start at 0, and the all-reduce the float64 sum. A rank late for the
 // call at epoch 0 (after 2^32 - 1) fails that call, as its peers do, naming
-// the same call. Any world size from 2 to 8, one GPU per rank or shared. Skipped (on
-// every rank) without GPUs.
+// the same call. Any world size from 2 to 8, one GPU per rank or shared.
+// Skipped (on every rank) without GPUs.
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "support/cuda_all_reduce_check.hpp"
@@ -162,32 +162,14 @@ TEST(CudaEpochWrapTimeout, RankLateForTheCallAtEpochZeroFailsThatCall) {
     const EpochStart start(0xFFFFFFFFu - 2u);
     comm->declare(declared);
   }
-  const bool late = rank() == size() - 1;
   DeviceBuffer in(n * 2), out(n * 2);
   in.upload(random_tensor(DataType::bf16, n, 2, rank()));
   for (int call = 0; call < 2; ++call) {  // epochs 2^32 - 2 and 2^32 - 1
     comm->all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  MPI_Barrier(test_comm());
-  if (late) std::this_thread::sleep_for(3 * config.timeout);
-  comm->all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);  // epoch 0
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
-  std::string message;
-  try {
-    comm->all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    comm->all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
-  } catch (const Timeout& e) {
-    message = e.what();
-  }
-  EXPECT_NE(message.find("P2P call #0 "), std::string::npos)
-      << (late ? "the late rank" : "a rank that gave up") << ": " << message;
-  if (late) {
-    EXPECT_NE(message.find("this rank reached it late"), std::string::npos) << message;
-  } else {
-    EXPECT_EQ(message.find("reached it late"), std::string::npos) << message;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_every_rank_fails_the_call_the_last_rank_is_late_for(
+      *comm, n, config.timeout, "P2P call #0 "));  // the call at epoch 0
   MPI_Barrier(test_comm());
   comm->declare(declared);  // slabs and epochs re-created, from 0
   out.poison();

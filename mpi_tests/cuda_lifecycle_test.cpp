@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "support/cuda_all_reduce_check.hpp"
 #include "support/cuda_test_support.hpp"
 
 namespace peerplan::cuda_test {
@@ -99,31 +100,8 @@ TEST_F(CudaTimeout, RankThatStopsCallingMakesTheOthersRaiseTimeoutThenDeclareRec
 // the same call (#2), none names #3 (the late rank failing only the call
 // after).
 TEST_F(CudaTimeout, RankLateForACallItsPeersGaveUpOnFailsThatCallToo) {
-  const bool late = rank() == size() - 1;
-  DeviceBuffer in(n * 2), out(n * 2);
-  in.upload(random_tensor(DataType::bf16, n, 2, rank()));
-  MPI_Barrier(test_comm());
-  if (late) std::this_thread::sleep_for(3 * config_.timeout);
-  comm_->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);  // call #2
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
-  std::string message;
-  try {
-    comm_->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    comm_->all_reduce(in.ptr, out.ptr, DataType::bf16, TensorLayout({n}), nullptr);
-  } catch (const Timeout& e) {
-    message = e.what();
-  }
-  EXPECT_NE(message.find("P2P call #2 "), std::string::npos)
-      << (late ? "the late rank" : "a rank that gave up") << ": " << message;
-  // Each says what happened to it: the late rank that it came late, the
-  // others that they waited.
-  if (late) {
-    EXPECT_NE(message.find("this rank reached it late"), std::string::npos) << message;
-    EXPECT_EQ(message.find("while this rank waited"), std::string::npos) << message;
-  } else {
-    EXPECT_EQ(message.find("reached it late"), std::string::npos) << message;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_every_rank_fails_the_call_the_last_rank_is_late_for(
+      *comm_, n, config_.timeout, "P2P call #2 "));
   expect_declare_recovers();
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/cuda_test_support.hpp"
@@ -128,6 +129,40 @@ inline void expect_call_abandoned_by_last_rank(Communicator& comm, std::int64_t 
   }
   EXPECT_TRUE(timed_out) << "the call after the abandoned one must raise Timeout";
   EXPECT_NE(message.find("rank " + std::to_string(size() - 1)), std::string::npos) << message;
+}
+
+// The late-rank check: every rank makes an all-reduce of `n` bf16 elements
+// on `comm` (timeout `timeout`), the last rank three timeouts after the
+// others, who give up on it. Every rank's Timeout, at that call or the next,
+// must name `call` (e.g. "P2P call #2 "); the late rank's must say that it
+// reached the call late and not that it waited, the others' not that they
+// came late.
+inline void expect_every_rank_fails_the_call_the_last_rank_is_late_for(
+    Communicator& comm, std::int64_t n, std::chrono::milliseconds timeout,
+    const std::string& call) {
+  const bool late = rank() == size() - 1;
+  DeviceBuffer in(n * 2), out(n * 2);
+  in.upload(random_tensor(DataType::bf16, n, 2, rank()));
+  MPI_Barrier(test_comm());
+  if (late) std::this_thread::sleep_for(3 * timeout);
+  comm.all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the kernel must exit, not trap";
+  std::string message;
+  try {
+    comm.all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    comm.all_reduce(in.ptr, out.ptr, DataType::bf16, vector_of(n), nullptr);
+  } catch (const Timeout& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find(call), std::string::npos)
+      << (late ? "the late rank" : "a rank that gave up") << ": " << message;
+  if (late) {
+    EXPECT_NE(message.find("this rank reached it late"), std::string::npos) << message;
+    EXPECT_EQ(message.find("while this rank waited"), std::string::npos) << message;
+  } else {
+    EXPECT_EQ(message.find("reached it late"), std::string::npos) << message;
+  }
 }
 
 }  // namespace peerplan::cuda_test
