@@ -10,6 +10,7 @@
 
 #include "bootstrap/collective_count.hpp"
 #include "bootstrap/mpi_check.hpp"
+#include "core/fault_injection.hpp"
 #include "peerplan/errors.hpp"
 
 namespace peerplan::bootstrap::detail {
@@ -50,6 +51,7 @@ struct TimedExchange::Call {
   std::uint64_t number = 0;
   int tag = 0;
   std::shared_ptr<const Blob> outgoing;
+  std::shared_ptr<const Blob> late_outgoing;  // allgather_by's other word
   std::vector<MPI_Request> sends;
   std::vector<int> send_peers;
   // Receiving: results[r] gets rank r's blob; awaiting[r] until its message
@@ -122,22 +124,18 @@ int TimedExchange::comm_rank_of(int position) const {
   return members_.empty() ? position : members_[position];
 }
 
-void TimedExchange::post_send(Call& call, int destination) {
+void TimedExchange::post_send(Call& call, int destination,
+                              const std::shared_ptr<const Blob>& blob) {
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Isend(call.outgoing->data(), checked_count(call.outgoing->size()), MPI_BYTE,
+  check_mpi(MPI_Isend(blob->data(), checked_count(blob->size()), MPI_BYTE,
                       comm_rank_of(destination), call.tag, comm_, &request),
             "MPI_Isend");
   call.sends.push_back(request);
   call.send_peers.push_back(destination);
 }
 
-std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine, const char* operation) {
-  return allgather(mine, operation, timeout_);
-}
-
-std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine, const char* operation,
-                                           std::chrono::milliseconds bound) {
-  Call call;
+void TimedExchange::start_allgather(Call& call, std::span<const std::byte> mine,
+                                    const char* operation) {
   call.operation = operation;
   call.tag = begin_call();
   call.number = calls_;
@@ -146,11 +144,11 @@ std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine, cons
   call.awaiting.assign(size_, 1);
   call.awaiting[rank_] = 0;
   call.awaiting_count = size_ - 1;
-  for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_) post_send(call, peer);
-  }
-  wait(call, bound);
+  call.sends.reserve(static_cast<std::size_t>(size_));
+  call.send_peers.reserve(static_cast<std::size_t>(size_));
+}
 
+std::vector<Blob> TimedExchange::gathered(Call& call) {
   std::vector<Blob> out(size_);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) {
@@ -160,6 +158,58 @@ std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine, cons
     }
   }
   return out;
+}
+
+std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine, const char* operation) {
+  return allgather(mine, operation, timeout_);
+}
+
+std::vector<Blob> TimedExchange::allgather(std::span<const std::byte> mine, const char* operation,
+                                           std::chrono::milliseconds bound) {
+  Call call;
+  start_allgather(call, mine, operation);
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) post_send(call, peer, call.outgoing);
+  }
+  wait(call, bound);
+  return gathered(call);
+}
+
+std::vector<Blob> TimedExchange::allgather_by(std::span<const std::byte> in_time,
+                                              std::span<const std::byte> late,
+                                              std::chrono::steady_clock::time_point deadline,
+                                              Said& said, const char* operation,
+                                              std::chrono::milliseconds bound) {
+  said = Said{};
+  Call call;
+  start_allgather(call, in_time, operation);
+  call.late_outgoing = std::make_shared<const Blob>(late.begin(), late.end());
+  const auto name = [&](int r) { return rank_names_.empty() ? r : rank_names_[r]; };
+  // Everything above is done before the first reading of the clock. The
+  // clock is read right before each send and right after it: a stall
+  // between two sends shows in the next reading, and one that falls
+  // between a reading and its send shows in the reading after the send.
+  int sent = 0;
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    const bool on_time = std::chrono::steady_clock::now() < deadline;
+    post_send(call, peer, on_time ? call.outgoing : call.late_outgoing);
+    if (!on_time) {
+      said.late.push_back(name(peer));
+    } else if (std::chrono::steady_clock::now() < deadline) {
+      said.in_time.push_back(name(peer));
+    } else {
+      said.unsure = name(peer);
+    }
+    if (++sent == 1) PEERPLAN_FAULT_POINT("verdict.first_sent", comm_rank_of(rank_));
+  }
+  said.all_in_time = said.late.empty() && said.unsure < 0;
+  if (!said.all_in_time) {
+    abandon_sends(call);
+    return {};
+  }
+  wait(call, bound);
+  return gathered(call);
 }
 
 Blob TimedExchange::broadcast(std::span<const std::byte> blob, int root, const char* operation) {
@@ -177,7 +227,7 @@ Blob TimedExchange::broadcast(std::span<const std::byte> blob, int root, const c
   if (rank_ == root) {
     call.outgoing = std::make_shared<const Blob>(blob.begin(), blob.end());
     for (int peer = 0; peer < size_; ++peer) {
-      if (peer != rank_) post_send(call, peer);
+      if (peer != rank_) post_send(call, peer, call.outgoing);
     }
   } else {
     call.awaiting[root] = 1;
@@ -267,6 +317,19 @@ void TimedExchange::wait(Call& call, std::chrono::milliseconds bound) {
   }
 }
 
+void TimedExchange::abandon_sends(Call& call) {
+  bool freed = false;
+  for (MPI_Request& request : call.sends) {
+    if (request == MPI_REQUEST_NULL) continue;
+    MPI_Request_free(&request);
+    freed = true;
+  }
+  if (freed) {
+    keep_until_exit(call.outgoing);
+    if (call.late_outgoing) keep_until_exit(call.late_outgoing);
+  }
+}
+
 void TimedExchange::time_out(Call& call, std::chrono::milliseconds bound) {
   std::vector<int> missing;
   auto name = [&](int r) { return rank_names_.empty() ? r : rank_names_[r]; };
@@ -282,11 +345,9 @@ void TimedExchange::time_out(Call& call, std::chrono::milliseconds bound) {
     keep_until_exit(call.results[call.receive_peers[i]]);
   }
   for (std::size_t i = 0; i < call.sends.size(); ++i) {
-    if (call.sends[i] == MPI_REQUEST_NULL) continue;
-    missing.push_back(name(call.send_peers[i]));
-    MPI_Request_free(&call.sends[i]);
-    keep_until_exit(call.outgoing);
+    if (call.sends[i] != MPI_REQUEST_NULL) missing.push_back(name(call.send_peers[i]));
   }
+  abandon_sends(call);
   std::sort(missing.begin(), missing.end());
   missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
   throw Timeout("bootstrap " + std::string(call.operation) + " #" + std::to_string(call.number) +

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,13 +60,37 @@ class TimedExchange {
   // Root's blob on every rank.
   Blob broadcast(std::span<const std::byte> blob, int root, const char* operation);
 
+  // Whom a verdict's word reached in time (allgather_by). Members are named
+  // as in a Timeout, in the order the messages left.
+  struct Said {
+    bool all_in_time = false;  // every member got `in_time`, sent before the deadline
+    std::vector<int> in_time;  // got `in_time`, sent before the deadline
+    std::vector<int> late;     // got `late`: the deadline had passed before their send
+    int unsure = -1;           // got `in_time`, but the deadline passed during its send; -1: none
+  };
+  // A verdict's allgather. Each message this rank sends carries `in_time`
+  // if the clock, read just before it, is before `deadline`, else `late`;
+  // the clock is read again after each send, so a stall between two sends
+  // is seen. When every member got `in_time` in time, waits as
+  // allgather(bound) and returns every blob. Otherwise returns at once with
+  // no blobs (the messages stay with MPI): this rank's word is `late` for
+  // some members or for all.
+  std::vector<Blob> allgather_by(std::span<const std::byte> in_time,
+                                 std::span<const std::byte> late,
+                                 std::chrono::steady_clock::time_point deadline, Said& said,
+                                 const char* operation, std::chrono::milliseconds bound);
+
  private:
   struct Call;
   void read_comm();
   int begin_call();
   int comm_rank_of(int position) const;
-  void post_send(Call& call, int destination);
+  void start_allgather(Call& call, std::span<const std::byte> mine, const char* operation);
+  void post_send(Call& call, int destination, const std::shared_ptr<const Blob>& blob);
   void wait(Call& call, std::chrono::milliseconds bound);
+  std::vector<Blob> gathered(Call& call);
+  // Frees the call's unfinished sends; MPI may still read their buffers.
+  void abandon_sends(Call& call);
   [[noreturn]] void time_out(Call& call, std::chrono::milliseconds bound);
 
   MPI_Comm comm_;

@@ -32,7 +32,7 @@ std::optional<int> int_in_range(std::string_view text) {
 }
 
 // Every point the library reaches, in lifecycle order.
-constexpr std::array<std::string_view, 9> kFaultPoints{
+constexpr std::array<std::string_view, 10> kFaultPoints{
     "bootstrap.duplicated",    // the bootstrap duplicated the user's communicator, nothing more
     "create.after_bootstrap",  // the bootstrap's private communicator exists
     "shm.created",             // a shared-memory segment exists, not yet unlinked
@@ -42,6 +42,7 @@ constexpr std::array<std::string_view, 9> kFaultPoints{
     "p2p.arrived",             // the host P2P transport published its input
     "p2p.expired",             // a host P2P wait expired, not yet recorded as failed
     "hier.summed",             // host hierarchical route: shard summed across nodes, not shared
+    "verdict.first_sent",      // a verdict's word reached its first peer (bootstrap/timed_exchange)
 };
 
 enum class Action { kill, stop, sleep, abort };
