@@ -15,6 +15,7 @@
 #include "transport/host/reduce.hpp"
 #include "transport/host/rms_norm.hpp"
 #include "transport/host/segment_names.hpp"
+#include "transport/host/split_verdict.hpp"
 #include "transport/host/strided_copy.hpp"
 #include "transport/peer_call_state.hpp"
 
@@ -443,8 +444,9 @@ void HostPeerTransport::sum_shard_across_nodes(Call& call, DataType dtype, std::
 // and the call succeeds only where every rank said "ok". As for the MPI
 // fallback's verdict (mpi_fallback.cpp, reduce()), no rank can succeed
 // where another fails, for timeout T:
-//  - A rank Z says "ok" only before its own deadline p_Z + T, p_Z read when
-//    its call began, before it staged its input.
+//  - A rank Z's "ok" to a rank leaves only before Z's own deadline p_Z + T
+//    (the clock is read before each message), p_Z read when its call began,
+//    before it staged its input; a later message says "gave up".
 //  - A rank Y that said "ok" did so once its node's ranks all held their
 //    shards, at c_Y, which needs every rank of the job to have staged its
 //    input (each shard sums a node's inputs and every node's partial sum);
@@ -453,25 +455,31 @@ void HostPeerTransport::sum_shard_across_nodes(Call& call, DataType dtype, std::
 //    arrived before it looks at its clock: it gets every "ok" that was sent
 //    (given that a message, once sent, arrives within T/4).
 //  So where one rank got every "ok", so does every rank that said "ok", and
-//  a rank that said "gave up" or nothing fails everyone.
+//  a rank that said "gave up" or nothing fails everyone. The exception: Z
+//  stalls between two of its messages past p_Z + T, so some ranks got "ok"
+//  and others "gave up". Z sees it (the clock is read after each message
+//  too) and says in its Timeout which rank got what.
 void HostPeerTransport::agree_between_nodes(const Call& call) {
   const std::string what = std::string(call.what) + " call #" + std::to_string(call.epoch);
-  if (std::chrono::steady_clock::now() > call.deadline) {
-    fail_between_nodes(what + " gave up: this rank got its node's shards only after its " +
-                       std::to_string(timeout_.count()) +
-                       " ms timeout (it was stalled), too late to say 'ok' to the "
-                       "other nodes");
-  }
-  std::vector<int> gave_up;
+  NodeGroupSum::Verdict verdict;
   try {
-    gave_up = across_nodes_->agree(timeout_ + timeout_ / 4, (what + " verdict").c_str());
+    verdict =
+        across_nodes_->agree(call.deadline, timeout_ + timeout_ / 4, (what + " verdict").c_str());
   } catch (const Error&) {
     broken_ = true;
     broken_reason_ = what + " got no verdict from every rank";
     throw;
   }
-  if (!gave_up.empty()) {
-    fail_between_nodes(what + " cannot complete: rank(s) " + join_ranks(gave_up) +
+  if (verdict.said.in_time.empty() && verdict.said.unsure < 0) {
+    fail_between_nodes(what + " gave up: this rank got its node's shards only after its " +
+                       std::to_string(timeout_.count()) +
+                       " ms timeout (it was stalled), too late to say 'ok' to the "
+                       "other nodes");
+  }
+  if (!verdict.said.all_in_time)
+    fail_between_nodes(what + ": " + describe_split_verdict(verdict.said, timeout_, "gave up"));
+  if (!verdict.gave_up.empty()) {
+    fail_between_nodes(what + " cannot complete: rank(s) " + join_ranks(verdict.gave_up) +
                        " gave up on it (the verdict between nodes)");
   }
 }

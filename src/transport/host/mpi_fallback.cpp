@@ -17,6 +17,7 @@
 #include "transport/host/backoff.hpp"
 #include "transport/host/reduce.hpp"
 #include "transport/host/rms_norm.hpp"
+#include "transport/host/split_verdict.hpp"
 #include "transport/host/strided_copy.hpp"
 
 namespace peerplan::transport::host {
@@ -283,9 +284,10 @@ void MpiFallback::check_dtype(DataType dtype, const char* what) {
 //  - A rank X succeeds only when it received "ok" from every rank.
 //  - Take any rank Y. X got "ok" from Y, so Y's reduction completed, at
 //    time c_Y, and Y waits for the verdicts until c_Y + T + T/4.
-//  - A rank Z says "ok" only before its own deadline p_Z + T, where p_Z is
-//    read when Z makes the call, before it posts its exchange of calls and
-//    its reduction (later it says "too late", which counts as giving up).
+//  - A rank Z's "ok" to a rank leaves only before Z's own deadline p_Z + T
+//    (the clock is read before each message), where p_Z is read when Z
+//    makes the call, before it posts its exchange of calls and its
+//    reduction (a later message says "too late", which counts as giving up).
 //    No rank's reduction can complete before every rank has posted (each
 //    result needs every contribution), so p_Z <= c_Y, and Z's "ok" left
 //    before c_Y + T: a quarter of the timeout before Y stops waiting, which
@@ -294,9 +296,12 @@ void MpiFallback::check_dtype(DataType dtype, const char* what) {
 //  - So Y receives the same n "ok"s as X and succeeds too.
 // Hence when any rank raises for a call (gave up, timed out waiting for a
 // verdict, saw another rank give up), no rank succeeds: the verdict is the
-// same everywhere. The assumption is that a verdict message, once this rank
-// decided to send it, can be matched at the receiver within T/4 (shared
-// memory: microseconds; any working network: well under a second).
+// same everywhere, but where Z stalled between two of its messages past
+// p_Z + T: some ranks got "ok", others "too late". Z sees that (the clock
+// is read after each message too) and says in its Timeout who got what.
+// The assumption is that a verdict message, once this rank decided to send
+// it, can be matched at the receiver within T/4 (shared memory:
+// microseconds; any working network: well under a second).
 // Mismatch is the same everywhere too: the exchange of calls gives every
 // rank where it completes the same n calls, and a rank where it did not
 // hears "mismatch" in the verdicts (a rank still waiting for it posts no
@@ -364,8 +369,15 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
   const std::array<std::byte, 1> encoded{static_cast<std::byte>(state)};
   std::vector<bootstrap::Blob> blobs;
   std::string unanswered;  // the exchange's Timeout: who did not answer
+  bootstrap::detail::TimedExchange::Said said;
   try {
-    blobs = verdicts_->allgather(encoded, "fallback verdict", bound);
+    if (state == State::ok) {
+      // "ok" only in the messages that leave before the deadline.
+      const std::array<std::byte, 1> late{static_cast<std::byte>(State::too_late)};
+      blobs = verdicts_->allgather_by(encoded, late, deadline, said, "fallback verdict", bound);
+    } else {
+      blobs = verdicts_->allgather(encoded, "fallback verdict", bound);
+    }
   } catch (const Timeout& e) {
     exchange_abandoned_ = true;
     unanswered = e.what();
@@ -413,10 +425,20 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
                ", so it gave up";
     }
   };
-  const char* const tail =
-      ". Every rank raises Timeout for this call; none uses its result. If the ranks are merely "
-      "slow, raise PEERPLAN_TIMEOUT_MS; PEERPLAN_DEBUG=TRACE logs every call's route on every "
-      "rank.";
+  const char* const slow_tail =
+      " If the ranks are merely slow, raise PEERPLAN_TIMEOUT_MS; PEERPLAN_DEBUG=TRACE logs every "
+      "call's route on every rank.";
+  const std::string tail =
+      std::string(". Every rank raises Timeout for this call; none uses its result.") + slow_tail;
+  if (state == State::ok && !said.all_in_time) {
+    exchange_abandoned_ = true;                     // the others' words stay unread
+    if (said.in_time.empty() && said.unsure < 0) {  // the deadline passed just before the first
+      state = State::too_late;
+      throw Timeout(what() + ": " + here() + tail);
+    }
+    throw Timeout(what() + ": the reduction completed here, but " +
+                  describe_split_verdict(said, timeout_, "too late") + "." + slow_tail);
+  }
   if (!unanswered.empty()) {
     throw Timeout(what() + ": " + here() + ", and " + missing_ranks(unanswered) + " did not " +
                   (state == State::ok ? "confirm it within " : "answer a roll call within ") +

@@ -81,23 +81,30 @@ constexpr std::byte kOk{1};
 constexpr std::byte kGaveUp{2};
 }  // namespace
 
-std::vector<int> NodeGroupSum::agree(std::chrono::milliseconds bound, const char* what) {
+NodeGroupSum::Verdict NodeGroupSum::agree(std::chrono::steady_clock::time_point deadline,
+                                          std::chrono::milliseconds bound, const char* what) {
   refuse_if_out_of_step(what);
-  verdict_given_ = true;  // whatever happens next, this rank has said "ok"
+  verdict_given_ = true;  // whatever happens next, this rank has given its word
+  Verdict verdict;
   std::vector<bootstrap::Blob> words;
   try {
-    words = verdicts_->allgather(std::span(&kOk, 1), what, bound);
+    words = verdicts_->allgather_by(std::span(&kOk, 1), std::span(&kGaveUp, 1), deadline,
+                                    verdict.said, what, bound);
   } catch (const Error& e) {
     out_of_step_ = std::string(what) + " got no verdict from every rank (" + e.what() + ")";
     throw;
   }
-  std::vector<int> gave_up;
-  for (std::size_t rank = 0; rank < words.size(); ++rank) {
-    if (words[rank].size() != 1 || words[rank][0] != kOk) gave_up.push_back(static_cast<int>(rank));
+  if (!verdict.said.all_in_time) {
+    out_of_step_ = std::string(what) + ": this rank said 'gave up' to some rank";
+    return verdict;
   }
-  if (!gave_up.empty()) out_of_step_ = std::string(what) + ": a rank gave up";
-  verdict_given_ = !gave_up.empty();  // the next call's verdict is yet to come
-  return gave_up;
+  for (std::size_t rank = 0; rank < words.size(); ++rank) {
+    if (words[rank].size() != 1 || words[rank][0] != kOk)
+      verdict.gave_up.push_back(static_cast<int>(rank));
+  }
+  if (!verdict.gave_up.empty()) out_of_step_ = std::string(what) + ": a rank gave up";
+  verdict_given_ = !verdict.gave_up.empty();  // the next call's verdict is yet to come
+  return verdict;
 }
 
 void NodeGroupSum::give_up(const std::string& why) {

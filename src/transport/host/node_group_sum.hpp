@@ -49,14 +49,23 @@ class NodeGroupSum {
   // `what` names the call in errors.
   void sum(std::span<float> values, const char* what);
 
+  // What the call's verdict came to on this rank (agree).
+  struct Verdict {
+    // Whom this rank's "ok" reached: only where it reached every rank in
+    // time is `gave_up` filled.
+    bootstrap::detail::TimedExchange::Said said;
+    std::vector<int> gave_up;  // the ranks that said they gave up; empty: the call succeeds
+  };
   // The call's verdict, collective over every rank of the communicator
   // (not only the group), after the node's ranks all hold the call's
-  // shards: this rank says "ok" and waits at most `bound` for every rank's
-  // word. Returns the ranks that said they gave up (empty: every rank said
-  // "ok", the call succeeds); throws Timeout naming the ranks that did not
-  // answer in time. Either failure leaves the group out of step.
+  // shards: this rank says "ok" in each message that leaves before
+  // `deadline` (its call's own) and "gave up" in the later ones; when every
+  // rank got its "ok", it waits at most `bound` for every rank's word.
+  // Throws Timeout naming the ranks that did not answer in time. Any
+  // outcome but success leaves the group out of step.
   // host_peer_transport.cpp says why no rank can succeed where another fails.
-  std::vector<int> agree(std::chrono::milliseconds bound, const char* what);
+  Verdict agree(std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds bound,
+                const char* what);
   // This rank's "gave up" for the call's verdict, sent without waiting, so
   // that no rank waits for it in vain; once per call, and only if agree()
   // was not called for it. Leaves the group out of step.
