@@ -183,6 +183,22 @@ std::string judge_survivor(const Scenario& s, const std::vector<Outcome>& outcom
   return "PASS";
 }
 
+// The ranks a verdict's split may have let complete the call, as the
+// stalled rank's Timeout names them ("rank(s) ... got its 'ok' in time",
+// "... at a moment this rank cannot tell"); empty when it names none.
+std::vector<int> ranks_a_split_may_complete(const std::string& message) {
+  static const std::regex phrase(
+      R"(\branks? (\d+(?:, \d+)*) got its 'ok' (?:in time|at a moment))");
+  static const std::regex number(R"(\d+)");
+  std::vector<int> ranks;
+  for (std::sregex_iterator it(message.begin(), message.end(), phrase), end; it != end; ++it) {
+    const std::string list = (*it)[1].str();
+    for (std::sregex_iterator n(list.begin(), list.end(), number); n != end; ++n)
+      ranks.push_back(std::stoi(n->str()));
+  }
+  return ranks;
+}
+
 // A victim that survives (late or stopped) must fail too, never succeed
 // alone nor hang: its peers already reported the step as failed.
 std::string judge_victim(const Scenario& s, const std::vector<Outcome>& outcomes) {
@@ -296,6 +312,18 @@ int main(int argc, char** argv) {
     }
   } else {
     say("verdict=" + judge_victim(s, outcomes));
+    // A stall between two of its verdict's messages (docs/faults.md): the
+    // driver lets the ranks it names have completed that step.
+    for (const auto& o : outcomes) {
+      if (o.kind == "ok") continue;
+      const std::vector<int> may_complete = ranks_a_split_may_complete(o.message);
+      if (!may_complete.empty()) {
+        std::string list;
+        for (int r : may_complete) list += (list.empty() ? "" : ",") + std::to_string(r);
+        say("split step=" + o.step + " may_complete=" + list);
+      }
+      break;
+    }
   }
   const auto close_start = Clock::now();
   if (comm) comm->close();
