@@ -73,6 +73,17 @@ std::vector<int> every_rank_but(int excluded, int from = 0) {
   return ranks;
 }
 
+// What a rank whose word did not reach every rank in time must report: who
+// got which word, and no words of the others (it does not wait for them).
+void expect_not_all_in_time(const TimedExchange::Said& said, const std::vector<Blob>& words,
+                            const std::vector<int>& in_time, const std::vector<int>& late) {
+  EXPECT_FALSE(said.all_in_time);
+  EXPECT_EQ(said.in_time, in_time);
+  EXPECT_EQ(said.late, late);
+  EXPECT_EQ(said.unsure, -1);
+  EXPECT_TRUE(words.empty());
+}
+
 TEST(VerdictExchange, EveryWordInTimeGathersEveryRanksWord) {
   Exchange exchange;
   TimedExchange::Said said;
@@ -94,11 +105,7 @@ TEST(VerdictExchange, ARankPastItsDeadlineSaysLateToEveryRankAndDoesNotWait) {
   const std::vector<Blob> words = exchange.say(mine_late ? start - 1ms : start + 30s, said);
   if (mine_late) {
     EXPECT_LT(Clock::now() - start, 5s) << "it waited for the others' words";
-    EXPECT_FALSE(said.all_in_time);
-    EXPECT_TRUE(said.in_time.empty());
-    EXPECT_EQ(said.late, every_rank_but(late));
-    EXPECT_EQ(said.unsure, -1);
-    EXPECT_TRUE(words.empty());
+    expect_not_all_in_time(said, words, {}, every_rank_but(late));
     exchange.take_unread_words();
   } else {
     EXPECT_TRUE(said.all_in_time);
@@ -120,11 +127,7 @@ TEST(VerdictExchange, AStallBetweenTwoMessagesPastTheDeadlineIsSeenAndNamesWhoGo
   const auto start = Clock::now();
   const std::vector<Blob> words = exchange.say(start + (world_rank() == 0 ? 1000ms : 30s), said);
   if (world_rank() == 0) {
-    EXPECT_FALSE(said.all_in_time);
-    EXPECT_EQ(said.in_time, std::vector<int>{1});
-    EXPECT_EQ(said.late, every_rank_but(0, 2));
-    EXPECT_EQ(said.unsure, -1);
-    EXPECT_TRUE(words.empty());
+    expect_not_all_in_time(said, words, {1}, every_rank_but(0, 2));
     exchange.take_unread_words();
   } else {
     EXPECT_TRUE(said.all_in_time);
