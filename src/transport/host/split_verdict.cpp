@@ -8,8 +8,7 @@ namespace {
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i)
-    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
   return text;
 }
 
