@@ -17,6 +17,7 @@
 #  - after the job (and CLEANUP, a later job on the node) /dev/shm holds no
 #    peerplan segment of this job's processes (RUN_SERIAL keeps the suite's
 #    own tests apart; the pid in each name tells other users' jobs apart).
+cmake_policy(SET CMP0054 NEW)  # a quoted "calls" is a string, not the variable calls
 cmake_policy(SET CMP0057 NEW)  # if(... IN_LIST ...)
 string(REPLACE "@@" ";" FLAGS "${FLAGS}")
 string(REPLACE "@@" ";" CLEANUP "${CLEANUP}")
