@@ -77,7 +77,7 @@ std::vector<int> every_rank_but(int excluded, int from = 0) {
 // got which word, and no words of the others (it does not wait for them).
 void expect_not_all_in_time(const TimedExchange::Said& said, const std::vector<Blob>& words,
                             const std::vector<int>& in_time, const std::vector<int>& late) {
-  EXPECT_FALSE(said.all_in_time);
+  EXPECT_FALSE(said.all_in_time());
   EXPECT_EQ(said.in_time, in_time);
   EXPECT_EQ(said.late, late);
   EXPECT_EQ(said.unsure, -1);
@@ -88,7 +88,7 @@ TEST(VerdictExchange, EveryWordInTimeGathersEveryRanksWord) {
   Exchange exchange;
   TimedExchange::Said said;
   const std::vector<Blob> words = exchange.say(Clock::now() + 30s, said);
-  EXPECT_TRUE(said.all_in_time);
+  EXPECT_TRUE(said.all_in_time());
   EXPECT_EQ(said.in_time, every_rank_but(world_rank()));
   EXPECT_TRUE(said.late.empty());
   EXPECT_EQ(said.unsure, -1);
@@ -108,7 +108,7 @@ TEST(VerdictExchange, ARankPastItsDeadlineSaysLateToEveryRankAndDoesNotWait) {
     expect_not_all_in_time(said, words, {}, every_rank_but(late));
     exchange.take_unread_words();
   } else {
-    EXPECT_TRUE(said.all_in_time);
+    EXPECT_TRUE(said.all_in_time());
     ASSERT_EQ(words.size(), static_cast<std::size_t>(world_size()));
     EXPECT_EQ(words[late], Blob{kLate});
     EXPECT_EQ(words[world_rank()], Blob{in_time_word(world_rank())});
@@ -130,7 +130,7 @@ TEST(VerdictExchange, AStallBetweenTwoMessagesPastTheDeadlineIsSeenAndNamesWhoGo
     expect_not_all_in_time(said, words, {1}, every_rank_but(0, 2));
     exchange.take_unread_words();
   } else {
-    EXPECT_TRUE(said.all_in_time);
+    EXPECT_TRUE(said.all_in_time());
     ASSERT_EQ(words.size(), static_cast<std::size_t>(world_size()));
     EXPECT_EQ(words[0], world_rank() == 1 ? Blob{in_time_word(0)} : Blob{kLate});
   }

@@ -203,8 +203,7 @@ std::vector<Blob> TimedExchange::allgather_by(std::span<const std::byte> in_time
     }
     if (++sent == 1) PEERPLAN_FAULT_POINT("verdict.first_sent", comm_rank_of(rank_));
   }
-  said.all_in_time = said.late.empty() && said.unsure < 0;
-  if (!said.all_in_time) {
+  if (!said.all_in_time()) {
     abandon_sends(call);
     return {};
   }

@@ -63,10 +63,14 @@ class TimedExchange {
   // Whom a verdict's word reached in time (allgather_by). Members are named
   // as in a Timeout, in the order the messages left.
   struct Said {
-    bool all_in_time = false;  // every member got `in_time`, sent before the deadline
     std::vector<int> in_time;  // got `in_time`, sent before the deadline
     std::vector<int> late;     // got `late`: the deadline had passed before their send
     int unsure = -1;           // got `in_time`, but the deadline passed during its send; -1: none
+
+    // Every member got `in_time`, sent before the deadline.
+    bool all_in_time() const noexcept { return late.empty() && unsure < 0; }
+    // Every member got `late`: the deadline had passed before the first send.
+    bool all_late() const noexcept { return in_time.empty() && unsure < 0; }
   };
   // A verdict's allgather. Each message this rank sends carries `in_time`
   // if the clock, read just before it, is before `deadline`, else `late`;

@@ -470,14 +470,15 @@ void HostPeerTransport::agree_between_nodes(const Call& call) {
     broken_reason_ = what + " got no verdict from every rank";
     throw;
   }
-  if (verdict.said.in_time.empty() && verdict.said.unsure < 0) {
-    fail_between_nodes(what + " gave up: this rank got its node's shards only after its " +
-                       std::to_string(timeout_.count()) +
-                       " ms timeout (it was stalled), too late to say 'ok' to the "
-                       "other nodes");
-  }
-  if (!verdict.said.all_in_time)
+  if (!verdict.said.all_in_time()) {
+    if (verdict.said.all_late()) {
+      fail_between_nodes(what + " gave up: this rank got its node's shards only after its " +
+                         std::to_string(timeout_.count()) +
+                         " ms timeout (it was stalled), too late to say 'ok' to the "
+                         "other nodes");
+    }
     fail_between_nodes(what + ": " + describe_split_verdict(verdict.said, timeout_, "gave up"));
+  }
   if (!verdict.gave_up.empty()) {
     fail_between_nodes(what + " cannot complete: rank(s) " + join_ranks(verdict.gave_up) +
                        " gave up on it (the verdict between nodes)");

@@ -430,9 +430,9 @@ void MpiFallback::reduce(Kind kind, DataType dtype, std::int64_t count) {
       "call's route on every rank.";
   const std::string tail =
       std::string(". Every rank raises Timeout for this call; none uses its result.") + slow_tail;
-  if (state == State::ok && !said.all_in_time) {
-    exchange_abandoned_ = true;                     // the others' words stay unread
-    if (said.in_time.empty() && said.unsure < 0) {  // the deadline passed just before the first
+  if (state == State::ok && !said.all_in_time()) {
+    exchange_abandoned_ = true;  // the others' words stay unread
+    if (said.all_late()) {       // the deadline passed just before the first send
       state = State::too_late;
       throw Timeout(what() + ": " + here() + tail);
     }

@@ -94,7 +94,7 @@ NodeGroupSum::Verdict NodeGroupSum::agree(std::chrono::steady_clock::time_point 
     out_of_step_ = std::string(what) + " got no verdict from every rank (" + e.what() + ")";
     throw;
   }
-  if (!verdict.said.all_in_time) {
+  if (!verdict.said.all_in_time()) {
     out_of_step_ = std::string(what) + ": this rank said 'gave up' to some rank";
     return verdict;
   }
