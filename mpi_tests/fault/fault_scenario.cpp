@@ -97,18 +97,26 @@ Outcome run_step(const std::string& step, const std::function<void()>& body) {
   return outcome;
 }
 
-// Whether a message names `rank` in a list after "rank"/"ranks"/"rank(s)",
-// where runs of ranks may be ranges ("ranks 0-3", bootstrap::describe_ranks).
+// The ranks of a list such as "0, 2" or "0-3, 6", where runs of ranks may
+// be ranges (bootstrap::describe_ranks).
+std::vector<int> ranks_in_list(const std::string& list) {
+  static const std::regex item(R"((\d+)(?:-(\d+))?)");
+  std::vector<int> ranks;
+  for (std::sregex_iterator n(list.begin(), list.end(), item), end; n != end; ++n) {
+    const int first = std::stoi((*n)[1].str());
+    const int last = (*n)[2].matched ? std::stoi((*n)[2].str()) : first;
+    for (int r = first; r <= last; ++r) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+// Whether a message names `rank` in a list after "rank"/"ranks"/"rank(s)".
 bool names_rank(const std::string& message, int rank) {
   static const std::regex phrase(
       R"(\branks?(?:\(s\))?:?\s+(\d+(?:-\d+)?(?:\s*(?:,|and)\s*\d+(?:-\d+)?)*))");
-  static const std::regex item(R"((\d+)(?:-(\d+))?)");
   for (std::sregex_iterator it(message.begin(), message.end(), phrase), end; it != end; ++it) {
-    const std::string list = (*it)[1].str();
-    for (std::sregex_iterator n(list.begin(), list.end(), item); n != end; ++n) {
-      const int first = std::stoi((*n)[1].str());
-      const int last = (*n)[2].matched ? std::stoi((*n)[2].str()) : first;
-      if (first <= rank && rank <= last) return true;
+    for (int named : ranks_in_list((*it)[1].str())) {
+      if (named == rank) return true;
     }
   }
   return false;
@@ -188,13 +196,10 @@ std::string judge_survivor(const Scenario& s, const std::vector<Outcome>& outcom
 // "... at a moment this rank cannot tell"); empty when it names none.
 std::vector<int> ranks_a_split_may_complete(const std::string& message) {
   static const std::regex phrase(
-      R"(\branks? (\d+(?:, \d+)*) got its 'ok' (?:in time|at a moment))");
-  static const std::regex number(R"(\d+)");
+      R"(\branks? (\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*) got its 'ok' (?:in time|at a moment))");
   std::vector<int> ranks;
   for (std::sregex_iterator it(message.begin(), message.end(), phrase), end; it != end; ++it) {
-    const std::string list = (*it)[1].str();
-    for (std::sregex_iterator n(list.begin(), list.end(), number); n != end; ++n)
-      ranks.push_back(std::stoi(n->str()));
+    for (int r : ranks_in_list((*it)[1].str())) ranks.push_back(r);
   }
   return ranks;
 }
