@@ -6,15 +6,13 @@
 #include <string>
 
 #include "core/log.hpp"
+#include "nccl_interposer/last_error.hpp"
 #include "nccl_interposer/nccl_types.hpp"
 #include "nccl_interposer/real_nccl.hpp"
 #include "peerplan/errors.hpp"
 
 namespace peerplan::nccl_interposer {
 namespace {
-
-thread_local std::string t_last_error;
-thread_local bool t_last_error_is_peerplan = false;
 
 std::size_t call_bytes(const NcclAllReduce& call) { return call.count * element_bytes(call.type); }
 
@@ -38,8 +36,7 @@ ncclResult_t peerplan_failed(const std::exception& error, CommState& state, std:
     state.broken = true;
     state.async_error = static_cast<int>(ncclRemoteError);
   }
-  t_last_error = std::string("peerplan: ") + error.what();
-  t_last_error_is_peerplan = true;
+  record_peerplan_error(error.what());
   log::warn("NCCL interposer: ncclAllReduce on peerplan failed: " + std::string(error.what()));
   return static_cast<ncclResult_t>(code);
 }
@@ -121,15 +118,6 @@ ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
 
 void count_other(ncclComm_t comm, std::size_t bytes) {
   if (auto state = find_comm(comm)) state->fallback(bytes, FallbackCause::not_all_reduce);
-}
-
-const char* last_peerplan_error() noexcept {
-  return t_last_error_is_peerplan ? t_last_error.c_str() : nullptr;
-}
-
-ncclResult_t note_nccl_result(ncclResult_t result) noexcept {
-  if (result != ncclSuccess && result != ncclInProgress) t_last_error_is_peerplan = false;
-  return result;
 }
 
 }  // namespace peerplan::nccl_interposer

@@ -51,10 +51,4 @@ ncclResult_t run_on_nccl(const NcclAllReduce& call, CommState* state, FallbackCa
 // Counts an operation other than an all-reduce that goes to NCCL.
 void count_other(ncclComm_t comm, std::size_t bytes);
 
-// The text of this thread's last failure when it was peerplan's (and no
-// NCCL failure came after it), else null.
-const char* last_peerplan_error() noexcept;
-// Remembers that this thread's last failure, if `result` is one, was NCCL's.
-ncclResult_t note_nccl_result(ncclResult_t result) noexcept;
-
 }  // namespace peerplan::nccl_interposer

@@ -12,7 +12,7 @@
 // real NCCL and then the new one, so NCCL sees every operation in the
 // application's order; when the group ends with the held all-reduce its
 // only operation, the rules decide as for a call outside a group (peerplan
-// runs it after the real, empty, group end). The operations counted are
+// runs it after the real, empty, group end, if that end succeeded). The operations counted are
 // the interposed ones (all-reduce, broadcast, reduce, all-gather,
 // reduce-scatter, send, recv); one NCCL has and the interposer does not
 // define is not seen.
@@ -36,6 +36,7 @@
 #include "core/log.hpp"
 #include "nccl_interposer/call_dispatch.hpp"
 #include "nccl_interposer/comm_table.hpp"
+#include "nccl_interposer/last_error.hpp"
 #include "nccl_interposer/nccl_types.hpp"
 #include "nccl_interposer/real_nccl.hpp"
 
@@ -125,8 +126,9 @@ void created(ncclComm_t comm, const std::string& why_not = {}) {
 }
 
 // After a successful real init of `comm` by ncclCommInitRank(Config) or
-// ncclCommSplit, which NCCL made non-blocking or not.
-void created(ncclComm_t comm, bool non_blocking) {
+// ncclCommSplit, which NCCL made non-blocking or not. (A name of its own: a
+// string literal given to an overload set converts to bool first.)
+void created_blocking_or_not(ncclComm_t comm, bool non_blocking) {
   if (non_blocking) {
     attach_peerplan(comm, kNonBlocking, true);  // the reason only, even in a group
   } else {
@@ -178,7 +180,8 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks,
   if (!real().comm_init_rank) return missing("ncclCommInitRank");
   const ncclResult_t result = note_nccl_result(real().comm_init_rank(comm, nranks, commId, rank));
   // NCCL_COMM_BLOCKING=0 makes this communicator non-blocking too.
-  if (result == ncclSuccess || result == ncclInProgress) created(*comm, non_blocking(nullptr));
+  if (result == ncclSuccess || result == ncclInProgress)
+    created_blocking_or_not(*comm, non_blocking(nullptr));
   return result;
 }
 
@@ -188,7 +191,8 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int n
   if (!real().comm_init_rank_config) return missing("ncclCommInitRankConfig");
   const ncclResult_t result =
       note_nccl_result(real().comm_init_rank_config(comm, nranks, commId, rank, config));
-  if (result == ncclSuccess || result == ncclInProgress) created(*comm, non_blocking(config));
+  if (result == ncclSuccess || result == ncclInProgress)
+    created_blocking_or_not(*comm, non_blocking(config));
   return result;
 }
 
@@ -212,7 +216,8 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int 
       note_nccl_result(real().comm_split(comm, color, key, newcomm, config));
   if ((result == ncclSuccess || result == ncclInProgress) && newcomm && *newcomm) {
     // With no config NCCL copies the parent's (the environment still overrides).
-    created(*newcomm, non_blocking(config, config == nullptr && non_blocking_parent(comm)));
+    created_blocking_or_not(*newcomm,
+                            non_blocking(config, config == nullptr && non_blocking_parent(comm)));
   }
   return result;
 }
@@ -261,7 +266,9 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupEnd() {
   }
   const ncclResult_t end = note_nccl_result(real().group_end());
   if (result == ncclSuccess) result = end;
-  if (to_peerplan) {
+  // A group NCCL failed ran none of its operations: neither does peerplan
+  // (a program that retries it would otherwise sum twice).
+  if (to_peerplan && end == ncclSuccess) {
     const ncclResult_t ran = run(*group.held, *to_peerplan);
     if (result == ncclSuccess) result = ran;
   }
@@ -327,11 +334,7 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return result;
 }
 
-PEERPLAN_NCCL_EXPORT const char* ncclGetLastError(ncclComm_t comm) {
-  if (const char* text = last_peerplan_error()) return text;
-  if (!real().get_last_error) return "";
-  return real().get_last_error(comm);
-}
+PEERPLAN_NCCL_EXPORT const char* ncclGetLastError(ncclComm_t comm) { return last_error_text(comm); }
 
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!real().comm_get_async_error) return missing("ncclCommGetAsyncError");

@@ -158,6 +158,22 @@ TEST_F(InterposerDispatch, AGroupOfOneDeclaredAllReduceRunsOnPeerplanAfterTheRea
   EXPECT_EQ(fake_nccl_calls(), "GroupStart\nGroupEnd\n");
 }
 
+// A group whose real end failed ran none of its operations: peerplan does
+// not run the held one either (a program that retries would sum twice).
+TEST_F(InterposerDispatch, AGroupWhoseRealEndFailedRunsNothingOnPeerplan) {
+  ncclGroupStart();
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  fake_nccl_fail_next_group_end(ncclSystemError);
+  EXPECT_EQ(ncclGroupEnd(), ncclSystemError);
+  EXPECT_EQ(seen_->all_reduces, Counts{});
+  EXPECT_EQ(fake_nccl_calls(), "GroupStart\nGroupEnd\n");
+  // The next group is a group again.
+  ncclGroupStart();
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{64});
+}
+
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)  // ncclGroupSimulateEnd
 // ncclGroupSimulateEnd ends the group and runs none of it: the held
 // all-reduce goes to NCCL, which only estimates it (not counted), and the
@@ -241,6 +257,22 @@ TEST_F(InterposerDispatch, AnInvalidArgumentIsNcclsAndLeavesTheCommunicatorUsabl
   fail = false;
   EXPECT_EQ(all_reduce(64), ncclSuccess);
   EXPECT_EQ(seen_->all_reduces, Counts{64});
+}
+
+// NCCL keeps one last error per process: a watchdog thread asking after
+// the main thread's call failed gets peerplan's text, until NCCL records a
+// newer failure, also in a function the interposer does not define.
+TEST_F(InterposerDispatch, PeerplansLastErrorIsTheProcesssUntilNcclRecordsANewerOne) {
+  install([] { throw InvalidArgument("bad pointer"); });
+  EXPECT_EQ(all_reduce(64), ncclInvalidArgument);
+  std::string seen_by_watchdog;
+  std::thread([&] { seen_by_watchdog = ncclGetLastError(nullptr); }).join();
+  EXPECT_EQ(seen_by_watchdog, "peerplan: bad pointer");
+  fake_nccl_fail_elsewhere("fake: ncclMemAlloc failed");
+  EXPECT_EQ(std::string(ncclGetLastError(comm_)), "fake: ncclMemAlloc failed");
+  EXPECT_EQ(all_reduce(64), ncclInvalidArgument);
+  EXPECT_EQ(std::string(ncclGetLastError(comm_)), "peerplan: bad pointer");
+  fake_nccl_fail_elsewhere("fake last error");
 }
 
 // NCCL's ncclBcast is its ncclBroadcast in place, called through the
@@ -404,6 +436,27 @@ TEST(InterposerInit, ASplitWithoutConfigInheritsItsParentsNonBlocking) {
   take_comm(parent);
   take_comm(child);
   take_comm(configured);
+}
+
+// ncclCommInitAll's communicators get the reason of one process holding
+// every rank: they are blocking (NCCL is asked for their ranks), not taken
+// for non-blocking ones.
+TEST(InterposerInit, CommunicatorsOfInitAllAreRefusedForBeingInOneProcess) {
+  ASSERT_TRUE(kFakeNccl);
+  unsetenv("NCCL_COMM_BLOCKING");
+  const CountedBootstraps bootstraps;
+  fake_nccl_calls();
+  ncclComm_t comms[2] = {};
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess);
+  for (ncclComm_t comm : comms) {
+    const auto state = find_comm(comm);
+    ASSERT_NE(state, nullptr);
+    EXPECT_NE(state->reason.find("ncclCommInitAll"), std::string::npos) << state->reason;
+    EXPECT_FALSE(state->non_blocking);
+    take_comm(comm);
+  }
+  EXPECT_EQ(bootstraps.made(), 0);
+  EXPECT_NE(fake_nccl_calls().find("CommUserRank"), std::string::npos);
 }
 
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)  // ncclGroupSimulateEnd

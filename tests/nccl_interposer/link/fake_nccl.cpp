@@ -23,6 +23,8 @@ ncclResult_t note(const std::string& call) {
   record() += call + "\n";
   return ncclSuccess;
 }
+std::string last_error = "fake last error";
+ncclResult_t group_end_result = ncclSuccess;
 int fake_comms[8];  // distinct handles
 int next_comm = 0;
 ncclComm_t new_comm() { return reinterpret_cast<ncclComm_t>(&fake_comms[next_comm++ % 8]); }
@@ -32,10 +34,15 @@ ncclComm_t new_comm() { return reinterpret_cast<ncclComm_t>(&fake_comms[next_com
 
 FAKE const char* fake_nccl_log() { return record().c_str(); }
 FAKE void fake_nccl_clear() { record().clear(); }
+// A failure NCCL records in a function the interposer does not define
+// (ncclMemAlloc, say): its text becomes NCCL's last error.
+FAKE void fake_nccl_fail_elsewhere(const char* text) { last_error = text; }
+// What the next ncclGroupEnd returns (then ncclSuccess again).
+FAKE void fake_nccl_fail_next_group_end(ncclResult_t result) { group_end_result = result; }
 
 FAKE ncclResult_t ncclGetUniqueId(ncclUniqueId*) { return note("GetUniqueId"); }
 FAKE const char* ncclGetErrorString(ncclResult_t) { return "fake error string"; }
-FAKE const char* ncclGetLastError(ncclComm_t) { return "fake last error"; }
+FAKE const char* ncclGetLastError(ncclComm_t) { return last_error.c_str(); }
 FAKE ncclResult_t ncclCommInitRank(ncclComm_t* comm, int, ncclUniqueId, int rank) {
   *comm = new_comm();
   return note("CommInitRank " + std::to_string(rank));
@@ -68,7 +75,12 @@ FAKE ncclResult_t ncclAllReduce(const void*, void*, size_t count, ncclDataType_t
   return note("AllReduce " + std::to_string(count));
 }
 FAKE ncclResult_t ncclGroupStart() { return note("GroupStart"); }
-FAKE ncclResult_t ncclGroupEnd() { return note("GroupEnd"); }
+FAKE ncclResult_t ncclGroupEnd() {
+  note("GroupEnd");
+  const ncclResult_t result = group_end_result;
+  group_end_result = ncclSuccess;
+  return result;
+}
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
 FAKE ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) { return note("GroupSimulateEnd"); }
 #endif

@@ -9,9 +9,14 @@
 
 namespace peerplan::nccl_interposer {
 
+inline void* fake_nccl() {
+  static void* fake = dlopen(PEERPLAN_FAKE_NCCL, RTLD_NOW);
+  return fake;
+}
+
 // What the fake NCCL recorded so far; `clear` starts a new record.
 inline std::string fake_nccl_calls(bool clear = true) {
-  static void* fake = dlopen(PEERPLAN_FAKE_NCCL, RTLD_NOW);
+  void* fake = fake_nccl();
   using Log = const char* (*)();
   using Clear = void (*)();
   static auto log = reinterpret_cast<Log>(dlsym(fake, "fake_nccl_log"));
@@ -19,6 +24,21 @@ inline std::string fake_nccl_calls(bool clear = true) {
   std::string calls = log();
   if (clear) clear_log();
   return calls;
+}
+
+// NCCL's last error becomes `text`, as after a failure in a function the
+// interposer does not define.
+inline void fake_nccl_fail_elsewhere(const char* text) {
+  using Fail = void (*)(const char*);
+  static auto fail = reinterpret_cast<Fail>(dlsym(fake_nccl(), "fake_nccl_fail_elsewhere"));
+  fail(text);
+}
+
+// The next real ncclGroupEnd returns `result`.
+inline void fake_nccl_fail_next_group_end(int result) {
+  using Fail = void (*)(int);
+  static auto fail = reinterpret_cast<Fail>(dlsym(fake_nccl(), "fake_nccl_fail_next_group_end"));
+  fail(result);
 }
 
 }  // namespace peerplan::nccl_interposer
