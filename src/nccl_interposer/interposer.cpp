@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <memory>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -39,6 +40,7 @@
 #include "nccl_interposer/last_error.hpp"
 #include "nccl_interposer/nccl_types.hpp"
 #include "nccl_interposer/real_nccl.hpp"
+#include "transport/cuda/bounded_wait.hpp"
 
 #define PEERPLAN_NCCL_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -155,6 +157,25 @@ void attach_created(const std::vector<ncclComm_t>& created) {
             "ranks?), and peerplan runs one rank per process"
           : "";
   for (ncclComm_t comm : created) attach_peerplan(comm, why_not);
+}
+
+// An abort must return although GPU work may never end (that is what
+// aborts are for): peerplan's release waits for its kernels (up to the
+// timeout) and frees memory (cudaFree waits for every kernel of the
+// device), so it runs on a helper thread, waited for only briefly. Past
+// that it goes on there, and its memory stays until it ends.
+void release_without_waiting(std::shared_ptr<peerplan::Communicator> peerplan) {
+  using peerplan::transport::cuda::TeardownClock;
+  if (peerplan == nullptr) return;
+  const bool released = peerplan::transport::cuda::run_until(
+      [peerplan = std::move(peerplan)]() mutable { peerplan.reset(); },
+      TeardownClock::now() + peerplan::transport::cuda::kTeardownMargin);
+  if (!released) {
+    peerplan::log::warn(
+        "NCCL interposer: ncclCommAbort returns while peerplan's side is still being released "
+        "on a helper thread (GPU work on this device has not ended); its memory is freed when "
+        "that work ends");
+  }
 }
 
 // One WARN per process: a program may call NCCL in a loop.
@@ -325,7 +346,7 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (state) state->aborted = true;
   const ncclResult_t result = note_nccl_result(real().comm_abort(comm));
   if (state) {
-    state->release_communicator();
+    release_without_waiting(state->release_communicator());
     if (!state->summarized.exchange(true))
       peerplan::log::info(peerplan::log::Subsystem::init,
                           "NCCL interposer: rank " + std::to_string(state->rank) +

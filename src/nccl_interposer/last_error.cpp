@@ -14,8 +14,8 @@ namespace {
 struct LastError {
   std::mutex mutex;
   bool is_peerplan = false;
-  char text[1024] = {};     // returned to callers: never freed or moved
-  std::string nccl_then;    // NCCL's own last error when peerplan's was recorded
+  char text[1024] = {};   // returned to callers: never freed or moved
+  std::string nccl_then;  // NCCL's own last error when peerplan's was recorded
 };
 
 LastError& last_error() {

@@ -10,6 +10,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -35,7 +36,10 @@ struct Seen {
   std::vector<std::int64_t> all_reduces;  // counts
   std::string nccl_calls_at_last_all_reduce;
   bool closed = false;
-  bool destroyed = false;
+  std::atomic<bool> destroyed{false};  // set on the thread that releases it
+  // While not ready (at most 20 s), the destructor waits: a release that
+  // GPU work holds up.
+  std::shared_future<void> hold_destructor;
   std::string nccl_calls_at_close = "(not closed)";
 };
 
@@ -46,7 +50,10 @@ class FakePeerplan final : public StandInCommunicator {
   FakePeerplan(std::shared_ptr<Seen> seen, std::function<void()> fail = {},
                std::vector<PlanKey> over_cutoff = {})
       : seen_(std::move(seen)), fail_(std::move(fail)), over_cutoff_(std::move(over_cutoff)) {}
-  ~FakePeerplan() override { seen_->destroyed = true; }
+  ~FakePeerplan() override {
+    if (seen_->hold_destructor.valid()) seen_->hold_destructor.wait_for(std::chrono::seconds(20));
+    seen_->destroyed = true;
+  }
 
   CallResult all_reduce(const void*, void*, DataType, const TensorLayout& layout,
                         StreamHandle) override {
@@ -298,6 +305,23 @@ TEST_F(InterposerDispatch, AbortReleasesPeerplanWithoutClosingAfterNcclsAbort) {
   EXPECT_FALSE(seen_->closed) << "abort must not run peerplan's collective close";
   EXPECT_TRUE(seen_->destroyed);
   EXPECT_EQ(fake_nccl_calls(), "CommAbort\n");
+}
+
+// An abort returns although peerplan's release is held up (GPU work that
+// never ends, which is what aborts are for); the release ends on its own.
+TEST_F(InterposerDispatch, AnAbortReturnsWhilePeerplansReleaseIsHeldUp) {
+  std::promise<void> let_go;
+  seen_->hold_destructor = let_go.get_future().share();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ncclCommAbort(comm_), ncclSuccess);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(10)) << "the abort waited for the held-up release";
+  EXPECT_FALSE(seen_->destroyed);
+  let_go.set_value();
+  for (int i = 0; i < 2000 && !seen_->destroyed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(seen_->destroyed);
 }
 
 TEST_F(InterposerDispatch, AnAbortOnAnotherThreadFreesPeerplanOnlyAfterTheCallInIt) {
