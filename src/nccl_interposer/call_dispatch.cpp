@@ -14,7 +14,7 @@
 namespace peerplan::nccl_interposer {
 namespace {
 
-std::size_t call_bytes(const NcclAllReduce& call) { return call.count * element_bytes(call.type); }
+std::size_t bytes_of(const NcclAllReduce& call) { return call_bytes(call.count, call.type); }
 
 // False when CUDA cannot tell (its error cleared): peerplan's failure is
 // then reported as it is.
@@ -91,7 +91,7 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
 ncclResult_t run_on_nccl(const NcclAllReduce& call, CommState* state, FallbackCause cause) {
   const RealNccl& real = real_nccl();
   if (real.all_reduce == nullptr) return ncclInternalError;
-  if (state != nullptr) state->fallback(call_bytes(call), cause);
+  if (state != nullptr) state->fallback(bytes_of(call), cause);
   return note_nccl_result(real.all_reduce(call.send, call.recv, call.count, call.type, call.op,
                                           call.comm, call.stream));
 }
@@ -102,7 +102,7 @@ ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
   try {
     choice.peerplan->all_reduce(call.send, call.recv, *to_data_type(call.type), *choice.layout,
                                 call.stream);
-    state->hit(call_bytes(call));
+    state->hit(bytes_of(call));
     return ncclSuccess;
   } catch (const std::exception& error) {
     if (capturing(call.stream) && dynamic_cast<const Timeout*>(&error) == nullptr) {
@@ -112,7 +112,7 @@ ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
                     error.what());
       return run_on_nccl(call, state, FallbackCause::capture_refused);
     }
-    return peerplan_failed(error, *state, call_bytes(call));
+    return peerplan_failed(error, *state, bytes_of(call));
   }
 }
 

@@ -76,7 +76,7 @@ void other_operation(ncclComm_t comm, std::size_t count, ncclDataType_t type) {
   if (t_group.depth > 0) {
     note_group_operation();
   } else {
-    count_other(comm, count * element_bytes(type));
+    count_other(comm, call_bytes(count, type));
   }
 }
 

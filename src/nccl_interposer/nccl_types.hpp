@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <limits>
 #include <optional>
 
 #include "nccl_interposer/dispatch_rules.hpp"
@@ -89,6 +90,15 @@ inline std::size_t element_bytes(ncclDataType_t type) noexcept {
     default:
       return 1;
   }
+}
+
+// Bytes of `count` elements, the largest size_t where that overflows (a
+// call NCCL refuses, counted all the same).
+inline std::size_t call_bytes(std::size_t count, ncclDataType_t type) noexcept {
+  const std::size_t element = element_bytes(type);
+  return count > std::numeric_limits<std::size_t>::max() / element
+             ? std::numeric_limits<std::size_t>::max()
+             : count * element;
 }
 
 }  // namespace peerplan::nccl_interposer

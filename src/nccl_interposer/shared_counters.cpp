@@ -8,6 +8,7 @@ namespace peerplan::nccl_interposer {
 // same there later, and two threads taking one free slot for the same size
 // both end up in it.
 SharedDispatchCounters::Slot* SharedDispatchCounters::slot_for(std::size_t bytes) {
+  if (bytes == kFree) return nullptr;  // the free mark itself (an overflowing size)
   for (Slot& slot : slots_) {
     std::size_t held = slot.bytes.load(std::memory_order_acquire);
     if (held == kFree &&

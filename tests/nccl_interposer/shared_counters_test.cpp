@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -36,6 +37,21 @@ TEST(SharedDispatchCounters, SizesPastTheSlotsAreCountedToo) {
   plain.fallback(4096 * 100, FallbackCause::count_);
   shared.fallback(7, FallbackCause::count_);
   plain.fallback(7, FallbackCause::count_);
+  EXPECT_EQ(shared.summary(), plain.summary());
+}
+
+// The largest size is the mark of a free slot: counted all the same, and
+// taking no slot that a later size needs.
+TEST(SharedDispatchCounters, TheLargestSizeIsCountedWithoutTakingASlot) {
+  SharedDispatchCounters shared;
+  DispatchCounters plain;
+  const std::size_t largest = std::numeric_limits<std::size_t>::max();
+  for (std::size_t bytes : {largest, std::size_t{64}, largest, std::size_t{128}}) {
+    shared.hit(bytes);
+    plain.hit(bytes);
+  }
+  shared.fallback(largest, FallbackCause::undeclared_count);
+  plain.fallback(largest, FallbackCause::undeclared_count);
   EXPECT_EQ(shared.summary(), plain.summary());
 }
 
