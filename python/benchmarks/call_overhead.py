@@ -187,7 +187,7 @@ def main():
 
     comm = peerplan.Communicator(mpi.COMM_WORLD if mpi is not None else None)
     rank, size, backend = comm.rank, comm.size, comm.backend
-    local_rank, local_size = local_rank_and_size(mpi, rank, size)
+    _, local_size = local_rank_and_size(mpi, rank, size)  # ranks sharing this machine
 
     # Tensors that this backend takes: PyTorch CUDA on cuda, NumPy on host.
     gpus_shared = False
@@ -199,9 +199,10 @@ def main():
             if not torch.cuda.is_available():
                 raise ImportError("PyTorch sees no GPU")
             gpus = torch.cuda.device_count()
-            # The GPU peerplan chose (local rank modulo the GPUs), for torch too.
-            torch.cuda.set_device(local_rank % gpus)
-            device = torch.device("cuda", local_rank % gpus)
+            # The GPU peerplan drives (device= / PEERPLAN_DEVICE, else the local
+            # rank modulo the GPUs), for torch too.
+            device = torch.device("cuda", comm.cuda_device)
+            torch.cuda.set_device(device)
             device_name = torch.cuda.get_device_name(device)
             gpus_shared = local_size > gpus
             dtype = "bf16" if args.dtype == "auto" else args.dtype

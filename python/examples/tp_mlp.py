@@ -37,9 +37,13 @@ def rms_norm(x, weight):
 def main():
     comm = peerplan.Communicator(timeout_ms=60000)
     rank, size = comm.rank, comm.size
+    if comm.cuda_device < 0:
+        sys.exit(f"tp_mlp.py needs the cuda backend; this communicator's is {comm.backend}")
+    # The GPU the communicator drives (device= / PEERPLAN_DEVICE, else the local
+    # rank modulo the GPUs it sees): the calls' tensors must be on it.
+    device = torch.device("cuda", comm.cuda_device)
+    torch.cuda.set_device(device)
     gpus = torch.cuda.device_count()
-    torch.cuda.set_device(rank % gpus)
-    device = torch.device("cuda", rank % gpus)
     if rank == 0:
         print(f"peerplan {peerplan.__version__}: {size} ranks on {gpus} GPU(s), backend "
               f"{comm.backend}, P2P {'on' if comm.p2p_enabled else 'off: ' + comm.p2p_disabled_reason}")

@@ -103,6 +103,17 @@ def _torch_entry(tensor):
     return _layout_entry(dtype, tuple(tensor.shape), tuple(tensor.stride()))
 
 
+def _host_place(tensor):
+    """HOST_MEMORY for a PyTorch tensor that is not a CUDA one if it is a CPU
+    one; ValueError for any other device (meta, xpu, mps, ...), whose
+    data_ptr() is no address that either backend can read."""
+    device = tensor.device
+    if device.type != "cpu":
+        raise ValueError(f"peerplan: a PyTorch tensor on device {device}; peerplan reads CPU and "
+                         "CUDA tensors only")
+    return HOST_MEMORY
+
+
 def _read_torch(tensor, written=False):
     key = (tensor.dtype, tensor.shape, tensor.stride())
     entry = _torch_layouts.get(key)
@@ -110,7 +121,7 @@ def _read_torch(tensor, written=False):
         entry = _remember(_torch_layouts, key, _torch_entry(tensor))
     # get_device(): tensor.device.index as an int, without building a torch.device.
     return (tensor.data_ptr(), entry[0], entry[1],
-            tensor.get_device() if tensor.is_cuda else HOST_MEMORY)
+            tensor.get_device() if tensor.is_cuda else _host_place(tensor))
 
 
 # The raw cudaStream_t of the current stream of a CUDA tensor's device.
@@ -276,14 +287,21 @@ def _read_interface(tensor, written=False):
 # -- dispatch
 
 
+def _is_torch_tensor_type(cls):
+    """Whether `cls` is torch.Tensor or a subclass of it (nn.Parameter, a
+    user's own). A torch tensor exists only once torch is imported: looked
+    up in sys.modules, never imported here."""
+    tensor_type = getattr(sys.modules.get("torch"), "Tensor", None)
+    return isinstance(tensor_type, type) and issubclass(cls, tensor_type)
+
+
 def _reader_for(cls):
-    """The reader of a tensor type, kept per type: PyTorch's (any type of a
-    torch module, nn.Parameter included), NumPy's (numpy.ndarray itself),
-    else the interfaces'."""
+    """The reader of a tensor type, kept per type: PyTorch's (torch.Tensor
+    and its subclasses), NumPy's (numpy.ndarray itself), else the
+    interfaces'."""
     global _numpy_pointer
     numpy = sys.modules.get("numpy")
-    module = getattr(cls, "__module__", None)
-    if isinstance(module, str) and module.startswith("torch"):
+    if _is_torch_tensor_type(cls):
         reader = _read_torch
     elif numpy is not None and cls is getattr(numpy, "ndarray", None):
         if _numpy_pointer is None:
@@ -338,7 +356,7 @@ def region(tensor):
         itemsize = tensor.element_size()
         address, shape = tensor.data_ptr(), tuple(tensor.shape)
         strides = tuple(s * itemsize for s in tensor.stride())
-        place = tensor.get_device() if tensor.is_cuda else HOST_MEMORY
+        place = tensor.get_device() if tensor.is_cuda else _host_place(tensor)
     else:
         interface, _, place = _array_interface(tensor)
         itemsize = _typestr_itemsize(interface["typestr"])

@@ -41,6 +41,7 @@ _reason_name = REASONS.get
 
 
 _DTYPE_NAMES = {0: "f16", 1: "bf16", 2: "f32"}
+_FUSED = 1  # Declaration.operation of the fused op (PEERPLAN_FUSED_ADD_RMS_NORM)
 
 # Pairs of Layouts already found alike: (id, id) -> the two Layouts, kept
 # alive so that their ids are not reused. Layouts come from the tensor
@@ -93,10 +94,14 @@ def _require_alike(call, name, first, dtype, layout, other_dtype, other_layout):
     _alike_layouts[(id(layout), id(other_layout))] = (layout, other_layout)
 
 
-def _require_weight(dtype, layout, weight_dtype, weight_layout):
-    """The fused op reads `hidden` (x's last extent) contiguous elements of
-    x's dtype from the weight; anything else would be read past its end."""
-    hidden = layout.shape[layout.ndim - 1] if layout.ndim else 1
+def _last_extent(shape):
+    return shape[-1] if shape else 1
+
+
+def _require_weight(call, of, dtype, hidden, weight_dtype, weight_layout):
+    """The fused op reads `hidden` (the last extent of `of`: x, or the
+    declared shape) contiguous elements of that dtype from the weight;
+    anything else would be read past its end."""
     shape, strides = _layout_values(weight_layout)
     elements = 1
     for extent in shape:
@@ -104,9 +109,14 @@ def _require_weight(dtype, layout, weight_dtype, weight_layout):
     contiguous = all(extent == 1 or stride == expected for extent, stride, expected
                      in zip(shape, strides, _contiguous_strides(shape)))
     if weight_dtype != dtype or elements != hidden or not contiguous:
-        raise ValueError(f"peerplan: fused_add_rms_norm: weight is "
-                         f"{_describe(weight_dtype, weight_layout)}; pass {hidden} contiguous "
-                         f"{_DTYPE_NAMES.get(dtype, dtype)} elements (x's last extent and dtype)")
+        raise ValueError(f"peerplan: {call}: weight is {_describe(weight_dtype, weight_layout)}; "
+                         f"pass {hidden} contiguous {_DTYPE_NAMES.get(dtype, dtype)} elements "
+                         f"({of} last extent and dtype)")
+
+
+def _require_call_weight(dtype, layout, weight_dtype, weight_layout):
+    hidden = layout.shape[layout.ndim - 1] if layout.ndim else 1
+    _require_weight("fused_add_rms_norm", "x's", dtype, hidden, weight_dtype, weight_layout)
 
 
 class Error(RuntimeError):
@@ -183,6 +193,15 @@ def _int64_values(values, what, name):
     return values
 
 
+def _fused_key_eps(call, eps):
+    """A fused plan's key holds the weight's address and eps: a lookup with
+    a weight needs both."""
+    if eps is None:
+        raise TypeError(f"peerplan: {call}: a weight was given without eps; the fused op's plan "
+                        "is keyed by both: pass eps too (or neither, for the all-reduce)")
+    return float(eps)
+
+
 def _memory_name(place):
     if place == _HOST:
         return "host memory"
@@ -220,7 +239,7 @@ class Declaration:
 
     @classmethod
     def fused_add_rms_norm(cls, name, dtype, shape, weight, eps, strides=None):
-        return cls(name, 1, dtype, shape, strides, weight, eps)
+        return cls(name, _FUSED, dtype, shape, strides, weight, eps)
 
 
 def _world_handle():
@@ -239,6 +258,20 @@ def _world_handle():
         return world.value
 
 
+def _fortran_handle(value):
+    """`value` as an MPI_Fint (a C int): ctypes would wrap a larger int
+    silently, into another communicator's handle."""
+    try:
+        handle = operator.index(value)
+    except TypeError:
+        raise TypeError(f"peerplan: comm must be an mpi4py communicator, a Fortran handle (int) "
+                        f"or None, not {type(value).__name__}") from None
+    if not -2**31 <= handle < 2**31:
+        raise ValueError(f"peerplan: the Fortran communicator handle {handle} is outside int32 "
+                         "(-2**31 to 2**31 - 1); pass MPI_Comm_c2f of a live communicator")
+    return handle
+
+
 def _comm_handle(comm):
     """The Fortran handle of an mpi4py communicator, or `comm` as an int."""
     if hasattr(comm, "py2f"):
@@ -249,7 +282,7 @@ def _comm_handle(comm):
             raise TypeError(f"peerplan: comm is an mpi4py {type(comm).__name__}, not an "
                             "mpi4py communicator (MPI.Comm)")
         return comm.py2f()
-    return int(comm)
+    return _fortran_handle(comm)
 
 
 class Communicator:
@@ -269,6 +302,8 @@ class Communicator:
         _check(lib.peerplan_config_create(ctypes.byref(cfg)))
         try:
             for key, value in config.items():
+                if value is None:  # unset: the default (or the environment) applies
+                    continue
                 if isinstance(value, bool):
                     value = int(value)
                 _check(lib.peerplan_config_set(cfg, f"PEERPLAN_{key.upper()}".encode(),
@@ -345,9 +380,13 @@ class Communicator:
 
     # -- plans
     def declare(self, declarations):
+        """Collective: replaces the declared set. A fused declaration's weight
+        is checked as the calls check it (dtype, length, contiguity, memory):
+        a weight refused on any rank fails the declare on every rank at once,
+        as the library's own checks do, and raises its ValueError here."""
         declarations = list(declarations)
         array = (_CDeclaration * max(len(declarations), 1))()
-        keep = []
+        keep, refusal = [], None
         for i, d in enumerate(declarations):
             shape = (ctypes.c_int64 * max(len(d.shape), 1))(*d.shape)
             strides = (ctypes.c_int64 * max(len(d.shape), 1))(*d.strides) if d.strides else None
@@ -359,18 +398,45 @@ class Communicator:
             array[i].layout.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
             array[i].layout.strides = (ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
                                        if strides is not None else None)
-            array[i].weight = _tensors.weight_pointer(d.weight) if d.weight is not None else None
+            array[i].weight, problem = self._declared_weight(d)
+            refusal = refusal or problem
             array[i].eps = d.eps
-        _check(lib.peerplan_declare(self._handle, array, len(declarations)))
+        try:
+            _check(lib.peerplan_declare(self._handle, array, len(declarations)))
+        except ValueError:
+            if refusal is None:
+                raise
+            # The library's message here is of the null weight sent in its place.
+            raise refusal from None
         self._declared = declarations
+
+    def _declared_weight(self, declaration):
+        """(address, refusal) of a declaration's weight. A fused one that a
+        call would refuse gives (None, the error): the library refuses a
+        null weight on every rank together, where raising here alone would
+        leave the other ranks in declare until the timeout."""
+        weight = declaration.weight
+        if weight is None or declaration.operation != _FUSED:
+            return (_tensors.weight_pointer(weight) if weight is not None else None), None
+        call = f"declare: declaration {declaration.name!r}"
+        try:
+            ptr, dtype, layout, place = _read(weight)
+            _require_weight(call, "the declared shape's", declaration.dtype,
+                            _last_extent(declaration.shape), dtype, layout)
+            self._check_place(call, "weight", place)
+        except (TypeError, ValueError) as refusal:
+            return None, refusal
+        return ptr, None
 
     def has_plan_for(self, tensor, weight=None, eps=None):
         """Whether a call on `tensor` (with `weight` and `eps`: the fused op)
-        would find a declared plan. Never raises for a well-formed tensor."""
+        would find a declared plan. Raises only for a tensor or weight
+        peerplan does not take, or a weight without eps (TypeError)."""
         _, dtype, layout, _ = _read(tensor)
         if weight is None:
             return bool(_c_has_plan_all_reduce(self._handle, dtype, layout))
-        return bool(_c_has_plan_fused(self._handle, dtype, layout, _read(weight)[0], float(eps)))
+        eps = _fused_key_eps("has_plan_for", eps)
+        return bool(_c_has_plan_fused(self._handle, dtype, layout, _read(weight)[0], eps))
 
     def plan_for(self, tensor, weight=None, eps=None):
         """(route, reason, index) of the declared plan; UndeclaredPlan if none."""
@@ -379,7 +445,8 @@ class Communicator:
         if weight is None:
             _check(_c_plan_all_reduce(self._handle, dtype, layout, info))
         else:
-            _check(_c_plan_fused(self._handle, dtype, layout, _read(weight)[0], float(eps), info))
+            eps = _fused_key_eps("plan_for", eps)
+            _check(_c_plan_fused(self._handle, dtype, layout, _read(weight)[0], eps, info))
         return ROUTES.get(info.route, "unknown"), REASONS.get(info.reason, "unknown"), info.index
 
     # -- collectives
@@ -429,12 +496,12 @@ class Communicator:
         if weight_place != place:
             self._check_place("fused_add_rms_norm", "weight", weight_place, place, "x")
         if (id(layout), id(weight_layout)) not in _weights_checked:
-            _require_weight(dtype, layout, weight_dtype, weight_layout)
+            _require_call_weight(dtype, layout, weight_dtype, weight_layout)
             if len(_weights_checked) >= 256:
                 _weights_checked.clear()
             _weights_checked[(id(layout), id(weight_layout))] = (layout, weight_layout)
         elif weight_dtype != dtype:
-            _require_weight(dtype, layout, weight_dtype, weight_layout)
+            _require_call_weight(dtype, layout, weight_dtype, weight_layout)
         eps = float(eps)
         if stream is None:
             stream = _device_stream(place) if reader is _read_torch and place >= 0 else 0

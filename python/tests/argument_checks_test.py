@@ -8,14 +8,21 @@ weight's). Also: memory the backend cannot read (device memory on the host
 backend, host memory or another GPU's on a stand-in cuda communicator),
 out and residual whose size-1 dimensions have other strides (alike),
 read-only arrays (refused only where written), a c_void_p stream handle,
-declarations (a name None, shapes and strides), mpi4py objects that are
-not communicators, registered buffers' extents and pairs, and stats read
-from two threads at once. Under mpirun at 2 ranks, host backend; exits 77
-(skipped) without NumPy or mpi4py."""
+declarations (a name None, shapes and strides, a fused declaration's
+weight checked as the calls check it, on every rank at once), mpi4py
+objects that are not communicators, Fortran handles outside int32 or not
+ints, settings given as None (unset), lookups with a weight but no eps,
+registered buffers' extents and pairs, and stats read from two threads at
+once. PyTorch tensors through a stand-in torch module (sys.modules["torch"],
+whose Tensor is StandInTensor below): subclasses of its Tensor are read as
+PyTorch's, other objects of torch* modules are not, and tensors on devices
+other than CPU and CUDA are refused. Under mpirun at 2 ranks, host backend;
+exits 77 (skipped) without NumPy or mpi4py."""
 
 import ctypes
 import sys
 import threading
+import types
 
 try:
     import numpy as np
@@ -128,16 +135,40 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
     except TypeError as e:
         check("(address, bytes)" in str(e), f"a one-element tuple: {e}")
 
+    class StandInDevice:
+        """torch.device's type and index, printed as PyTorch prints it."""
+
+        def __init__(self, kind, index):
+            self.type, self.index = kind, (index if index >= 0 else None)
+
+        def __str__(self):
+            return self.type if self.index is None else f"{self.type}:{self.index}"
+
     class StandInTensor:
-        """What the package reads of a PyTorch tensor (a CUDA one on `device`
-        >= 0), over host memory: strides as PyTorch gives them, size-1
+        """The stand-in torch module's Tensor: what the package reads of a
+        PyTorch tensor on `kind` (by default a CUDA one on `device` >= 0, else
+        a CPU one), over host memory: strides as PyTorch gives them, size-1
         dimensions' included (NumPy's interface drops them when contiguous)."""
 
-        __module__ = "torch"  # read as PyTorch's
+        __module__ = "torch"  # as torch.Tensor's: its subclasses' are their own
         dtype = "torch.float32"
 
-        def __init__(self, array, device=-1):
-            self.array, self.device = array, device
+        def __init__(self, array, device=-1, kind=None):
+            self.array, self.index = array, device
+            self.kind = kind or ("cuda" if device >= 0 else "cpu")
+
+        @property
+        def device(self):
+            return StandInDevice(self.kind, self.index)
+
+        @property
+        def __cuda_array_interface__(self):
+            """A CUDA tensor's, as PyTorch gives it (AttributeError otherwise):
+            what a tensor that is not taken for PyTorch's is read through."""
+            if not self.is_cuda:
+                raise AttributeError("not a CUDA tensor")
+            return {"data": (self.data_ptr(), False), "shape": self.shape, "typestr": "<f4",
+                    "strides": self.array.strides, "version": 3}
 
         @property
         def shape(self):
@@ -151,13 +182,21 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
 
         @property
         def is_cuda(self):
-            return self.device >= 0
+            return self.kind == "cuda"
 
         def get_device(self):
-            return self.device
+            return self.index
 
         def element_size(self):
             return self.array.itemsize
+
+    stream_calls = []  # the devices whose current stream the package asked for
+    torch_stand_in = types.ModuleType("torch")
+    torch_stand_in.Tensor = StandInTensor
+    torch_stand_in.cuda = types.SimpleNamespace(
+        current_stream=lambda index: stream_calls.append(index) or types.SimpleNamespace(
+            cuda_stream=0))  # the host library under the stand-ins ignores streams
+    sys.modules["torch"] = torch_stand_in
 
     # A size-1 dimension's stride is never used: the library's plan key
     # ignores it, so an out or residual that differs only there is alike.
@@ -292,6 +331,55 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
         cuda.all_reduce(t, stream=0)
         check(bool((t.array == size).all()), "a tensor of the communicator's GPU: the sum")
 
+        # A subclass of torch.Tensor defined outside torch (a user's own) is a
+        # PyTorch tensor: its GPU checked, its call on that GPU's current
+        # stream (not stream 0, as through __cuda_array_interface__).
+        class UserTensor(StandInTensor):
+            pass
+
+        expect_value_error(lambda: cuda.all_reduce(UserTensor(np.ones(8, np.float32), 1)),
+                           "a torch.Tensor subclass on another GPU",
+                           ["inp", "CUDA device 1", "device 0"])
+        stream_calls.clear()
+        mine = UserTensor(np.ones(8, np.float32), 0)
+        try:
+            cuda.all_reduce(mine)
+            check(stream_calls == [0] and bool((mine.array == size).all()),
+                  f"a torch.Tensor subclass: the sum on GPU 0's current stream ({stream_calls})")
+        except Exception as e:  # noqa: BLE001 - any error is the failure
+            check(False, f"a torch.Tensor subclass on the cuda stand-in: {type(e).__name__}: {e}")
+
+    # A CPU tensor of a torch.Tensor subclass on the host backend; an object
+    # of a torch* package that is no tensor goes through its array interface.
+    class TorchPackageArray:
+        __module__ = "torchvision.io"  # a torch* module, not a torch.Tensor
+
+        def __init__(self, array):
+            self.array = array
+
+        @property
+        def __array_interface__(self):
+            return self.array.__array_interface__
+
+    for make, what in ((UserTensor, "a CPU torch.Tensor subclass"),
+                       (TorchPackageArray, "an array of a torch* module")):
+        made = make(np.full(8, rank + 1.0, np.float32))
+        try:
+            comm.all_reduce(made)
+            check(bool((made.array == size * (size + 1) / 2).all()), f"{what}: the sum")
+        except Exception as e:  # noqa: BLE001 - any error is the failure
+            check(False, f"{what}: {type(e).__name__}: {e}")
+
+    # A PyTorch tensor on a device other than CPU and CUDA: its data_ptr() is
+    # no host address. Refused, naming the device, before any call.
+    for kind, index, name in (("meta", -1, "meta"), ("xpu", 0, "xpu:0"), ("mps", 0, "mps:0")):
+        elsewhere = StandInTensor(np.ones(8, np.float32), index, kind)
+        expect_value_error(lambda: comm.all_reduce(elsewhere), f"a tensor on {name}",
+                           [f"device {name}", "CPU and CUDA"])
+        expect_value_error(lambda: comm.register_buffers([elsewhere]),
+                           f"a buffer on {name}", [f"device {name}"])
+        check(bool((elsewhere.array == 1).all()), f"the tensor on {name} was not written")
+
     # Registered buffers: the extent of any element type and of negative
     # strides (the lowest address to the highest byte); (address, bytes)
     # pairs outside 0 to 2**64 - 1 refused, not wrapped.
@@ -332,6 +420,36 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
                        "a stride below int64", ["strides", str(-2**63 - 1), "int64"])
     check(D.all_reduce("a", "f32", (np.int64(4), 8), strides=(np.int32(8), 1)).shape == (4, 8),
           "NumPy ints in a shape")
+
+    # A fused declaration's weight, checked as the calls check it: a plan
+    # whose weight no call may pass is refused, and the declared set stays.
+    for bad_weight, what, words in (
+            (np.ones(hidden, np.float16), "an f16 weight", ["f16", "256"]),
+            (np.ones(hidden // 2, np.float32), "a weight of half the length", ["(128,)"]),
+            (np.ones(2 * hidden, np.float32)[::2], "a strided weight", ["contiguous"]),
+            (DeviceArray((hidden,)), "a device weight", ["CUDA device memory", "backend is host"])):
+        expect_value_error(lambda: comm.declare([D.fused_add_rms_norm("bad", "f32", (4, hidden),
+                                                                      bad_weight, 1e-6)]),
+                           f"declaring {what}", ["declare", "'bad'", "weight"] + words)
+    # Refused on one rank only: every rank raises at once (none waits in
+    # declare for the others), this rank's message or the library's naming it.
+    own_weight = weight if rank == 0 else np.ones(hidden, np.float16)
+    words = ["rank 1", "'one_rank'" if rank else '"one_rank"', "weight"]
+    expect_value_error(lambda: comm.declare([D.fused_add_rms_norm("one_rank", "f32", (4, hidden),
+                                                                  own_weight, 1e-6)]),
+                       "a weight refused on rank 1 only", words if rank == 0 else words[1:])
+    check(comm.has_plan_for(x) and comm.has_plan_for(x, weight, 1e-6)
+          and [p["name"] for p in comm.stats()["plans"]] == ["ar", "norm"],
+          "the declared set stays after refused declarations")
+
+    # A lookup with a weight needs eps (the fused plan's key holds both).
+    for lookup in (comm.has_plan_for, comm.plan_for):
+        try:
+            lookup(x, weight)
+            check(False, f"{lookup.__name__} with a weight and no eps answered")
+        except TypeError as e:
+            check("eps" in str(e) and lookup.__name__ in str(e),
+                  f"{lookup.__name__} without eps: {e}")
     try:
         D.all_reduce("a", "f32", (4.5,))
         check(False, "a float extent was accepted")
@@ -346,6 +464,27 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             check(False, f"an mpi4py {type(not_a_comm).__name__} taken for a communicator")
         except TypeError as e:
             check(type(not_a_comm).__name__ in str(e), f"not a communicator: {e}")
+
+    # A Fortran handle must be an int of MPI_Fint's range: ctypes would wrap
+    # 2**32 into handle 0 (MPI_COMM_WORLD in Open MPI), and int() would take
+    # "0" or 1.5.
+    for handle, kind, word in ((2**32, ValueError, "int32"), (-2**31 - 1, ValueError, "int32"),
+                               ("0", TypeError, "str"), (1.5, TypeError, "float")):
+        try:
+            peerplan.Communicator(handle, timeout_ms=20000, backend="host").close()
+            check(False, f"the Fortran handle {handle!r} was taken")
+        except kind as e:
+            check(word in str(e) and "handle" in str(e), f"the Fortran handle {handle!r}: {e}")
+        except Exception as e:  # noqa: BLE001 - another type is the failure
+            check(False, f"the Fortran handle {handle!r}: {type(e).__name__}: {e}")
+
+    # A setting given as None is unset (the default applies), not the text "None".
+    try:
+        with peerplan.Communicator(comm_world, timeout_ms=None, debug=None,
+                                   backend="host") as unset:
+            check(unset.backend == "host", "settings given as None: the others still apply")
+    except Exception as e:  # noqa: BLE001 - any error is the failure
+        check(False, f"settings given as None: {type(e).__name__}: {e}")
 
     # Stats from two threads at once, while this one reads them too.
     errors = []

@@ -252,6 +252,9 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             current_stream=lambda device=None: stream_calls.append(device) or FakeStream())
 
         class Tensor:
+            """The stand-in's torch.Tensor (the package takes its instances
+            for PyTorch's)."""
+
             __module__ = "torch"
 
             def __init__(self, array, dtype, cuda_device=-1):
@@ -274,6 +277,13 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             def get_device(self):
                 return self.device_index
 
+            @property
+            def device(self):  # torch.device's type and index
+                return types.SimpleNamespace(type="cuda" if self.is_cuda else "cpu",
+                                             index=self.device_index if self.is_cuda else None)
+
+        fake.Tensor = Tensor
+
         class CudaStandIn(peerplan.Communicator):
             """Says its backend is cuda on GPU 1 (the host library under it):
             it takes the stand-in's 'CUDA' tensors, which are host memory."""
@@ -285,8 +295,11 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
         _tensors._torch_dtypes = None  # as if torch was first seen now
         cuda_comm = CudaStandIn(comm_world, timeout_ms=20000, backend="host")
         try:
+            # The weight as the calls pass it: a 'CUDA' tensor of the
+            # communicator's GPU (declare refuses memory the calls would).
+            wt = Tensor(w1, fake.float32, cuda_device=1)
             cuda_comm.declare([peerplan.Declaration.fused_add_rms_norm("norm", "f32", (2, hidden),
-                                                                      w1, eps)])
+                                                                      wt, eps)])
             arr = base((4, hidden)) * (rank + 1)
             t = Tensor(arr, fake.float32)
             check(comm.has_plan_for(t), "stand-in tensor: declared plan found")
@@ -305,7 +318,6 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             check(stream_calls == [1], f"a 'CUDA' tensor: its device's stream ({stream_calls})")
             cuda_comm.all_reduce(pt, stream=0)
             check(stream_calls == [1], "stream= given: no lookup")
-            wt = Tensor(w1, fake.float32, cuda_device=1)
             xs = Tensor((base((2, hidden), 5) + 1) * (rank + 1), fake.float32, cuda_device=1)
             residual = Tensor(base((2, hidden), 3), fake.float32, cuda_device=1)
             route, reason = cuda_comm.fused_add_rms_norm(xs, residual, wt, eps)

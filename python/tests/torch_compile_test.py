@@ -11,7 +11,8 @@ wrong result on any rank.
 
     mpirun -np 2 python3 python/tests/torch_compile_test.py [--cpu]
 
-One rank per GPU (ranks beyond the GPU count share them). --cpu: CPU
+One rank per GPU (ranks beyond the GPU count share them; each rank's
+tensors on comm.cuda_device, the GPU its communicator drives). --cpu: CPU
 tensors on the host backend (checks the tracing where there is no GPU).
 Exits 77 without PyTorch >= 2.4, or without CUDA unless --cpu."""
 
@@ -48,7 +49,7 @@ def main():
     if CPU:
         device = torch.device("cpu")
     else:
-        device = torch.device("cuda", rank % torch.cuda.device_count())
+        device = torch.device("cuda", comm.cuda_device)  # the GPU the communicator drives
         torch.cuda.set_device(device)
 
     generator = torch.Generator(device="cpu").manual_seed(1234)

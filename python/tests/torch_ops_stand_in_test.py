@@ -14,7 +14,8 @@
    strides), all_reduce_ sums in place, fused_add_rms_norm
    updates x and residual as the Communicator's call does, and each fake
    (meta) implementation gives an output of the input's shape and dtype.
-Exits 77 without NumPy."""
+Every rank prints its own count and exits 1 on a failed check (ctest judges
+by the exit status). Exits 77 without NumPy."""
 
 import faulthandler
 import gc
@@ -121,13 +122,21 @@ class StandInOp:
 
 
 class Tensor(np.ndarray):
-    """A stand-in tensor: a NumPy array with PyTorch's stride() (elements)
-    and device."""
+    """A stand-in tensor (the stand-in torch's Tensor, so the package reads
+    it as PyTorch's): a NumPy array with PyTorch's stride() (elements),
+    data_ptr() and a CPU device."""
 
-    device = "cpu"
+    device = types.SimpleNamespace(type="cpu", index=None)  # torch.device("cpu")'s
+    is_cuda = False
 
     def stride(self):
         return tuple(s // self.itemsize for s in self.strides)
+
+    def data_ptr(self):
+        return self.__array_interface__["data"][0]
+
+    def get_device(self):
+        return -1
 
 
 def empty_strided(shape, stride, dtype, device):
@@ -141,6 +150,7 @@ def stand_in_torch():
     torch = types.ModuleType("torch")
     torch.__version__ = "2.11.0+standin"
     torch.Tensor = Tensor
+    torch.float16, torch.float32 = np.dtype(np.float16), np.dtype(np.float32)  # Tensor.dtype's
     torch.empty_like = np.empty_like  # as PyTorch's: a non-dense input's copy is contiguous
     torch.empty_strided = empty_strided
     torch.ops = types.SimpleNamespace(peerplan=types.SimpleNamespace())
@@ -228,8 +238,7 @@ try:
 except RuntimeError:
     pass
 
-total_failures = failures
-if me == 0:
-    print(f"python_torch_ops_stand_in_test: {checks} checks per rank, {total_failures} failed",
-          flush=True)
+# Each rank's own verdict: ctest judges by the exit status, which mpiexec
+# makes non-zero when any rank's is (no mpi4py is needed to sum them here).
+print(f"python_torch_ops_stand_in_test: rank {me}: {checks} checks, {failures} failed", flush=True)
 sys.exit(1 if failures else 0)
