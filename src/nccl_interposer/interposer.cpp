@@ -28,8 +28,8 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
-#include <memory>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>

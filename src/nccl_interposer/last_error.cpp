@@ -57,18 +57,16 @@ ncclResult_t note_nccl_result(ncclResult_t result) noexcept {
 }
 
 const char* last_error_text(ncclComm_t comm) noexcept {
-  LastError& error = last_error();
-  try {
-    std::string nccl_now = nccl_text(comm);
-    const std::scoped_lock lock(error.mutex);
-    // NCCL's comm argument is ignored by NCCL itself (one process-wide
-    // text), so a changed text is a newer failure.
-    if (error.is_peerplan && nccl_now == error.nccl_then) return error.text;
-    error.is_peerplan = false;
-  } catch (...) {
-  }
   const auto get = real_nccl().get_last_error;
-  return get != nullptr ? get(comm) : "";
+  const char* nccl_now = get != nullptr ? get(comm) : nullptr;
+  if (nccl_now == nullptr) nccl_now = "";
+  LastError& error = last_error();
+  const std::scoped_lock lock(error.mutex);
+  // NCCL keeps one text for the process (its comm argument is ignored), so
+  // a changed text is a newer failure.
+  if (error.is_peerplan && error.nccl_then == nccl_now) return error.text;
+  error.is_peerplan = false;
+  return nccl_now;
 }
 
 }  // namespace peerplan::nccl_interposer
