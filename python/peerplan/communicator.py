@@ -193,9 +193,16 @@ def _int64_values(values, what, name):
     return values
 
 
-def _fused_key_eps(call, eps):
-    """A fused plan's key holds the weight's address and eps: a lookup with
-    a weight needs both."""
+def _fused_key_eps(call, weight, eps):
+    """A fused plan's key holds the weight's address and eps: a lookup gives
+    both (the fused op) or neither (the all-reduce, returning None). eps
+    alone would answer silently for the all-reduce's plan."""
+    if weight is None:
+        if eps is not None:
+            raise TypeError(f"peerplan: {call}: eps was given without a weight; the fused op's "
+                            "plan is keyed by both: pass the weight too (or neither, for the "
+                            "all-reduce)")
+        return None
     if eps is None:
         raise TypeError(f"peerplan: {call}: a weight was given without eps; the fused op's plan "
                         "is keyed by both: pass eps too (or neither, for the all-reduce)")
@@ -431,21 +438,24 @@ class Communicator:
     def has_plan_for(self, tensor, weight=None, eps=None):
         """Whether a call on `tensor` (with `weight` and `eps`: the fused op)
         would find a declared plan. Raises only for a tensor or weight
-        peerplan does not take, or a weight without eps (TypeError)."""
+        peerplan does not take, or one of weight and eps without the other
+        (TypeError)."""
         _, dtype, layout, _ = _read(tensor)
+        eps = _fused_key_eps("has_plan_for", weight, eps)
         if weight is None:
             return bool(_c_has_plan_all_reduce(self._handle, dtype, layout))
-        eps = _fused_key_eps("has_plan_for", eps)
         return bool(_c_has_plan_fused(self._handle, dtype, layout, _read(weight)[0], eps))
 
     def plan_for(self, tensor, weight=None, eps=None):
-        """(route, reason, index) of the declared plan; UndeclaredPlan if none."""
+        """(route, reason, index) of the declared plan (with `weight` and
+        `eps`: the fused op's); UndeclaredPlan if none. One of weight and
+        eps without the other raises TypeError."""
         _, dtype, layout, _ = _read(tensor)
+        eps = _fused_key_eps("plan_for", weight, eps)
         info = PlanInfo()
         if weight is None:
             _check(_c_plan_all_reduce(self._handle, dtype, layout, info))
         else:
-            eps = _fused_key_eps("plan_for", eps)
             _check(_c_plan_fused(self._handle, dtype, layout, _read(weight)[0], eps, info))
         return ROUTES.get(info.route, "unknown"), REASONS.get(info.reason, "unknown"), info.index
 

@@ -11,13 +11,14 @@ read-only arrays (refused only where written), a c_void_p stream handle,
 declarations (a name None, shapes and strides, a fused declaration's
 weight checked as the calls check it, on every rank at once), mpi4py
 objects that are not communicators, Fortran handles outside int32 or not
-ints, settings given as None (unset), lookups with a weight but no eps,
-registered buffers' extents and pairs, and stats read from two threads at
-once. PyTorch tensors through a stand-in torch module (sys.modules["torch"],
-whose Tensor is StandInTensor below): subclasses of its Tensor are read as
-PyTorch's, other objects of torch* modules are not, and tensors on devices
-other than CPU and CUDA are refused. Under mpirun at 2 ranks, host backend;
-exits 77 (skipped) without NumPy or mpi4py."""
+ints, settings given as None (unset), lookups with a weight but no eps or
+with eps but no weight, registered buffers' extents and pairs, and stats
+read from two threads at once. PyTorch tensors through a stand-in torch
+module (sys.modules["torch"], whose Tensor is StandInTensor below):
+subclasses of its Tensor are read as PyTorch's, other objects of torch*
+modules are not, and tensors on devices other than CPU and CUDA are
+refused. Under mpirun at 2 ranks, host backend; exits 77 (skipped) without
+NumPy or mpi4py."""
 
 import ctypes
 import sys
@@ -442,7 +443,9 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
           and [p["name"] for p in comm.stats()["plans"]] == ["ar", "norm"],
           "the declared set stays after refused declarations")
 
-    # A lookup with a weight needs eps (the fused plan's key holds both).
+    # A lookup with a weight needs eps (the fused plan's key holds both), and
+    # eps needs a weight: alone, it answered for the all-reduce's plan ("ar").
+    # eps=0.0 too: a falsy eps is still given.
     for lookup in (comm.has_plan_for, comm.plan_for):
         try:
             lookup(x, weight)
@@ -450,6 +453,13 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
         except TypeError as e:
             check("eps" in str(e) and lookup.__name__ in str(e),
                   f"{lookup.__name__} without eps: {e}")
+        for args, kwargs in (((), {"eps": 1e-6}), ((None, 1e-6), {}), ((), {"eps": 0.0})):
+            try:
+                answer = lookup(x, *args, **kwargs)
+                check(False, f"{lookup.__name__} with eps and no weight answered {answer!r}")
+            except TypeError as e:
+                check("without a weight" in str(e) and "pass the weight" in str(e)
+                      and lookup.__name__ in str(e), f"{lookup.__name__} without a weight: {e}")
     try:
         D.all_reduce("a", "f32", (4.5,))
         check(False, "a float extent was accepted")

@@ -2,14 +2,19 @@
 """Communicator.register_buffers from Python on the cuda backend, pull mode:
 an all-reduce whose input lies in a registered PyTorch tensor is read in
 place by the peers (a zero-copy call, counted in stats()), its sum is right,
-and after deregister_buffers() the same call is staged again. Rank 0 prints
-one line; every rank exits 1 on a failed check on any rank.
+and after deregister_buffers() the same call is staged again. First,
+comm.cuda_device must be the GPU the library's rule gives: the local rank
+(among the ranks of this rank's node) modulo the GPUs, as on several nodes.
+Rank 0 prints one line; every rank exits 1 on a failed check on any rank.
 
     mpirun -np 2 python3 python/tests/registered_buffers_cuda_test.py
 
 Exits 77 without PyTorch or CUDA, or where P2P is off (nothing to read in
-place)."""
+place). With --device-rule, checks only that rule's helper on made-up
+placements over several nodes: one process, no MPI, PyTorch or GPU."""
 
+import os
+import socket
 import sys
 
 
@@ -17,6 +22,75 @@ def skip(reason):
     print(f"python_registered_buffers_cuda_test: SKIPPED: {reason}", flush=True)
     sys.exit(77)
 
+
+def node_key():
+    """This process's node as the library names it (bootstrap::detail::
+    node_key): PEERPLAN_HOST_ID when set and not empty (one machine posing
+    as several nodes), else the host name and the kernel's boot id."""
+    host_id = os.environ.get("PEERPLAN_HOST_ID", "")
+    if host_id:
+        return "host id " + host_id
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot_id = f.readline().rstrip("\n ")
+    except OSError:
+        boot_id = ""
+    return f"{socket.gethostname()}/{boot_id}"
+
+
+def configured_device():
+    """PEERPLAN_DEVICE as the library reads it: empty or unset is -1."""
+    return int(os.environ.get("PEERPLAN_DEVICE") or -1)
+
+
+def expected_device(rank, node_keys, gpus, configured=-1):
+    """The GPU the library gives `rank` (transport::cuda::select_device):
+    `configured` when >= 0, else its local rank (its place among the ranks
+    whose node key is its own, by rank) modulo the `gpus` it sees. Not the
+    global rank: that is the local one on one node only."""
+    if configured >= 0:
+        return configured
+    local_rank = node_keys[:rank].count(node_keys[rank])
+    return local_rank % gpus if gpus > 0 else 0
+
+
+def check_device_rule():
+    """expected_device on placements over several nodes, and node_key."""
+    failures = []
+    cases = (  # node keys by rank, GPUs per node, configured device, devices by rank
+        (["a"] * 4, 2, -1, [0, 1, 0, 1]),  # one node: the global rank would do too
+        (["a", "a", "b", "b"], 4, -1, [0, 1, 0, 1]),  # 2 nodes x 2 ranks, by block
+        (["a", "b", "a", "b"], 2, -1, [0, 0, 1, 1]),  # 2 nodes x 2 ranks, round robin
+        (["a", "b", "b", "c", "b"], 8, -1, [0, 0, 1, 0, 2]),  # uneven nodes
+        (["a", "a", "b", "b"], 4, 1, [1, 1, 1, 1]),  # PEERPLAN_DEVICE=1
+    )
+    for keys, gpus, configured, want in cases:
+        got = [expected_device(r, keys, gpus, configured) for r in range(len(keys))]
+        if got != want:
+            failures.append(f"nodes {keys}, {gpus} GPUs, device {configured}: {got}, want {want}")
+    saved = {name: os.environ.get(name) for name in ("PEERPLAN_HOST_ID", "PEERPLAN_DEVICE")}
+    try:
+        os.environ.update(PEERPLAN_HOST_ID="node1", PEERPLAN_DEVICE="")
+        if node_key() != "host id node1" or configured_device() != -1:
+            failures.append(f"with PEERPLAN_HOST_ID=node1: {node_key()!r}, {configured_device()}")
+        os.environ.update(PEERPLAN_HOST_ID="", PEERPLAN_DEVICE="3")
+        if not node_key().startswith(socket.gethostname() + "/") or configured_device() != 3:
+            failures.append(f"with PEERPLAN_HOST_ID empty: {node_key()!r}, {configured_device()}")
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    for failure in failures:
+        print(f"check failed: {failure}", file=sys.stderr, flush=True)
+    print(f"python_registered_buffers_device_rule_test: {len(cases) + 2} checks, "
+          f"{len(failures)} failed", flush=True)
+    return 1 if failures else 0
+
+
+if sys.argv[1:] == ["--device-rule"]:
+    sys.exit(check_device_rule())
 
 try:
     import torch
@@ -31,9 +105,15 @@ import peerplan  # noqa: E402
 with peerplan.Communicator(MPI.COMM_WORLD, timeout_ms=60000, backend="cuda",
                            transfer_mode="pull") as comm:
     torch.cuda.set_device(comm.cuda_device)  # the GPU the library picked
-    if comm.cuda_device != comm.rank % torch.cuda.device_count():
-        print(f"FAIL: comm.cuda_device {comm.cuda_device} on rank {comm.rank}, not the local "
-              f"rank modulo {torch.cuda.device_count()} GPUs")
+    # The node-local rank modulo the GPUs, not the global rank's: they differ
+    # past one node. Judged on every rank together (no rank left in a call).
+    want_device = expected_device(comm.rank, MPI.COMM_WORLD.allgather(node_key()),
+                                  torch.cuda.device_count(), configured_device())
+    if comm.cuda_device != want_device:
+        print(f"FAIL: comm.cuda_device {comm.cuda_device} on rank {comm.rank}, want "
+              f"{want_device}: PEERPLAN_DEVICE, else the local rank modulo "
+              f"{torch.cuda.device_count()} GPUs", flush=True)
+    if MPI.COMM_WORLD.allreduce(int(comm.cuda_device != want_device)):
         sys.exit(1)
     # A tensor on the CPU is refused before anything runs.
     try:
