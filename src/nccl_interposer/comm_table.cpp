@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 
 #include "bootstrap/nccl_bootstrap.hpp"
@@ -45,10 +46,12 @@ std::chrono::milliseconds environment_timeout(const Config& config) {
 }
 
 // The communicator's bootstrap, shared with the interposer, which needs
-// one more exchange after create and declare.
+// one more exchange after create and declare. An exchange that throws
+// marks the state out of step: NCCL may still hold its all-gather.
 class SharedBootstrap final : public bootstrap::Bootstrap {
  public:
-  explicit SharedBootstrap(std::shared_ptr<bootstrap::Bootstrap> boot) : boot_(std::move(boot)) {}
+  SharedBootstrap(std::shared_ptr<bootstrap::Bootstrap> boot, std::weak_ptr<CommState> state)
+      : boot_(std::move(boot)), state_(std::move(state)) {}
   int rank() const noexcept override { return boot_->rank(); }
   int size() const noexcept override { return boot_->size(); }
   int local_rank() const noexcept override { return boot_->local_rank(); }
@@ -56,19 +59,35 @@ class SharedBootstrap final : public bootstrap::Bootstrap {
   int node_id() const noexcept override { return boot_->node_id(); }
   int num_nodes() const noexcept override { return boot_->num_nodes(); }
   std::vector<bootstrap::Blob> allgather(std::span<const std::byte> mine) override {
-    return boot_->allgather(mine);
+    return noted([&] { return boot_->allgather(mine); });
   }
   std::vector<bootstrap::Blob> local_allgather(std::span<const std::byte> mine) override {
-    return boot_->local_allgather(mine);
+    return noted([&] { return boot_->local_allgather(mine); });
   }
   bootstrap::Blob broadcast(std::span<const std::byte> blob, int root) override {
-    return boot_->broadcast(blob, root);
+    return noted([&] { return boot_->broadcast(blob, root); });
   }
-  void barrier() override { boot_->barrier(); }
-  bool agree(bool ok) override { return boot_->agree(ok); }
+  void barrier() override {
+    noted([&] { boot_->barrier(); });
+  }
+  bool agree(bool ok) override {
+    return noted([&] { return boot_->agree(ok); });
+  }
 
  private:
+  // Even where the caller catches it (close() only warns of a timeout).
+  template <typename Exchange>
+  auto noted(Exchange exchange) -> decltype(exchange()) {
+    try {
+      return exchange();
+    } catch (...) {
+      if (const auto state = state_.lock()) state->out_of_step = true;
+      throw;
+    }
+  }
+
   std::shared_ptr<bootstrap::Bootstrap> boot_;
+  std::weak_ptr<CommState> state_;  // not owned: the state owns the communicator
 };
 
 Config interposer_config(ncclComm_t comm) {
@@ -79,14 +98,45 @@ Config interposer_config(ncclComm_t comm) {
   return config;
 }
 
+BootstrapMaker& bootstrap_maker() {
+  static auto* maker = new BootstrapMaker;  // never destroyed, as the table
+  return *maker;
+}
+
+CommunicatorMaker& communicator_maker() {
+  static auto* maker = new CommunicatorMaker;  // never destroyed, as the table
+  return *maker;
+}
+
+std::unique_ptr<bootstrap::Bootstrap> make_bootstrap(ncclComm_t comm,
+                                                     const bootstrap::NcclFunctions& functions,
+                                                     std::chrono::milliseconds timeout) {
+  BootstrapMaker maker;
+  {
+    const std::lock_guard lock(table_mutex);
+    maker = bootstrap_maker();
+  }
+  if (maker) return maker(comm, functions, timeout);
+  return bootstrap::make_nccl_bootstrap(comm, functions, timeout);
+}
+
+std::unique_ptr<Communicator> make_communicator(std::unique_ptr<bootstrap::Bootstrap> boot,
+                                                const Config& config) {
+  CommunicatorMaker maker;
+  {
+    const std::lock_guard lock(table_mutex);
+    maker = communicator_maker();
+  }
+  if (maker) return maker(std::move(boot), config);
+  return communicator::create_over_bootstrap(std::move(boot), config);
+}
+
 // Create over `boot`, declare, and find the sizes on a P2P route. Returns
 // why peerplan cannot serve (P2P disabled on every rank), or empty; throws
 // on failure.
-std::string create_and_declare(const std::shared_ptr<bootstrap::Bootstrap>& boot,
-                               const Config& config, CommState& state,
+std::string create_and_declare(const SharedBootstrap& boot, const Config& config, CommState& state,
                                const std::vector<DeclaredBuffer>& declared) {
-  auto created =
-      communicator::create_over_bootstrap(std::make_unique<SharedBootstrap>(boot), config);
+  auto created = make_communicator(std::make_unique<SharedBootstrap>(boot), config);
   if (!created->p2p_enabled()) {
     // Every rank agreed on it: the close is collective here alike.
     created->close();
@@ -108,23 +158,6 @@ std::string create_and_declare(const std::shared_ptr<bootstrap::Bootstrap>& boot
   return {};
 }
 
-BootstrapMaker& bootstrap_maker() {
-  static auto* maker = new BootstrapMaker;  // never destroyed, as the table
-  return *maker;
-}
-
-std::unique_ptr<bootstrap::Bootstrap> make_bootstrap(ncclComm_t comm,
-                                                     const bootstrap::NcclFunctions& functions,
-                                                     std::chrono::milliseconds timeout) {
-  BootstrapMaker maker;
-  {
-    const std::lock_guard lock(table_mutex);
-    maker = bootstrap_maker();
-  }
-  if (maker) return maker(comm, functions, timeout);
-  return bootstrap::make_nccl_bootstrap(comm, functions, timeout);
-}
-
 // Every rank's answer to the roll call, in rank order (a blob that is not
 // one byte reads as an unknown answer).
 std::vector<std::uint8_t> roll_call(bootstrap::Bootstrap& boot, RollCallAnswer mine) {
@@ -143,6 +176,11 @@ std::vector<std::uint8_t> roll_call(bootstrap::Bootstrap& boot, RollCallAnswer m
 void set_bootstrap_maker(BootstrapMaker maker) {
   const std::lock_guard lock(table_mutex);
   bootstrap_maker() = std::move(maker);
+}
+
+void set_communicator_maker(CommunicatorMaker maker) {
+  const std::lock_guard lock(table_mutex);
+  communicator_maker() = std::move(maker);
 }
 
 std::shared_ptr<CommState> find_comm(ncclComm_t comm) {
@@ -206,7 +244,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
     log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
     return;
   }
-  std::shared_ptr<bootstrap::Bootstrap> boot;
+  std::optional<SharedBootstrap> boot;
   std::string failure;
   // A timed-out exchange leaves an allgather in NCCL's queue of this
   // communicator that some rank never matched: its next operation may pair
@@ -214,7 +252,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
   bool timed_out = false;
   try {
     const Config config = interposer_config(comm);
-    boot = make_bootstrap(comm, functions, environment_timeout(config));
+    boot.emplace(make_bootstrap(comm, functions, environment_timeout(config)), state);
     const RollCallVerdict verdict = judge_roll_call(roll_call(*boot, answer));
     if (!verdict.create) {
       // Every rank reached the same verdict from the same answers: none
@@ -229,7 +267,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
       }
       return;
     }
-    failure = create_and_declare(boot, config, *state, declared);
+    failure = create_and_declare(*boot, config, *state, declared);
   } catch (const std::exception& e) {
     failure = std::string("peerplan's create failed: ") + e.what();
     timed_out = dynamic_cast<const Timeout*>(&e) != nullptr;
@@ -254,6 +292,9 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
   if (timed_out) {
     // So that the program (PyTorch's watchdog, say) aborts the communicator.
     state->async_error = static_cast<int>(ncclRemoteError);
+    // Marked already unless it was the bootstrap's first exchange, inside
+    // make_bootstrap, that timed out.
+    state->out_of_step = true;
     log::warn(
         "NCCL interposer: every call goes to NCCL, but an exchange over the NCCL "
         "communicator timed out, which leaves NCCL's operations on it out of step "
@@ -300,9 +341,9 @@ void install_peerplan(ncclComm_t comm, std::unique_ptr<Communicator> peerplan,
   insert(comm, std::move(state));
 }
 
-void detach_peerplan(ncclComm_t comm, bool collective, bool forget) {
+std::shared_ptr<CommState> detach_peerplan(ncclComm_t comm, bool collective, bool forget) {
   auto state = forget ? take_comm(comm) : find_comm(comm);
-  if (!state) return;
+  if (!state) return nullptr;
   if (const auto peerplan = state->release_communicator()) {
     try {
       if (collective && !state->broken) peerplan->close();
@@ -313,9 +354,11 @@ void detach_peerplan(ncclComm_t comm, bool collective, bool forget) {
   }
   // Once (finalize, then destroy). Every rank's: a rank's calls can go
   // elsewhere than its peers' (a misaligned buffer, a refused capture).
-  if (state->summarized.exchange(true)) return;
-  log::info(log::Subsystem::init, "NCCL interposer: rank " + std::to_string(state->rank) +
-                                      " calls by size:\n" + state->summary());
+  if (!state->summarized.exchange(true)) {
+    log::info(log::Subsystem::init, "NCCL interposer: rank " + std::to_string(state->rank) +
+                                        " calls by size:\n" + state->summary());
+  }
+  return state;
 }
 
 }  // namespace peerplan::nccl_interposer

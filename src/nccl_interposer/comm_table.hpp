@@ -51,6 +51,14 @@ struct CommState {
   // Set by ncclCommAbort (perhaps on another thread) before NCCL's abort:
   // calls that found this state before it left the table go to NCCL.
   std::atomic<bool> aborted{false};
+  // Set when an exchange of peerplan's bootstrap over this communicator
+  // failed or timed out (at create or close): NCCL may hold an all-gather
+  // of it that no rank will match, which NCCL's finalize and destroy would
+  // wait for forever, so they abort it instead (abort_instead.hpp).
+  std::atomic<bool> out_of_step{false};
+  // Set as the interposer aborts NCCL's communicator in place of a finalize
+  // or destroy: the handle is freed, and nothing of it may reach NCCL again.
+  std::atomic<bool> nccl_freed{false};
 
   // Null when peerplan does not serve this communicator (`reason` says
   // why). A call holds its own reference, so an abort or destroy on another
@@ -112,6 +120,14 @@ using BootstrapMaker = std::function<std::unique_ptr<bootstrap::Bootstrap>(
     ncclComm_t, const bootstrap::NcclFunctions&, std::chrono::milliseconds)>;
 void set_bootstrap_maker(BootstrapMaker maker);
 
+// How attach_peerplan makes peerplan's communicator over that bootstrap:
+// communicator::create_over_bootstrap, unless a test put a stand-in in its
+// place (an empty function puts it back), so that close can be driven
+// without a GPU.
+using CommunicatorMaker =
+    std::function<std::unique_ptr<Communicator>(std::unique_ptr<bootstrap::Bootstrap>, Config)>;
+void set_communicator_maker(CommunicatorMaker maker);
+
 // Records `peerplan` as the communicator of `comm`, which has declared
 // `declared` (sorted as declared_from_environment sorts), and asks it which
 // of them it routes peer to peer (the others go to NCCL): how a test puts a
@@ -128,7 +144,9 @@ void learn_routes(const Communicator& peerplan, std::vector<DeclaredBuffer> decl
 // Before the real finalize/destroy of `comm`: closes its peerplan
 // communicator (collective when `collective`, else a local release) and
 // logs the summary at INFO. `forget` drops the table entry as well.
-void detach_peerplan(ncclComm_t comm, bool collective, bool forget);
+// Returns the state (null for a communicator not in the table), which says
+// whether the real call may run (abort_instead.hpp).
+std::shared_ptr<CommState> detach_peerplan(ncclComm_t comm, bool collective, bool forget);
 
 // Takes the entry out of the table (for abort: the caller aborts NCCL
 // first, then lets the state go without any collective step).

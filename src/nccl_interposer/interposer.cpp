@@ -22,7 +22,9 @@
 // end, a simulated one's too: peerplan is created over them after the real
 // ncclGroupEnd or ncclGroupSimulateEnd.
 // Finalize or destroy inside a group releases peerplan's side locally (a
-// collective close would be queued in the group).
+// collective close would be queued in the group). Finalize or destroy of a
+// communicator where peerplan's bootstrap left NCCL an all-gather that may
+// never complete aborts the real communicator instead (abort_instead.hpp).
 #include <nccl.h>
 
 #include <atomic>
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "core/log.hpp"
+#include "nccl_interposer/abort_instead.hpp"
 #include "nccl_interposer/call_dispatch.hpp"
 #include "nccl_interposer/comm_table.hpp"
 #include "nccl_interposer/last_error.hpp"
@@ -118,6 +121,7 @@ void created(ncclComm_t comm, const std::string& why_not = {}) {
   if (t_group.depth > 0) {
     // NCCL initialises it at the group's end; peerplan comes after that.
     if (why_not.empty()) {
+      take_comm(comm);  // a communicator freed at this address before (abort_instead.hpp)
       t_group.created.push_back(comm);
     } else {
       attach_peerplan(comm, why_not);  // records the reason, no collective step
@@ -326,13 +330,16 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (!real().comm_finalize) return missing("ncclCommFinalize");
   // Before NCCL's: peerplan's close exchanges over this communicator.
-  detach_peerplan(comm, t_group.depth == 0, false);
+  const auto state = detach_peerplan(comm, t_group.depth == 0, false);
+  // NCCL's would wait for good for what peerplan's side left in it.
+  if (state && must_abort_instead(*state)) return abort_instead(comm, *state, Teardown::finalize);
   return note_nccl_result(real().comm_finalize(comm));
 }
 
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!real().comm_destroy) return missing("ncclCommDestroy");
-  detach_peerplan(comm, t_group.depth == 0, true);
+  const auto state = detach_peerplan(comm, t_group.depth == 0, true);
+  if (state && must_abort_instead(*state)) return abort_instead(comm, *state, Teardown::destroy);
   return note_nccl_result(real().comm_destroy(comm));
 }
 
@@ -344,7 +351,9 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
   // one already in peerplan keeps its communicator until it returns.
   auto state = take_comm(comm);
   if (state) state->aborted = true;
-  const ncclResult_t result = note_nccl_result(real().comm_abort(comm));
+  // A finalize aborted it already (abort_instead.hpp): NCCL's handle is freed.
+  const ncclResult_t result =
+      state && state->nccl_freed ? ncclSuccess : note_nccl_result(real().comm_abort(comm));
   if (state) {
     release_without_waiting(state->release_communicator());
     if (!state->summarized.exchange(true))
@@ -359,9 +368,16 @@ PEERPLAN_NCCL_EXPORT const char* ncclGetLastError(ncclComm_t comm) { return last
 
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!real().comm_get_async_error) return missing("ncclCommGetAsyncError");
+  const auto state = find_comm(comm);
+  // Freed by a finalize that aborted it (abort_instead.hpp): NCCL must not
+  // see it, but for NCCL's own calls during that abort.
+  if (state != nullptr && state->nccl_freed && asyncError != nullptr &&
+      !in_real_nccl(__builtin_return_address(0))) {
+    *asyncError = ncclRemoteError;
+    return ncclSuccess;
+  }
   const ncclResult_t result = real().comm_get_async_error(comm, asyncError);
   if (result != ncclSuccess || asyncError == nullptr || *asyncError != ncclSuccess) return result;
-  const auto state = find_comm(comm);
   if (state == nullptr || state->async_error.load() == ncclSuccess) return result;
   // NCCL (2.28) asks it too, through its PLT, before each operation it
   // enqueues: told of peerplan's error, it would refuse every call handed to

@@ -73,6 +73,19 @@ TEST_F(InterposerAttach, ABootstrapTimeoutIsReportedAsTheCommunicatorsAsyncError
   EXPECT_EQ(async_error(), ncclRemoteError);
 }
 
+TEST_F(InterposerAttach, DestroyAfterABootstrapTimeoutAbortsTheCommunicator) {
+  // NCCL still holds the stalled all-gather: its destroy would wait for it.
+  setenv("PEERPLAN_TIMEOUT_MS", "200", 1);
+  setenv("FAKE_NCCL_ALLGATHER_STALL_MS", "1000", 1);
+  const auto state = init();
+  ASSERT_NE(state, nullptr);
+  EXPECT_TRUE(state->out_of_step);
+  fake_nccl_calls();
+  EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
+  comm_ = nullptr;
+  EXPECT_EQ(fake_nccl_calls(), "CommAbort\n");
+}
+
 TEST_F(InterposerAttach, ARankWithNothingDeclaredStillTakesTheRollCall) {
   // Its peers may have declared sizes and be waiting in the bootstrap's
   // exchanges: it answers them (one byte: nothing declared) instead of

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -26,6 +27,18 @@ ncclResult_t note(const std::string& call) {
 std::string last_error = "fake last error";
 ncclResult_t group_end_result = ncclSuccess;
 int fake_comms[8];  // distinct handles
+// The all-gathers that never complete (fake_nccl_hang_all_gathers), by
+// communicator, until its abort.
+bool all_gathers_hang = false;
+std::map<ncclComm_t, int> pending;
+// NCCL's finalize and destroy wait for the communicator's operations: with
+// one that never completes they never return. Recorded so instead.
+ncclResult_t waits(const char* call, ncclComm_t comm) {
+  const auto found = pending.find(comm);
+  if (found == pending.end()) return note(call);
+  return note(std::string(call) + " would wait forever for " + std::to_string(found->second) +
+              " pending operation(s)");
+}
 int next_comm = 0;
 ncclComm_t new_comm() { return reinterpret_cast<ncclComm_t>(&fake_comms[next_comm++ % 8]); }
 }  // namespace
@@ -39,6 +52,14 @@ FAKE void fake_nccl_clear() { record().clear(); }
 FAKE void fake_nccl_fail_elsewhere(const char* text) { last_error = text; }
 // What the next ncclGroupEnd returns (then ncclSuccess again).
 FAKE void fake_nccl_fail_next_group_end(ncclResult_t result) { group_end_result = result; }
+// While `hang`, every ncclAllGather is one a peer never joins: it stays
+// pending on its communicator until ncclCommAbort.
+FAKE void fake_nccl_hang_all_gathers(bool hang) { all_gathers_hang = hang; }
+// How many of those `comm` holds.
+FAKE int fake_nccl_pending(ncclComm_t comm) {
+  const auto found = pending.find(comm);
+  return found == pending.end() ? 0 : found->second;
+}
 
 FAKE ncclResult_t ncclGetUniqueId(ncclUniqueId*) { return note("GetUniqueId"); }
 FAKE const char* ncclGetErrorString(ncclResult_t) { return "fake error string"; }
@@ -84,9 +105,16 @@ FAKE ncclResult_t ncclGroupEnd() {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
 FAKE ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) { return note("GroupSimulateEnd"); }
 #endif
-FAKE ncclResult_t ncclCommFinalize(ncclComm_t) { return note("CommFinalize"); }
-FAKE ncclResult_t ncclCommDestroy(ncclComm_t) { return note("CommDestroy"); }
-FAKE ncclResult_t ncclCommAbort(ncclComm_t) { return note("CommAbort"); }
+FAKE ncclResult_t ncclCommFinalize(ncclComm_t comm) { return waits("CommFinalize", comm); }
+FAKE ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  const ncclResult_t result = waits("CommDestroy", comm);
+  pending.erase(comm);
+  return result;
+}
+FAKE ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  pending.erase(comm);  // abort stops what NCCL still runs
+  return note("CommAbort");
+}
 FAKE ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* error) {
   *error = ncclSuccess;
   return ncclSuccess;
@@ -109,7 +137,11 @@ FAKE ncclResult_t ncclReduce(const void*, void*, size_t count, ncclDataType_t, n
 // FAKE_NCCL_ALLGATHER_STALL_MS=<ms> holds the stream that long first: a
 // peer that does not come.
 FAKE ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type,
-                                ncclComm_t, cudaStream_t stream) {
+                                ncclComm_t comm, cudaStream_t stream) {
+  if (all_gathers_hang) {
+    ++pending[comm];
+    return note("AllGather " + std::to_string(count) + " (never completes)");
+  }
   if (const char* stall = std::getenv("FAKE_NCCL_ALLGATHER_STALL_MS")) {
     static int milliseconds = 0;
     milliseconds = std::atoi(stall);

@@ -41,4 +41,21 @@ inline void fake_nccl_fail_next_group_end(int result) {
   fail(result);
 }
 
+// While `hang`, every real ncclAllGather is one a peer never joins: it
+// stays pending on its communicator until ncclCommAbort, and the fake's
+// finalize or destroy of that communicator records that it would wait
+// forever.
+inline void fake_nccl_hang_all_gathers(bool hang) {
+  using Hang = void (*)(bool);
+  static auto set = reinterpret_cast<Hang>(dlsym(fake_nccl(), "fake_nccl_hang_all_gathers"));
+  set(hang);
+}
+
+// How many all-gathers that never complete `comm` holds.
+inline int fake_nccl_pending(void* comm) {
+  using Pending = int (*)(void*);
+  static auto count = reinterpret_cast<Pending>(dlsym(fake_nccl(), "fake_nccl_pending"));
+  return count(comm);
+}
+
 }  // namespace peerplan::nccl_interposer
