@@ -4,12 +4,13 @@
 // fallbacks' fused op. It touches only local memory, so unlike the kernel
 // loop's P2P cases its one-GPU time is its time on a GPU per rank too.
 // For each row count: one call of the block-per-row and of the
-// cluster-per-row kernel checked against the host reference (#wrong) and
-// against each other bit for bit, then each timed in a CUDA graph of
-// --calls back-to-back calls (median of --repeats batches), beside a copy
-// kernel that moves the same bytes (reads the sums and the residual,
-// writes the residual and the output): the floor of the row kernel's
-// memory traffic on this GPU.
+// cluster-per-row kernel, and one on tensors one element off alignment
+// (the general kernel), checked against the host reference (#wrong) and
+// against each other bit for bit (same), then the first two timed in a
+// CUDA graph of --calls back-to-back calls (median of --repeats batches),
+// beside a copy kernel that moves the same bytes (reads the sums and the
+// residual, writes the residual and the output): the floor of the row
+// kernel's memory traffic on this GPU.
 //   peerplan_row_norm_bench [--rows 1,16,64,256,1024,4096] [--hidden 7168] [--dtype bf16]
 //                           [--calls 20] [--repeats 7]
 #include <cuda_runtime_api.h>
@@ -157,39 +158,53 @@ int run(const Options& o) {
   for (const std::int64_t rows : o.rows) {
     const std::int64_t count = rows * o.hidden;
     const std::size_t bytes = static_cast<std::size_t>(count) * loop::dtype_bytes(o.dtype);
+    // 16 bytes more, so that the tensors can also start one element in.
     Buffers b;
-    check(cudaMalloc(&b.sums, bytes), "cudaMalloc"),
-        check(cudaMalloc(&b.inout, bytes), "cudaMalloc");
-    check(cudaMalloc(&b.residual, bytes), "cudaMalloc");
+    check(cudaMalloc(&b.sums, bytes + 16), "cudaMalloc"),
+        check(cudaMalloc(&b.inout, bytes + 16), "cudaMalloc");
+    check(cudaMalloc(&b.residual, bytes + 16), "cudaMalloc");
     const loop::Bytes weight = loop::fused_weight(o.dtype, o.hidden);
     check(cudaMalloc(&b.weight, weight.size()), "cudaMalloc");
     check(cudaMemcpy(b.weight, weight.data(), weight.size(), cudaMemcpyHostToDevice), "upload");
     // One rank's reduced values are its own inputs: the reference's sum over one rank.
     const loop::Bytes sums = loop::fused_inout_input(o.dtype, count, 0);
     const loop::Bytes residual = loop::fused_residual_input(o.dtype, count, 0);
-    check(cudaMemcpy(b.sums, sums.data(), bytes, cudaMemcpyHostToDevice), "upload");
+    const std::size_t element = loop::dtype_bytes(o.dtype);
+    auto at = [](void* base, std::size_t shift) { return static_cast<char*>(base) + shift; };
     ck::KernelLayout layout;
     layout.rank = 2, layout.dims[0] = rows, layout.dims[1] = o.hidden;
     layout.strides[0] = o.hidden, layout.strides[1] = 1;
-    auto launch = [&](bool in_clusters) {
-      check(ck::launch_add_rms_norm(type, b.sums, b.inout, b.residual, b.weight, eps, layout, rows,
-                                    o.hidden, in_clusters, stream),
+    // `shift` bytes in: one element misaligns the tensors, which takes the
+    // general kernel (element by element) where the aligned call streams.
+    auto launch = [&](bool in_clusters, std::size_t shift = 0) {
+      check(ck::launch_add_rms_norm(type, at(b.sums, shift), at(b.inout, shift),
+                                    at(b.residual, shift), b.weight, eps, layout, rows, o.hidden,
+                                    in_clusters, stream),
             "launch_add_rms_norm");
     };
+    // Checked once each: blocks, clusters, and the misaligned call; all
+    // three must give the same bits.
     std::int64_t wrong = 0;
-    loop::Bytes results[2];
-    for (int k = 0; k < (clusters ? 2 : 1); ++k) {
-      check(cudaMemcpy(b.residual, residual.data(), bytes, cudaMemcpyHostToDevice), "upload");
-      launch(k == 1);
+    std::vector<loop::Bytes> results;
+    for (int k = 0; k < 3; ++k) {
+      if (k == 1 && !clusters) continue;
+      const std::size_t shift = k == 2 ? element : 0;
+      check(cudaMemcpy(at(b.sums, shift), sums.data(), bytes, cudaMemcpyHostToDevice), "upload");
+      check(cudaMemcpy(at(b.residual, shift), residual.data(), bytes, cudaMemcpyHostToDevice),
+            "upload");
+      launch(k == 1 || (k == 2 && clusters), shift);
       check(cudaStreamSynchronize(stream), "first call");
       loop::Bytes out(bytes), res(bytes);
-      check(cudaMemcpy(out.data(), b.inout, bytes, cudaMemcpyDeviceToHost), "download");
-      check(cudaMemcpy(res.data(), b.residual, bytes, cudaMemcpyDeviceToHost), "download");
+      check(cudaMemcpy(out.data(), at(b.inout, shift), bytes, cudaMemcpyDeviceToHost), "download");
+      check(cudaMemcpy(res.data(), at(b.residual, shift), bytes, cudaMemcpyDeviceToHost),
+            "download");
       wrong += loop::count_fused_wrong(o.dtype, out, res, rows, o.hidden, 0, 1, eps);
-      results[k] = out;
-      results[k].insert(results[k].end(), res.begin(), res.end());
+      out.insert(out.end(), res.begin(), res.end());
+      results.push_back(std::move(out));
     }
-    const bool same = !clusters || results[0] == results[1];
+    check(cudaMemcpy(b.sums, sums.data(), bytes, cudaMemcpyHostToDevice), "upload");
+    bool same = true;
+    for (const loop::Bytes& r : results) same = same && r == results.front();
     failures += wrong != 0 || !same;
     const double block_us = time_in_graph(stream, o, [&] { launch(false); });
     const double cluster_us = clusters ? time_in_graph(stream, o, [&] { launch(true); }) : -1;
