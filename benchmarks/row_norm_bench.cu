@@ -192,6 +192,9 @@ int run(const Options& o) {
       check(cudaMemcpy(at(b.sums, shift), sums.data(), bytes, cudaMemcpyHostToDevice), "upload");
       check(cudaMemcpy(at(b.residual, shift), residual.data(), bytes, cudaMemcpyHostToDevice),
             "upload");
+      // cudaMemcpy from pageable memory may return before its data lands,
+      // and the call's stream does not wait for the legacy stream.
+      check(cudaDeviceSynchronize(), "sync after upload");
       launch(k == 1 || (k == 2 && clusters), shift);
       check(cudaStreamSynchronize(stream), "first call");
       loop::Bytes out(bytes), res(bytes);
@@ -203,6 +206,7 @@ int run(const Options& o) {
       results.push_back(std::move(out));
     }
     check(cudaMemcpy(b.sums, sums.data(), bytes, cudaMemcpyHostToDevice), "upload");
+    check(cudaDeviceSynchronize(), "sync after upload");
     bool same = true;
     for (const loop::Bytes& r : results) same = same && r == results.front();
     failures += wrong != 0 || !same;
