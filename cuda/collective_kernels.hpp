@@ -158,6 +158,11 @@ cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* ino
                                 const void* weight, float eps, const KernelLayout& layout,
                                 std::int64_t rows, std::int64_t hidden, bool clusters,
                                 cudaStream_t stream);
+// Fixes, on the current device, the grids launch_add_rms_norm gives its
+// rows (clusters or not, as it will be called), so that no call - nor a
+// CUDA-graph capture - asks the occupancy calculator. Never fails: without
+// an answer the grids stay at most kMaxRowBlocks units.
+void prepare_add_rms_norm(bool clusters) noexcept;
 // True when this device and this build can launch the fused kernel's row
 // clusters (compute capability 9.0+ and sm_90+ device code): the results
 // are the same bits either way, only the speed differs (fused_ll.cu).

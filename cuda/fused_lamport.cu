@@ -57,7 +57,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -69,6 +68,7 @@
 #include "launch_shape.cuh"
 #include "rank_loop.cuh"
 #include "recipe_steps.cuh"
+#include "resident_units.hpp"
 #include "rms_norm_row.cuh"
 #include "short_row.cuh"
 
@@ -257,44 +257,9 @@ constexpr auto kernel_of = fused_lamport_kernel<T, kCluster, kRanks>;
 // (cluster only), `kernel`; 0 for this file's.
 template <class T, bool kCluster, int kRanks, int kShortPacks = 0>
 std::int64_t resident_units(const void* kernel) {
-  constexpr int kDevices = 64;
-  static std::atomic<int> cached[kDevices];  // static storage: zero, i.e. not yet known
-  const std::int64_t fallback = kCluster ? kMaxFusedClusters : kMaxFusedBlocks;
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) {
-    cudaGetLastError();
-    return fallback;
-  }
-  int units = cached[device].load(std::memory_order_relaxed);
-  if (units > 0) return units;
-  cudaError_t status = cudaSuccess;
-  if constexpr (kCluster) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(kMaxFusedClusters * kRowSplits));
-    config.blockDim = dim3(kSplitThreads);
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = kRowSplits;
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-    status = cudaOccupancyMaxActiveClusters(&units, kernel, &config);
-  } else {
-    int per_sm = 0, sms = 0;
-    status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kRowThreads, 0);
-    if (status == cudaSuccess) {
-      status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    }
-    units = per_sm * sms;
-  }
-  if (status != cudaSuccess || units <= 0) {
-    cudaGetLastError();
-    return fallback;
-  }
-  units = static_cast<int>(std::min<std::int64_t>(units, fallback));
-  cached[device].store(units, std::memory_order_relaxed);
-  return units;
+  static detail::ResidentCache cache;
+  return detail::resident_row_units(kernel, kCluster,
+                                    kCluster ? kMaxFusedClusters : kMaxFusedBlocks, cache);
 }
 
 // Which instantiation serves a call: a cluster per row where the device has

@@ -207,7 +207,7 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
                          ? two_shot_lamport_step(shape, type, r.shard_elements)
                          : two_shot_step(shape, type, r.shard_elements);
       }
-      r.steps[1] = row_norm_step(type, rows, shape.cluster_rows);
+      r.steps[1] = row_norm_step(type, layout, rows, hidden, shape.cluster_rows);
       r.step_count = 2;
       break;
     case Algorithm::node_all_gather_row_norm:
@@ -215,7 +215,7 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
       // kernel from it: any layout of inout and residual.
       r.shard_elements = shard_of(type, r.count, shape.size);
       r.steps[0] = node_all_gather_step(type, r.shard_elements);
-      r.steps[1] = row_norm_step(type, rows, shape.cluster_rows);
+      r.steps[1] = row_norm_step(type, layout, rows, hidden, shape.cluster_rows);
       r.step_count = 2;
       break;
     default:
@@ -404,12 +404,8 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
       const void* weight = pointers.weight;
       float eps = pointers.eps;
       void* args[] = {peer_set, &inout, &residual, &weight, &eps, layout, rows, hidden};
-      KernelStep step = recipe.steps[0];
-      if (step.unaligned_kernel != nullptr &&
-          !(aligned16(inout) && aligned16(residual) && aligned16(weight))) {
-        step.kernel = step.unaligned_kernel;
-      }
-      return failed(detail::launch_step(step, args, stream));
+      return failed(detail::launch_step(
+          detail::for_tensors(recipe.steps[0], {inout, residual, weight}), args, stream));
     }
     case Algorithm::fused_two_shot_row_norm:
     case Algorithm::fused_two_shot_lamport_row_norm:
@@ -434,7 +430,8 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
       const auto* aborted = reinterpret_cast<const std::uint32_t*>(
           static_cast<const char*>(peers.slabs[peers.rank]) + offsetof(Signals, aborted));
       void* norm[] = {&in, &out, &residual, &weight, &eps, layout, rows, hidden, &aborted};
-      return failed(detail::launch_step(recipe.steps[1], norm, stream));
+      return failed(detail::launch_step(
+          detail::for_tensors(recipe.steps[1], {in, out, residual, weight}), norm, stream));
     }
     case Algorithm::node_all_gather_row_norm: {
       // The all-gather into the dense buffer: (PeerSet, const T* node
@@ -454,7 +451,8 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
       const auto* aborted = reinterpret_cast<const std::uint32_t*>(
           static_cast<const char*>(peers.slabs[peers.rank]) + offsetof(Signals, aborted));
       void* norm[] = {&sums, &inout, &residual, &weight, &eps, layout, rows, hidden, &aborted};
-      return failed(detail::launch_step(recipe.steps[1], norm, stream));
+      return failed(detail::launch_step(
+          detail::for_tensors(recipe.steps[1], {sums, inout, residual, weight}), norm, stream));
     }
   }
   return cudaErrorInvalidValue;

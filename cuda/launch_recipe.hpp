@@ -189,10 +189,11 @@ struct CallPointers {
 // the slab (a message larger than reserve() sized the slots for) are the
 // caller's to check.
 //
-// prepare_fused(fused_lamport) asks the occupancy calculator how many rows
-// the CURRENT device holds at once (once per device and variant, cached;
-// 128 clusters or blocks when the query fails, as before):
-// prepare on the device the recipe will run on.
+// prepare_fused(fused_lamport, and the row kernel of the *_row_norm
+// algorithms) asks the occupancy calculator how many rows the CURRENT
+// device holds at once (once per device and variant, cached; 128 clusters
+// or blocks for fused_lamport, 1024 for the row kernel, when the query
+// fails): prepare on the device the recipe will run on.
 cudaError_t prepare_all_reduce(Algorithm algorithm, const PeerSet& shape, ElementType type,
                                const KernelLayout& layout, std::int64_t count, LaunchRecipe& out);
 cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,

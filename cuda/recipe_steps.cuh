@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "collective_kernels.hpp"
 #include "launch_recipe.hpp"
@@ -72,8 +73,14 @@ const void* fused_ll_short_kernel_for(ElementType type, bool two_ranks, int pack
 // Fused op, staged packs: a block per row, at most kMaxBlocks.
 KernelStep fused_staged_step(const PeerSet& shape, ElementType type, std::int64_t rows);
 // The add + RMSNorm row kernel: a cluster per row (`clusters`, then a
-// programmatic dependent launch) or a block per row, at most kMaxRowBlocks.
-KernelStep row_norm_step(ElementType type, std::int64_t rows, bool clusters);
+// programmatic dependent launch) or a block per row, at most kMaxRowBlocks;
+// dense rows of at most two packs a thread stream through as many units
+// as the device holds at once (row_norm.cu), when their tensors are aligned.
+KernelStep row_norm_step(ElementType type, const KernelLayout& layout, std::int64_t rows,
+                         std::int64_t hidden, bool clusters);
+// `step` as it runs these tensors: its unaligned_kernel when it has one and
+// a tensor is not 16-byte aligned.
+KernelStep for_tensors(KernelStep step, std::initializer_list<const void*> tensors);
 
 // The launch shape most all-reduce kernels share: `threads` threads a block
 // (kThreads unless said), a work item per thread, at most `max_blocks`

@@ -5,6 +5,8 @@
 // is rms_norm_row.cuh's, so its bits equal the fused kernels'.
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include "collective_kernels.hpp"
 #include "device_sync.cuh"
@@ -12,6 +14,7 @@
 #include "launch_recipe.hpp"
 #include "launch_shape.cuh"
 #include "recipe_steps.cuh"
+#include "resident_units.hpp"
 #include "rms_norm_row.cuh"
 
 namespace peerplan::cuda_kernels {
@@ -52,24 +55,107 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   }
 }
 
+// Dense rows of at most kKeptPacks packs a thread, every tensor 16-byte
+// aligned: a unit (cluster or block) works through its rows with the next
+// row's sums and old residual loaded before this row's total is exchanged,
+// so that one row's loads overlap another's arithmetic and stores, and the
+// weight is loaded once. The grid is what the device holds at once. Same
+// threads per pack and same order as add_rms_norm_part, hence the same
+// bits. The parameters are add_rms_norm_kernel's (the layout is dense).
+template <class T, bool kCluster>
+__global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
+    streamed_rows_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
+                         const __grid_constant__ KernelLayout /*layout*/, std::int64_t rows,
+                         std::int64_t hidden, const std::uint32_t* aborted) {
+  __shared__ RowShared shared;
+  constexpr int V = Pack<T>::kCount;
+  constexpr int kKept = kKeptPacks;
+  if constexpr (kCluster) wait_for_previous_kernel();
+  if (aborted != nullptr && *static_cast<const volatile std::uint32_t*>(aborted) != 0u) return;
+  auto row_sum = RowWorkers<kCluster>::row(shared);
+  const RowPart part = row_part(row_sum.split(), row_sum.thread(), hidden / V);
+  std::int64_t element[kKept];  // of this thread's packs within a row
+  bool has[kKept];
+  Pack<T> w[kKept];
+#pragma unroll
+  for (int it = 0; it < kKept; ++it) {
+    const std::int64_t pack = part.first_pack + part.thread + std::int64_t{it} * kSplitThreads;
+    has[it] = pack < part.end_pack;
+    element[it] = pack * V;
+    if (has[it]) w[it].raw = *reinterpret_cast<const uint4*>(weight + element[it]);
+  }
+  Pack<T> sums[kKept], old[kKept];
+  auto load_row = [&](std::int64_t row, Pack<T>(&s)[kKept], Pack<T>(&o)[kKept]) {
+#pragma unroll
+    for (int it = 0; it < kKept; ++it) {
+      if (!has[it]) continue;
+      s[it].raw = *reinterpret_cast<const uint4*>(reduced + row * hidden + element[it]);
+      o[it].raw = *reinterpret_cast<const uint4*>(residual + row * hidden + element[it]);
+    }
+  };
+  const std::int64_t step = RowWorkers<kCluster>::row_step();
+  std::int64_t row = RowWorkers<kCluster>::first_row();
+  if (row < rows) load_row(row, sums, old);
+  for (; row < rows; row += step) {
+    Pack<T> next_sums[kKept], next_old[kKept];
+    if (row + step < rows) load_row(row + step, next_sums, next_old);
+    float squares = 0.0f;
+    Pack<T> r[kKept];
+#pragma unroll
+    for (int it = 0; it < kKept; ++it) {
+      if (!has[it]) continue;
+      float s[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) s[k] = to_float(sums[it].v[k]);
+      residual_pack<T>(s, old[it], r[it], V, squares);
+      *reinterpret_cast<uint4*>(residual + row * hidden + element[it]) = r[it].raw;
+    }
+    bool failed = false;
+    const float inv_rms = inv_rms_of(row_sum.row_total(squares, failed), hidden, eps);
+#pragma unroll
+    for (int it = 0; it < kKept; ++it) {
+      if (!has[it]) continue;
+      *reinterpret_cast<uint4*>(inout + row * hidden + element[it]) =
+          normalized_pack<T>(r[it], w[it], inv_rms).raw;
+      sums[it] = next_sums[it];
+      old[it] = next_old[it];
+    }
+  }
+}
+
 }  // namespace
 
 namespace detail {
 
-// `clusters` as PeerSet::cluster_rows; the cluster kernel waits for the
-// previous kernel on the device (it is a programmatic dependent launch
-// whatever PeerSet::overlap_launch says), the block kernel is a plain launch.
-KernelStep row_norm_step(ElementType type, std::int64_t rows, bool clusters) {
+// `clusters` as PeerSet::cluster_rows; the cluster kernels wait for the
+// previous kernel on the device (they are programmatic dependent launches
+// whatever PeerSet::overlap_launch says), the block kernels are plain
+// launches. Rows that streamed_rows_kernel takes get it, with
+// add_rms_norm_kernel for calls whose tensors are not aligned.
+KernelStep row_norm_step(ElementType type, const KernelLayout& layout, std::int64_t rows,
+                         std::int64_t hidden, bool clusters) {
   KernelStep step;
-  const auto units = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, kMaxRowBlocks));
+  std::int64_t most = kMaxRowBlocks;
   with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
+    auto pick = [&](auto cluster) {
+      constexpr bool kCluster = decltype(cluster)::value;
+      step.kernel = reinterpret_cast<const void*>(add_rms_norm_kernel<T, kCluster>);
+      constexpr std::int64_t V = Pack<T>::kCount;
+      if (layout.dense && hidden % V == 0 && hidden / V <= kKeptPacks * kRowThreads) {
+        step.unaligned_kernel = step.kernel;
+        step.kernel = reinterpret_cast<const void*>(streamed_rows_kernel<T, kCluster>);
+        static ResidentCache cache;
+        most = resident_row_units(step.kernel, kCluster, kMaxRowBlocks, cache);
+      }
+    };
     if (clusters) {
-      step.kernel = reinterpret_cast<const void*>(add_rms_norm_kernel<T, true>);
+      pick(std::true_type{});
     } else {
-      step.kernel = reinterpret_cast<const void*>(add_rms_norm_kernel<T, false>);
+      pick(std::false_type{});
     }
   });
+  const auto units = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, most));
   if (clusters) {
     step.blocks = units * kRowSplits;
     step.threads = kSplitThreads;
@@ -82,13 +168,35 @@ KernelStep row_norm_step(ElementType type, std::int64_t rows, bool clusters) {
   return step;
 }
 
+KernelStep for_tensors(KernelStep step, std::initializer_list<const void*> tensors) {
+  if (step.unaligned_kernel == nullptr) return step;
+  for (const void* tensor : tensors) {
+    if (!aligned16(tensor)) {
+      step.kernel = step.unaligned_kernel;
+      break;
+    }
+  }
+  return step;
+}
+
 }  // namespace detail
+
+void prepare_add_rms_norm(bool clusters) noexcept {
+  KernelLayout dense{};
+  for (const ElementType type : {ElementType::f16, ElementType::bf16, ElementType::f32}) {
+    const auto pack = static_cast<std::int64_t>(kPackBytes / detail::element_bytes(type));
+    detail::row_norm_step(type, dense, 1, pack, clusters);
+  }
+  cudaGetLastError();
+}
 
 cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout, void* residual,
                                 const void* weight, float eps, const KernelLayout& layout,
                                 std::int64_t rows, std::int64_t hidden, bool clusters,
                                 cudaStream_t stream) {
-  const KernelStep step = detail::row_norm_step(type, rows, clusters);
+  const KernelStep step =
+      detail::for_tensors(detail::row_norm_step(type, layout, rows, hidden, clusters),
+                          {reduced, inout, residual, weight});
   if (step.kernel == nullptr) return cudaGetLastError();
   // (const T* reduced, T* inout, T* residual, const T* weight, eps,
   // KernelLayout, rows, hidden, const uint32_t* aborted: none here)

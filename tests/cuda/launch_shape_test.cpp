@@ -5,13 +5,15 @@
 // 16-byte pack per thread and of 512 beyond, both capped at
 // PeerSet::one_shot_max_blocks, and describe()'s text of them; every call
 // kernel's grid within the epoch words (kMaxCallBlocks), which launch()
-// enforces.
+// enforces. The add + RMSNorm row kernel streamed through dense, aligned rows of
+// at most two packs a thread, the general one otherwise.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
 
 #include "launch_recipe.hpp"
+#include "recipe_steps.cuh"
 
 namespace peerplan::cuda_kernels {
 namespace {
@@ -123,6 +125,57 @@ TEST(CallGrid, LaunchRefusesACallKernelBeyondTheEpochWords) {
   recipe.steps[0].blocks = kMaxCallBlocks + 1;
   PeerSet peers = two_ranks(132);
   EXPECT_EQ(launch(recipe, peers, CallPointers{}, nullptr), cudaErrorInvalidValue);
+}
+
+// The fused two-shot's second step: the streamed row kernel, with the
+// general one for calls whose tensors are not 16-byte aligned, only for
+// rows it takes (dense, whole packs, at most two packs a thread of 1024).
+// The hierarchical route's row kernel takes any layout (the two-shot's only
+// dense ones).
+KernelStep row_norm_of(ElementType type, const KernelLayout& layout, std::int64_t hidden) {
+  PeerSet shape = two_ranks(132);
+  shape.cluster_rows = true;
+  LaunchRecipe recipe;
+  const Algorithm algorithm =
+      layout.dense ? Algorithm::fused_two_shot_row_norm : Algorithm::node_all_gather_row_norm;
+  EXPECT_EQ(prepare_fused(algorithm, shape, type, layout, 64, hidden, recipe), cudaSuccess);
+  EXPECT_EQ(recipe.step_count, 2);
+  return recipe.steps[1];
+}
+
+TEST(RowNormShape, DenseRowsOfUpToTwoPacksAThreadStream) {
+  struct Case {
+    ElementType type;
+    std::int64_t hidden;
+    bool streamed;
+  };
+  for (const Case c : {Case{ElementType::bf16, 7168, true}, Case{ElementType::bf16, 16384, true},
+                       Case{ElementType::bf16, 16392, false},  // 2049 packs
+                       Case{ElementType::bf16, 7004, false},   // not whole packs
+                       Case{ElementType::f16, 5120, true}, Case{ElementType::f32, 8192, true},
+                       Case{ElementType::f32, 8196, false}}) {
+    const KernelStep step = row_norm_of(c.type, KernelLayout{}, c.hidden);
+    EXPECT_EQ(step.unaligned_kernel != nullptr, c.streamed) << c.hidden;
+    EXPECT_NE(step.kernel, nullptr);
+    EXPECT_NE(step.kernel, step.unaligned_kernel) << c.hidden;
+  }
+  KernelLayout strided;
+  strided.dense = 0;
+  strided.rank = 2;
+  strided.dims[0] = 64, strided.dims[1] = 7168;
+  strided.strides[0] = 8192, strided.strides[1] = 1;
+  EXPECT_EQ(row_norm_of(ElementType::bf16, strided, 7168).unaligned_kernel, nullptr);
+}
+
+TEST(RowNormShape, ACallWithAnUnalignedTensorRunsTheGeneralKernel) {
+  const KernelStep step = row_norm_of(ElementType::bf16, KernelLayout{}, 7168);
+  alignas(16) static char buffer[64];
+  EXPECT_EQ(detail::for_tensors(step, {buffer, buffer + 16, buffer + 32}).kernel, step.kernel);
+  EXPECT_EQ(detail::for_tensors(step, {buffer, buffer + 2, buffer + 32}).kernel,
+            step.unaligned_kernel);
+  KernelStep general = step;
+  general.unaligned_kernel = nullptr;
+  EXPECT_EQ(detail::for_tensors(general, {buffer + 2}).kernel, step.kernel);
 }
 
 }  // namespace

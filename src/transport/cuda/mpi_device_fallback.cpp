@@ -37,6 +37,7 @@ MpiDeviceFallback::MpiDeviceFallback(bootstrap::OwnedComm comm, std::chrono::mil
     : host_(std::make_unique<host::MpiFallback>(std::move(comm), timeout)), timeout_(timeout) {
   check_cuda(cudaGetDevice(&device_), "cudaGetDevice");
   rows_in_clusters_ = use_row_clusters(row_clusters, device_);
+  cuda_kernels::prepare_add_rms_norm(rows_in_clusters_);
   check_cuda(cudaEventCreateWithFlags(&last_use_, cudaEventDisableTiming),
              "creating the MPI fallback's event");
 }

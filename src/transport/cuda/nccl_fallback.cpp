@@ -389,6 +389,7 @@ void NcclFallback::init(bootstrap::Bootstrap& bootstrap, RowClusters row_cluster
   }
   // Never throws: after NCCL's rendezvous a rank must not fail alone.
   rows_in_clusters_ = use_row_clusters(row_clusters, device_);
+  cuda_kernels::prepare_add_rms_norm(rows_in_clusters_);
 }
 
 std::string NcclFallback::warm_up(int rank, std::chrono::milliseconds bound) {
