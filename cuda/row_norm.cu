@@ -24,8 +24,9 @@ namespace {
 // clusters of kRowSplits blocks of kSplitThreads.
 constexpr std::int64_t kMaxRowBlocks = 1024;
 
-// kCluster: a row per cluster of kRowSplits blocks (sm_90+; launched as a
-// programmatic dependent launch, hence the wait), else a row per block.
+// kCluster: a row per cluster of kRowSplits blocks (sm_90+), else a row
+// per block; where clusters exist either is a programmatic dependent
+// launch (row_norm_step), hence the wait.
 template <class T, bool kCluster>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     add_rms_norm_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
@@ -33,7 +34,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
                         std::int64_t hidden, const std::uint32_t* aborted) {
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
-  if constexpr (kCluster) wait_for_previous_kernel();
+  wait_for_previous_kernel();  // at once unless launched as a programmatic dependent
   // After the fused op's two-shot gave up, its sums are incomplete: leave
   // residual and output as they are. The word no longer changes once the
   // two-shot kernel has finished, so every block decides alike (a cluster
@@ -70,7 +71,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
   constexpr int kKept = kKeptPacks;
-  if constexpr (kCluster) wait_for_previous_kernel();
+  wait_for_previous_kernel();  // at once unless launched as a programmatic dependent
   if (aborted != nullptr && *static_cast<const volatile std::uint32_t*>(aborted) != 0u) return;
   auto row_sum = RowWorkers<kCluster>::row(shared);
   const RowPart part = row_part(row_sum.split(), row_sum.thread(), hidden / V);
@@ -127,40 +128,50 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
 
 namespace detail {
 
-// `clusters` as PeerSet::cluster_rows; the cluster kernels wait for the
-// previous kernel on the device (they are programmatic dependent launches
-// whatever PeerSet::overlap_launch says), the block kernels are plain
-// launches. Rows that streamed_rows_kernel takes get it, with
-// add_rms_norm_kernel for calls whose tensors are not aligned.
+// `clusters` as PeerSet::cluster_rows. Rows that streamed_rows_kernel
+// takes get it, with add_rms_norm_kernel for calls whose tensors are not
+// aligned: in clusters while each cluster has one row, in blocks of
+// kRowThreads once there are more rows than resident clusters (streamed,
+// the blocks then beat clusters: they run more threads per SM). Where
+// clusters exist every launch is a programmatic dependent one (each kernel
+// waits for the previous one on the device); elsewhere a plain launch.
 KernelStep row_norm_step(ElementType type, const KernelLayout& layout, std::int64_t rows,
                          std::int64_t hidden, bool clusters) {
   KernelStep step;
   std::int64_t most = kMaxRowBlocks;
+  bool in_clusters = clusters;
   with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
+    constexpr std::int64_t V = Pack<T>::kCount;
+    const bool streamed = layout.dense && hidden % V == 0 && hidden / V <= kKeptPacks * kRowThreads;
+    auto streamed_units = [](auto cluster) {
+      constexpr bool kCluster = decltype(cluster)::value;
+      static ResidentCache cache;
+      return resident_row_units(reinterpret_cast<const void*>(streamed_rows_kernel<T, kCluster>),
+                                kCluster, kMaxRowBlocks, cache);
+    };
+    if (streamed && clusters && rows > streamed_units(std::true_type{})) in_clusters = false;
     auto pick = [&](auto cluster) {
       constexpr bool kCluster = decltype(cluster)::value;
       step.kernel = reinterpret_cast<const void*>(add_rms_norm_kernel<T, kCluster>);
-      constexpr std::int64_t V = Pack<T>::kCount;
-      if (layout.dense && hidden % V == 0 && hidden / V <= kKeptPacks * kRowThreads) {
+      if (streamed) {
         step.unaligned_kernel = step.kernel;
         step.kernel = reinterpret_cast<const void*>(streamed_rows_kernel<T, kCluster>);
-        static ResidentCache cache;
-        most = resident_row_units(step.kernel, kCluster, kMaxRowBlocks, cache);
+        most = streamed_units(cluster);
       }
     };
-    if (clusters) {
+    if (in_clusters) {
       pick(std::true_type{});
     } else {
       pick(std::false_type{});
     }
   });
   const auto units = static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, most));
-  if (clusters) {
+  step.programmatic = clusters;
+  if (in_clusters) {
     step.blocks = units * kRowSplits;
     step.threads = kSplitThreads;
     step.cluster = kRowSplits;
-    step.programmatic = true;
   } else {
     step.blocks = units;
     step.threads = kRowThreads;
@@ -185,7 +196,9 @@ void prepare_add_rms_norm(bool clusters) noexcept {
   KernelLayout dense{};
   for (const ElementType type : {ElementType::f16, ElementType::bf16, ElementType::f32}) {
     const auto pack = static_cast<std::int64_t>(kPackBytes / detail::element_bytes(type));
+    // A row per unit, and more rows than units: both kernels' grids.
     detail::row_norm_step(type, dense, 1, pack, clusters);
+    detail::row_norm_step(type, dense, kMaxRowBlocks + 1, pack, clusters);
   }
   cudaGetLastError();
 }

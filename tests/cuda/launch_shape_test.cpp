@@ -132,13 +132,14 @@ TEST(CallGrid, LaunchRefusesACallKernelBeyondTheEpochWords) {
 // rows it takes (dense, whole packs, at most two packs a thread of 1024).
 // The hierarchical route's row kernel takes any layout (the two-shot's only
 // dense ones).
-KernelStep row_norm_of(ElementType type, const KernelLayout& layout, std::int64_t hidden) {
+KernelStep row_norm_of(ElementType type, const KernelLayout& layout, std::int64_t hidden,
+                       std::int64_t rows = 64) {
   PeerSet shape = two_ranks(132);
   shape.cluster_rows = true;
   LaunchRecipe recipe;
   const Algorithm algorithm =
       layout.dense ? Algorithm::fused_two_shot_row_norm : Algorithm::node_all_gather_row_norm;
-  EXPECT_EQ(prepare_fused(algorithm, shape, type, layout, 64, hidden, recipe), cudaSuccess);
+  EXPECT_EQ(prepare_fused(algorithm, shape, type, layout, rows, hidden, recipe), cudaSuccess);
   EXPECT_EQ(recipe.step_count, 2);
   return recipe.steps[1];
 }
@@ -165,6 +166,24 @@ TEST(RowNormShape, DenseRowsOfUpToTwoPacksAThreadStream) {
   strided.dims[0] = 64, strided.dims[1] = 7168;
   strided.strides[0] = 8192, strided.strides[1] = 1;
   EXPECT_EQ(row_norm_of(ElementType::bf16, strided, 7168).unaligned_kernel, nullptr);
+}
+
+// Without a GPU the occupancy query fails and the units stay at their cap
+// (1024): more rows than that take blocks of 1024 threads, fewer clusters;
+// both programmatic where clusters exist. Rows that do not stream keep clusters.
+TEST(RowNormShape, StreamedRowsOutnumberingTheClustersRunInBlocks) {
+  const KernelStep few = row_norm_of(ElementType::bf16, KernelLayout{}, 7168, 1024);
+  EXPECT_EQ(few.cluster, 8u);
+  EXPECT_EQ(few.blocks, 1024u * 8u);
+  EXPECT_TRUE(few.programmatic);
+  const KernelStep many = row_norm_of(ElementType::bf16, KernelLayout{}, 7168, 1025);
+  EXPECT_EQ(many.cluster, 1u);
+  EXPECT_EQ(many.threads, 1024u);
+  EXPECT_EQ(many.blocks, 1024u);
+  EXPECT_TRUE(many.programmatic);
+  EXPECT_NE(many.kernel, few.kernel);
+  EXPECT_NE(many.unaligned_kernel, few.unaligned_kernel);
+  EXPECT_EQ(row_norm_of(ElementType::bf16, KernelLayout{}, 7004, 1025).cluster, 8u);
 }
 
 TEST(RowNormShape, ACallWithAnUnalignedTensorRunsTheGeneralKernel) {
