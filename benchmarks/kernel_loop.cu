@@ -68,6 +68,7 @@
 #include "device_sync.cuh"
 #include "kernel_loop_plan.hpp"
 #include "kernel_loop_reference.hpp"
+#include "loop_element_type.hpp"
 #include "launch_recipe.hpp"
 
 namespace {
@@ -192,18 +193,6 @@ Options parse_options(int argc, char** argv) {
     }
   }
   return o;
-}
-
-ck::ElementType element_type(loop::LoopDtype dtype) {
-  switch (dtype) {
-    case loop::LoopDtype::f16:
-      return ck::ElementType::f16;
-    case loop::LoopDtype::bf16:
-      return ck::ElementType::bf16;
-    case loop::LoopDtype::f32:
-      break;
-  }
-  return ck::ElementType::f32;
 }
 
 ck::Algorithm algorithm_of(loop::LoopCase c) {
@@ -476,10 +465,10 @@ CaseResult run_case(VirtualNode& node, const loop::LoopCaseInfo& info, std::int6
   layout.strides[1] = 1;
   const ck::PeerSet& shape = node[0].peers;
   const cudaError_t prepared =
-      info.fused
-          ? ck::prepare_fused(algorithm, shape, element_type(o.dtype), layout, size, o.hidden,
-                              recipe)
-          : ck::prepare_all_reduce(algorithm, shape, element_type(o.dtype), layout, count, recipe);
+      info.fused ? ck::prepare_fused(algorithm, shape, loop::element_type(o.dtype), layout, size,
+                                     o.hidden, recipe)
+                 : ck::prepare_all_reduce(algorithm, shape, loop::element_type(o.dtype), layout,
+                                          count, recipe);
   if (prepared != cudaSuccess) {
     cudaGetLastError();
     result.note =

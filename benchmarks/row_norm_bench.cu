@@ -26,6 +26,7 @@
 #include "collective_kernels.hpp"
 #include "kernel_loop_plan.hpp"
 #include "kernel_loop_reference.hpp"
+#include "loop_element_type.hpp"
 
 namespace {
 
@@ -74,18 +75,6 @@ Options parse(int argc, char** argv) {
   if (o.hidden <= 0 || o.calls <= 0 || o.repeats <= 0)
     throw std::invalid_argument("--hidden, --calls and --repeats must be positive");
   return o;
-}
-
-ck::ElementType element_type(loop::LoopDtype dtype) {
-  switch (dtype) {
-    case loop::LoopDtype::f16:
-      return ck::ElementType::f16;
-    case loop::LoopDtype::f32:
-      return ck::ElementType::f32;
-    case loop::LoopDtype::bf16:
-      break;
-  }
-  return ck::ElementType::bf16;
 }
 
 // The row kernel's traffic without its arithmetic: residual += sums,
@@ -153,7 +142,7 @@ int run(const Options& o) {
   std::printf("%6s %10s %10s %8s %10s %8s %10s %8s %7s %5s\n", "rows", "bytes", "block_us", "GB/s",
               "cluster_us", "GB/s", "floor_us", "GB/s", "#wrong", "same");
   const float eps = 1e-6f;
-  const ck::ElementType type = element_type(o.dtype);
+  const ck::ElementType type = loop::element_type(o.dtype);
   int failures = 0;
   for (const std::int64_t rows : o.rows) {
     const std::int64_t count = rows * o.hidden;
