@@ -21,8 +21,9 @@
 // runs in clusters next to other virtual ranks' spinning blocks can still
 // starve (the fused two-shot + row norm at 1024 rows, 4 and 8 virtual
 // ranks, on the H200 run of benchmarks/kernel-loop.md); such a case is
-// reported as a timeout, and --row-clusters off takes the block-per-row
-// variant instead.
+// reported as a timeout. --row-clusters off takes the block-per-row
+// variant (dense rows that outnumber the resident clusters take it
+// anyway: cuda/row_norm.cu).
 //
 // What the numbers mean: local HBM and L2 are not NVLink, so the loop's
 // bandwidth numbers mean nothing. It ranks variants of the latency-bound

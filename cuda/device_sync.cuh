@@ -90,8 +90,9 @@ __device__ __forceinline__ void store_volatile_pack(void* address, uint4 v) {
 
 // Waits for the previous kernel of the stream under a programmatic
 // dependent launch (its epoch, its outputs), after letting the next kernel
-// be scheduled, whose own wait keeps it behind this one. Both instructions
-// are no-ops without such a launch. begin_call issues it; a kernel may issue
+// be scheduled, whose own wait keeps it behind this one. Without such a
+// launch the wait returns at once (and only a programmatic dependent of
+// this kernel is let in early). begin_call issues it; a kernel may issue
 // it earlier itself to load its input before begin_call's epoch read, so
 // that the two loads' latencies overlap (a second wait returns at once).
 __device__ __forceinline__ void wait_for_previous_kernel() {

@@ -72,11 +72,12 @@ KernelStep fused_ll_step(const PeerSet& shape, ElementType type, const KernelLay
 const void* fused_ll_short_kernel_for(ElementType type, bool two_ranks, int packs_per_thread);
 // Fused op, staged packs: a block per row, at most kMaxBlocks.
 KernelStep fused_staged_step(const PeerSet& shape, ElementType type, std::int64_t rows);
-// The add + RMSNorm row kernel: a cluster per row (`clusters`) or a block
-// per row, at most kMaxRowBlocks; dense rows of at most two packs a thread
-// stream through as many units as the device holds at once (row_norm.cu),
-// when their tensors are aligned, in blocks once rows outnumber the
-// resident clusters. A programmatic dependent launch where clusters exist.
+// The add + RMSNorm row kernel: units of a cluster (`clusters`) or a block
+// each take rows unit, unit + units, ..., at most kMaxRowBlocks units;
+// dense rows of at most two packs a thread stream through as many units as
+// the device holds at once (row_norm.cu), when their tensors are aligned,
+// in blocks once rows outnumber the resident clusters. A programmatic
+// dependent launch when `clusters` is on.
 KernelStep row_norm_step(ElementType type, const KernelLayout& layout, std::int64_t rows,
                          std::int64_t hidden, bool clusters);
 // `step` as it runs these tensors: its unaligned_kernel when it has one and

@@ -41,7 +41,7 @@ std::int64_t resident_row_units(const void* kernel, bool cluster, std::int64_t m
   }
   if (status != cudaSuccess || units <= 0) {
     cudaGetLastError();
-    units = static_cast<int>(most);  // kept: asking again would fail again
+    units = static_cast<int>(most);  // kept: no call may ask (launch_recipe.hpp)
   }
   units = static_cast<int>(std::min<std::int64_t>(units, most));
   cache[device].store(units, std::memory_order_relaxed);

@@ -25,8 +25,8 @@ namespace {
 constexpr std::int64_t kMaxRowBlocks = 1024;
 
 // kCluster: a row per cluster of kRowSplits blocks (sm_90+), else a row
-// per block; where clusters exist either is a programmatic dependent
-// launch (row_norm_step), hence the wait.
+// per block; with `clusters` on (row_norm_step) either is a programmatic
+// dependent launch, hence the wait.
 template <class T, bool kCluster>
 __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     add_rms_norm_kernel(const T* reduced, T* inout, T* residual, const T* weight, float eps,
@@ -132,9 +132,9 @@ namespace detail {
 // takes get it, with add_rms_norm_kernel for calls whose tensors are not
 // aligned: in clusters while each cluster has one row, in blocks of
 // kRowThreads once there are more rows than resident clusters (streamed,
-// the blocks then beat clusters: they run more threads per SM). Where
-// clusters exist every launch is a programmatic dependent one (each kernel
-// waits for the previous one on the device); elsewhere a plain launch.
+// the blocks then beat clusters: they run more threads per SM). With
+// `clusters` on every launch is a programmatic dependent one (each kernel
+// waits for the previous one on the device); otherwise a plain launch.
 KernelStep row_norm_step(ElementType type, const KernelLayout& layout, std::int64_t rows,
                          std::int64_t hidden, bool clusters) {
   KernelStep step;
@@ -200,7 +200,6 @@ void prepare_add_rms_norm(bool clusters) noexcept {
     detail::row_norm_step(type, dense, 1, pack, clusters);
     detail::row_norm_step(type, dense, kMaxRowBlocks + 1, pack, clusters);
   }
-  cudaGetLastError();
 }
 
 cudaError_t launch_add_rms_norm(ElementType type, const void* reduced, void* inout, void* residual,
