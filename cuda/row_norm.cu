@@ -150,7 +150,6 @@ KernelStep row_norm_step(ElementType type, const KernelLayout& layout, std::int6
       return resident_row_units(reinterpret_cast<const void*>(streamed_rows_kernel<T, kCluster>),
                                 kCluster, kMaxRowBlocks, cache);
     };
-    if (streamed && clusters && rows > streamed_units(std::true_type{})) in_clusters = false;
     auto pick = [&](auto cluster) {
       constexpr bool kCluster = decltype(cluster)::value;
       step.kernel = reinterpret_cast<const void*>(add_rms_norm_kernel<T, kCluster>);
@@ -160,9 +159,13 @@ KernelStep row_norm_step(ElementType type, const KernelLayout& layout, std::int6
         most = streamed_units(cluster);
       }
     };
-    if (in_clusters) {
+    if (clusters) {
       pick(std::true_type{});
     } else {
+      pick(std::false_type{});
+    }
+    if (streamed && clusters && rows > most) {  // more rows than resident clusters
+      in_clusters = false;
       pick(std::false_type{});
     }
   });
