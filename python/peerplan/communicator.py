@@ -193,6 +193,22 @@ def _int64_values(values, what, name):
     return values
 
 
+def _eps_value(call, eps):
+    """eps as the C float the fused op and its plan key take, from a real
+    number (a float, an int, a NumPy scalar). None, text and other objects
+    raise TypeError naming `call`: float() alone would say neither the call
+    nor the fix (and would read the text "1e-6" as a number). A NaN or
+    negative eps is the library's to refuse (ValueError)."""
+    if not isinstance(eps, (str, bytes, bytearray)):
+        try:
+            return float(eps)
+        except (TypeError, ValueError):
+            pass
+    given = "None" if eps is None else type(eps).__name__
+    raise TypeError(f"peerplan: {call}: eps must be a real number (a float or int), not {given}; "
+                    "pass the RMS norm's epsilon, e.g. 1e-6")
+
+
 def _fused_key_eps(call, weight, eps):
     """A fused plan's key holds the weight's address and eps: a lookup gives
     both (the fused op) or neither (the all-reduce, returning None). eps
@@ -206,7 +222,7 @@ def _fused_key_eps(call, weight, eps):
     if eps is None:
         raise TypeError(f"peerplan: {call}: a weight was given without eps; the fused op's plan "
                         "is keyed by both: pass eps too (or neither, for the all-reduce)")
-    return float(eps)
+    return _eps_value(call, eps)
 
 
 def _memory_name(place):
@@ -238,7 +254,7 @@ class Declaration:
                              f"{len(self.strides)} values for the {len(self.shape)} dimensions of "
                              f"shape {self.shape}; give one stride per dimension")
         self.weight = weight
-        self.eps = float(eps)
+        self.eps = _eps_value(f"declaration {name!r}", eps)
 
     @classmethod
     def all_reduce(cls, name, dtype, shape, strides=None):
@@ -512,7 +528,8 @@ class Communicator:
             _weights_checked[(id(layout), id(weight_layout))] = (layout, weight_layout)
         elif weight_dtype != dtype:
             _require_call_weight(dtype, layout, weight_dtype, weight_layout)
-        eps = float(eps)
+        if type(eps) is not float:  # a float as it is: no frame more on the hot path
+            eps = _eps_value("fused_add_rms_norm", eps)
         if stream is None:
             stream = _device_stream(place) if reader is _read_torch and place >= 0 else 0
         else:

@@ -16,6 +16,7 @@ anything. No autograd: inference only. Importing this module needs
 PyTorch; `import peerplan` does not import it. See docs/python.md."""
 
 from . import _op_handles
+from .communicator import _eps_value
 
 MINIMUM_TORCH = (2, 4)
 
@@ -107,7 +108,7 @@ def fused_add_rms_norm(comm, x, residual, weight, eps):
     """residual += allreduce(x); x = rmsnorm(residual) * weight, in place
     (Communicator.fused_add_rms_norm). Returns (x, residual)."""
     torch.ops.peerplan.fused_add_rms_norm(_op_handles.handle_of(comm), x, residual, weight,
-                                          float(eps))
+                                          _eps_value("fused_add_rms_norm", eps))
     return x, residual
 
 

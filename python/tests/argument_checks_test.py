@@ -12,7 +12,8 @@ declarations (a name None, shapes and strides, a fused declaration's
 weight checked as the calls check it, on every rank at once), mpi4py
 objects that are not communicators, Fortran handles outside int32 or not
 ints, settings given as None (unset), lookups with a weight but no eps or
-with eps but no weight, registered buffers' extents and pairs, and stats
+with eps but no weight, an eps that is no real number (None, text) in
+declarations, calls and lookups, registered buffers' extents and pairs, and stats
 read from two threads at once. PyTorch tensors through a stand-in torch
 module (sys.modules["torch"], whose Tensor is StandInTensor below):
 subclasses of its Tensor are read as PyTorch's, other objects of torch*
@@ -58,6 +59,18 @@ def expect_value_error(call, what, words):
         check(False, f"{what}: raised {type(e).__name__}: {e}")
         return
     check(False, f"{what}: did not raise ValueError")
+
+
+def expect_type_error(call, what, words):
+    try:
+        call()
+    except TypeError as e:
+        check(all(w in str(e) for w in words), f"{what}: message {e!s} names {words}")
+        return
+    except Exception as e:  # noqa: BLE001 - any other type is the failure
+        check(False, f"{what}: raised {type(e).__name__}: {e}")
+        return
+    check(False, f"{what}: did not raise TypeError")
 
 
 with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm:
@@ -460,6 +473,43 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             except TypeError as e:
                 check("without a weight" in str(e) and "pass the weight" in str(e)
                       and lookup.__name__ in str(e), f"{lookup.__name__} without a weight: {e}")
+
+    # eps that is no real number (None, text, an object): our TypeError naming
+    # the call and the fix, not float()'s bare one, nor "1e-6" read as 1e-6.
+    # Nothing is written. Floats, ints and NumPy scalars still work, and a NaN
+    # eps is still the library's ValueError.
+    eps_words = ["eps must be a real number (a float or int)", "pass the RMS norm's epsilon"]
+    xe = np.ones((4, hidden), np.float32)
+    residual_e = np.full((4, hidden), 3.0, np.float32)
+    for bad_eps, given in ((None, "not None;"), ("abc", "not str;"), ("1e-6", "not str;"),
+                           (object(), "not object;"), ([1e-6], "not list;")):
+        expect_type_error(lambda: D.fused_add_rms_norm("norm", "f32", (4, hidden), weight,
+                                                       bad_eps),
+                          f"Declaration.fused_add_rms_norm with eps={bad_eps!r}",
+                          ["peerplan: declaration 'norm': "] + eps_words + [given])
+        expect_type_error(lambda: comm.fused_add_rms_norm(xe, residual_e, weight, bad_eps),
+                          f"comm.fused_add_rms_norm with eps={bad_eps!r}",
+                          ["peerplan: fused_add_rms_norm: "] + eps_words + [given])
+        if bad_eps is not None:  # None with a weight: "a weight was given without eps" (above)
+            for lookup in (comm.has_plan_for, comm.plan_for):
+                expect_type_error(lambda: lookup(x, weight, bad_eps),
+                                  f"{lookup.__name__} with eps={bad_eps!r}",
+                                  [f"peerplan: {lookup.__name__}: "] + eps_words + [given])
+    check(bool((xe == 1).all()) and bool((residual_e == 3).all()),
+          "x and residual not written by the calls refused for their eps")
+    check(D.fused_add_rms_norm("n", "f32", (4, hidden), weight, 0).eps == 0.0
+          and D.fused_add_rms_norm("n", "f32", (4, hidden), weight, np.float32(1e-6)).eps
+          == float(np.float32(1e-6)), "an int and a NumPy eps in a declaration")
+    check(comm.has_plan_for(x, weight, np.float32(1e-6)) and comm.has_plan_for(x, weight, 1e-6)
+          and not comm.has_plan_for(x, weight, 1), "lookups with NumPy, float and int eps")
+    try:
+        comm.fused_add_rms_norm(xe, residual_e, weight, np.float64(1e-6))
+        check(bool((residual_e == 3 + size).all()), "a NumPy float64 eps: the fused call runs")
+    except Exception as e:  # noqa: BLE001 - any error is the failure
+        check(False, f"a NumPy float64 eps: {type(e).__name__}: {e}")
+    expect_value_error(lambda: comm.fused_add_rms_norm(xe, residual_e, weight, float("nan")),
+                       "a NaN eps", ["eps", "nan"])
+
     try:
         D.all_reduce("a", "f32", (4.5,))
         check(False, "a float extent was accepted")

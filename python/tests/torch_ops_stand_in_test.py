@@ -12,7 +12,8 @@
    tensors are NumPy arrays: all_reduce returns a new array of the sum and
    leaves its input alone (a non-dense view too: its out has the view's
    strides), all_reduce_ sums in place, fused_add_rms_norm
-   updates x and residual as the Communicator's call does, and each fake
+   updates x and residual as the Communicator's call does (and refuses an
+   eps of None or text with peerplan's TypeError), and each fake
    (meta) implementation gives an output of the input's shape and dtype.
 Every rank prints its own count and exits 1 on a failed check (ctest judges
 by the exit status). Exits 77 without NumPy."""
@@ -226,6 +227,21 @@ got_x, got_residual = pt.fused_add_rms_norm(op, x, residual, weight, eps)
 check(got_x is x and got_residual is residual, "fused: in place")
 check(np.allclose(residual, want_residual) and np.allclose(x, want_x, rtol=1e-5),
       f"fused: residual {residual[0, :2]}, x {x[0, :2]}")
+# eps=None (or text): peerplan's TypeError naming the fix, before the op
+# runs (float()'s bare one before); x and residual are not written.
+for bad_eps, given in ((None, "not None;"), ("abc", "not str;")):
+    x_before, residual_before = x.copy(), residual.copy()
+    try:
+        pt.fused_add_rms_norm(op, x, residual, weight, bad_eps)
+        check(False, f"fused with eps={bad_eps!r}: accepted")
+    except TypeError as e:
+        check(str(e).startswith("peerplan: fused_add_rms_norm: eps must be a real number")
+              and given in str(e) and "pass the RMS norm's epsilon" in str(e),
+              f"fused with eps={bad_eps!r}: {e}")
+    except Exception as e:  # noqa: BLE001 - any other type is the failure
+        check(False, f"fused with eps={bad_eps!r}: {type(e).__name__}: {e}")
+    check(np.array_equal(x, x_before) and np.array_equal(residual, residual_before),
+          f"fused with eps={bad_eps!r}: nothing written")
 stats = comm.stats()
 hits = {p["name"]: p["hits"] for p in stats["plans"]}
 check(hits.get("ar") == 2 and hits.get("fused") == 1, f"the declared plans served the ops: {hits}")
