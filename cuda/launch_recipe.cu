@@ -33,6 +33,7 @@ bool fused(Algorithm algorithm) {
     case Algorithm::fused_two_shot_row_norm:
     case Algorithm::fused_two_shot_lamport_row_norm:
     case Algorithm::fused_two_shot_dma_row_norm:
+    case Algorithm::fused_two_shot_rows:
     case Algorithm::node_all_gather_row_norm:
       return true;
     default:
@@ -191,6 +192,9 @@ void plan_fused(Algorithm algorithm, const PeerSet& shape, ElementType type,
     case Algorithm::fused_staged:
       r.steps[0] = fused_staged_step(shape, type, rows);
       break;
+    case Algorithm::fused_two_shot_rows:
+      r.steps[0] = fused_two_shot_rows_step(shape, type, rows);
+      break;
     case Algorithm::fused_two_shot_row_norm:
     case Algorithm::fused_two_shot_lamport_row_norm:
     case Algorithm::fused_two_shot_dma_row_norm:
@@ -284,6 +288,8 @@ const char* to_string(Algorithm algorithm) noexcept {
       return "fused two-shot Lamport + row norm";
     case Algorithm::fused_two_shot_dma_row_norm:
       return "fused two-shot by copy engines + row norm";
+    case Algorithm::fused_two_shot_rows:
+      return "fused two-shot by rows";
   }
   return "unknown";
 }
@@ -346,6 +352,9 @@ cudaError_t prepare_fused(Algorithm algorithm, const PeerSet& shape, ElementType
     case Algorithm::fused_two_shot_dma_row_norm:
       if (!layout.dense || !dma_fits(shape, type, rows * hidden)) return cudaErrorInvalidValue;
       break;
+    case Algorithm::fused_two_shot_rows:
+      if (!layout.dense || !fused_two_shot_rows_fits(type, hidden)) return cudaErrorInvalidValue;
+      break;
     default:
       break;
   }
@@ -397,7 +406,8 @@ cudaError_t launch(const LaunchRecipe& recipe, const PeerSet& peers, const CallP
     }
     case Algorithm::fused_lamport:
     case Algorithm::fused_ll:
-    case Algorithm::fused_staged: {
+    case Algorithm::fused_staged:
+    case Algorithm::fused_two_shot_rows: {
       // (PeerSet, T* inout, T* residual, const T* weight, eps, KernelLayout, rows, hidden)
       void* inout = pointers.inout;
       void* residual = pointers.residual;

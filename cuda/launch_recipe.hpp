@@ -28,6 +28,8 @@
 //   fused_two_shot_row_norm  two_shot.cu, then row_norm.cu (the add + RMSNorm kernel)
 //   fused_two_shot_lamport_row_norm, fused_two_shot_dma_row_norm
 //                            the same with two_shot_lamport.cu / two_shot_dma.cu first
+//   fused_two_shot_rows      fused_two_shot_rows.cu the staged two-shot by whole rows, the
+//                            add + RMSNorm in its all-gather (one kernel)
 //   node_reduce_scatter,     node_shards.cu      the hierarchical route's kernels, before and
 //   node_all_gather(_row_norm)                   after the step between nodes (+ row_norm.cu)
 //   two_shot_dma             two_shot_dma.cu     copy engines move the shards, a kernel reduces
@@ -80,15 +82,29 @@ enum class Algorithm : std::uint8_t {
   // the same bytes takes), then the same row kernel.
   fused_two_shot_lamport_row_norm,
   fused_two_shot_dma_row_norm,
+  // The dense fused op's staged two-shot in one kernel: shards of whole
+  // rows, the add + RMSNorm applied as the reduced rows are gathered (rows
+  // that fused_two_shot_rows_fits; fused_two_shot_rows.cu).
+  fused_two_shot_rows,
 };
 
 // "one-shot LL", "one-shot Lamport", "two-shot", "pull one-shot", "pull
 // two-shot", "fused Lamport", "fused LL", "fused staged", "fused two-shot +
 // row norm", "node reduce-scatter", "node all-gather", "node all-gather +
 // row norm", "two-shot by copy engines", "two-shot Lamport", "fused
-// two-shot Lamport + row norm", "fused two-shot by copy engines + row norm"
-// ("unknown" for a value outside the enum).
+// two-shot Lamport + row norm", "fused two-shot by copy engines + row norm",
+// "fused two-shot by rows" ("unknown" for a value outside the enum).
 const char* to_string(Algorithm algorithm) noexcept;
+
+// Rows of `hidden` elements that fused_two_shot_rows carries: whole 16-byte
+// packs, at most kKeptPacks packs a thread of a block of kRowThreads (16384
+// f16/bf16 or 8192 f32 elements). No CUDA call.
+bool fused_two_shot_rows_fits(ElementType type, std::int64_t hidden) noexcept;
+// The transport takes fused_two_shot_rows for rows of at least this many
+// bytes: the kernel loop at equal grids measured it faster there and
+// slower below (a block's rows are latency-bound; benchmarks/kernel-loop.md,
+// "The fused two-shot in one kernel").
+inline constexpr std::size_t kFusedTwoShotRowsMinRowBytes = 14336;
 
 // One kernel launch, fully decided.
 struct KernelStep {

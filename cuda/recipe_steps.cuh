@@ -72,6 +72,9 @@ KernelStep fused_ll_step(const PeerSet& shape, ElementType type, const KernelLay
 const void* fused_ll_short_kernel_for(ElementType type, bool two_ranks, int packs_per_thread);
 // Fused op, staged packs: a block per row, at most kMaxBlocks.
 KernelStep fused_staged_step(const PeerSet& shape, ElementType type, std::int64_t rows);
+// Fused op, two-shot by rows (fused_two_shot_rows.cu): a block of
+// kRowThreads per row of a shard, at most kTwoShotMaxBlocks.
+KernelStep fused_two_shot_rows_step(const PeerSet& shape, ElementType type, std::int64_t rows);
 // The add + RMSNorm row kernel: units of a cluster (`clusters`) or a block
 // each take rows unit, unit + units, ..., at most kMaxRowBlocks units;
 // dense rows of at most two packs a thread stream through as many units as

@@ -200,5 +200,72 @@ TEST(RowNormShape, ACallWithAnUnalignedTensorRunsTheGeneralKernel) {
   EXPECT_EQ(detail::for_tensors(general, {buffer + 2}).kernel, step.kernel);
 }
 
+// The fused two-shot in one kernel: rows that fit it (whole packs, at most
+// two packs a thread of 1024), a block of 1024 threads per row of a shard up
+// to the per-block flags, its grid the same on every rank (no occupancy
+// query), and a kernel for unaligned tensors beside it.
+TEST(FusedTwoShotRowsShape, RowsOfWholePacksUpToTwoPacksAThreadFit) {
+  EXPECT_TRUE(fused_two_shot_rows_fits(ElementType::bf16, 7168));
+  EXPECT_TRUE(fused_two_shot_rows_fits(ElementType::bf16, 16384));   // 2048 packs
+  EXPECT_FALSE(fused_two_shot_rows_fits(ElementType::bf16, 16392));  // 2049
+  EXPECT_FALSE(fused_two_shot_rows_fits(ElementType::bf16, 7004));   // not whole packs
+  EXPECT_TRUE(fused_two_shot_rows_fits(ElementType::f16, 8));
+  EXPECT_TRUE(fused_two_shot_rows_fits(ElementType::f32, 8192));
+  EXPECT_FALSE(fused_two_shot_rows_fits(ElementType::f32, 8196));
+  EXPECT_FALSE(fused_two_shot_rows_fits(ElementType::f32, 2));
+  EXPECT_FALSE(fused_two_shot_rows_fits(ElementType::bf16, 0));
+
+  LaunchRecipe recipe;
+  EXPECT_EQ(prepare_fused(Algorithm::fused_two_shot_rows, two_ranks(132), ElementType::bf16,
+                          KernelLayout{}, 64, 16392, recipe),
+            cudaErrorInvalidValue);
+  KernelLayout strided;
+  strided.dense = 0;
+  strided.rank = 2;
+  strided.dims[0] = 64, strided.dims[1] = 7168;
+  strided.strides[0] = 8192, strided.strides[1] = 1;
+  EXPECT_EQ(prepare_fused(Algorithm::fused_two_shot_rows, two_ranks(132), ElementType::bf16,
+                          strided, 64, 7168, recipe),
+            cudaErrorInvalidValue);
+}
+
+TEST(FusedTwoShotRowsShape, ABlockPerRowOfAShardUpToThePerBlockFlags) {
+  struct Case {
+    int ranks;
+    std::int64_t rows;
+    unsigned blocks;
+  };
+  for (const Case c : {Case{2, 1, 1}, Case{2, 3, 2}, Case{2, 256, 128}, Case{2, 255, 128},
+                       Case{2, 1024, 128}, Case{3, 7, 3}, Case{8, 5, 1}, Case{4, 300, 75}}) {
+    PeerSet shape = two_ranks(132);
+    shape.size = c.ranks;
+    shape.overlap_launch = c.rows % 2 == 0;
+    LaunchRecipe recipe;
+    ASSERT_EQ(prepare_fused(Algorithm::fused_two_shot_rows, shape, ElementType::bf16,
+                            KernelLayout{}, c.rows, 7168, recipe),
+              cudaSuccess);
+    ASSERT_EQ(recipe.step_count, 1);
+    const KernelStep& step = recipe.steps[0];
+    EXPECT_EQ(step.blocks, c.blocks) << c.ranks << " ranks, " << c.rows << " rows";
+    EXPECT_LE(step.blocks, static_cast<unsigned>(kTwoShotMaxBlocks));
+    EXPECT_EQ(step.threads, 1024u);
+    EXPECT_EQ(step.cluster, 1u);
+    EXPECT_EQ(step.programmatic, shape.overlap_launch);
+    EXPECT_NE(step.kernel, nullptr);
+    EXPECT_NE(step.unaligned_kernel, nullptr);
+    EXPECT_NE(step.kernel, step.unaligned_kernel);
+  }
+  LaunchRecipe f32;
+  ASSERT_EQ(prepare_fused(Algorithm::fused_two_shot_rows, two_ranks(132), ElementType::f32,
+                          KernelLayout{}, 4, 4096, f32),
+            cudaSuccess);
+  LaunchRecipe bf16;
+  ASSERT_EQ(prepare_fused(Algorithm::fused_two_shot_rows, two_ranks(132), ElementType::bf16,
+                          KernelLayout{}, 4, 4096, bf16),
+            cudaSuccess);
+  EXPECT_NE(f32.steps[0].kernel, bf16.steps[0].kernel);
+  EXPECT_EQ(describe(bf16), "bf16 fused two-shot by rows: 2 blocks x 1024 threads");
+}
+
 }  // namespace
 }  // namespace peerplan::cuda_kernels
