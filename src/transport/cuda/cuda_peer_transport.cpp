@@ -516,7 +516,7 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& requ
   const bool fused_route =
       request.route == Route::fused_one_shot || request.route == Route::fused_two_shot;
   if (fused != fused_route) refuse("the route is not one of the operation's");
-  const auto algorithm = algorithm_for(request.route, request.protocol);
+  auto algorithm = algorithm_for(request.route, request.protocol);
   if (!algorithm) refuse("this transport has no such kernel");
   if (pull_ != (*algorithm == Algorithm::pull_one_shot || *algorithm == Algorithm::pull_two_shot) &&
       !fused) {
@@ -524,6 +524,15 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& requ
   }
   const auto& layout = *request.layout;
   const auto type = element_type(request.dtype);
+  // The staged fused two-shot in one kernel where its rows fit it and are
+  // long enough: the norm then reads the reduced rows where they land
+  // instead of a second pass.
+  if (*algorithm == Algorithm::fused_two_shot_row_norm && kernel_layout(layout).dense &&
+      cuda_kernels::fused_two_shot_rows_fits(type, layout.last_dim()) &&
+      static_cast<std::size_t>(layout.last_dim()) * element_size(request.dtype) >=
+          cuda_kernels::kFusedTwoShotRowsMinRowBytes) {
+    algorithm = Algorithm::fused_two_shot_rows;
+  }
   // The one-shot's grid for this message (a local choice: its kernels have
   // no per-block flags), as the tuning file's sweep measured it for the
   // one-shot; the Lamport two-shot, which shares the cap, keeps the
