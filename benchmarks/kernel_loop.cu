@@ -116,6 +116,9 @@ struct Options {
   bool pdl = true;  // programmatic dependent launch where the device has it, as the transport
   bool row_clusters = true;  // a cluster per row where the device has them, as the transport
   bool small = false;
+  // --grid-cap: every step's units at most this (0: only the residency
+  // cap), so that kernels whose residency caps differ compare at one grid.
+  int grid_cap = 0;
   double floor_us = kLoopbackStepUs;
   float eps = 1e-6f;
   std::string json;
@@ -125,7 +128,7 @@ const char* kUsage =
     "kernel_loop [--ranks 2,4,8] [--cases all|NAME,...] [--sizes 1K,...,16M] [--rows 1,...,1024]\n"
     "            [--hidden 7168] [--dtype bf16|f16|f32] [--calls 20] [--repeats 5] [--batch-ms 2]\n"
     "            [--timeout-ms 3000] [--pdl on|off] [--row-clusters on|off]\n"
-    "            [--iterations normal|small] [--floor-us 1.34]\n"
+    "            [--iterations normal|small] [--floor-us 1.34] [--grid-cap UNITS]\n"
     "            [--json FILE]\n";
 
 Options parse_options(int argc, char** argv) {
@@ -168,6 +171,8 @@ Options parse_options(int argc, char** argv) {
       o.repeats = static_cast<int>(positive(1));
     } else if (flag == "--batch-ms") {
       o.batch_ms = positive(0.01);
+    } else if (flag == "--grid-cap") {
+      o.grid_cap = static_cast<int>(positive(1));
     } else if (flag == "--timeout-ms") {
       o.timeout_ms = static_cast<int>(positive(1));
     } else if (flag == "--pdl") {
@@ -222,6 +227,8 @@ ck::Algorithm algorithm_of(loop::LoopCase c) {
       return A::fused_lamport;
     case L::fused_staged:
       return A::fused_staged;
+    case L::fused_two_shot_rows:
+      return A::fused_two_shot_rows;
     case L::fused_two_shot_row_norm:
       break;
   }
@@ -490,7 +497,8 @@ CaseResult run_case(VirtualNode& node, const loop::LoopCaseInfo& info, std::int6
   const int in_flight = chain * (recipe.step_count > 1 ? 2 : 1);
   for (int s = 0; s < recipe.step_count; ++s) {
     ck::KernelStep& step = recipe.steps[s];
-    const int units = loop::resident_units_per_rank(device_units(step, sms), n, in_flight);
+    int units = loop::resident_units_per_rank(device_units(step, sms), n, in_flight);
+    if (o.grid_cap > 0) units = std::min(units, o.grid_cap);
     if (!result.grid.empty()) result.grid += "+";
     if (units == 0) {
       result.note = "skipped: not co-resident at this many virtual ranks";

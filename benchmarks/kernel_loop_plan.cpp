@@ -54,6 +54,7 @@ const std::vector<LoopCaseInfo>& all_cases() {
       {LoopCase::fused_lamport, "fused_lamport", true},
       {LoopCase::fused_staged, "fused_staged", true},
       {LoopCase::fused_two_shot_row_norm, "fused_two_shot_row_norm", true},
+      {LoopCase::fused_two_shot_rows, "fused_two_shot_rows", true},
   };
   return cases;
 }

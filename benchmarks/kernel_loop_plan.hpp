@@ -27,7 +27,8 @@ enum class LoopCase {
   fused_ll,
   fused_lamport,
   fused_staged,
-  fused_two_shot_row_norm,
+  fused_two_shot_row_norm,  // the two-shot, then the row kernel
+  fused_two_shot_rows,      // the same in one kernel (the transport's, where the rows fit)
 };
 
 struct LoopCaseInfo {

@@ -292,7 +292,7 @@ TUNE_JSON=""
 if [[ -n "$TUNE_JSON" ]]; then
   tstep loop-agreement loop-agreement.log 90 env CUDA_VISIBLE_DEVICES=0 "$BUILD/benchmarks/peerplan_kernel_loop" \
     --ranks 2 --sizes 1K,16K,256K,1M --rows 1,4,18,73 --pdl on --timeout-ms 1000 --json "$OUT/loop-agreement.json" \
-    --cases one_shot_ll,one_shot_lamport,two_shot,two_shot_lamport,two_shot_dma,fused_ll,fused_lamport,fused_two_shot_row_norm
+    --cases one_shot_ll,one_shot_lamport,two_shot,two_shot_lamport,two_shot_dma,fused_ll,fused_lamport,fused_two_shot_rows
   step agreement agreement.log python3 benchmarks/loop_agreement.py --loop "$OUT/loop-agreement.json" \
     --tune "$TUNE_JSON" --md "$OUT/agreement.md"
 fi
