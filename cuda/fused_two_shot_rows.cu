@@ -63,9 +63,10 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   const std::int64_t step_k = gridDim.x;
 
   // Phase 1: this block's rows of every shard s into rank s's slot,
-  // sub-slot <own rank>; then the 'arrive' barrier. Nothing of inout or
-  // residual is written before the 'reduced' barrier below, so a call that
-  // gives up leaves both as they were.
+  // sub-slot <own rank>; then the 'arrive' barrier. A block writes nothing
+  // of inout or residual before its 'reduced' barrier below, so a call that
+  // gives up leaves each row either updated (by a block that passed it) or
+  // as it was.
   for (std::int64_t k = first_k; k < shard_rows; k += step_k) {
 #pragma unroll
     for (int it = 0; it < kKept; ++it) {
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
     for (int it = 0; it < kKept; ++it) {
       if (!mine.has[it]) continue;
       s[it].raw = *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, owner, epoch) +
-                                                 row * hidden + mine.element[it]);
+                                                  row * hidden + mine.element[it]);
       o[it] = load_row_pack(static_cast<const T*>(residual) + row * hidden, mine.element[it],
                             hidden, residual_vec);
     }
