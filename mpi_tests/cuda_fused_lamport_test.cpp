@@ -697,10 +697,14 @@ TEST(CudaFusedLamport, GraphCaptureAndReplaysWithNewInputsAndEagerCallsBetween) 
   ll->close();
 }
 
-// The fused op's failure path on either protocol: PEERPLAN_FUSED_LAMPORT
-// "all" (the Lamport kernel, whose rows are all or nothing) or "never" (LL
+// The fused op's failure path on each protocol: PEERPLAN_FUSED_LAMPORT
+// "all" (the Lamport kernel, whose rows are all or nothing), "never" (LL
 // lines: a row's residual packs are written as their sums come, none of
-// them when a rank sends nothing). Both keep the rows untouched here.
+// them when a rank sends nothing) and "two_shot" (neither window: the staged
+// fused two-shot, whose rows of 7168 bf16, 14 KiB, run in one kernel that
+// writes a block's rows only after every rank reduced them,
+// cuda/fused_two_shot_rows.cu). All keep the rows untouched here, and give
+// the LL kernel's bits when every rank calls.
 class CudaFusedSkippedCall : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CudaFusedSkippedCall,
@@ -708,7 +712,14 @@ TEST_P(CudaFusedSkippedCall,
   PEERPLAN_SKIP_WITHOUT_GPUS();
   Config config = routes_config();
   config.timeout = std::chrono::milliseconds(1500);
-  auto comm = create_with(GetParam(), GetParam(), config);
+  const bool two_shot = std::string(GetParam()) == "two_shot";
+  if (two_shot) config.kernels.fused_ll = Window::never();
+  const std::string lamport = two_shot ? "never" : GetParam();
+  const Route fused_route = two_shot ? Route::fused_two_shot : Route::fused_one_shot;
+  const Protocol fused_protocol = two_shot                           ? Protocol::staged
+                                  : std::string(GetParam()) == "all" ? Protocol::lamport
+                                                                     : Protocol::ll;
+  auto comm = create_with(lamport, lamport, config);
   auto ll = create_with("never", "never");
   ASSERT_TRUE(comm->p2p_enabled() && ll->p2p_enabled()) << comm->p2p_disabled_reason();
   const float eps = 1e-6f;
@@ -728,6 +739,9 @@ TEST_P(CudaFusedSkippedCall,
     fresh.weight = d.weight;
     const FusedResult a = run_fused(*comm, bf16, layout, weight->ptr, eps, fresh);
     const FusedResult b = run_fused(*ll, bf16, layout, weight->ptr, eps, fresh);
+    EXPECT_EQ(a.result.route, fused_route);
+    EXPECT_EQ(a.result.protocol, fused_protocol);
+    EXPECT_EQ(b.result.protocol, Protocol::ll);
     std::string first;
     EXPECT_EQ(count_fused_wrong(bf16, rows, hidden, fresh, eps, a, first), 0) << first;
     EXPECT_EQ(first_difference(bf16, a.out, b.out) + first_difference(bf16, a.residual, b.residual),
@@ -773,9 +787,11 @@ TEST_P(CudaFusedSkippedCall,
   comm->close();
 }
 
-INSTANTIATE_TEST_SUITE_P(Protocols, CudaFusedSkippedCall, ::testing::Values("all", "never"),
+INSTANTIATE_TEST_SUITE_P(Protocols, CudaFusedSkippedCall,
+                         ::testing::Values("all", "never", "two_shot"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param) == "all" ? "Lamport" : "LL";
+                           const std::string param = info.param;
+                           return param == "all" ? "Lamport" : param == "never" ? "LL" : "TwoShot";
                          });
 
 TEST(CudaFusedLamport, RanksThatDisagreeOnTheProtocolFailCreateTogether) {
