@@ -49,28 +49,24 @@ def check(condition, what):
         print(f"rank {rank}: check failed: {what}", file=sys.stderr, flush=True)
 
 
-def expect_value_error(call, what, words):
+def expect_error(kind, call, what, words):
     try:
         call()
-    except ValueError as e:
+    except kind as e:
         check(all(w in str(e) for w in words), f"{what}: message {e!s} names {words}")
         return
     except Exception as e:  # noqa: BLE001 - any other type is the failure
         check(False, f"{what}: raised {type(e).__name__}: {e}")
         return
-    check(False, f"{what}: did not raise ValueError")
+    check(False, f"{what}: did not raise {kind.__name__}")
+
+
+def expect_value_error(call, what, words):
+    expect_error(ValueError, call, what, words)
 
 
 def expect_type_error(call, what, words):
-    try:
-        call()
-    except TypeError as e:
-        check(all(w in str(e) for w in words), f"{what}: message {e!s} names {words}")
-        return
-    except Exception as e:  # noqa: BLE001 - any other type is the failure
-        check(False, f"{what}: raised {type(e).__name__}: {e}")
-        return
-    check(False, f"{what}: did not raise TypeError")
+    expect_error(TypeError, call, what, words)
 
 
 with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm:
