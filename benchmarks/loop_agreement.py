@@ -34,7 +34,8 @@ TUNER_COLUMN = {
     "two_shot_dma": ("two_shot", "dma_us"),
     "fused_ll": ("fused", "ll_us"),
     "fused_lamport": ("fused", "lamport_us"),
-    # the tuner times the transport's fused two-shot: one kernel where the rows fit
+    # the tuner times the transport's fused two-shot: one kernel for rows of 14 KiB or
+    # more, as at its default hidden (7168) in f16 and bf16
     "fused_two_shot_rows": ("fused", "two_shot_us"),
 }
 MISSING = "—"
