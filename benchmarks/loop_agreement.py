@@ -35,7 +35,7 @@ TUNER_COLUMN = {
     "fused_ll": ("fused", "ll_us"),
     "fused_lamport": ("fused", "lamport_us"),
     # the tuner times the transport's fused two-shot: one kernel for rows of 14 KiB or
-    # more, as at its default hidden (7168) in f16 and bf16
+    # more, as at its default hidden (7168) in every dtype
     "fused_two_shot_rows": ("fused", "two_shot_us"),
 }
 MISSING = "—"
