@@ -90,6 +90,18 @@ class SharedBootstrap final : public bootstrap::Bootstrap {
   std::weak_ptr<CommState> state_;  // not owned: the state owns the communicator
 };
 
+// Set on the calling thread when a bootstrap made by attach_peerplan asks
+// NCCL for an all-gather. The bootstrap over NCCL makes its first exchange
+// (the node keys) as it is made, before there is a SharedBootstrap to note
+// a failure: this tells such a failure from one before any exchange.
+thread_local bool t_all_gathered = false;
+
+ncclResult_t noted_all_gather(const void* send, void* recv, size_t count, ncclDataType_t type,
+                              ncclComm_t comm, cudaStream_t stream) {
+  t_all_gathered = true;
+  return real_nccl().all_gather(send, recv, count, type, comm, stream);
+}
+
 Config interposer_config(ncclComm_t comm) {
   Config config;
   config.backend = Backend::cuda;
@@ -236,7 +248,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
     parse_error = std::string("the declared sizes do not parse: ") + e.what();
     log::warn("NCCL interposer: " + parse_error);
   }
-  const bootstrap::NcclFunctions functions = bootstrap_functions(real);
+  bootstrap::NcclFunctions functions = bootstrap_functions(real);
   if (!functions.all_gather || !functions.get_async_error || !functions.user_rank ||
       !functions.count || !functions.cu_device || !functions.error_string) {
     // The same NCCL library everywhere: no rank can take the roll call.
@@ -244,14 +256,18 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
     log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
     return;
   }
+  functions.all_gather = noted_all_gather;
   std::optional<SharedBootstrap> boot;
   std::string failure;
   // A timed-out exchange leaves an allgather in NCCL's queue of this
   // communicator that some rank never matched: its next operation may pair
-  // with another rank's different one.
+  // with another rank's different one. A failed one alike (NCCL or CUDA
+  // refused this rank's part, or NCCL reported an error while it ran): the
+  // other ranks may hold an all-gather this rank never matched.
   bool timed_out = false;
   try {
     const Config config = interposer_config(comm);
+    t_all_gathered = false;
     boot.emplace(make_bootstrap(comm, functions, environment_timeout(config)), state);
     const RollCallVerdict verdict = judge_roll_call(roll_call(*boot, answer));
     if (!verdict.create) {
@@ -271,6 +287,9 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
   } catch (const std::exception& e) {
     failure = std::string("peerplan's create failed: ") + e.what();
     timed_out = dynamic_cast<const Timeout*>(&e) != nullptr;
+    // make_bootstrap failed in or after its first exchange. The exchanges
+    // after it are SharedBootstrap's, which marks them itself.
+    if (!boot && t_all_gathered) state->out_of_step = true;
   }
   // Every rank ends with peerplan or none does: a rank with and a rank
   // without would wait for each other in different libraries.
@@ -289,20 +308,22 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
   state->p2p_declared.clear();
   state->p2p_layouts.clear();
   state->reason = failure;
-  if (timed_out) {
+  // Marked already by a failed or timed-out exchange of the bootstrap; a
+  // Timeout from elsewhere in create counts as out of step too.
+  if (timed_out) state->out_of_step = true;
+  if (state->out_of_step) {
     // So that the program (PyTorch's watchdog, say) aborts the communicator.
     state->async_error = static_cast<int>(ncclRemoteError);
-    // Marked already unless it was the bootstrap's first exchange, inside
-    // make_bootstrap, that timed out.
-    state->out_of_step = true;
     log::warn(
         "NCCL interposer: every call goes to NCCL, but an exchange over the NCCL "
-        "communicator timed out, which leaves NCCL's operations on it out of step "
-        "between the ranks: ncclCommGetAsyncError reports ncclRemoteError; abort the "
+        "communicator failed or timed out, which leaves NCCL's operations on it out of "
+        "step between the ranks: ncclCommGetAsyncError reports ncclRemoteError; abort the "
         "communicator. " +
         state->reason);
     return;
   }
+  // No exchange failed: the ranks are still in step, and NCCL's
+  // communicator stays usable.
   log::warn("NCCL interposer: every call goes to NCCL: " + state->reason);
 }
 

@@ -31,6 +31,8 @@ int fake_comms[8];  // distinct handles
 // communicator, until its abort.
 bool all_gathers_hang = false;
 std::map<ncclComm_t, int> pending;
+// What every ncclAllGather returns (fake_nccl_fail_all_gathers).
+ncclResult_t all_gather_result = ncclSuccess;
 // NCCL's finalize and destroy wait for the communicator's operations: with
 // one that never completes they never return. Recorded so instead.
 ncclResult_t waits(const char* call, ncclComm_t comm) {
@@ -55,6 +57,9 @@ FAKE void fake_nccl_fail_next_group_end(ncclResult_t result) { group_end_result 
 // While `hang`, every ncclAllGather is one a peer never joins: it stays
 // pending on its communicator until ncclCommAbort.
 FAKE void fake_nccl_hang_all_gathers(bool hang) { all_gathers_hang = hang; }
+// While `result` is not ncclSuccess, every ncclAllGather returns it at once
+// and queues nothing, as NCCL's enqueue does when it fails.
+FAKE void fake_nccl_fail_all_gathers(ncclResult_t result) { all_gather_result = result; }
 // How many of those `comm` holds.
 FAKE int fake_nccl_pending(ncclComm_t comm) {
   const auto found = pending.find(comm);
@@ -138,6 +143,10 @@ FAKE ncclResult_t ncclReduce(const void*, void*, size_t count, ncclDataType_t, n
 // peer that does not come.
 FAKE ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type,
                                 ncclComm_t comm, cudaStream_t stream) {
+  if (all_gather_result != ncclSuccess) {
+    note("AllGather " + std::to_string(count) + " (fails)");
+    return all_gather_result;
+  }
   if (all_gathers_hang) {
     ++pending[comm];
     return note("AllGather " + std::to_string(count) + " (never completes)");

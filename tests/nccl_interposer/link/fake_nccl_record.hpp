@@ -51,6 +51,14 @@ inline void fake_nccl_hang_all_gathers(bool hang) {
   set(hang);
 }
 
+// While `result` is not ncclSuccess, every real ncclAllGather returns it at
+// once (NCCL failed to enqueue it) and queues nothing; ncclSuccess ends that.
+inline void fake_nccl_fail_all_gathers(int result) {
+  using Fail = void (*)(int);
+  static auto set = reinterpret_cast<Fail>(dlsym(fake_nccl(), "fake_nccl_fail_all_gathers"));
+  set(result);
+}
+
 // How many all-gathers that never complete `comm` holds.
 inline int fake_nccl_pending(void* comm) {
   using Pending = int (*)(void*);

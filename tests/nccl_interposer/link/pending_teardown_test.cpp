@@ -3,10 +3,12 @@
 // bootstrap left NCCL an all-gather that never completes (a peer skipped
 // the exchange or never reached it): NCCL's finalize and destroy would wait
 // for it forever, so the interposer aborts the real communicator instead.
-// The interposer's init runs for real over the fake NCCL, with a stand-in
-// bootstrap whose exchanges are the fake's all-gathers and a stand-in
-// peerplan communicator whose close ends with the bootstrap's barrier, as
-// peerplan's does. No GPU.
+// An init whose exchange failed or timed out also reports ncclRemoteError
+// as the communicator's asynchronous error; one whose create failed with
+// every exchange complete leaves NCCL alone. The interposer's init runs
+// for real over the fake NCCL, with a stand-in bootstrap whose exchanges
+// are the fake's all-gathers and a stand-in peerplan communicator whose
+// close ends with the bootstrap's barrier, as peerplan's does. No GPU.
 #include <gtest/gtest.h>
 #include <nccl.h>
 
@@ -28,13 +30,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Rank 0 of 2, the other rank answering as this one does. Each exchange is
-// one ncclAllGather of the fake NCCL; one the fake never completes throws
-// Timeout at the deadline, as the bootstrap over NCCL does.
+// one ncclAllGather of the fake NCCL; as in the bootstrap over NCCL, one the
+// fake never completes throws Timeout at the deadline, one NCCL refuses
+// throws NcclError, and after either every later exchange throws
+// InvalidUsage without reaching NCCL. `exchange_when_made`: one exchange in
+// the constructor, as the bootstrap over NCCL exchanges the node keys.
 class AllGatherBootstrap final : public bootstrap::Bootstrap {
  public:
   AllGatherBootstrap(ncclComm_t comm, const bootstrap::NcclFunctions& nccl,
-                     std::chrono::milliseconds timeout)
-      : comm_(comm), nccl_(nccl), timeout_(timeout) {}
+                     std::chrono::milliseconds timeout, bool exchange_when_made)
+      : comm_(comm), nccl_(nccl), timeout_(timeout) {
+    if (exchange_when_made) allgather({});
+  }
   int rank() const noexcept override { return 0; }
   int size() const noexcept override { return 2; }
   int local_rank() const noexcept override { return 0; }
@@ -42,13 +49,18 @@ class AllGatherBootstrap final : public bootstrap::Bootstrap {
   int node_id() const noexcept override { return 0; }
   int num_nodes() const noexcept override { return 1; }
   std::vector<bootstrap::Blob> allgather(std::span<const std::byte> mine) override {
+    if (out_of_step_) throw InvalidUsage("stand-in bootstrap: an earlier exchange failed");
+    out_of_step_ = true;  // until this one completes
     const int pending = fake_nccl_pending(comm_);
-    nccl_.all_gather(nullptr, nullptr, mine.size(), ncclUint8, comm_, nullptr);
+    if (nccl_.all_gather(nullptr, nullptr, mine.size(), ncclUint8, comm_, nullptr) != ncclSuccess) {
+      throw NcclError("stand-in bootstrap: ncclAllGather failed");
+    }
     const auto deadline = Clock::now() + timeout_;
     while (fake_nccl_pending(comm_) > pending) {
       if (Clock::now() >= deadline) throw Timeout("stand-in bootstrap: an all-gather timed out");
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    out_of_step_ = false;
     return {bootstrap::Blob(mine.begin(), mine.end()), bootstrap::Blob(mine.begin(), mine.end())};
   }
   std::vector<bootstrap::Blob> local_allgather(std::span<const std::byte> mine) override {
@@ -70,6 +82,7 @@ class AllGatherBootstrap final : public bootstrap::Bootstrap {
   ncclComm_t comm_;
   bootstrap::NcclFunctions nccl_;
   std::chrono::milliseconds timeout_;
+  bool out_of_step_ = false;
 };
 
 // As peerplan's close(): its last step is the bootstrap's barrier, whose
@@ -97,16 +110,21 @@ class InterposerTeardown : public ::testing::Test {
     setenv("PEERPLAN_TIMEOUT_MS", "100", 1);
     unsetenv("PEERPLAN_PLAN_FILE");
     set_bootstrap_maker(
-        [](ncclComm_t comm, const bootstrap::NcclFunctions& nccl,
-           std::chrono::milliseconds timeout) -> std::unique_ptr<bootstrap::Bootstrap> {
-          return std::make_unique<AllGatherBootstrap>(comm, nccl, timeout);
+        [this](ncclComm_t comm, const bootstrap::NcclFunctions& nccl,
+               std::chrono::milliseconds timeout) -> std::unique_ptr<bootstrap::Bootstrap> {
+          return std::make_unique<AllGatherBootstrap>(comm, nccl, timeout, exchange_when_made_);
         });
-    set_communicator_maker([](std::unique_ptr<bootstrap::Bootstrap> boot, Config) {
+    set_communicator_maker([this](std::unique_ptr<bootstrap::Bootstrap> boot,
+                                  Config) -> std::unique_ptr<Communicator> {
+      if (create_fails_) throw InvalidArgument("stand-in create: fails on this rank");
+      // Made, then NCCL refuses the final agreement's all-gather.
+      if (agreement_fails_) fake_nccl_fail_all_gathers(ncclSystemError);
       return std::make_unique<ClosingPeerplan>(std::move(boot));
     });
   }
   void TearDown() override {
     fake_nccl_hang_all_gathers(false);
+    fake_nccl_fail_all_gathers(ncclSuccess);
     set_bootstrap_maker({});
     set_communicator_maker({});
     if (comm_ != nullptr) take_comm(comm_);
@@ -119,8 +137,17 @@ class InterposerTeardown : public ::testing::Test {
     fake_nccl_calls();
     return find_comm(comm_);
   }
+  // What the program's watchdog would read.
+  ncclResult_t async_error() {
+    ncclResult_t async = ncclInternalError;
+    EXPECT_EQ(ncclCommGetAsyncError(comm_, &async), ncclSuccess);
+    return async;
+  }
 
   ncclComm_t comm_ = nullptr;
+  bool exchange_when_made_ = false;  // the stand-in bootstrap's
+  bool create_fails_ = false;        // the stand-in create throws, exchanging nothing
+  bool agreement_fails_ = false;     // the stand-in create makes NCCL refuse all-gathers
 };
 
 TEST_F(InterposerTeardown, PeerplanServesTheCommunicatorOverTheStandIns) {
@@ -207,6 +234,78 @@ TEST_F(InterposerTeardown, DestroyAfterATimeoutInCreateAbortsInstead) {
   EXPECT_TRUE(state->out_of_step);
   EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
   EXPECT_EQ(fake_nccl_calls(), "CommAbort\n");
+}
+
+// An exchange of create fails without a timeout (NCCL refuses this rank's
+// all-gather): the other rank may hold an all-gather this one never
+// matched, so NCCL's operations on the communicator are out of step as
+// after a timeout. The program is told (ncclCommGetAsyncError), and
+// destroy aborts.
+TEST_F(InterposerTeardown, AFailedExchangeInCreateSetsTheAsyncErrorAndDestroyAbortsInstead) {
+  fake_nccl_fail_all_gathers(ncclSystemError);
+  testing::internal::CaptureStderr();
+  const auto state = init();
+  const std::string log = testing::internal::GetCapturedStderr();
+  fake_nccl_fail_all_gathers(ncclSuccess);
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->communicator(), nullptr);
+  EXPECT_NE(state->reason.find("ncclAllGather failed"), std::string::npos) << state->reason;
+  EXPECT_TRUE(state->out_of_step);
+  EXPECT_NE(log.find("an exchange over the NCCL communicator failed or timed out"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(async_error(), ncclRemoteError);
+  EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
+  EXPECT_EQ(fake_nccl_calls(), "CommAbort\n");
+  EXPECT_EQ(find_comm(comm_), nullptr);
+}
+
+// The same in the exchange the bootstrap over NCCL makes as it is made
+// (the node keys), before the interposer holds the bootstrap.
+TEST_F(InterposerTeardown, AFailedExchangeWhileTheBootstrapIsMadeSetsTheAsyncError) {
+  exchange_when_made_ = true;
+  fake_nccl_fail_all_gathers(ncclSystemError);
+  const auto state = init();
+  fake_nccl_fail_all_gathers(ncclSuccess);
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->communicator(), nullptr);
+  EXPECT_NE(state->reason.find("ncclAllGather failed"), std::string::npos) << state->reason;
+  EXPECT_TRUE(state->out_of_step);
+  EXPECT_EQ(async_error(), ncclRemoteError);
+  EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
+  EXPECT_EQ(fake_nccl_calls(), "CommAbort\n");
+}
+
+// Create succeeded, but NCCL refuses the final agreement's all-gather.
+TEST_F(InterposerTeardown, AFailedFinalAgreementSetsTheAsyncError) {
+  agreement_fails_ = true;
+  const auto state = init();
+  fake_nccl_fail_all_gathers(ncclSuccess);
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->communicator(), nullptr);
+  EXPECT_NE(state->reason.find("the final agreement failed"), std::string::npos) << state->reason;
+  EXPECT_TRUE(state->out_of_step);
+  EXPECT_EQ(async_error(), ncclRemoteError);
+  EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
+  EXPECT_EQ(fake_nccl_calls(), "CommAbort\n");
+}
+
+// A create that fails on this rank without a failed exchange: the final
+// agreement is still made, the ranks stay in step, and NCCL keeps the
+// communicator as it is (no asynchronous error, its own destroy).
+TEST_F(InterposerTeardown, ACreateThatFailsWithoutAFailedExchangeLeavesNcclInStep) {
+  create_fails_ = true;
+  EXPECT_EQ(ncclCommInitRank(&comm_, 2, ncclUniqueId{}, 0), ncclSuccess);
+  // The roll call, then the final agreement.
+  EXPECT_EQ(fake_nccl_calls(), "CommInitRank 0\nCommUserRank\nAllGather 1\nAllGather 1\n");
+  const auto state = find_comm(comm_);
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->communicator(), nullptr);
+  EXPECT_NE(state->reason.find("stand-in create"), std::string::npos) << state->reason;
+  EXPECT_FALSE(state->out_of_step);
+  EXPECT_EQ(async_error(), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(comm_), ncclSuccess);
+  EXPECT_EQ(fake_nccl_calls(), "CommDestroy\n");
 }
 
 // A finalize inside a group releases peerplan's side locally: nothing is
