@@ -28,12 +28,6 @@
 namespace peerplan::cuda_kernels {
 namespace {
 
-// This thread's packs of a row (at most kKeptPacks), as element offsets.
-struct RowPacks {
-  std::int64_t element[kKeptPacks];
-  bool has[kKeptPacks];
-};
-
 // kAligned: inout, residual and weight are 16-byte aligned (the call's
 // choice, KernelStep::unaligned_kernel); else their packs go element by
 // element.
@@ -50,14 +44,7 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   if (!begin_call(p, epoch)) return;
   const std::int64_t shard_rows = (rows + p.size - 1) / p.size;
   RowInBlock row_sum(shared.scratch);
-  const RowPart part = row_part(row_sum.split(), row_sum.thread(), hidden / V);
-  RowPacks mine;
-#pragma unroll
-  for (int it = 0; it < kKept; ++it) {
-    const std::int64_t pack = part.first_pack + part.thread + std::int64_t{it} * kSplitThreads;
-    mine.has[it] = pack < part.end_pack;
-    mine.element[it] = pack * V;
-  }
+  const KeptPacks mine = kept_packs<V>(row_part(row_sum.split(), row_sum.thread(), hidden / V));
   constexpr bool inout_vec = kAligned, residual_vec = kAligned;
   const std::int64_t first_k = blockIdx.x;
   const std::int64_t step_k = gridDim.x;

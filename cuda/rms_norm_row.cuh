@@ -356,6 +356,25 @@ __device__ __forceinline__ int valid_in_pack(std::int64_t j, std::int64_t hidden
 // of short rows.
 inline constexpr int kKeptPacks = 2;
 
+// A thread's first kKeptPacks packs of a row (row_part's): whether each lies
+// in the row, and its first element.
+struct KeptPacks {
+  std::int64_t element[kKeptPacks];
+  bool has[kKeptPacks];
+};
+
+template <int V>
+__device__ __forceinline__ KeptPacks kept_packs(const RowPart& part) {
+  KeptPacks mine;
+#pragma unroll
+  for (int it = 0; it < kKeptPacks; ++it) {
+    const std::int64_t pack = part.first_pack + part.thread + std::int64_t{it} * kSplitThreads;
+    mine.has[it] = pack < part.end_pack;
+    mine.element[it] = pack * V;
+  }
+  return mine;
+}
+
 // Residual add + RMSNorm of this thread's packs of one row (the arithmetic
 // above). `sum_pack(first, s)` fills s[k] with the rounded all-reduced
 // value of element first + k as a float and returns false when its data

@@ -74,24 +74,19 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
   wait_for_previous_kernel();  // at once unless launched as a programmatic dependent
   if (aborted != nullptr && *static_cast<const volatile std::uint32_t*>(aborted) != 0u) return;
   auto row_sum = RowWorkers<kCluster>::row(shared);
-  const RowPart part = row_part(row_sum.split(), row_sum.thread(), hidden / V);
-  std::int64_t element[kKept];  // of this thread's packs within a row
-  bool has[kKept];
+  const KeptPacks mine = kept_packs<V>(row_part(row_sum.split(), row_sum.thread(), hidden / V));
   Pack<T> w[kKept];
 #pragma unroll
   for (int it = 0; it < kKept; ++it) {
-    const std::int64_t pack = part.first_pack + part.thread + std::int64_t{it} * kSplitThreads;
-    has[it] = pack < part.end_pack;
-    element[it] = pack * V;
-    if (has[it]) w[it].raw = *reinterpret_cast<const uint4*>(weight + element[it]);
+    if (mine.has[it]) w[it].raw = *reinterpret_cast<const uint4*>(weight + mine.element[it]);
   }
   Pack<T> sums[kKept], old[kKept];
   auto load_row = [&](std::int64_t row, Pack<T>(&s)[kKept], Pack<T>(&o)[kKept]) {
 #pragma unroll
     for (int it = 0; it < kKept; ++it) {
-      if (!has[it]) continue;
-      s[it].raw = *reinterpret_cast<const uint4*>(reduced + row * hidden + element[it]);
-      o[it].raw = *reinterpret_cast<const uint4*>(residual + row * hidden + element[it]);
+      if (!mine.has[it]) continue;
+      s[it].raw = *reinterpret_cast<const uint4*>(reduced + row * hidden + mine.element[it]);
+      o[it].raw = *reinterpret_cast<const uint4*>(residual + row * hidden + mine.element[it]);
     }
   };
   const std::int64_t step = RowWorkers<kCluster>::row_step();
@@ -104,19 +99,19 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     Pack<T> r[kKept];
 #pragma unroll
     for (int it = 0; it < kKept; ++it) {
-      if (!has[it]) continue;
+      if (!mine.has[it]) continue;
       float s[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) s[k] = to_float(sums[it].v[k]);
       residual_pack<T>(s, old[it], r[it], V, squares);
-      *reinterpret_cast<uint4*>(residual + row * hidden + element[it]) = r[it].raw;
+      *reinterpret_cast<uint4*>(residual + row * hidden + mine.element[it]) = r[it].raw;
     }
     bool failed = false;
     const float inv_rms = inv_rms_of(row_sum.row_total(squares, failed), hidden, eps);
 #pragma unroll
     for (int it = 0; it < kKept; ++it) {
-      if (!has[it]) continue;
-      *reinterpret_cast<uint4*>(inout + row * hidden + element[it]) =
+      if (!mine.has[it]) continue;
+      *reinterpret_cast<uint4*>(inout + row * hidden + mine.element[it]) =
           normalized_pack<T>(r[it], w[it], inv_rms).raw;
       sums[it] = next_sums[it];
       old[it] = next_old[it];
