@@ -7,13 +7,13 @@
 // Groups. NCCL groups are per thread, so is this bookkeeping. The real
 // ncclGroupStart/End are always called (the operations the interposer does
 // not see, ncclAlltoAll and the like, must stay grouped). Inside the
-// outermost group the first operation, if it is an all-reduce, is held
-// back: when a second operation comes, the held one is first handed to the
-// real NCCL and then the new one, so NCCL sees every operation in the
-// application's order; when the group ends with the held all-reduce its
-// only operation, the rules decide as for a call outside a group (peerplan
-// runs it after the real, empty, group end, if that end succeeded). The operations counted are
-// the interposed ones (all-reduce, broadcast, reduce, all-gather,
+// outermost group the first operation, if it is an all-reduce peerplan
+// could run, is held back: when a second operation comes, the held one is
+// first handed to the real NCCL and then the new one, so NCCL sees every
+// operation in the application's order; when the group ends with the held
+// all-reduce its only operation, the rules decide as for a call outside a
+// group (peerplan runs it after the real, empty, group end, if that end
+// succeeded). The operations counted are the interposed ones (all-reduce, broadcast, reduce, all-gather,
 // reduce-scatter, send, recv); one NCCL has and the interposer does not
 // define is not seen.
 // ncclGroupSimulateEnd ends the group as ncclGroupEnd does, but NCCL only
@@ -255,6 +255,11 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recv
   if (t_group.depth == 0) return run(call, choose(call, false, 1));
   if (t_group.ops == 0) {
     ++t_group.ops;
+    // Held only if peerplan could run it as the group's one operation. Any
+    // other goes to NCCL now, so a bad argument fails at the call, as NCCL's
+    // own check does (and NCCL's group end reports it again).
+    const Choice alone = choose(call, true, 1);
+    if (!alone.decision.to_peerplan) return run(call, alone);
     t_group.held = call;  // the group's only operation, so far
     return ncclSuccess;
   }

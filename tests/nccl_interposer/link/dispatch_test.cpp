@@ -181,6 +181,30 @@ TEST_F(InterposerDispatch, AGroupWhoseRealEndFailedRunsNothingOnPeerplan) {
   EXPECT_EQ(seen_->all_reduces, Counts{64});
 }
 
+// NCCL refuses bad arguments at the call, in a group too, and its group
+// end fails the group: a first all-reduce peerplan cannot run is not held
+// back, so the program learns it at the call.
+TEST_F(InterposerDispatch, BadArgumentsInAGroupFailAtTheCallAsInNccl) {
+  ncclGroupStart();
+  EXPECT_EQ(all_reduce(64, static_cast<ncclDataType_t>(99)), ncclInvalidArgument);
+  EXPECT_EQ(fake_nccl_calls(false), "GroupStart\nAllReduce invalid 64\n");
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument);
+  // A declared count on null buffers.
+  ncclGroupStart();
+  EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 64, ncclFloat, ncclSum, comm_, nullptr),
+            ncclInvalidArgument);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidArgument);
+  EXPECT_EQ(seen_->all_reduces, Counts{});
+  EXPECT_EQ(fake_nccl_calls(),
+            "GroupStart\nAllReduce invalid 64\nGroupEnd\n"
+            "GroupStart\nAllReduce invalid 64\nGroupEnd\n");
+  // The next group is fine again, its declared all-reduce held for peerplan.
+  ncclGroupStart();
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{64});
+}
+
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)  // ncclGroupSimulateEnd
 // ncclGroupSimulateEnd ends the group and runs none of it: the held
 // all-reduce goes to NCCL, which only estimates it (not counted), and the

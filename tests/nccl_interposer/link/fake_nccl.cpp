@@ -26,6 +26,17 @@ ncclResult_t note(const std::string& call) {
 }
 std::string last_error = "fake last error";
 ncclResult_t group_end_result = ncclSuccess;
+// As NCCL's groups: an operation refused in a group fails the group too,
+// reported by its outermost end.
+int group_depth = 0;
+ncclResult_t group_error = ncclSuccess;
+// The outermost end reports an operation the group refused.
+ncclResult_t end_group() {
+  if (group_depth > 0 && --group_depth > 0) return ncclSuccess;
+  const ncclResult_t refused = group_error;
+  group_error = ncclSuccess;
+  return refused;
+}
 int fake_comms[8];  // distinct handles
 // The all-gathers that never complete (fake_nccl_hang_all_gathers), by
 // communicator, until its abort.
@@ -86,10 +97,18 @@ FAKE ncclResult_t ncclCommSplit(ncclComm_t, int color, int, ncclComm_t* newcomm,
   *newcomm = new_comm();
   return note("CommSplit " + std::to_string(color));
 }
-// As NCCL's enqueue check (ncclCommEnsureReady): refused when the
-// communicator reports an asynchronous error.
-FAKE ncclResult_t ncclAllReduce(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t,
-                                ncclComm_t comm, cudaStream_t) {
+// As NCCL's enqueue check: arguments NCCL's ArgsCheck refuses fail the
+// call at once (and its group); so does a communicator that reports an
+// asynchronous error (ncclCommEnsureReady).
+FAKE ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+  const bool invalid = comm == nullptr || type < 0 || type >= ncclNumTypes || op < 0 ||
+                       op >= ncclNumOps || (count > 0 && (send == nullptr || recv == nullptr));
+  if (invalid) {
+    note("AllReduce invalid " + std::to_string(count));
+    if (group_depth > 0 && group_error == ncclSuccess) group_error = ncclInvalidArgument;
+    return ncclInvalidArgument;
+  }
   ncclResult_t async = ncclSuccess;
   if (const ncclResult_t asked = ncclCommGetAsyncError(comm, &async); asked != ncclSuccess) {
     return asked;
@@ -100,15 +119,22 @@ FAKE ncclResult_t ncclAllReduce(const void*, void*, size_t count, ncclDataType_t
   }
   return note("AllReduce " + std::to_string(count));
 }
-FAKE ncclResult_t ncclGroupStart() { return note("GroupStart"); }
+FAKE ncclResult_t ncclGroupStart() {
+  ++group_depth;
+  return note("GroupStart");
+}
 FAKE ncclResult_t ncclGroupEnd() {
   note("GroupEnd");
-  const ncclResult_t result = group_end_result;
+  const ncclResult_t refused = end_group();
+  const ncclResult_t result = group_end_result != ncclSuccess ? group_end_result : refused;
   group_end_result = ncclSuccess;
   return result;
 }
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)
-FAKE ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) { return note("GroupSimulateEnd"); }
+FAKE ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t*) {
+  note("GroupSimulateEnd");
+  return end_group();
+}
 #endif
 FAKE ncclResult_t ncclCommFinalize(ncclComm_t comm) { return waits("CommFinalize", comm); }
 FAKE ncclResult_t ncclCommDestroy(ncclComm_t comm) {

@@ -4,10 +4,11 @@
 // NCCL functions as a program would and checks which calls reach "the real
 // NCCL", in which order. Nothing is declared, so every all-reduce goes to
 // NCCL (every rank still takes the bootstrap's roll call, which shows
-// nothing is declared anywhere); what is checked is the group bookkeeping (a group's first
-// all-reduce is held back, then handed on before the next operation or the
-// group's end, so NCCL sees the program's order) and that peerplan is set
-// up after the init, or after the group's end for an init inside a group.
+// nothing is declared anywhere); what is checked is the group bookkeeping (an
+// all-reduce peerplan cannot run is handed on at once, in a group too, so
+// NCCL sees the program's order and reports bad arguments at the call;
+// dispatch_test.cpp holds a declared one back) and that peerplan is set up
+// after the init, or after the group's end for an init inside a group.
 // Exit 0 when every scenario matches.
 #include <dlfcn.h>
 #include <nccl.h>
@@ -97,13 +98,14 @@ int main(int argc, char** argv) {
 
   NCCL(ncclGroupStart)();
   all_reduce(11);
-  const std::string held = fake_nccl_log();
+  const std::string handed = fake_nccl_log();
   NCCL(ncclGroupEnd)();
-  if (held != "GroupStart\n") {
-    std::fprintf(stderr, "FAIL the group's only all-reduce was not held: %s", held.c_str());
+  if (handed != "GroupStart\nAllReduce 11\n") {
+    std::fprintf(stderr, "FAIL the group's only all-reduce, undeclared, was held: %s",
+                 handed.c_str());
     ++failures;
   }
-  expect("a group of one all-reduce: held, then handed on inside the real group",
+  expect("a group of one undeclared all-reduce: handed on at once, inside the real group",
          "GroupStart\nAllReduce 11\nGroupEnd\n");
 
   NCCL(ncclGroupStart)();
@@ -127,8 +129,8 @@ int main(int argc, char** argv) {
   all_reduce(18);
   NCCL(ncclGroupEnd)();
   NCCL(ncclGroupEnd)();
-  expect("nested groups: held to the outermost end, inside the real group",
-         "GroupStart\nGroupStart\nGroupEnd\nAllReduce 18\nGroupEnd\n");
+  expect("nested groups: an undeclared all-reduce handed on at once, inside the inner group",
+         "GroupStart\nGroupStart\nAllReduce 18\nGroupEnd\nGroupEnd\n");
 
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 22, 0)  // ncclGroupSimulateEnd
   NCCL(ncclGroupStart)();
