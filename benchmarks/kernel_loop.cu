@@ -69,7 +69,7 @@
 #include "device_sync.cuh"
 #include "kernel_loop_plan.hpp"
 #include "kernel_loop_reference.hpp"
-#include "loop_element_type.hpp"
+#include "transport/cuda/element_type.hpp"
 #include "launch_recipe.hpp"
 
 namespace {
@@ -108,7 +108,7 @@ struct Options {
   std::vector<std::int64_t> sizes = loop::geometric_sizes(1024, 16 << 20, 4);
   std::vector<std::int64_t> rows = loop::geometric_sizes(1, 1024, 4);
   std::int64_t hidden = 7168;
-  loop::LoopDtype dtype = loop::LoopDtype::bf16;
+  peerplan::DataType dtype = peerplan::DataType::bf16;
   int calls = 20;         // calls per captured graph
   int repeats = 5;        // timed batches; the median is reported
   double batch_ms = 2.0;  // a batch replays the graphs this long, roughly
@@ -449,7 +449,7 @@ CaseResult run_case(VirtualNode& node, const loop::LoopCaseInfo& info, std::int6
   result.size = size;
   result.fused = info.fused;
   const int n = node.ranks();
-  const std::size_t esize = loop::dtype_bytes(o.dtype);
+  const std::size_t esize = peerplan::element_size(o.dtype);
   const std::int64_t count = info.fused ? size * o.hidden : size / static_cast<std::int64_t>(esize);
   const std::size_t bytes = static_cast<std::size_t>(count) * esize;
   if (count <= 0 || (!info.fused && size % static_cast<std::int64_t>(esize) != 0)) {
@@ -472,11 +472,10 @@ CaseResult run_case(VirtualNode& node, const loop::LoopCaseInfo& info, std::int6
   layout.strides[0] = info.fused ? o.hidden : 1;
   layout.strides[1] = 1;
   const ck::PeerSet& shape = node[0].peers;
+  const ck::ElementType type = peerplan::transport::cuda::element_type(o.dtype);
   const cudaError_t prepared =
-      info.fused ? ck::prepare_fused(algorithm, shape, loop::element_type(o.dtype), layout, size,
-                                     o.hidden, recipe)
-                 : ck::prepare_all_reduce(algorithm, shape, loop::element_type(o.dtype), layout,
-                                          count, recipe);
+      info.fused ? ck::prepare_fused(algorithm, shape, type, layout, size, o.hidden, recipe)
+                 : ck::prepare_all_reduce(algorithm, shape, type, layout, count, recipe);
   if (prepared != cudaSuccess) {
     cudaGetLastError();
     result.note =
@@ -703,7 +702,7 @@ int run(const Options& o) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   sms = prop.multiProcessorCount;
-  const std::size_t esize = loop::dtype_bytes(o.dtype);
+  const std::size_t esize = peerplan::element_size(o.dtype);
   std::size_t max_bytes = 0;
   bool any_fused = false, any_all_reduce = false;
   for (const auto& c : o.cases) (c.fused ? any_fused : any_all_reduce) = true;

@@ -11,33 +11,33 @@
 namespace peerplan::bench::loop {
 namespace {
 
-float load(LoopDtype dtype, const Bytes& data, std::int64_t i) {
-  if (dtype == LoopDtype::f32) {
+float load(DataType dtype, const Bytes& data, std::int64_t i) {
+  if (dtype == DataType::f32) {
     float v;
     std::memcpy(&v, &data[static_cast<std::size_t>(i) * 4], sizeof v);
     return v;
   }
   std::uint16_t h;
   std::memcpy(&h, &data[static_cast<std::size_t>(i) * 2], sizeof h);
-  return dtype == LoopDtype::bf16 ? bf16_bits_to_float(h) : f16_bits_to_float(h);
+  return dtype == DataType::bf16 ? bf16_bits_to_float(h) : f16_bits_to_float(h);
 }
 
-void store(LoopDtype dtype, Bytes& data, std::int64_t i, float v) {
-  if (dtype == LoopDtype::f32) {
+void store(DataType dtype, Bytes& data, std::int64_t i, float v) {
+  if (dtype == DataType::f32) {
     std::memcpy(&data[static_cast<std::size_t>(i) * 4], &v, sizeof v);
     return;
   }
-  const std::uint16_t h = dtype == LoopDtype::bf16 ? float_to_bf16_bits(v) : float_to_f16_bits(v);
+  const std::uint16_t h = dtype == DataType::bf16 ? float_to_bf16_bits(v) : float_to_f16_bits(v);
   std::memcpy(&data[static_cast<std::size_t>(i) * 2], &h, sizeof h);
 }
 
-float round_to(LoopDtype dtype, float v) {
+float round_to(DataType dtype, float v) {
   switch (dtype) {
-    case LoopDtype::bf16:
+    case DataType::bf16:
       return bf16_bits_to_float(float_to_bf16_bits(v));
-    case LoopDtype::f16:
+    case DataType::f16:
       return f16_bits_to_float(float_to_f16_bits(v));
-    case LoopDtype::f32:
+    case DataType::f32:
       break;
   }
   return v;
@@ -55,40 +55,38 @@ float fused_residual_value(std::int64_t i, int rank) {
 }
 
 template <class ValueOf>
-Bytes filled(LoopDtype dtype, std::int64_t count, ValueOf&& value_of) {
-  Bytes data(static_cast<std::size_t>(count) * dtype_bytes(dtype));
+Bytes filled(DataType dtype, std::int64_t count, ValueOf&& value_of) {
+  Bytes data(static_cast<std::size_t>(count) * element_size(dtype));
   for (std::int64_t i = 0; i < count; ++i) store(dtype, data, i, value_of(i));
   return data;
 }
 
 }  // namespace
 
-LoopDtype parse_dtype(std::string_view text) {
-  if (text == "f16") return LoopDtype::f16;
-  if (text == "bf16") return LoopDtype::bf16;
-  if (text == "f32") return LoopDtype::f32;
+DataType parse_dtype(std::string_view text) {
+  if (text == "f16") return DataType::f16;
+  if (text == "bf16") return DataType::bf16;
+  if (text == "f32") return DataType::f32;
   throw std::invalid_argument("--dtype: '" + std::string(text) + "' is not f16, bf16 or f32");
 }
 
-const char* dtype_name(LoopDtype dtype) noexcept {
+const char* dtype_name(DataType dtype) noexcept {
   switch (dtype) {
-    case LoopDtype::f16:
+    case DataType::f16:
       return "f16";
-    case LoopDtype::bf16:
+    case DataType::bf16:
       return "bf16";
-    case LoopDtype::f32:
+    case DataType::f32:
       break;
   }
   return "f32";
 }
 
-std::size_t dtype_bytes(LoopDtype dtype) noexcept { return dtype == LoopDtype::f32 ? 4 : 2; }
-
-Bytes all_reduce_input(LoopDtype dtype, std::int64_t count, int rank) {
+Bytes all_reduce_input(DataType dtype, std::int64_t count, int rank) {
   return filled(dtype, count, [&](std::int64_t i) { return all_reduce_value(i, rank); });
 }
 
-std::int64_t count_all_reduce_wrong(LoopDtype dtype, const Bytes& out, std::int64_t count,
+std::int64_t count_all_reduce_wrong(DataType dtype, const Bytes& out, std::int64_t count,
                                     int ranks) {
   std::int64_t wrong = 0;
   for (std::int64_t i = 0; i < count; ++i) {
@@ -99,20 +97,20 @@ std::int64_t count_all_reduce_wrong(LoopDtype dtype, const Bytes& out, std::int6
   return wrong;
 }
 
-Bytes fused_inout_input(LoopDtype dtype, std::int64_t count, int rank) {
+Bytes fused_inout_input(DataType dtype, std::int64_t count, int rank) {
   return filled(dtype, count, [&](std::int64_t i) { return fused_inout_value(i, rank); });
 }
 
-Bytes fused_residual_input(LoopDtype dtype, std::int64_t count, int rank) {
+Bytes fused_residual_input(DataType dtype, std::int64_t count, int rank) {
   return filled(dtype, count, [&](std::int64_t i) { return fused_residual_value(i, rank); });
 }
 
-Bytes fused_weight(LoopDtype dtype, std::int64_t hidden) {
+Bytes fused_weight(DataType dtype, std::int64_t hidden) {
   return filled(dtype, hidden,
                 [](std::int64_t j) { return 0.5f + static_cast<float>(j % 8) / 16.0f; });
 }
 
-std::int64_t count_fused_wrong(LoopDtype dtype, const Bytes& inout, const Bytes& residual,
+std::int64_t count_fused_wrong(DataType dtype, const Bytes& inout, const Bytes& residual,
                                std::int64_t rows, std::int64_t hidden, int rank, int ranks,
                                float eps) {
   const Bytes weight = fused_weight(dtype, hidden);

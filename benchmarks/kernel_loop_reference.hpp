@@ -12,32 +12,32 @@
 #include <string_view>
 #include <vector>
 
+#include "peerplan/dtype.hpp"
+
 namespace peerplan::bench::loop {
 
-enum class LoopDtype { f16, bf16, f32 };
-
 // "f16", "bf16" or "f32"; throws std::invalid_argument otherwise.
-LoopDtype parse_dtype(std::string_view text);
-const char* dtype_name(LoopDtype dtype) noexcept;
-std::size_t dtype_bytes(LoopDtype dtype) noexcept;
+DataType parse_dtype(std::string_view text);
+// peerplan::to_string's names, without linking the library.
+const char* dtype_name(DataType dtype) noexcept;
 
 using Bytes = std::vector<std::uint8_t>;
 
 // Virtual rank `rank`'s all-reduce input of `count` elements.
-Bytes all_reduce_input(LoopDtype dtype, std::int64_t count, int rank);
+Bytes all_reduce_input(DataType dtype, std::int64_t count, int rank);
 // Elements of `out` (count elements) that differ from the exact sum of the
 // `ranks` virtual ranks' all_reduce_input().
-std::int64_t count_all_reduce_wrong(LoopDtype dtype, const Bytes& out, std::int64_t count,
+std::int64_t count_all_reduce_wrong(DataType dtype, const Bytes& out, std::int64_t count,
                                     int ranks);
 
 // The fused op's inputs: rank `rank`'s inout and residual (rows * hidden
 // elements, dense) and the weight (hidden elements, the same on every rank).
-Bytes fused_inout_input(LoopDtype dtype, std::int64_t count, int rank);
-Bytes fused_residual_input(LoopDtype dtype, std::int64_t count, int rank);
-Bytes fused_weight(LoopDtype dtype, std::int64_t hidden);
+Bytes fused_inout_input(DataType dtype, std::int64_t count, int rank);
+Bytes fused_residual_input(DataType dtype, std::int64_t count, int rank);
+Bytes fused_weight(DataType dtype, std::int64_t hidden);
 // Elements of rank `rank`'s inout and residual after one fused call that
 // differ from the reference (residual: exactly; inout: beyond rounding).
-std::int64_t count_fused_wrong(LoopDtype dtype, const Bytes& inout, const Bytes& residual,
+std::int64_t count_fused_wrong(DataType dtype, const Bytes& inout, const Bytes& residual,
                                std::int64_t rows, std::int64_t hidden, int rank, int ranks,
                                float eps);
 

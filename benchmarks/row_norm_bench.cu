@@ -26,7 +26,7 @@
 #include "collective_kernels.hpp"
 #include "kernel_loop_plan.hpp"
 #include "kernel_loop_reference.hpp"
-#include "loop_element_type.hpp"
+#include "transport/cuda/element_type.hpp"
 
 namespace {
 
@@ -41,7 +41,7 @@ void check(cudaError_t status, const char* what) {
 struct Options {
   std::vector<std::int64_t> rows{1, 16, 64, 256, 1024, 4096};
   std::int64_t hidden = 7168;
-  loop::LoopDtype dtype = loop::LoopDtype::bf16;
+  peerplan::DataType dtype = peerplan::DataType::bf16;
   int calls = 20;
   int repeats = 7;
 };
@@ -142,11 +142,11 @@ int run(const Options& o) {
   std::printf("%6s %10s %10s %8s %10s %8s %10s %8s %7s %5s\n", "rows", "bytes", "block_us", "GB/s",
               "cluster_us", "GB/s", "floor_us", "GB/s", "#wrong", "same");
   const float eps = 1e-6f;
-  const ck::ElementType type = loop::element_type(o.dtype);
+  const ck::ElementType type = peerplan::transport::cuda::element_type(o.dtype);
   int failures = 0;
   for (const std::int64_t rows : o.rows) {
     const std::int64_t count = rows * o.hidden;
-    const std::size_t bytes = static_cast<std::size_t>(count) * loop::dtype_bytes(o.dtype);
+    const std::size_t bytes = static_cast<std::size_t>(count) * peerplan::element_size(o.dtype);
     // 16 bytes more, so that the tensors can also start one element in.
     Buffers b;
     check(cudaMalloc(&b.sums, bytes + 16), "cudaMalloc"),
@@ -158,7 +158,7 @@ int run(const Options& o) {
     // One rank's reduced values are its own inputs: the reference's sum over one rank.
     const loop::Bytes sums = loop::fused_inout_input(o.dtype, count, 0);
     const loop::Bytes residual = loop::fused_residual_input(o.dtype, count, 0);
-    const std::size_t element = loop::dtype_bytes(o.dtype);
+    const std::size_t element = peerplan::element_size(o.dtype);
     auto at = [](void* base, std::size_t shift) { return static_cast<char*>(base) + shift; };
     ck::KernelLayout layout;
     layout.rank = 2, layout.dims[0] = rows, layout.dims[1] = o.hidden;

@@ -93,12 +93,12 @@ TEST(KernelLoopResidency, CapKeepsWholeClusters) {
 }
 
 TEST(KernelLoopReference, AllReduceSumIsExactAndWrongElementsCount) {
-  for (LoopDtype dtype : {LoopDtype::bf16, LoopDtype::f16, LoopDtype::f32}) {
+  for (DataType dtype : {DataType::bf16, DataType::f16, DataType::f32}) {
     const std::int64_t count = 1000;
     Bytes sum = all_reduce_input(dtype, count, 0);
     // Summing the inputs as the kernels would gives the reference exactly.
     const Bytes b = all_reduce_input(dtype, count, 1);
-    ASSERT_EQ(sum.size(), count * dtype_bytes(dtype));
+    ASSERT_EQ(sum.size(), count * element_size(dtype));
     // Two ranks' inputs differ, so rank 0's input alone is wrong somewhere.
     EXPECT_GT(count_all_reduce_wrong(dtype, sum, count, 2), 0);
     EXPECT_EQ(count_all_reduce_wrong(dtype, sum, count, 1), 0) << dtype_name(dtype);
@@ -107,8 +107,8 @@ TEST(KernelLoopReference, AllReduceSumIsExactAndWrongElementsCount) {
 }
 
 TEST(KernelLoopReference, DtypeNames) {
-  EXPECT_EQ(parse_dtype("bf16"), LoopDtype::bf16);
-  EXPECT_EQ(dtype_bytes(parse_dtype("f32")), 4u);
+  EXPECT_EQ(parse_dtype("bf16"), DataType::bf16);
+  EXPECT_EQ(element_size(parse_dtype("f32")), 4u);
   EXPECT_THROW(parse_dtype("fp8"), std::invalid_argument);
 }
 

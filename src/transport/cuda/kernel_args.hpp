@@ -7,20 +7,9 @@
 #include "collective_kernels.hpp"
 #include "peerplan/dtype.hpp"
 #include "peerplan/layout.hpp"
+#include "transport/cuda/element_type.hpp"
 
 namespace peerplan::transport::cuda {
-
-inline cuda_kernels::ElementType element_type(DataType dtype) noexcept {
-  switch (dtype) {
-    case DataType::f16:
-      return cuda_kernels::ElementType::f16;
-    case DataType::bf16:
-      return cuda_kernels::ElementType::bf16;
-    case DataType::f32:
-      break;
-  }
-  return cuda_kernels::ElementType::f32;
-}
 
 // Dense: element i at offset i, i.e. contiguous once size-1 dimensions'
 // strides are ignored.
