@@ -15,11 +15,15 @@
 // every one declared (out of place for the all-reduce), each through two
 // interfaces: "cpp" (peerplan::Communicator) and "c" (the C interface,
 // include/peerplan/peerplan.h, on a communicator of its own: what Python's
-// ctypes calls). On the cuda backend one more row, "launch_floor": an empty
+// ctypes calls). On the cuda backend more rows: "launch_floor", an empty
 // kernel launched on the same stream (as shared/bench/limits.cu times its
 // eager floor), timed the same way; each collective's ratio to it follows
 // the table (where a call's kernel is shorter than its launch, this host
-// cost is what an eager call's time comes to).
+// cost is what an eager call's time comes to). Then the same empty launch
+// the library's way, a piece at a time (empty_launch.hpp): launch_ex
+// (cudaLaunchKernelExC), _params (a 512-byte parameter block), _pdl
+// (programmatic stream serialization), _cluster8 (8 blocks in a cluster of
+// 8, as the fused op's row clusters).
 //
 // Method: -w untimed calls, then --batches batches of -n back-to-back calls
 // (few enough that a GPU's launch queue never fills); before each batch,
@@ -207,7 +211,14 @@ int main(int argc, char** argv) {
                              {"allreduce_8x4096", "allreduce", 8, 4096},
                              {"fused_1x4096", "fused", 1, 4096},
                              {"fused_16x4096", "fused", 16, 4096}};
-  if (backend == Backend::cuda) cases.push_back({"launch_floor", "launch", 0, 0});
+  // The floor, then the library's way of launching it piece by piece
+  // (empty_launch.hpp): the part of a call's time that is the launch's.
+  if (backend == Backend::cuda) {
+    for (const char* floor : {"launch_floor", "launch_ex", "launch_ex_params",
+                              "launch_ex_params_pdl", "launch_ex_params_pdl_cluster8"}) {
+      cases.push_back({floor, "launch", 0, 0});
+    }
+  }
   std::size_t max_bytes = 0;
   for (const auto& c : cases)
     max_bytes = std::max(max_bytes, static_cast<std::size_t>(c.rows * c.hidden) * esize);
@@ -291,10 +302,21 @@ int main(int argc, char** argv) {
       peerplan_call_result_t c_result{};
       if (c.op == "launch") {
 #if PEERPLAN_HAVE_CUDA
-        call = [&] {
-          bench::check_cuda(bench::launch_empty_kernel(static_cast<cudaStream_t>(stream)),
-                            "launching the empty kernel");
-        };
+        const auto cuda_stream = static_cast<cudaStream_t>(stream);
+        if (c.name == "launch_floor") {
+          call = [cuda_stream] {
+            bench::check_cuda(bench::launch_empty_kernel(cuda_stream),
+                              "launching the empty kernel");
+          };
+        } else {
+          const bool params = c.name.find("params") != std::string::npos;
+          const bool pdl = c.name.find("pdl") != std::string::npos;
+          const unsigned cluster = c.name.find("cluster8") != std::string::npos ? 8 : 1;
+          call = [cuda_stream, params, pdl, cluster] {
+            bench::check_cuda(bench::launch_empty_kernel_ex(cuda_stream, params, pdl, cluster),
+                              "launching the empty kernel (cudaLaunchKernelExC)");
+          };
+        }
 #endif
       } else if (c.op == "empty") {
         if (api == "cpp")
@@ -330,7 +352,7 @@ int main(int argc, char** argv) {
       const std::string route = no_tensors     ? "-"
                                 : api == "cpp" ? to_string(cpp_route)
                                                : peerplan_route_name(c_result.route);
-      if (c.op == "launch") launch_floor_ns = t.ns_per_call;
+      if (c.name == "launch_floor") launch_floor_ns = t.ns_per_call;
       if (!no_tensors) collective_ns.emplace_back(c.name + " " + api, t.ns_per_call);
       if (rank == 0) {
         const std::string shape =
