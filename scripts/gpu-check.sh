@@ -46,7 +46,8 @@
 # comparison matrix, all --route auto: for bf16, f16 and f32, CUDA graphs and
 # eager, the all-reduce from 1 KiB to 256 MiB (x4) and the fused all-reduce +
 # add + RMSNorm (hidden 7168) from 1 to 1024 rows (x4, with a plain all-reduce
-# of the same bytes), then benchmarks/reference_allreduce.py (torch NCCL and
+# of the same bytes), peerplan_call_overhead_bench (an eager call's host time
+# against the launch floor), then benchmarks/reference_allreduce.py (torch NCCL and
 # symmetric memory, same sizes and dtypes) when torch is importable, merged by
 # benchmarks/compare_results.py into comparison.md (targets, per-dtype
 # tables), with the peers (shared/bench/peers: TRT-LLM plain and fused, vLLM,
@@ -124,6 +125,7 @@ if [[ -n "$BENCH_BLOCKER" ]]; then
   SKIP_BENCH=1 FULL="" FALLBACK_BENCH="" TUNE="" REFERENCE=""
 fi
 [[ -n "$FULL" || -z "${SKIP_BENCH:-}" || -n "${FALLBACK_BENCH:-}" ]] && TARGETS+=(peerplan_collective_bench)
+[[ -n "$FULL" ]] && TARGETS+=(peerplan_call_overhead_bench)
 [[ -n "${TUNE:-}" || -n "${TUNE_CHECK:-}" ]] && TARGETS+=(peerplan_tune peerplan_kernel_loop)
 [[ -z "${SKIP_DEMO:-}" ]] && TARGETS+=(peerplan_transformer_decode)
 # The GPU test binaries, for the GPU tests and for compute-sanitizer.
@@ -215,6 +217,10 @@ if [[ -n "$FULL" ]]; then
         -b $FB -e $FE -f 4 -n "${FULL_ITERS:-100}" -w 10 -d $d -G $G --json "$OUT/bench-fused-$d-$m.json"
     done
   done
+  # An eager call's host time against the launch floor, and the library's
+  # launch of an empty kernel a piece at a time (RESULTS.md, "A call's host time").
+  tstep call-overhead call-overhead.log 60 "${MPIRUN[@]}" "$BUILD/benchmarks/peerplan_call_overhead_bench" \
+    --json "$OUT/call-overhead.json"
   if python3 -c 'import torch' 2>/dev/null; then
     tstep reference reference.log 200 python3 benchmarks/reference_allreduce.py --out "$OUT/reference.json" \
       ${REFERENCE_ARGS:--b 1K -e 256M -f 4 --dtypes bf16,f16,f32 --modes eager,graph --hidden 7168 --fused-max 16M}
@@ -328,6 +334,7 @@ if [[ -n "$FULL" ]]; then
   echo "==== #wrong per run ===="; grep -H '# total #wrong' "$OUT"/bench-*.log 2>/dev/null | sed 's|.*/bench-||; s|\.log:# total #wrong |=|' | paste -sd ' ' | fold -s -w 150
   echo "==== comparison: peers and targets (every dtype: comparison.md in gpu-check.tgz) ===="
   awk '/^## /{p = ($0 ~ /^## (Against the peers.*|Targets)$/)} p && !/^From the route-auto|^`/' "$OUT/comparison.md" 2>/dev/null | grep -v '^$' | head -70
+  echo "==== eager host ns per call (call-overhead.log) ===="; grep -E '^(allreduce|fused|launch)|x$' "$OUT/call-overhead.log" 2>/dev/null | head -30
 else
 echo "==== benchmark ===="; grep -v 'size(B)\|# total' "$OUT/bench.log" 2>/dev/null | awk '/^#/ {print substr($0, 1, 110); next} {print $1, $3, $4, $5, $8, $9, $10}' | head -130
 [[ -f "$OUT/protocols-graph.json" ]] && { echo "==== one-shot protocols (us: size, ll, lamport, nccl) ===="; python3 -c 'import json,sys; [print(r["bytes"], r["protocol_time_us"]["ll"], r["protocol_time_us"]["lamport"], r["nccl_time_us"]) for r in json.load(open(sys.argv[1]))["rows"]]' "$OUT/protocols-graph.json" 2>/dev/null; }
