@@ -39,6 +39,18 @@ std::int64_t whole_number(std::string_view digits) {
 
 }  // namespace
 
+bool waits_on_flags_only(LoopCase c) noexcept {
+  switch (c) {
+    case LoopCase::two_shot:
+    case LoopCase::fused_staged:
+    case LoopCase::fused_two_shot_row_norm:
+    case LoopCase::fused_two_shot_rows:
+      return true;
+    default:
+      return false;
+  }
+}
+
 const std::vector<LoopCaseInfo>& all_cases() {
   static const std::vector<LoopCaseInfo> cases = {
       {LoopCase::one_shot_ll, "one_shot_ll", false},

@@ -52,6 +52,15 @@ std::vector<std::int64_t> parse_sizes(std::string_view text);
 
 // A comma-separated list of virtual rank counts, each 2..8 (the kernels'
 // kMaxRanks); throws std::invalid_argument otherwise.
+// Whether the case's kernels wait for their peers through the flag rows
+// alone (the staged protocol), so that --iterations solo can raise those
+// flags beforehand and run each virtual rank's kernel through on its own.
+// The LL and Lamport kernels wait on their peers' data lines, the pull
+// kernels read where their peers published their inputs, and the
+// copy-engine two-shot's copies wait on events: none of that can be set up
+// by hand.
+bool waits_on_flags_only(LoopCase c) noexcept;
+
 std::vector<int> parse_rank_counts(std::string_view text);
 
 // Sizes from `first` to `last` (inclusive), multiplying by `factor`.

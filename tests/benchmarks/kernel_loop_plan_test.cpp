@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "kernel_loop_plan.hpp"
 #include "kernel_loop_reference.hpp"
@@ -37,6 +39,19 @@ TEST(KernelLoopCases, UnknownNameSaysWhichAndWhatIsKnown) {
     EXPECT_NE(what.find("fused_two_shot_row_norm"), std::string::npos) << what;
   }
   EXPECT_THROW(parse_cases(""), std::invalid_argument);
+}
+
+// --iterations solo raises the flags by hand: only kernels that wait on
+// nothing else may run so. A pull kernel would read a peer's input address
+// that no peer published (null), an LL or Lamport kernel would wait for
+// lines no peer wrote.
+TEST(KernelLoopCases, SoloOnlyForTheStagedKernels) {
+  std::vector<std::string> solo;
+  for (const auto& c : all_cases()) {
+    if (waits_on_flags_only(c.id)) solo.emplace_back(c.name);
+  }
+  EXPECT_EQ(solo, (std::vector<std::string>{"two_shot", "fused_staged", "fused_two_shot_row_norm",
+                                            "fused_two_shot_rows"}));
 }
 
 TEST(KernelLoopSizes, SuffixesArePowersOf1024) {
