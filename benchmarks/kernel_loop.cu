@@ -809,8 +809,8 @@ int run(const Options& o) {
               return 3;
             }
           }
-          const bool failed = r.note.rfind("skipped", 0) != 0 && r.note.rfind("solo:", 0) != 0 &&
-                              !r.note.empty();
+          const bool failed =
+              r.note.rfind("skipped", 0) != 0 && r.note.rfind("solo:", 0) != 0 && !r.note.empty();
           if (failed) {
             ++failures;
             gave_up = !o.small;
