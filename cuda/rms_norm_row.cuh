@@ -126,9 +126,30 @@ class RowInBlock {
     __syncthreads();  // scratch is reused by the next row
     return total;
   }
+  // The same total for a block that keeps this object across its rows,
+  // with one barrier a row, not two: successive rows take the two halves
+  // of a scratch of 2 x kRowThreads / 32 floats at a 256-byte boundary
+  // (RowShared's) in turn. A half is written again two rows later, by a
+  // thread past the next row's barrier, which every thread reaches only
+  // after reading it.
+  __device__ float row_total_alternating(float squares, bool& failed) {
+    squares = warp_sum(squares);
+    if ((threadIdx.x & 31) == 0) scratch_[threadIdx.x / 32] = squares;
+    failed = __syncthreads_or(failed) != 0;
+    const int split = static_cast<int>(threadIdx.x & 31) % kRowSplits;
+    float part = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kSplitWarps; ++w) {
+      part = __fadd_rn(part, scratch_[split * kSplitWarps + w]);
+    }
+    // The other half: its address differs in one bit (no register for a parity).
+    scratch_ = reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(scratch_) ^ kHalfBytes);
+    return splits_sum(part);
+  }
+  static constexpr std::uintptr_t kHalfBytes = kRowThreads / 32 * sizeof(float);
 
  private:
-  float* scratch_;  // kRowThreads / 32 floats of shared memory
+  float* scratch_;  // kRowThreads / 32 floats of shared memory (two halves: above)
 };
 
 // One split per block, kRowSplits blocks per cluster (sm_90+).
@@ -249,6 +270,11 @@ class RowInCluster {
 #endif
   }
 
+  // Its rows already alternate two parities: the same as row_total.
+  __device__ float row_total_alternating(float squares, bool& failed) {
+    return row_total(squares, failed);
+  }
+
  private:
   static __device__ unsigned shared_address(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -263,7 +289,8 @@ class RowInCluster {
 
 // Shared memory of a row kernel's block, for either kind of row.
 struct RowShared {
-  float scratch[kRowThreads / 32];
+  // Two halves for RowInBlock::row_total_alternating; row_total uses the first.
+  alignas(2 * RowInBlock::kHalfBytes) float scratch[2 * kRowThreads / 32];
   uint2 slots[2 * kRowSplits * kSplitWarps];
   unsigned long long barriers[2];
 };

@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
       *reinterpret_cast<uint4*>(residual + row * hidden + mine.element[it]) = r[it].raw;
     }
     bool failed = false;
-    const float inv_rms = inv_rms_of(row_sum.row_total(squares, failed), hidden, eps);
+    const float inv_rms = inv_rms_of(row_sum.row_total_alternating(squares, failed), hidden, eps);
 #pragma unroll
     for (int it = 0; it < kKept; ++it) {
       if (!mine.has[it]) continue;
