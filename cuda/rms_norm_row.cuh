@@ -113,16 +113,7 @@ class RowInBlock {
   // The row's sum of squares in the fixed order; `failed` becomes true on
   // every thread when it was true on any. Ends with a block barrier.
   __device__ float row_total(float squares, bool& failed) {
-    squares = warp_sum(squares);
-    if ((threadIdx.x & 31) == 0) scratch_[threadIdx.x / 32] = squares;
-    failed = __syncthreads_or(failed) != 0;
-    const int split = static_cast<int>(threadIdx.x & 31) % kRowSplits;
-    float part = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kSplitWarps; ++w) {
-      part = __fadd_rn(part, scratch_[split * kSplitWarps + w]);
-    }
-    const float total = splits_sum(part);
+    const float total = splits_sum(split_part(squares, failed));
     __syncthreads();  // scratch is reused by the next row
     return total;
   }
@@ -133,6 +124,17 @@ class RowInBlock {
   // thread past the next row's barrier, which every thread reaches only
   // after reading it.
   __device__ float row_total_alternating(float squares, bool& failed) {
+    const float part = split_part(squares, failed);
+    // The other half: its address differs in one bit (no register for a parity).
+    scratch_ = reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(scratch_) ^ kHalfBytes);
+    return splits_sum(part);
+  }
+  static constexpr std::uintptr_t kHalfBytes = kRowThreads / 32 * sizeof(float);
+
+ private:
+  // Each warp's sum into scratch, the block barrier, then this lane's
+  // split: the sum of its kSplitWarps warps, in order.
+  __device__ float split_part(float squares, bool& failed) {
     squares = warp_sum(squares);
     if ((threadIdx.x & 31) == 0) scratch_[threadIdx.x / 32] = squares;
     failed = __syncthreads_or(failed) != 0;
@@ -142,13 +144,9 @@ class RowInBlock {
     for (int w = 0; w < kSplitWarps; ++w) {
       part = __fadd_rn(part, scratch_[split * kSplitWarps + w]);
     }
-    // The other half: its address differs in one bit (no register for a parity).
-    scratch_ = reinterpret_cast<float*>(reinterpret_cast<std::uintptr_t>(scratch_) ^ kHalfBytes);
-    return splits_sum(part);
+    return part;
   }
-  static constexpr std::uintptr_t kHalfBytes = kRowThreads / 32 * sizeof(float);
 
- private:
   float* scratch_;  // kRowThreads / 32 floats of shared memory (two halves: above)
 };
 
