@@ -141,15 +141,9 @@ __global__ void __launch_bounds__(kRowThreads, 1)
     if (i + 1 < my_rows) load_row(i + 1, next_sums, next_old);
     float squares = 0.0f;
     Pack<T> r[kKept];
-#pragma unroll
-    for (int it = 0; it < kKept; ++it) {
-      if (!mine.has[it]) continue;
-      float s[V];
-#pragma unroll
-      for (int e = 0; e < V; ++e) s[e] = to_float(sums[it].v[e]);
-      residual_pack<T>(s, old[it], r[it], V, squares);
-      store_row_pack(residual + row * hidden, mine.element[it], hidden, residual_vec, r[it]);
-    }
+    kept_residuals<T>(mine, sums, old, r, squares, [&](int it, const Pack<T>& made) {
+      store_row_pack(residual + row * hidden, mine.element[it], hidden, residual_vec, made);
+    });
     bool failed = false;
     const float inv_rms = inv_rms_of(row_sum.row_total(squares, failed), hidden, eps);
 #pragma unroll

@@ -400,6 +400,27 @@ __device__ __forceinline__ KeptPacks kept_packs(const RowPart& part) {
   return mine;
 }
 
+// The residuals of a thread's kept packs of a row (whole packs) from their
+// sums: r = round(sums + old), the squares added in pack order, and
+// `store(it, r[it])` as each is made (the streamed row loops).
+template <class T, class Store>
+__device__ __forceinline__ void kept_residuals(const KeptPacks& mine,
+                                               const Pack<T> (&sums)[kKeptPacks],
+                                               const Pack<T> (&old)[kKeptPacks],
+                                               Pack<T> (&r)[kKeptPacks], float& squares,
+                                               Store store) {
+  constexpr int V = Pack<T>::kCount;
+#pragma unroll
+  for (int it = 0; it < kKeptPacks; ++it) {
+    if (!mine.has[it]) continue;
+    float s[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) s[k] = to_float(sums[it].v[k]);
+    residual_pack<T>(s, old[it], r[it], V, squares);
+    store(it, r[it]);
+  }
+}
+
 // Residual add + RMSNorm of this thread's packs of one row (the arithmetic
 // above). `sum_pack(first, s)` fills s[k] with the rounded all-reduced
 // value of element first + k as a float and returns false when its data

@@ -97,15 +97,9 @@ __global__ void __launch_bounds__(kCluster ? kSplitThreads : kRowThreads)
     if (row + step < rows) load_row(row + step, next_sums, next_old);
     float squares = 0.0f;
     Pack<T> r[kKept];
-#pragma unroll
-    for (int it = 0; it < kKept; ++it) {
-      if (!mine.has[it]) continue;
-      float s[V];
-#pragma unroll
-      for (int k = 0; k < V; ++k) s[k] = to_float(sums[it].v[k]);
-      residual_pack<T>(s, old[it], r[it], V, squares);
-      *reinterpret_cast<uint4*>(residual + row * hidden + mine.element[it]) = r[it].raw;
-    }
+    kept_residuals<T>(mine, sums, old, r, squares, [&](int it, const Pack<T>& made) {
+      *reinterpret_cast<uint4*>(residual + row * hidden + mine.element[it]) = made.raw;
+    });
     bool failed = false;
     const float inv_rms = inv_rms_of(row_sum.row_total_alternating(squares, failed), hidden, eps);
 #pragma unroll
