@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", iters, "calls per timed batch (7 batches, median)");
   app.add_option("-w,--warmup_iters", warmup, "warm-up calls");
   app.add_option("-d,--datatype", dtype_text, "f16 | bf16 | f32");
-  app.add_option("-G,--cudagraph", graph, "1: time CUDA graph replays of one captured call");
+  app.add_option("-G,--cudagraph", graph, "1: time replays of a CUDA graph of 20 captured calls");
   app.add_option("--op", op, "allreduce | fused")->check(CLI::IsMember({"allreduce", "fused"}));
   app.add_option("--hidden", hidden, "fused op: hidden size (row length)");
   bool nccl_first = false;

@@ -7,8 +7,9 @@
 # without <nccl.h> (the build puts an nccl.h that is an #error first on its
 # include path, so this holds even on machines where NCCL is installed),
 # link without libnccl, and pass the host-side tests:
-#   - the unit tests, and every MPI test binary at 1 or 2 ranks (the GPU
-#     tests skip visibly without a GPU; cuda_nccl_build_test runs anyway);
+#   - the unit tests, and every MPI test binary at its rank counts but 3
+#     and 4 (1, 2 and 6: the GPU tests skip visibly without a GPU;
+#     cuda_nccl_build_test runs anyway);
 #   - the install test: the package of a build without NCCL (no libnccl
 #     needed, peerplan_HAVE_NCCL OFF, pkg-config nccl=no).
 #

@@ -10,14 +10,15 @@
 # makes the process exit non-zero at exit, and the MPI harness turns a
 # rank's non-zero exit into a failed ctest.
 #
-# The unit tests and the MPI tests run at their usual rank counts (2, 3, 4),
-# except:
-#   - install_consumer (label install): it installs the instrumented library
-#     and builds a consumer program with plain flags against it; that
-#     program cannot start ("ASan runtime does not come first in initial
-#     library list") because nothing links the ASan runtime into it. It
-#     tests packaging, not memory safety, and runs in the normal stage;
-#   - the soak test runs 30 cycles instead of 300 (communicator_soak_test.cpp).
+# The unit tests and the MPI tests run at their usual rank counts (1 to 4,
+# and 6), except:
+#   - the tests labelled install (install_consumer, python_pip_install_test,
+#     install_rpath_dirs, install_pkg_config_paths): they install the
+#     instrumented library and build or load consumers with plain flags,
+#     which cannot start ("ASan runtime does not come first in initial
+#     library list") because nothing links the ASan runtime into them. They
+#     test packaging, not memory safety, and run in the normal stage;
+#   - the soak test runs 30 cycles instead of 1000 (communicator_soak_test.cpp).
 #
 # Open MPI forwards mpiexec's environment to the ranks it starts on this
 # node, so the *_OPTIONS below (and with them the suppression files) reach
