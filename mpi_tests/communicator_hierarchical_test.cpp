@@ -282,5 +282,75 @@ TEST(HierarchicalTimeout, LateRankIsNamedAndANewCommunicatorWorks) {
   fresh->close();
 }
 
+// Rank 0 makes another call than every other rank. Its node's ranks see
+// it as they arrive and raise Mismatch listing the calls; the other nodes
+// fail within their timeout. Every rank's communicator is then unusable
+// (the exchange between nodes is out of step), close() returns without
+// waiting for peers that skip its barrier, and a new communicator works.
+TEST(HierarchicalMismatch, RankThatMakesAnotherCallFailsEveryRankAndCloseDoesNotWait) {
+  const auto layouts = even_layouts(test_size());
+  PEERPLAN_MPI_SKIP_IF(layouts.empty(), "no even layout of several nodes at this world size");
+  const Nodes& nodes = layouts.front();
+  const PoseAsNodes pose(nodes);
+  constexpr auto kTimeout = 1000ms;
+  constexpr auto kSlack = 3000ms;
+  Config config = hierarchical_config();
+  config.timeout = kTimeout;
+  const TensorLayout shorter{1024}, longer{2048};
+  const std::vector<Declaration> declared{Declaration::all_reduce("short", DataType::f32, shorter),
+                                          Declaration::all_reduce("long", DataType::f32, longer)};
+  bool on_rank_0s_node = false;
+  for (const auto& node : nodes) {
+    bool has_0 = false, has_me = false;
+    for (int r : node) {
+      has_0 = has_0 || r == 0;
+      has_me = has_me || r == test_rank();
+    }
+    on_rank_0s_node = on_rank_0s_node || (has_0 && has_me);
+  }
+  {
+    auto comm = create_on_world(config);
+    comm->declare(declared);
+    const TensorLayout& mine = test_rank() == 0 ? shorter : longer;
+    Buffer in = Buffer::for_layout(DataType::f32, mine);
+    Buffer out = Buffer::for_layout(DataType::f32, mine);
+    const auto start = std::chrono::steady_clock::now();
+    std::string error_type, message;
+    try {
+      comm->all_reduce(in.data(), out.data(), DataType::f32, mine);
+      error_type = "none";
+    } catch (const Mismatch& e) {
+      error_type = "Mismatch";
+      message = e.what();
+    } catch (const Timeout& e) {
+      error_type = "Timeout";
+      message = e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, kTimeout + kSlack) << message;
+    if (on_rank_0s_node) {
+      EXPECT_EQ(error_type, "Mismatch") << message;
+      EXPECT_NE(message.find("1024"), std::string::npos) << message;
+      EXPECT_NE(message.find("2048"), std::string::npos) << message;
+    } else {
+      EXPECT_NE(error_type, "none") << "a rank completed a call that another rank made differently";
+    }
+    EXPECT_THROW(comm->all_reduce(in.data(), out.data(), DataType::f32, mine), InvalidUsage)
+        << "the exchange between nodes is out of step: the communicator must refuse calls";
+    MPI_Barrier(test_comm());
+    const auto closing = std::chrono::steady_clock::now();
+    comm->close();
+    EXPECT_LT(std::chrono::steady_clock::now() - closing, kTimeout / 2)
+        << "close() waited for peers that skip its barrier";
+  }
+  MPI_Barrier(test_comm());
+  auto fresh = create_on_world(config);
+  fresh->declare(declared);
+  const auto o =
+      run_all_reduce(*fresh, DataType::f32, longer, Inputs::integers, false, next_seed());
+  EXPECT_EQ(o.result.route, Route::hierarchical);
+  expect_all_reduce_correct(o, "on a new communicator");
+  fresh->close();
+}
+
 }  // namespace
 }  // namespace peerplan::comm_test

@@ -574,6 +574,60 @@ TEST_F(HostTransport, ReserveWithDifferentSizesOnSomeRankFailsEverywhereWithMism
   EXPECT_EQ(p2p_->capacity_bytes(), 4096u);
 }
 
+// ---- ranks that make different calls ---------------------------------------
+
+// Rank 0 makes another call than its peers (another count, route or eps):
+// every rank raises Mismatch at once, listing each rank's call, and writes
+// nothing; the transport stays usable. Before the check, the one-shot read
+// the shorter rank's slot past its input and returned wrong sums.
+TEST_F(HostTransport, RanksThatMakeDifferentP2PCallsAllRaiseMismatchAndWriteNothing) {
+  constexpr std::int64_t kShort = 1024, kLong = 2048;
+  const std::int64_t count = rank() == 0 ? kShort : kLong;
+  const TensorLayout layout{count};
+  Buffer in(DataType::f32, count), out(DataType::f32, count);
+  for (std::int64_t i = 0; i < count; ++i) {
+    in.set(i, 1.0f);
+    out.set(i, -7.0f);
+  }
+  auto expect_mismatch = [&](const char* scenario, auto&& call) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      call();
+      ADD_FAILURE() << scenario << ": completed a call that the ranks made differently";
+    } catch (const Mismatch& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("different calls"), std::string::npos) << scenario << ": " << message;
+      for (int r = 0; r < n(); ++r) {
+        EXPECT_NE(message.find("rank " + std::to_string(r) + ":"), std::string::npos)
+            << scenario << ": the message must list rank " << r << "'s call: " << message;
+      }
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s)
+        << scenario << ": found at the arrival, not after a timeout";
+    EXPECT_FALSE(p2p_->broken()) << scenario;
+  };
+  expect_mismatch("counts", [&] { all_reduce(Way::one_shot, in, out, layout); });
+  expect_mismatch("routes and counts", [&] {
+    all_reduce(rank() == 0 ? Way::one_shot : Way::two_shot, in, out, layout);
+  });
+  Buffer residual(DataType::f32, count), weight(DataType::f32, kShort);
+  for (std::int64_t i = 0; i < kShort; ++i) weight.set(i, 1.0f);
+  const TensorLayout row{1, kShort};
+  expect_mismatch("eps", [&] {
+    fused(Way::one_shot, out, residual, weight, rank() == 0 ? 1e-6f : 1e-5f, row);
+  });
+  for (std::int64_t i = 0; i < count; ++i) {
+    ASSERT_EQ(out.get(i), -7.0f) << "element " << i << " written by a call that failed";
+    ASSERT_EQ(residual.get(i), 0.0f) << "residual element " << i << " written";
+  }
+  // The same call everywhere works, on both routes, in the slots that follow.
+  const TensorLayout same{kShort};
+  for (int call = 0; call < 4; ++call) {
+    all_reduce(call % 2 ? Way::two_shot : Way::one_shot, in, out, same);
+    EXPECT_EQ(out.get(kShort - 1), static_cast<float>(n())) << "call " << call;
+  }
+}
+
 // ---- a rank that stops participating --------------------------------------
 
 TEST_F(HostTransport, P2PTimesOutWithinTheBoundWhenARankStopsThenResynchronises) {

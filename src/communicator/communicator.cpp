@@ -169,7 +169,7 @@ class CommunicatorImpl final : public Communicator {
     if (result.route == Route::hierarchical) {
       // Its step between nodes is an MPI exchange: a Timeout there leaves
       // the ranks out of step, as in the fallback.
-      breaking_on_timeout("all_reduce", [&] { peer_->all_reduce(*plan->launch, args); });
+      breaking_on_failure("all_reduce", [&] { peer_->all_reduce(*plan->launch, args); });
     } else if (is_p2p(result.route)) {
       result.zero_copy = plan->pieces ? communicator::all_reduce_in_pieces(*peer_, *plan->launch,
                                                                            *plan->pieces, args)
@@ -200,7 +200,7 @@ class CommunicatorImpl final : public Communicator {
     const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
     const CallResult result = decide(plan);
     if (result.route == Route::hierarchical) {
-      breaking_on_timeout("fused_add_rms_norm",
+      breaking_on_failure("fused_add_rms_norm",
                           [&] { peer_->fused_add_rms_norm(*plan->launch, args); });
     } else if (is_p2p(result.route)) {
       peer_->fused_add_rms_norm(*plan->launch, args);
@@ -495,6 +495,22 @@ class CommunicatorImpl final : public Communicator {
   void breaking_on_timeout(const char* what, Step&& step) {
     try {
       step();
+    } catch (const Timeout& e) {
+      broken_reason_ = std::string(what) + " timed out (" + e.what() + ")";
+      throw;
+    }
+  }
+
+  // A hierarchical call: a Timeout, or a Mismatch (ranks that made different
+  // calls), leaves the exchange between nodes out of step for good, on every
+  // rank alike, so that close() skips its barrier everywhere.
+  template <class Step>
+  void breaking_on_failure(const char* what, Step&& step) {
+    try {
+      step();
+    } catch (const Mismatch& e) {
+      broken_reason_ = std::string(what) + " met different calls on the ranks (" + e.what() + ")";
+      throw;
     } catch (const Timeout& e) {
       broken_reason_ = std::string(what) + " timed out (" + e.what() + ")";
       throw;

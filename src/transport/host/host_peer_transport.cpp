@@ -251,6 +251,8 @@ void HostPeerTransport::wait_for_peers(Call& call, Signal which, std::uint64_t t
       }
       if (late.empty()) continue;  // they all arrived meanwhile
       store_awaited(own_segment(), local_size_, late);
+      store_signal(own_segment(), Signal::gave_up_why,
+                   static_cast<std::uint64_t>(GaveUpWhy::timeout));
       store_signal(own_segment(), Signal::abandoned, call.epoch);
       if (compare_exchange_signal(verdict_area, Signal::verdict, verdict, failed)) {
         fail_wait(call, which, target, true);
@@ -291,17 +293,38 @@ void HostPeerTransport::fail_wait(const Call& call, Signal which, std::uint64_t 
     message += " timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank(s) " +
                name_local_ranks(late) + phase;
   } else {
+    // The peers that gave up say why: their timeout, or the exchange
+    // between nodes (a Mismatch there is one here too).
+    bool between_nodes = false, different_calls = false;
+    for (int peer : gave_up) {
+      const auto why =
+          static_cast<GaveUpWhy>(load_signal(segments_.base(peer), Signal::gave_up_why));
+      between_nodes = between_nodes || why == GaveUpWhy::between_nodes;
+      different_calls = different_calls || why == GaveUpWhy::different_calls;
+    }
     message += " cannot complete: " +
-               (gave_up.empty() ? std::string("a rank") : "rank(s) " + name_local_ranks(gave_up)) +
-               " gave up on it after their own timeout";
+               (gave_up.empty() ? std::string("a rank") : "rank(s) " + name_local_ranks(gave_up));
+    if (different_calls) {
+      message +=
+          " found that the ranks of the nodes made different calls at this point (their "
+          "error lists them); every rank must make the same calls in the same order";
+      fail_transport(message, /*different_calls=*/true);
+    }
+    message += between_nodes ? " failed in the exchange between nodes (their error says why)"
+                             : " gave up on it after their own timeout";
     if (!late.empty()) message += " waiting for rank(s) " + name_local_ranks(late) + phase;
     if (!missing.empty() && missing != late) {
       message += ", while this rank waited for rank(s) " + name_local_ranks(missing) + phase;
     }
   }
+  fail_transport(message, /*different_calls=*/false);
+}
+
+void HostPeerTransport::fail_transport(const std::string& message, bool different_calls) {
   broken_ = true;
   broken_reason_ = message;
   if (across_nodes_) across_nodes_->give_up(message);
+  if (different_calls) throw Mismatch(std::string(kBackend) + ": " + message);
   throw Timeout(peer_timeout_message(kBackend, message));
 }
 
@@ -314,13 +337,52 @@ std::string HostPeerTransport::name_local_ranks(const std::vector<int>& local_ra
   return text;
 }
 
-void HostPeerTransport::stage_input(Call& call, const TensorLayout& layout, DataType dtype,
-                                    const void* input) {
+void HostPeerTransport::stage_input(Call& call, const CallSignature& signature,
+                                    const TensorLayout& layout, const void* input) {
+  const DataType dtype = static_cast<DataType>((signature.kind >> 16) & 0xff);
   pack(layout, element_size(dtype), input, input_region(local_rank_, call.epoch));
+  store_call_signature(own_segment(), call.epoch, signature);
   store_signal(own_segment(), Signal::arrive, call.epoch);
   PEERPLAN_FAULT_POINT("p2p.arrived", bootstrap_.rank());
   wait_for_peers(call, Signal::arrive, call.epoch);
+  require_same_calls(call, signature);
   for (int peer = 0; peer < local_size_; ++peer) sources_[peer] = input_region(peer, call.epoch);
+}
+
+void HostPeerTransport::require_same_calls(const Call& call, const CallSignature& mine) {
+  // Every node peer published its signature before its arrive flag, so every
+  // rank reads the same ones here and decides alike, before anything is
+  // reduced or written.
+  bool same = true;
+  for (int peer = 0; peer < local_size_ && same; ++peer) {
+    same = peer == local_rank_ || load_call_signature(segments_.base(peer), call.epoch) == mine;
+  }
+  if (same) return;
+  std::string listed;
+  for (int peer = 0; peer < local_size_; ++peer) {
+    const CallSignature theirs =
+        peer == local_rank_ ? mine : load_call_signature(segments_.base(peer), call.epoch);
+    listed += (peer ? "; rank " : "rank ") + std::to_string(global_ranks_[peer]) + ": " +
+              describe(theirs);
+  }
+  const std::string message =
+      std::string(call.what) + " call #" + std::to_string(call.epoch) +
+      ": the ranks made different calls at this point (" + listed +
+      "); every rank must make the same calls, with the same dtype, shape and eps, in the same "
+      "order";
+  // Done with the slots as the others are: the next calls stay in step.
+  finish_call(call);
+  if (across_nodes_) {
+    // The other nodes are left waiting for this node's partial sums: tell
+    // them, and stop using the exchange between nodes, now out of step.
+    broken_ = true;
+    broken_reason_ = message;
+    across_nodes_->give_up(message);
+  }
+  throw Mismatch(std::string(kBackend) + ": " + message +
+                 (across_nodes_ ? "; the exchange between nodes is out of step: close() the "
+                                  "communicator and create a new one"
+                                : ". Nothing was reduced or written; later calls work."));
 }
 
 void HostPeerTransport::finish_call(const Call& call) {
@@ -375,7 +437,7 @@ bool HostPeerTransport::run_all_reduce(Route route, const AllReduceArgs& args) {
                          : route == Route::two_shot ? "all_reduce (two-shot)"
                                                     : "all_reduce (hierarchical)",
                          bytes);
-  stage_input(call, *args.layout, args.dtype, args.in);
+  stage_input(call, all_reduce_signature(route, args.dtype, count), *args.layout, args.in);
   if (route == Route::one_shot)
     one_shot(call, args, count);
   else if (route == Route::two_shot)
@@ -496,12 +558,16 @@ template <class Step>
 void HostPeerTransport::between_nodes(const Call& call, Signal next_wait, Step&& step) {
   try {
     step();
-  } catch (const Error&) {
+  } catch (const Error& error) {
     // The node's ranks wait for this rank at `next_wait`: decide that it
     // failed, so that they fail now, not at their deadline. No peer can have
     // decided it succeeded: this rank has not raised its flag for it. It
     // waited for no rank of its node.
     store_awaited(own_segment(), local_size_, {});
+    const GaveUpWhy why = dynamic_cast<const Mismatch*>(&error) != nullptr
+                              ? GaveUpWhy::different_calls
+                              : GaveUpWhy::between_nodes;
+    store_signal(own_segment(), Signal::gave_up_why, static_cast<std::uint64_t>(why));
     store_signal(own_segment(), Signal::abandoned, call.epoch);
     std::uint64_t verdict = load_signal(segments_.base(0), Signal::verdict);
     const std::uint64_t failed = verdict_failed(call.epoch, next_wait);
@@ -574,7 +640,10 @@ void HostPeerTransport::run_fused(const FusedArgs& args) {
   Call call = begin_call(
       across_nodes_ ? "fused_add_rms_norm (hierarchical)" : "fused_add_rms_norm (fused one-shot)",
       count * static_cast<std::int64_t>(bytes));
-  stage_input(call, layout, args.dtype, args.inout);
+  stage_input(call,
+              fused_signature(across_nodes_ ? Route::hierarchical : Route::fused_one_shot,
+                              args.dtype, count, layout.last_dim(), args.eps),
+              layout, args.inout);
   if (across_nodes_) {
     hierarchical_fused(call, args, count);
     finish_call(call);

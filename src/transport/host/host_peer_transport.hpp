@@ -28,7 +28,9 @@
 //
 // Each wait is decided once for the node's ranks, success or failure, on a
 // verdict word in shared memory (wait_for_peers): a rank never completes a
-// call a node peer reported as failed.
+// call a node peer reported as failed. Each rank publishes its call's
+// signature with its input, so ranks that made different calls raise
+// Mismatch before anything is reduced (require_same_calls).
 #pragma once
 
 #include <chrono>
@@ -111,13 +113,19 @@ class HostPeerTransport final : public PeerTransport {
   void run_fused(const FusedArgs& args);
 
   Call begin_call(const char* what, std::int64_t message_bytes);
-  void stage_input(Call& call, const TensorLayout& layout, DataType dtype, const void* input);
+  // Stages this rank's input and its call's signature, waits for the node's
+  // ranks, and throws Mismatch (on every rank alike) when their calls differ.
+  void stage_input(Call& call, const CallSignature& signature, const TensorLayout& layout,
+                   const void* input);
+  void require_same_calls(const Call& call, const CallSignature& mine);
   // Waits, bounded, until every node peer's `which` flag reaches `target`,
   // and decides that wait with the node's ranks (the verdict word): returns
   // where they decided success, throws Timeout where they decided failure.
   void wait_for_peers(Call& call, Signal which, std::uint64_t target);
   [[noreturn]] void fail_wait(const Call& call, Signal which, std::uint64_t target,
                               bool timed_out_here);
+  // Breaks the transport and throws Mismatch (`different_calls`) or Timeout.
+  [[noreturn]] void fail_transport(const std::string& message, bool different_calls);
   // Their global ranks, this one marked "(this rank)", for an error message.
   std::string name_local_ranks(const std::vector<int>& local_ranks) const;
   static std::uint64_t verdict_failed(std::uint64_t epoch, Signal which) noexcept;

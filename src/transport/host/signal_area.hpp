@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <span>
 
+#include "transport/host/call_signature.hpp"
+
 namespace peerplan::transport::host {
 
 enum class Signal : int {
@@ -24,15 +26,26 @@ enum class Signal : int {
   // Local rank 0's segment only: how far the node's ranks have decided,
   // each wait of each call once, success or failure (host_peer_transport.cpp).
   verdict = 4,
+  // Why this rank gave up (a GaveUpWhy), written before `abandoned`.
+  gave_up_why = 5,
 };
+
+enum class GaveUpWhy : std::uint64_t { timeout = 0, between_nodes = 1, different_calls = 2 };
 
 inline constexpr std::size_t kSignalStride = 128;
 inline constexpr std::size_t kSignalAreaBytes = 4096;  // keeps the slots page aligned
-// After the flags: the local ranks this rank still waited for when it gave
+// After the flags: the signatures of this rank's last two calls
+// (call_signature.hpp), at [epoch % 2], written before `arrive` is raised.
+// Two, because a peer may read call e's while this rank stages call e + 1;
+// it stages e + 2 only after every peer is done with e.
+inline constexpr std::size_t kCallSignatureOffset = 6 * kSignalStride;
+inline constexpr std::size_t kCallSignatureWords = 3;
+// Then the local ranks this rank still waited for when it gave
 // up, one bit each, written before `abandoned` is raised. A peer that reads
 // `abandoned` can then name the late ranks, which may have arrived since.
-inline constexpr std::size_t kAwaitedOffset = 5 * kSignalStride;
+inline constexpr std::size_t kAwaitedOffset = 7 * kSignalStride;
 inline constexpr int kMaxAwaitedRanks = static_cast<int>(kSignalAreaBytes - kAwaitedOffset) * 8;
+static_assert(kCallSignatureOffset + 2 * kCallSignatureWords * 8 <= kAwaitedOffset);
 static_assert(kAwaitedOffset < kSignalAreaBytes && kAwaitedOffset % 8 == 0);
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free,
               "cross-process flags need lock-free 64-bit atomics");
@@ -79,6 +92,25 @@ inline void store_awaited(std::byte* segment, int local_size,
     }
     std::atomic_ref<std::uint64_t>(awaited_word(segment, w)).store(bits, std::memory_order_relaxed);
   }
+}
+
+// Relaxed word by word: `arrive` (release store, acquire load) orders them.
+inline void store_call_signature(std::byte* segment, std::uint64_t epoch,
+                                 const CallSignature& call) noexcept {
+  auto* words = reinterpret_cast<std::uint64_t*>(segment + kCallSignatureOffset) +
+                (epoch % 2) * kCallSignatureWords;
+  const std::uint64_t values[kCallSignatureWords] = {call.kind, call.elements, call.row};
+  for (std::size_t i = 0; i < kCallSignatureWords; ++i)
+    std::atomic_ref<std::uint64_t>(words[i]).store(values[i], std::memory_order_relaxed);
+}
+
+inline CallSignature load_call_signature(std::byte* segment, std::uint64_t epoch) noexcept {
+  auto* words = reinterpret_cast<std::uint64_t*>(segment + kCallSignatureOffset) +
+                (epoch % 2) * kCallSignatureWords;
+  auto load = [&](std::size_t i) {
+    return std::atomic_ref<std::uint64_t>(words[i]).load(std::memory_order_relaxed);
+  };
+  return {load(0), load(1), load(2)};
 }
 
 inline bool is_awaited(std::byte* segment, int local_rank) noexcept {
