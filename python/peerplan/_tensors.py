@@ -17,7 +17,8 @@ entries; a full cache is emptied, not searched); the address and the
 read-only flag are read on every call, never cached: an object's address
 can change (a resized array, a tensor given new storage), and another
 tensor of the same layout has another one. A read-only array is refused
-only where `written` (the call writes it)."""
+only where `written` (the call writes it): `written` is then the call and
+argument ("all_reduce: out") that the ValueError names, or True."""
 
 import ctypes
 import sys
@@ -213,9 +214,18 @@ def _numpy_pointer_reader(numpy):
 _numpy_pointer = None  # chosen when the first ndarray is read
 
 
+def _read_only(written):
+    """The ValueError of a read-only array that a call writes: `written` is
+    the call and argument ("all_reduce: out"), or True (not known)."""
+    what = "the array" if written is True else written
+    return ValueError(f"peerplan: {what} is read-only, and the call writes it; pass a writable "
+                      "array (NumPy: arr.flags.writeable is False; np.array(arr) is a writable "
+                      "copy)")
+
+
 def _read_numpy(array, written=False):
     if written and not array.flags.writeable:
-        raise ValueError("peerplan: the array is read-only")
+        raise _read_only(written)
     key = (array.dtype, array.shape, array.strides)
     entry = _numpy_layouts.get(key)
     if entry is None:
@@ -272,7 +282,7 @@ def _read_interface(tensor, written=False):
     interface, name, place = _array_interface(tensor)
     # data[1] is the read-only flag of both interfaces.
     if written and (interface.get("readonly") or interface["data"][1]):
-        raise ValueError("peerplan: the array is read-only")
+        raise _read_only(written)
     dtype = _interface_dtype(interface, name)
     shape = interface["shape"]
     strides = interface.get("strides")
@@ -316,7 +326,8 @@ def read(tensor, written=False):
     """(address, peerplan dtype, Layout, place) of a PyTorch tensor, or of
     any object with the CUDA or NumPy array interface. TypeError for a type
     or dtype peerplan does not take, ValueError for strides that are not
-    whole elements, or for a read-only array when `written`."""
+    whole elements, or for a read-only array when `written` (True, or the
+    call and argument that the error names: "all_reduce: out")."""
     cls = type(tensor)
     reader = _readers.get(cls)
     if reader is None:

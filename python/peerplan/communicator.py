@@ -41,6 +41,10 @@ _reason_name = REASONS.get
 
 
 _DTYPE_NAMES = {0: "f16", 1: "bf16", 2: "f32"}
+# The tensors the calls write, as a read-only array's ValueError names them
+# (the readers' `written`).
+_INP_IN_PLACE = "all_reduce: inp (in place: out is None or inp)"
+_RESIDUAL = "fused_add_rms_norm: residual"
 _FUSED = 1  # Declaration.operation of the fused op (PEERPLAN_FUSED_ADD_RMS_NORM)
 
 # Pairs of Layouts already found alike: (id, id) -> the two Layouts, kept
@@ -146,21 +150,52 @@ def _check(result):
     raise kind(code, message)
 
 
-def _stream_handle(stream, tensor):
+_STREAM_FIX = ("pass a cudaStream_t as an int from 0 to 2**64 - 1 (0: the default stream), a "
+               "stream object (torch.cuda.Stream, CuPy's or Numba's) or None (PyTorch's current "
+               "stream)")
+
+
+def _stream_value(call, what, value):
+    """`value` (the stream argument, or the handle attribute of a stream
+    object: `what` names it) as a cudaStream_t int. ctypes would wrap an
+    int outside 0 to 2**64 - 1 silently (2**64 into 0, the default stream;
+    2**70 into NULL) and take True as 1 (cudaStreamLegacy): ValueError and
+    TypeError instead, naming `call` and `what`."""
+    if not isinstance(value, bool):
+        try:
+            handle = operator.index(value)
+        except TypeError:
+            pass
+        else:
+            if 0 <= handle < 2**64:
+                return handle
+            raise ValueError(f"peerplan: {call}: {what} is {handle}, outside a cudaStream_t "
+                             f"(0 to 2**64 - 1); {_STREAM_FIX}")
+    raise TypeError(f"peerplan: {call}: {what} is {type(value).__name__} {value!r}, not a CUDA "
+                    f"stream; {_STREAM_FIX}")
+
+
+def _stream_handle(stream, tensor, call="stream"):
     """A cudaStream_t as an int: the given stream (a torch.cuda.Stream, an
-    object with .cuda_stream or .ptr, or an int), else for PyTorch CUDA
-    tensors the current stream, else 0 (the default stream)."""
+    object with .cuda_stream, .ptr or .handle, or an int from 0 to 2**64 -
+    1, not a bool), else for PyTorch CUDA tensors the current stream, else 0
+    (the default stream). Anything else raises TypeError or ValueError
+    naming `call` and the stream argument."""
     if stream is None:
         return _current_stream(tensor)
-    if isinstance(stream, int):
+    if type(stream) is int and 0 <= stream < 2**64:  # the common case, checked inline
         return stream
+    if isinstance(stream, int):  # a bool, an int out of range, an int subclass
+        return _stream_value(call, "stream", stream)
     for attribute in ("cuda_stream", "ptr", "handle"):
         if hasattr(stream, attribute):
             value = getattr(stream, attribute)
             # Numba's handle is a ctypes c_void_p, whose value is None for stream 0.
             value = getattr(value, "value", value)
-            return int(value) if value is not None else 0
-    raise TypeError(f"peerplan: cannot read a CUDA stream from {type(stream).__name__}")
+            if value is None:
+                value = 0
+            return _stream_value(call, f"stream.{attribute}", value)
+    return _stream_value(call, "stream", stream)  # an integer-like object (NumPy's), else TypeError
 
 
 def _buffer_region(buffer, index):
@@ -481,21 +516,22 @@ class Communicator:
         Returns (route, reason)."""
         in_place = out is None or out is inp
         reader = _readers.get(type(inp)) or _reader_for(type(inp))
-        ptr, dtype, layout, place = reader(inp, in_place)  # written only when it is the out
+        # Written only when it is the out (`written`: what a read-only error names).
+        ptr, dtype, layout, place = reader(inp, in_place and _INP_IN_PLACE)
         if place not in self._places:
             self._check_place("all_reduce", "inp", place)
         if in_place:
             out_ptr = ptr
         else:
             out_ptr, out_dtype, out_layout, out_place = (
-                _readers.get(type(out)) or _reader_for(type(out)))(out, True)
+                _readers.get(type(out)) or _reader_for(type(out)))(out, "all_reduce: out")
             if out_place != place:
                 self._check_place("all_reduce", "out", out_place, place, "inp")
             _require_alike("all_reduce", "out", "inp", dtype, layout, out_dtype, out_layout)
         if stream is None:
             stream = _device_stream(place) if reader is _read_torch and place >= 0 else 0
         else:
-            stream = _stream_handle(stream, inp)
+            stream = _stream_handle(stream, inp, "all_reduce")
         result = CallResult()  # per call: another thread may call next (docs/api-cpp.md: one thread at a time)
         status = _c_all_reduce(self._handle, ptr, out_ptr, dtype, layout, stream, result)
         if status:
@@ -506,11 +542,11 @@ class Communicator:
         """residual = allreduce(x) + residual; x = rmsnorm(residual) * weight.
         Returns (route, reason)."""
         reader = _readers.get(type(x)) or _reader_for(type(x))
-        ptr, dtype, layout, place = reader(x, True)
+        ptr, dtype, layout, place = reader(x, "fused_add_rms_norm: x")
         if place not in self._places:
             self._check_place("fused_add_rms_norm", "x", place)
         residual_ptr, residual_dtype, residual_layout, residual_place = (
-            _readers.get(type(residual)) or _reader_for(type(residual)))(residual, True)
+            _readers.get(type(residual)) or _reader_for(type(residual)))(residual, _RESIDUAL)
         if residual_place != place:
             self._check_place("fused_add_rms_norm", "residual", residual_place, place, "x")
         if residual_layout is not layout or residual_dtype != dtype:
@@ -533,7 +569,7 @@ class Communicator:
         if stream is None:
             stream = _device_stream(place) if reader is _read_torch and place >= 0 else 0
         else:
-            stream = _stream_handle(stream, x)
+            stream = _stream_handle(stream, x, "fused_add_rms_norm")
         result = CallResult()
         status = _c_fused(self._handle, ptr, residual_ptr, weight_ptr, eps, dtype, layout, stream,
                           result)

@@ -7,7 +7,9 @@ of them, so a mismatch would write past `out`'s end or read past the
 weight's). Also: memory the backend cannot read (device memory on the host
 backend, host memory or another GPU's on a stand-in cuda communicator),
 out and residual whose size-1 dimensions have other strides (alike),
-read-only arrays (refused only where written), a c_void_p stream handle,
+read-only arrays (refused only where written, naming the call and the
+argument), a c_void_p stream handle, streams that are no cudaStream_t
+(ints outside 0 to 2**64 - 1, bools, floats, text: refused, not wrapped),
 declarations (a name None, shapes and strides, a fused declaration's
 weight checked as the calls check it, on every rank at once), mpi4py
 objects that are not communicators, Fortran handles outside int32 or not
@@ -237,9 +239,30 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
         check(bool((sums == 2 * size).all()), "read-only inp with an out: the sum")
     except ValueError as e:
         check(False, f"a read-only inp with a separate out refused: {e}")
-    expect_value_error(lambda: comm.all_reduce(frozen_in), "read-only inp in place", ["read-only"])
+    # The error names the call and the argument, and says what to pass.
+    fix = ["read-only", "pass a writable array", "np.array(arr)"]
+    expect_value_error(lambda: comm.all_reduce(frozen_in), "read-only inp in place",
+                       ["all_reduce: inp (in place"] + fix)
+    expect_value_error(lambda: comm.all_reduce(frozen_in, out=frozen_in),
+                       "read-only inp given as its own out", ["all_reduce: inp (in place"] + fix)
+    sums[:] = 5
     expect_value_error(lambda: comm.all_reduce(sums, out=frozen_in), "read-only out",
-                       ["read-only"])
+                       ["all_reduce: out is read-only"] + fix)
+    check(bool((frozen_in == 2).all()) and bool((sums == 5).all()),
+          "a refused read-only out: nothing written")
+
+    class ReadOnlyInterface:
+        """A read-only array through the NumPy array interface (the
+        interfaces' reader, not NumPy's)."""
+
+        def __init__(self, array):
+            self.array = array
+            self.__array_interface__ = dict(array.__array_interface__, data=(
+                array.__array_interface__["data"][0], True))
+
+    expect_value_error(lambda: comm.all_reduce(sums, out=ReadOnlyInterface(np.zeros_like(sums))),
+                       "read-only out through the array interface",
+                       ["all_reduce: out is read-only"] + fix)
     frozen_weight = np.ones(hidden, np.float32)
     frozen_weight.setflags(write=False)
     xw = np.ones((4, hidden), np.float32)
@@ -252,7 +275,11 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
     frozen_residual = np.zeros((4, hidden), np.float32)
     frozen_residual.setflags(write=False)
     expect_value_error(lambda: comm.fused_add_rms_norm(xw, frozen_residual, weight, 1e-6),
-                       "read-only residual", ["read-only"])
+                       "read-only residual", ["fused_add_rms_norm: residual is read-only"] + fix)
+    frozen_x = np.ones((4, hidden), np.float32)
+    frozen_x.setflags(write=False)
+    expect_value_error(lambda: comm.fused_add_rms_norm(frozen_x, rw, weight, 1e-6),
+                       "read-only x", ["fused_add_rms_norm: x is read-only"] + fix)
 
     # A stream handle that is a ctypes c_void_p (Numba's stream.handle):
     # its value, None for the default stream.
@@ -271,6 +298,59 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
         check(True, "a call with a c_void_p stream")
     except Exception as e:  # noqa: BLE001 - any error is the failure
         check(False, f"a call with a c_void_p stream: {type(e).__name__}: {e}")
+
+    # A stream that is no cudaStream_t is refused before the call: ctypes
+    # would wrap it silently (2**64 into 0, the default stream; 2**70 into
+    # NULL; -1 into 2**64 - 1; True into 1, cudaStreamLegacy). Nothing is
+    # written.
+    class CuPyLikeStream:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+    class TorchLikeStream:
+        def __init__(self, cuda_stream):
+            self.cuda_stream = cuda_stream
+
+    stream_fix = ["pass a cudaStream_t as an int from 0 to 2**64 - 1"]
+    untouched = np.full(8, 3.0, np.float32)
+    fused_x, fused_residual = np.ones((4, hidden), np.float32), np.zeros((4, hidden), np.float32)
+    for bad in (2**70, 2**64, 2**64 + 5, -1):
+        expect_value_error(lambda: comm.all_reduce(untouched, stream=bad), f"stream={bad}",
+                           ["all_reduce: stream is", str(bad), "outside"] + stream_fix)
+        expect_value_error(lambda: comm.fused_add_rms_norm(fused_x, fused_residual, weight, 1e-6,
+                                                           stream=bad),
+                           f"fused stream={bad}",
+                           ["fused_add_rms_norm: stream is", str(bad)] + stream_fix)
+    for bad in (True, False):
+        expect_type_error(lambda: comm.all_reduce(untouched, stream=bad), f"stream={bad}",
+                          ["all_reduce: stream is bool", str(bad)] + stream_fix)
+    for bad in (1.0, "0", ctypes.c_void_p(0)):
+        expect_type_error(lambda: comm.all_reduce(untouched, stream=bad), f"stream={bad!r}",
+                          ["all_reduce: stream is", type(bad).__name__] + stream_fix)
+    expect_value_error(lambda: comm.all_reduce(untouched, stream=CuPyLikeStream(2**64)),
+                       "a stream object's ptr of 2**64",
+                       ["all_reduce: stream.ptr is", str(2**64)] + stream_fix)
+    expect_value_error(lambda: comm.all_reduce(untouched, stream=TorchLikeStream(-5)),
+                       "a stream object's cuda_stream of -5",
+                       ["all_reduce: stream.cuda_stream is -5"] + stream_fix)
+    expect_type_error(lambda: comm.all_reduce(untouched, stream=TorchLikeStream(True)),
+                      "a stream object's cuda_stream of True",
+                      ["all_reduce: stream.cuda_stream is bool"] + stream_fix)
+    check(bool((untouched == 3).all()) and bool((fused_residual == 0).all()),
+          "refused streams: nothing written")
+    # Streams in range still work (the host backend ignores them): ints from
+    # 0 to 2**64 - 1, NumPy's integers, stream objects.
+    for good in (0, 1, 2**64 - 1, np.uint64(2**64 - 1), np.int64(7), CuPyLikeStream(0),
+                 TorchLikeStream(2**63)):
+        try:
+            check(_stream_handle(good, x) == int(getattr(good, "ptr", getattr(good, "cuda_stream",
+                                                                             good))),
+                  f"stream {good!r}: its value")
+            ones = np.ones(8, np.float32)
+            comm.all_reduce(ones, stream=good)
+            check(bool((ones == size).all()), f"a call with stream {good!r}: the sum")
+        except Exception as e:  # noqa: BLE001 - any error is the failure
+            check(False, f"a call with stream {good!r}: {type(e).__name__}: {e}")
 
     # Memory the backend cannot read: device memory (__cuda_array_interface__,
     # a CUDA tensor) on the host backend is refused before the call, which
