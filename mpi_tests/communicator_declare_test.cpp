@@ -8,6 +8,8 @@
 // declared wins, refresh replaces the whole set.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +27,14 @@ constexpr float kEps = 1e-6f;
 
 // A small transformer-like set: two all-reduces (one-shot with the default
 // cutoffs) and a fused op. The weight lives as long as the fixture.
+// A pointer as the WARN prints it.
+std::string address_text(const void* pointer) {
+  char text[32];
+  std::snprintf(text, sizeof text, "0x%llx",
+                static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(pointer)));
+  return text;
+}
+
 class DeclareTest : public ::testing::Test {
  protected:
   void SetUp() override { comm_ = create_on_world(); }
@@ -285,6 +295,53 @@ TEST_F(DeclareTest, RepeatedKeyIsWarnedAboutOnceOnRankZero) {
   comm_->declare(base_set());
   const std::string quiet = testing::internal::GetCapturedStderr();
   EXPECT_EQ(quiet.find("WARN"), std::string::npos) << quiet;
+}
+
+// A fused call that misses its declared plan only by the weight address (a
+// weight reallocated after declare()) takes the fallback on this rank while
+// ranks passing the declared weight would wait for it on the P2P route: the
+// rank says so in one WARN per plan, naming the plan and both addresses.
+// Here every rank passes the copy, so the calls complete on the fallback.
+TEST_F(DeclareTest, FusedCallWithAnotherWeightThanDeclaredIsWarnedAboutOncePerPlan) {
+  ASSERT_NO_THROW(comm_->declare(base_set()));
+  const TensorLayout layout{2, 512};
+  Buffer copy = make_weight(DataType::bf16, 512, 1234);  // same values, another address
+  Buffer inout(DataType::bf16, layout.numel()), residual(DataType::bf16, layout.numel());
+  auto call = [&](const Buffer& weight) {
+    for (std::int64_t i = 0; i < layout.numel(); ++i) {
+      inout.set(i, 1.0f);
+      residual.set(i, 0.0f);
+    }
+    testing::internal::CaptureStderr();
+    const CallResult result = comm_->fused_add_rms_norm(
+        inout.data(), residual.data(), weight.data(), kEps, DataType::bf16, layout);
+    return std::make_pair(result, testing::internal::GetCapturedStderr());
+  };
+  const auto [missed, log] = call(copy);
+  EXPECT_EQ(missed.route, Route::fallback);
+  EXPECT_NE(log.find("WARN"), std::string::npos) << log;
+  for (const std::string piece : {std::string("\"post_norm\""), std::string("but for its weight"),
+                                  address_text(weight_.data()), address_text(copy.data())}) {
+    EXPECT_NE(log.find(piece), std::string::npos) << "missing " << piece << " in:\n" << log;
+  }
+  const auto [again, quiet] = call(copy);
+  EXPECT_EQ(again.route, Route::fallback);
+  EXPECT_EQ(quiet.find("WARN"), std::string::npos) << "once per plan:\n" << quiet;
+  const auto [hit, silent] = call(weight_);
+  EXPECT_NE(hit.route, Route::fallback);
+  EXPECT_EQ(silent.find("WARN"), std::string::npos) << silent;
+  Buffer one_row(DataType::bf16, 512), one_residual(DataType::bf16, 512);
+  for (std::int64_t i = 0; i < 512; ++i) {
+    one_row.set(i, 1.0f);
+    one_residual.set(i, 0.0f);
+  }
+  testing::internal::CaptureStderr();
+  comm_->fused_add_rms_norm(one_row.data(), one_residual.data(), copy.data(), kEps, DataType::bf16,
+                            TensorLayout{1, 512});
+  const std::string undeclared = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(undeclared.find("WARN"), std::string::npos)
+      << "a shape never declared is an ordinary miss:\n"
+      << undeclared;
 }
 
 TEST_F(DeclareTest, RefreshReplacesTheWholeSet) {

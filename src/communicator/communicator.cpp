@@ -24,6 +24,7 @@
 #include "communicator/declare_failed_locally.hpp"
 #include "communicator/cutoff_resolution.hpp"
 #include "communicator/declaration_agreement.hpp"
+#include "communicator/fused_weight_misses.hpp"
 #include "communicator/machine_fingerprint.hpp"
 #include "communicator/prepared_plan.hpp"
 #include "core/config_fields.hpp"
@@ -196,6 +197,7 @@ class CommunicatorImpl final : public Communicator {
       communicator::check_declared_fused(inout, residual, *entry->declaration, *plan);
     } else {
       communicator::check_undeclared_fused(inout, residual, weight, eps, dtype, layout);
+      if (auto warning = weight_misses_.warning_for_miss(key)) log::warn(*warning);
     }
     const transport::FusedArgs args{inout, residual, weight, eps, dtype, &layout, stream};
     const CallResult result = decide(plan);
@@ -395,6 +397,9 @@ class CommunicatorImpl final : public Communicator {
       // contract), so no lookup can still hold a replaced plan: release them.
       index_.reclaim_retired();
     }
+    std::vector<bool> p2p(plans_.size());
+    for (std::size_t i = 0; i < plans_.size(); ++i) p2p[i] = is_p2p(plans_[i]->route);
+    weight_misses_.rebuild(declarations, p2p);
 
     if (boot_->rank() == 0 && log::enabled(LogLevel::info, log::Subsystem::plan)) {
       log::info(log::Subsystem::plan,
@@ -564,7 +569,8 @@ class CommunicatorImpl final : public Communicator {
   std::string broken_reason_;
 
   plan::PlanIndex index_;
-  std::vector<PreparedPlan*> plans_;  // declaration order; owned by index_
+  std::vector<PreparedPlan*> plans_;               // declaration order; owned by index_
+  communicator::FusedWeightMisses weight_misses_;  // rebuilt with index_
   communicator::CallCounters counters_;
 };
 

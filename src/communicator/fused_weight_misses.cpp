@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "communicator/fused_weight_misses.hpp"
+
+#include <cstdio>
+
+namespace peerplan::communicator {
+namespace {
+
+std::string address(std::uintptr_t value) {
+  char text[2 + 16 + 1];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+}  // namespace
+
+void FusedWeightMisses::rebuild(std::span<const Declaration> declarations,
+                                const std::vector<bool>& p2p) {
+  clear();
+  for (std::size_t i = 0; i < declarations.size(); ++i) {
+    const Declaration& d = declarations[i];
+    if (d.operation != Operation::fused_add_rms_norm || i >= p2p.size() || !p2p[i]) continue;
+    PlanKey key = make_key(d);
+    const std::uintptr_t weight = key.weight;
+    key.weight = 0;
+    // The first declaration of a key is the one the index serves.
+    if (by_key_without_weight_.emplace(key, declared_.size()).second)
+      declared_.push_back({d.name, weight});
+  }
+}
+
+void FusedWeightMisses::clear() {
+  by_key_without_weight_.clear();
+  declared_.clear();
+}
+
+std::optional<std::string> FusedWeightMisses::warning_for_miss(const PlanKey& key) {
+  if (key.operation != Operation::fused_add_rms_norm || by_key_without_weight_.empty()) return {};
+  PlanKey without_weight = key;
+  without_weight.weight = 0;
+  const auto found = by_key_without_weight_.find(without_weight);
+  if (found == by_key_without_weight_.end()) return {};
+  Declared& declared = declared_[found->second];
+  if (declared.warned || declared.weight == key.weight) return {};
+  declared.warned = true;
+  return "fused_add_rms_norm: a call matches the declared plan \"" + declared.name +
+         "\" but for its weight (declared " + address(declared.weight) + ", passed " +
+         address(key.weight) +
+         "), so it takes the fallback on this rank; ranks that pass the declared weight take "
+         "the P2P route and wait for this one until they raise Timeout. Pass the declared "
+         "weight, or declare() again after reallocating it (said once per plan)";
+}
+
+}  // namespace peerplan::communicator
