@@ -58,6 +58,19 @@ static void check_configuration(void) {
       "an invalid value");
   CHECK(strstr(peerplan_last_error(), "PEERPLAN_TIMEOUT_MS") != NULL,
         "the message names the setting");
+  CHECK(strstr(peerplan_last_error(), "peerplan_config_set") != NULL &&
+            strstr(peerplan_last_error(), "unset the variable") == NULL,
+        "the message says the value came from peerplan_config_set, not the environment");
+  /* A retired name is told what replaces it, as in the environment. */
+  CHECK(peerplan_config_set(config, "PEERPLAN_ONE_SHOT_PROTOCOL", "ll") ==
+            PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "a retired setting");
+  CHECK(strstr(peerplan_last_error(), "set PEERPLAN_ONE_SHOT_LAMPORT") != NULL &&
+            strstr(peerplan_last_error(), "ll -> never") != NULL,
+        "the message names the replacement and how values translate");
+  CHECK(peerplan_config_set(config, "PEERPLAN_FUSED_LL", "0") == PEERPLAN_ERROR_INVALID_ARGUMENT &&
+            strstr(peerplan_last_error(), "write never") != NULL,
+        "a window of 0 bytes says to write never");
   CHECK(
       peerplan_config_set(config, "PEERPLAN_NO_SUCH_THING", "1") == PEERPLAN_ERROR_INVALID_ARGUMENT,
       "an unknown setting");
@@ -190,6 +203,12 @@ static void check_communicator(peerplan_comm_t comm, int size) {
   CHECK(peerplan_all_reduce(comm, buffer, buffer, PEERPLAN_F32, too_deep, NULL, NULL) ==
             PEERPLAN_ERROR_INVALID_ARGUMENT,
         "nine dimensions");
+  CHECK(strstr(peerplan_last_error(), "1 to 8") != NULL, "nine dimensions: use 1 to 8");
+  const peerplan_layout_t no_dimensions = {0, ar_shape, NULL};
+  CHECK(peerplan_all_reduce(comm, buffer, buffer, PEERPLAN_F32, no_dimensions, NULL, NULL) ==
+                PEERPLAN_ERROR_INVALID_ARGUMENT &&
+            strstr(peerplan_last_error(), "1 to 8") != NULL,
+        "no dimensions: use 1 to 8");
 
   /* A declaration the C interface cannot convert on one rank (a dtype
    * outside the enum): every rank gets INVALID_ARGUMENT at once, naming that

@@ -93,7 +93,8 @@ struct RouteCutoffs {
   // message: a 256 MiB all-reduce stages no more than a 64 MiB one. Same
   // bits as one call (each element is reduced in rank order either way).
   // Pieces are this size rounded down to a multiple of 256 bytes; a message
-  // up to this size runs whole; 0 (or less than 256): never split.
+  // up to this size runs whole; 0: never split. 1 to 255 fail create() with
+  // InvalidArgument (they would round to no piece and silently never split).
   // kAutoCutoff: the backend's default piece for the world size (on the
   // cuda backend 64 MiB at 2 ranks, 128 MiB / n at n; on the host backend
   // its default two-shot maximum), so that with the default maximum
@@ -179,7 +180,8 @@ struct Config {
   // or PEERPLAN_*_BYTES) > the file's entry > the built-in default table.
   // The format is described in docs/tuning.md.
   std::string tuning_file;
-  // If > 0, create() fails unless the communicator has exactly this many ranks.
+  // If > 0, create() fails unless the communicator has exactly this many
+  // ranks; 0 = not checked; below 0 fails create() with InvalidArgument.
   int expected_world_size = 0;
   // The CUDA backend's kernel knobs (last, so that brace initialisations of
   // the fields above keep their meaning).

@@ -45,8 +45,9 @@ namespace peerplan::capi {
 namespace {
 
 TensorLayout to_layout(const peerplan_layout_t& layout) {
+  // ndim 0 passes here, to be refused by declare and the calls (plan/layout_rules.cpp).
   if (layout.ndim < 0 || layout.ndim > kMaxRank) {
-    throw InvalidArgument("layout.ndim is " + std::to_string(layout.ndim) + "; use 0 to " +
+    throw InvalidArgument("layout.ndim is " + std::to_string(layout.ndim) + "; use 1 to " +
                           std::to_string(kMaxRank));
   }
   if (layout.ndim > 0 && layout.shape == nullptr) {

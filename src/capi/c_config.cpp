@@ -14,16 +14,22 @@ namespace peerplan::capi {
 namespace {
 
 Config apply(const std::vector<std::pair<std::string, std::string>>& values) {
-  return apply_environment_from(Config{}, [&](const char* name) -> const char* {
-    for (auto it = values.rbegin(); it != values.rend(); ++it)
-      if (it->first == name) return it->second.c_str();
-    return nullptr;
-  });
+  return apply_environment_from(
+      Config{},
+      [&](const char* name) -> const char* {
+        for (auto it = values.rbegin(); it != values.rend(); ++it)
+          if (it->first == name) return it->second.c_str();
+        return nullptr;
+      },
+      nullptr, "peerplan_config_set");
 }
 
+// A retired name counts as known: apply() refuses it with what replaces it
+// and how its values translate, as the environment does.
 bool known_name(std::string_view name) {
-  const auto names = environment_variable_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
+  for (const auto& names : {environment_variable_names(), retired_environment_variable_names()})
+    if (std::find(names.begin(), names.end(), name) != names.end()) return true;
+  return false;
 }
 
 std::string known_names() {

@@ -89,6 +89,20 @@ void validate_config(const Config& config) {
                     ": set P2PLevel::automatic (the default) or loc, nvl, pix, pxb, phb, node, "
                     "sys (PEERPLAN_P2P_LEVEL)");
   }
+  // create() checks the world size only when it is above 0: below, silently never.
+  if (config.expected_world_size < 0) {
+    add(errors, "Config::expected_world_size is " + std::to_string(config.expected_world_size) +
+                    ": set 0 (not checked, the default) or the number of ranks create() must "
+                    "find (PEERPLAN_WORLD_SIZE)");
+  }
+  // Pieces round down to multiples of 256 bytes: 1..255 would silently never split.
+  const std::size_t chunk = config.cutoffs.two_shot_chunk_bytes;
+  if (chunk > 0 && chunk < kTwoShotPieceAlignment) {
+    add(errors, "Config::cutoffs.two_shot_chunk_bytes is " + std::to_string(chunk) +
+                    ", which would never split (pieces are rounded down to a multiple of 256 "
+                    "bytes): use 0 to never split, or at least 256, or kAutoCutoff for the "
+                    "default (PEERPLAN_TWO_SHOT_CHUNK_BYTES)");
+  }
   if (config.undeclared_keys_tracked < 0 ||
       config.undeclared_keys_tracked > kMaxUndeclaredKeysTracked) {
     add(errors, "Config::undeclared_keys_tracked is " +

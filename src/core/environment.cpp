@@ -47,10 +47,15 @@ constexpr std::array kFallbacks{Fallback::automatic, Fallback::nccl, Fallback::m
 // the INFO log; nullopt when the value is not acceptable.
 using Applier = std::optional<std::string> (*)(Config&, std::string_view value);
 
+// Why a rejected value is wrong, where more can be said than what the
+// variable accepts ("" otherwise).
+using Explainer = std::string (*)(std::string_view value);
+
 struct Variable {
   const char* name;
   std::string accepted;  // shown when the value is rejected
   Applier apply;
+  Explainer explain = nullptr;
 };
 
 std::optional<int> parse_int_in(std::string_view text, std::int64_t lo, std::int64_t hi) {
@@ -107,6 +112,23 @@ std::optional<std::string> apply_window(Config& config, std::string_view value, 
 }
 
 const std::string kWindowAccepted = std::string(core::kWindowSyntax);
+
+// The parser's own reason: "0" and "4M..64K" are well-formed but hold no
+// message, which the syntax alone does not tell.
+std::string window_problem(std::string_view value) { return core::parse_window(value).problem; }
+
+// Pieces are rounded down to multiples of 256 bytes: 1..255 would round to
+// none and silently never split, the opposite of asking for small pieces.
+bool is_piece_below_alignment(std::size_t bytes) {
+  return bytes > 0 && bytes < kTwoShotPieceAlignment;
+}
+
+std::string chunk_problem(std::string_view value) {
+  const auto bytes = parse_size(value);
+  if (!bytes || !is_piece_below_alignment(*bytes)) return {};
+  return "pieces are rounded down to a multiple of 256 bytes, so " + std::string(value) +
+         " would never split: use 0 to never split, or at least 256";
+}
 
 // Variables of earlier versions, refused with what replaces them: set and
 // silently ignored, they would change nothing without anyone noticing.
@@ -200,18 +222,19 @@ const std::vector<Variable>& variables() {
          return apply_cutoff<&RouteCutoffs::fused_max_bytes>(c, v, "fused one-shot");
        }},
       {"PEERPLAN_TWO_SHOT_CHUNK_BYTES",
-       "a byte count with an optional K, M or G suffix (e.g. 67108864 or 64M; rounded down to "
-       "a multiple of 256), 0 to never split a two-shot, or auto",
+       "a byte count of at least 256 with an optional K, M or G suffix (e.g. 67108864 or 64M; "
+       "rounded down to a multiple of 256), 0 to never split a two-shot, or auto",
        [](Config& c, std::string_view v) -> std::optional<std::string> {
          const auto bytes = parse_cutoff(v);
-         if (!bytes) return std::nullopt;
+         if (!bytes || is_piece_below_alignment(*bytes)) return std::nullopt;
          c.cutoffs.two_shot_chunk_bytes = *bytes;
          if (*bytes == kAutoCutoff)
            return std::string("two-shot pieces = default for the world size");
-         if (*bytes < kTwoShotPieceAlignment) return std::string("two-shot never split");
+         if (*bytes == 0) return std::string("two-shot never split");
          return "two-shot pieces of " +
                 std::to_string(*bytes / kTwoShotPieceAlignment * kTwoShotPieceAlignment) + " bytes";
-       }},
+       },
+       chunk_problem},
       {"PEERPLAN_TRANSFER_MODE", one_of(kTransferModes),
        [](Config& c, std::string_view v) -> std::optional<std::string> {
          const auto mode = parse_enum(v, kTransferModes);
@@ -273,15 +296,18 @@ const std::vector<Variable>& variables() {
       {"PEERPLAN_ONE_SHOT_LAMPORT", kWindowAccepted,
        [](Config& c, std::string_view v) {
          return apply_window<&KernelChoices::one_shot_lamport>(c, v, "one_shot_lamport");
-       }},
+       },
+       window_problem},
       {"PEERPLAN_FUSED_LAMPORT", kWindowAccepted,
        [](Config& c, std::string_view v) {
          return apply_window<&KernelChoices::fused_lamport>(c, v, "fused_lamport");
-       }},
+       },
+       window_problem},
       {"PEERPLAN_FUSED_LL", kWindowAccepted,
        [](Config& c, std::string_view v) {
          return apply_window<&KernelChoices::fused_ll>(c, v, "fused_ll");
-       }},
+       },
+       window_problem},
       {"PEERPLAN_ROW_CLUSTERS",
        "one of auto|on|off or a boolean 0|1|true|false|yes|no (case-insensitive)",
        [](Config& c, std::string_view v) -> std::optional<std::string> {
@@ -305,11 +331,13 @@ const std::vector<Variable>& variables() {
       {"PEERPLAN_TWO_SHOT_DMA", kWindowAccepted,
        [](Config& c, std::string_view v) {
          return apply_window<&KernelChoices::two_shot_dma>(c, v, "two_shot_dma");
-       }},
+       },
+       window_problem},
       {"PEERPLAN_TWO_SHOT_LAMPORT", kWindowAccepted,
        [](Config& c, std::string_view v) {
          return apply_window<&KernelChoices::two_shot_lamport>(c, v, "two_shot_lamport");
-       }},
+       },
+       window_problem},
       {"PEERPLAN_FALLBACK", one_of(kFallbacks),
        [](Config& c, std::string_view v) -> std::optional<std::string> {
          const auto fallback = parse_enum(v, kFallbacks);
@@ -340,7 +368,7 @@ const std::vector<Variable>& variables() {
 }  // namespace
 
 Config apply_environment_from(Config config, const EnvironmentLookup& lookup,
-                              std::vector<std::string>* applied) {
+                              std::vector<std::string>* applied, std::string_view setter) {
   std::vector<std::string> lines;
   std::string errors;
   for (const RenamedVariable& renamed : kRenamedVariables) {
@@ -358,12 +386,21 @@ Config apply_environment_from(Config config, const EnvironmentLookup& lookup,
       lines.push_back(std::string(variable.name) + "=" + raw + " (" + *effect + ")");
     } else {
       if (!errors.empty()) errors += "; ";
-      errors += std::string(variable.name) + "=\"" + raw + "\" is not valid: expected " +
-                variable.accepted;
+      errors += std::string(variable.name) + "=\"" + raw + "\" is not valid: ";
+      if (variable.explain != nullptr) {
+        if (const std::string problem = variable.explain(value); !problem.empty())
+          errors += problem + "; ";
+      }
+      errors += "expected " + variable.accepted;
     }
   }
-  if (!errors.empty())
+  if (!errors.empty() && setter.empty())
     throw InvalidArgument(errors + ". Fix or unset the variable (an empty value counts as unset).");
+  // Not the environment: "unset the variable" would send the reader there.
+  if (!errors.empty())
+    throw InvalidArgument(std::string(setter) + ": " + errors +
+                          ". Fix the value, or leave the setting out (an empty value counts as "
+                          "unset).");
   if (applied != nullptr) applied->insert(applied->end(), lines.begin(), lines.end());
   return config;
 }

@@ -23,9 +23,12 @@ using EnvironmentLookup = std::function<const char*(const char* name)>;
 // "PEERPLAN_TIMEOUT_MS=5000 (timeout 5000 ms)".
 Config apply_environment(Config config, std::vector<std::string>* applied);
 
-// Same, with every variable read through `lookup`.
+// Same, with every variable read through `lookup`. `setter` names the call
+// the values came through (e.g. "peerplan_config_set"), so that its errors
+// say so; empty: the process environment.
 Config apply_environment_from(Config config, const EnvironmentLookup& lookup,
-                              std::vector<std::string>* applied = nullptr);
+                              std::vector<std::string>* applied = nullptr,
+                              std::string_view setter = {});
 
 // Every variable apply_environment reads, in the order it applies them.
 std::vector<std::string_view> environment_variable_names();

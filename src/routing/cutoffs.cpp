@@ -11,6 +11,8 @@ std::size_t two_shot_piece_bytes(const RouteCutoffs& cutoffs, std::size_t messag
                                  bool contiguous) noexcept {
   // A message up to the configured size runs whole even where the piece
   // rounds below it (the default maximum at 3 ranks is no multiple of 256).
+  // 1..255 would round to no piece: Config, the environment and the tuning
+  // file refuse them, so only 0 means "never split" here.
   const std::size_t piece =
       cutoffs.two_shot_chunk_bytes / kTwoShotPieceAlignment * kTwoShotPieceAlignment;
   if (!contiguous || piece == 0 || message_bytes <= cutoffs.two_shot_chunk_bytes) return 0;

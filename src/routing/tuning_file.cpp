@@ -204,10 +204,25 @@ class Parser {
 
   std::size_t parse_cutoff(const std::string& key, std::string_view value, int number) const {
     if (core::equals_ignore_case(value, "auto")) return kAutoCutoff;
-    if (const auto bytes = core::parse_size(value)) return *bytes;
-    fail(number, "'" + key + " = " + std::string(value) + "' is not a byte count",
-         "write a number of bytes with an optional K, M or G suffix (e.g. 65536 or 64K), 0 "
-         "(no route, or no lower bound for two_shot_min_bytes), or auto");
+    const auto bytes = core::parse_size(value);
+    if (!bytes) {
+      fail(number, "'" + key + " = " + std::string(value) + "' is not a byte count",
+           "write a number of bytes with an optional K, M or G suffix (e.g. 65536 or 64K), 0 "
+           "(no route, or no lower bound for two_shot_min_bytes), or auto");
+    }
+    // kAutoCutoff's own number would silently mean auto (PEERPLAN_*_BYTES refuses it too).
+    if (*bytes == kAutoCutoff) {
+      fail(number, "'" + key + " = " + std::string(value) + "' is the number that stands for auto",
+           "write auto, or a smaller byte count");
+    }
+    // Pieces round down to multiples of 256: 1..255 would silently never split.
+    if (key == "two_shot_chunk_bytes" && *bytes > 0 && *bytes < kTwoShotPieceAlignment) {
+      fail(number,
+           "'" + key + " = " + std::string(value) +
+               "' would never split (pieces are rounded down to a multiple of 256 bytes)",
+           "use 0 to never split, or at least 256");
+    }
+    return *bytes;
   }
 
   std::optional<Window> parse_window(const std::string& key, std::string_view value,

@@ -168,6 +168,41 @@ TEST(ConfigValidation, DeviceIsMinusOneOrAnIndex) {
   EXPECT_NE(message.find("PEERPLAN_DEVICE"), std::string::npos) << message;
 }
 
+// A negative size was never checked by create(), silently.
+TEST(ConfigValidation, ExpectedWorldSizeIsZeroOrACount) {
+  for (int size : {0, 1, 8}) {
+    Config c;
+    c.expected_world_size = size;
+    EXPECT_NO_THROW(validate_config(c)) << size;
+  }
+  Config c;
+  c.expected_world_size = -2;
+  const std::string message = rejection(c);
+  EXPECT_NE(message.find("Config::expected_world_size is -2"), std::string::npos) << message;
+  EXPECT_NE(message.find("PEERPLAN_WORLD_SIZE"), std::string::npos) << message;
+}
+
+// Pieces round down to multiples of 256 bytes: 1..255 would mean "never
+// split" without saying so, as it is refused from the environment.
+TEST(ConfigValidation, TwoShotChunkBytesIsZeroOrAtLeast256) {
+  for (std::size_t bytes :
+       {std::size_t{0}, kTwoShotPieceAlignment, std::size_t{4097}, kAutoCutoff}) {
+    Config c;
+    c.cutoffs.two_shot_chunk_bytes = bytes;
+    EXPECT_NO_THROW(validate_config(c)) << bytes;
+  }
+  for (std::size_t bytes : {std::size_t{1}, std::size_t{255}}) {
+    Config c;
+    c.cutoffs.two_shot_chunk_bytes = bytes;
+    const std::string message = rejection(c);
+    EXPECT_NE(message.find("Config::cutoffs.two_shot_chunk_bytes is " + std::to_string(bytes)),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("use 0 to never split, or at least 256"), std::string::npos) << message;
+    EXPECT_NE(message.find("PEERPLAN_TWO_SHOT_CHUNK_BYTES"), std::string::npos) << message;
+  }
+}
+
 // "Wait forever" as milliseconds::max() would overflow now + timeout.
 TEST(ConfigValidation, TimeoutWithinOneMillisecondToIntMax) {
   for (auto ms : {std::chrono::milliseconds(1), std::chrono::milliseconds(30'000), kMaxTimeout}) {

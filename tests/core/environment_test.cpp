@@ -202,6 +202,28 @@ INSTANTIATE_TEST_SUITE_P(
                     std::pair{"PEERPLAN_FUSED_MAX_BYTES", &RouteCutoffs::fused_max_bytes}),
     [](const auto& info) { return std::string(info.param.first).substr(9); });
 
+// Pieces below 256 bytes round down to none: 1..255 would silently mean
+// "never split", the opposite of asking for small pieces.
+TEST(Environment, TwoShotChunkBytes) {
+  const char* name = "PEERPLAN_TWO_SHOT_CHUNK_BYTES";
+  EXPECT_EQ(with(name, "0").cutoffs.two_shot_chunk_bytes, 0u);
+  EXPECT_EQ(with(name, "256").cutoffs.two_shot_chunk_bytes, 256u);
+  EXPECT_EQ(with(name, "64M").cutoffs.two_shot_chunk_bytes, std::size_t{64} << 20);
+  EXPECT_EQ(with(name, "auto").cutoffs.two_shot_chunk_bytes, kAutoCutoff);
+  for (const char* small : {"1", "255", "100"}) {
+    expect_rejected(name, small, "at least 256");
+    const std::string message = rejection(name, small);
+    EXPECT_NE(message.find("use 0 to never split, or at least 256"), std::string::npos) << message;
+  }
+  for (const char* bad : {"18446744073709551615", "64MB", "-1"}) expect_rejected(name, bad, "64M");
+  std::vector<std::string> applied;
+  apply({{name, "0"}}, Config{}, &applied);
+  apply({{name, "4097"}}, Config{}, &applied);
+  ASSERT_EQ(applied.size(), 2u);
+  EXPECT_EQ(applied[0], std::string(name) + "=0 (two-shot never split)");
+  EXPECT_EQ(applied[1], std::string(name) + "=4097 (two-shot pieces of 4096 bytes)");
+}
+
 TEST(Environment, TransferMode) {
   EXPECT_EQ(with("PEERPLAN_TRANSFER_MODE", "auto").transfer_mode, TransferMode::automatic);
   EXPECT_EQ(with("PEERPLAN_TRANSFER_MODE", "pull").transfer_mode, TransferMode::pull);
@@ -353,6 +375,12 @@ TEST_P(WindowVariables, EverySpellingOfAWindow) {
     expect_rejected(name, bad, "auto, never (or off), all, a size N");
   const std::string message = rejection(name, "4M..64K");
   EXPECT_NE(message.find("A < B"), std::string::npos) << message;
+  // The parser's own reason comes with the syntax, as in the tuning file.
+  EXPECT_NE(message.find("its start must be below its end"), std::string::npos) << message;
+  const std::string zero = rejection(name, "0");
+  EXPECT_NE(zero.find("holds no message: write never"), std::string::npos) << zero;
+  const std::string typo = rejection(name, "64KB");
+  EXPECT_NE(typo.find("'64KB' is not a byte count"), std::string::npos) << typo;
 
   // The effect line names the field, in the window syntax.
   std::vector<std::string> applied;

@@ -304,6 +304,38 @@ TEST(TuningFileErrors, BadNumber) {
   }
 }
 
+// kAutoCutoff's own number would silently mean auto; the environment
+// refuses it too.
+TEST(TuningFileErrors, TheAutoSentinelAsANumber) {
+  for (const char* key : {"one_shot_max_bytes", "two_shot_min_bytes", "two_shot_chunk_bytes"}) {
+    SCOPED_TRACE(key);
+    const std::string text =
+        header_and("[entry]\nfingerprint = x\n" + std::string(key) + " = 18446744073709551615\n");
+    expect_rejected_at(text, 4, std::string("'") + key + " = 18446744073709551615'");
+    expect_rejected_at(text, 4, "write auto");
+  }
+}
+
+// Pieces round down to multiples of 256 bytes: 1..255 would mean "never
+// split", the opposite of asking for small pieces.
+TEST(TuningFileErrors, TwoShotPiecesBelow256Bytes) {
+  for (const char* small : {"1", "255"}) {
+    SCOPED_TRACE(small);
+    expect_rejected_at(
+        header_and("[entry]\nfingerprint = x\ntwo_shot_chunk_bytes = " + std::string(small) + "\n"),
+        4, "use 0 to never split, or at least 256");
+  }
+  const auto piece = [](const char* value) {
+    return parse(header_and("[entry]\nfingerprint = x\ntwo_shot_chunk_bytes = " +
+                            std::string(value) + "\n"))
+        .entries.at(0)
+        .cutoffs.two_shot_chunk_bytes;
+  };
+  EXPECT_EQ(piece("0"), 0u);
+  EXPECT_EQ(piece("256"), 256u);
+  EXPECT_EQ(piece("auto"), kAutoCutoff);
+}
+
 TEST(TuningFileErrors, DuplicateKeyInAnEntry) {
   const std::string text =
       header_and("[entry]\nfingerprint = x\none_shot_max_bytes = 1\none_shot_max_bytes = 2\n");
