@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <optional>
 #include <string>
 
 #include "core/log.hpp"
@@ -27,18 +28,35 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-// Counted under peerplan_error, which the summary reports as failed in
-// peerplan: NCCL did not run it.
+// Counted under peerplan_error, which the summary reports as failed: NCCL
+// did not run it.
 ncclResult_t peerplan_failed(const std::exception& error, CommState& state, std::size_t bytes) {
   const int code = nccl_result_for(error);
   state.fallback(bytes, FallbackCause::peerplan_error);
-  if (dynamic_cast<const Timeout*>(&error) != nullptr) {
-    state.broken = true;
-    state.async_error = static_cast<int>(ncclRemoteError);
+  const bool timed_out = dynamic_cast<const Timeout*>(&error) != nullptr;
+  if (timed_out) {
+    state.break_after_timeout("an all-reduce of " + std::to_string(bytes) +
+                              " bytes timed out: " + error.what());
   }
   record_peerplan_error(error.what());
-  log::warn("NCCL interposer: ncclAllReduce on peerplan failed: " + std::string(error.what()));
+  log::warn("NCCL interposer: ncclAllReduce on peerplan failed: " + std::string(error.what()) +
+            (timed_out ? "; every later operation on this communicator fails with "
+                         "ncclRemoteError until it is aborted"
+                       : ""));
   return static_cast<ncclResult_t>(code);
+}
+
+// NCCL's answer on a communicator with an asynchronous error, with
+// peerplan's reason as the process's last error.
+ncclResult_t refuse(const CommState* state) {
+  const std::string why = state != nullptr ? state->broken_by() : "";
+  record_peerplan_error(
+      "the operation is refused: a peerplan call on this communicator timed out earlier" +
+      (why.empty() ? std::string() : " (" + why + ")") +
+      ", and every later operation on it fails with ncclRemoteError, as on an NCCL "
+      "communicator with an asynchronous error; abort the communicator (ncclCommAbort), as "
+      "NCCL requires after ncclRemoteError");
+  return ncclRemoteError;
 }
 
 }  // namespace
@@ -49,12 +67,15 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
   CommState* state = choice.state.get();
   // The communicator itself (a lock, a reference) is taken only for a call
   // it runs; one released meanwhile sends the call to NCCL all the same.
-  if (state == nullptr || state->aborted || !state->has_communicator()) {
-    choice.decision = {false, FallbackCause::no_communicator};
-    return choice;
-  }
+  if (state == nullptr) return choice;  // no_communicator
+  // Before the others: refused until the program aborts or destroys it, a
+  // communicator being aborted and one finalized included.
   if (state->broken) {
     choice.decision = {false, FallbackCause::after_timeout};
+    return choice;
+  }
+  if (state->aborted || !state->has_communicator()) {
+    choice.decision = {false, FallbackCause::no_communicator};
     return choice;
   }
   const AllReduceCall rules_call{to_nccl_type(call.type),
@@ -96,8 +117,16 @@ ncclResult_t run_on_nccl(const NcclAllReduce& call, CommState* state, FallbackCa
                                           call.comm, call.stream));
 }
 
+bool refuses(const Choice& choice) {
+  return !choice.decision.to_peerplan && choice.decision.cause == FallbackCause::after_timeout;
+}
+
 ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
   CommState* state = choice.state.get();
+  if (refuses(choice)) {
+    state->fallback(bytes_of(call), FallbackCause::after_timeout);
+    return refuse(state);
+  }
   if (!choice.decision.to_peerplan) return run_on_nccl(call, state, choice.decision.cause);
   try {
     choice.peerplan->all_reduce(call.send, call.recv, *to_data_type(call.type), *choice.layout,
@@ -118,6 +147,24 @@ ncclResult_t run(const NcclAllReduce& call, const Choice& choice) {
 
 void count_other(ncclComm_t comm, std::size_t bytes) {
   if (auto state = find_comm(comm)) state->fallback(bytes, FallbackCause::not_all_reduce);
+}
+
+std::optional<ncclResult_t> refuse_if_broken(ncclComm_t comm, std::size_t bytes, bool count) {
+  const auto state = find_comm(comm);
+  if (state == nullptr || !state->broken) return std::nullopt;
+  if (count) state->fallback(bytes, FallbackCause::after_timeout);
+  return refuse(state.get());
+}
+
+ncclResult_t refusal(ncclComm_t comm) { return refuse(find_comm(comm).get()); }
+
+void fail_nccl_group(ncclComm_t comm) {
+  const auto state = find_comm(comm);
+  // A handle a finalize freed (abort_instead.hpp) must not reach NCCL.
+  if (real_nccl().all_reduce == nullptr || (state != nullptr && state->nccl_freed)) return;
+  // No elements, no buffers, and a type NCCL's argument check refuses, which
+  // fails the open group (NCCL's group error): nothing is read, nothing runs.
+  real_nccl().all_reduce(nullptr, nullptr, 0, ncclNumTypes, ncclSum, comm, nullptr);
 }
 
 }  // namespace peerplan::nccl_interposer

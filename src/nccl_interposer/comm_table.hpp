@@ -43,7 +43,8 @@ struct CommState {
   // NCCL made the communicator non-blocking: peerplan's bootstrap cannot
   // wait on it, and a split of it with no config is non-blocking too.
   bool non_blocking = false;
-  // Set when a peerplan call timed out: later calls go to NCCL, and
+  // Set when a peerplan call timed out (break_after_timeout): every later
+  // operation on the communicator is refused with ncclRemoteError, and
   // ncclCommGetAsyncError reports ncclRemoteError.
   std::atomic<bool> broken{false};
   std::atomic<int> async_error{0};      // an ncclResult_t; 0 = ncclSuccess
@@ -84,6 +85,21 @@ struct CommState {
     return std::exchange(peerplan, nullptr);
   }
 
+  // Marks the communicator broken by the timeout `what` (the first one's
+  // text is kept, for the refusals' ncclGetLastError).
+  void break_after_timeout(const std::string& what) {
+    {
+      const std::lock_guard lock(broken_mutex);
+      if (broken_by_.empty()) broken_by_ = what;
+    }
+    async_error = static_cast<int>(ncclRemoteError);
+    broken = true;
+  }
+  std::string broken_by() const {
+    const std::lock_guard lock(broken_mutex);
+    return broken_by_;
+  }
+
   void hit(std::size_t bytes) { counters.hit(bytes); }
   void fallback(std::size_t bytes, FallbackCause cause) { counters.fallback(bytes, cause); }
   // The counters' summary, then the declared sizes peerplan routes to its
@@ -95,6 +111,8 @@ struct CommState {
   }
 
  private:
+  mutable std::mutex broken_mutex;
+  std::string broken_by_;
   mutable std::mutex peerplan_mutex;
   std::shared_ptr<Communicator> peerplan;
   std::atomic<bool> has_peerplan{false};  // peerplan != nullptr

@@ -48,10 +48,18 @@ enum class FallbackCause : std::uint8_t {
   capture_refused,
   no_communicator,
   peerplan_error,  // failed in peerplan: NCCL did not run it either
-  after_timeout,   // a peerplan call on the communicator timed out before
+  // A peerplan call on the communicator timed out before: refused with
+  // ncclRemoteError, run by neither (NCCL fails every operation of a
+  // communicator with an asynchronous error alike).
+  after_timeout,
   count_
 };
 std::string_view to_string(FallbackCause);
+// The causes of calls that returned an error and ran nowhere (peerplan_error,
+// after_timeout): the summary counts them as failed, not as run by NCCL.
+constexpr bool ran_nowhere(FallbackCause cause) noexcept {
+  return cause == FallbackCause::peerplan_error || cause == FallbackCause::after_timeout;
+}
 struct AllReduceCall {
   NcclType type;
   NcclOp op;
@@ -71,9 +79,9 @@ struct Decision {
 // Pure: is this call one peerplan takes, given the declared set (sorted)?
 Decision decide(const AllReduceCall& call, std::span<const DeclaredBuffer> declared);
 // Per size: hits and fallbacks by cause, printed at finalize. Calls counted
-// under peerplan_error are reported as failed in peerplan, not as run by
-// NCCL. Not synchronised: one per communicator, which NCCL uses from one
-// thread at a time.
+// under a cause that ran_nowhere are reported as failed, by cause, not as
+// run by NCCL. Not synchronised: one per communicator, which NCCL uses from
+// one thread at a time.
 class DispatchCounters {
  public:
   void hit(std::size_t bytes, std::size_t calls = 1);

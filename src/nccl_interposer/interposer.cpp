@@ -21,6 +21,10 @@
 // Communicators made inside a group are initialised by NCCL at the group's
 // end, a simulated one's too: peerplan is created over them after the real
 // ncclGroupEnd or ncclGroupSimulateEnd.
+// A communicator where a peerplan call timed out is broken: every later
+// operation on it, an all-reduce or not, is refused with ncclRemoteError
+// and reaches neither library (call_dispatch.hpp), and a group holding one
+// fails as a whole: NCCL is made to fail it at its end.
 // Finalize or destroy inside a group releases peerplan's side locally (a
 // collective close would be queued in the group). Finalize or destroy of a
 // communicator where peerplan's bootstrap left NCCL an all-gather that may
@@ -55,11 +59,19 @@ struct GroupState {
   std::size_t ops = 0;                     // operations seen in the outermost group
   std::optional<NcclAllReduce> held;       // the group's first operation, an all-reduce
   ncclResult_t held_result = ncclSuccess;  // a failure of handing it to NCCL late
+  std::optional<ncclComm_t> refused;       // a broken communicator the group used
   std::vector<ncclComm_t> created;         // communicators made in the group
 };
 thread_local GroupState t_group;
 
 const RealNccl& real() { return real_nccl(); }
+
+// Runs an all-reduce of the open group; one refused (a broken
+// communicator) fails the whole group at its end.
+ncclResult_t run_in_group(const NcclAllReduce& call, const Choice& choice, GroupState& group) {
+  if (refuses(choice)) group.refused = call.comm;
+  return run(call, choice);
+}
 
 // An operation of the group: the held all-reduce, if any, goes to NCCL
 // before it.
@@ -69,18 +81,46 @@ void note_group_operation() {
   const NcclAllReduce held = *t_group.held;
   t_group.held.reset();
   const Choice choice = choose(held, true, t_group.ops);
-  const ncclResult_t result = run(held, choice);  // choose gives NCCL in a group of several
+  // choose gives NCCL in a group of several (or refuses it, broken meanwhile).
+  const ncclResult_t result = run_in_group(held, choice, t_group);
   if (result != ncclSuccess && t_group.held_result == ncclSuccess) t_group.held_result = result;
 }
 
-// Counts an operation other than an all-reduce (in a group: one more
-// operation; outside: a fallback of its own).
-void other_operation(ncclComm_t comm, std::size_t count, ncclDataType_t type) {
+// An operation other than an all-reduce, counted (in a group: one more
+// operation; outside: a fallback of its own). Refused on a broken
+// communicator, as NCCL refuses every operation on one with an
+// asynchronous error: passed to NCCL, it could pair with an all-reduce
+// another rank handed NCCL before it saw the timeout.
+std::optional<ncclResult_t> other_operation(ncclComm_t comm, std::size_t count,
+                                            ncclDataType_t type) {
+  const std::size_t bytes = call_bytes(count, type);
   if (t_group.depth > 0) {
     note_group_operation();
-  } else {
-    count_other(comm, call_bytes(count, type));
+    const std::optional<ncclResult_t> refused = refuse_if_broken(comm, bytes, false);
+    if (refused) t_group.refused = comm;
+    return refused;
   }
+  if (const std::optional<ncclResult_t> refused = refuse_if_broken(comm, bytes, true)) {
+    return refused;
+  }
+  count_other(comm, bytes);
+  return std::nullopt;
+}
+
+// Before the real end of the outermost group: a group holding a refused
+// operation fails as a whole, as NCCL's does when one of its operations
+// fails (NCCL then runs none of them).
+void fail_if_refused(const GroupState& group) {
+  if (group.refused) fail_nccl_group(*group.refused);
+}
+
+// The outermost group's result: its first failure (`result`), else the
+// real end's. After a refusal, ncclRemoteError, its reason the last error
+// again (NCCL's failed end may have recorded its own).
+ncclResult_t group_result(const GroupState& group, ncclResult_t result, ncclResult_t end) {
+  if (!group.refused) return result == ncclSuccess ? end : result;
+  const ncclResult_t refused = refusal(*group.refused);
+  return result == ncclSuccess ? refused : result;
 }
 
 // NCCL_COMM_BLOCKING read as NCCL reads it (strtoll, any base): 0 or 1
@@ -259,12 +299,12 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recv
     // other goes to NCCL now, so a bad argument fails at the call, as NCCL's
     // own check does (and NCCL's group end reports it again).
     const Choice alone = choose(call, true, 1);
-    if (!alone.decision.to_peerplan) return run(call, alone);
+    if (!alone.decision.to_peerplan) return run_in_group(call, alone, t_group);
     t_group.held = call;  // the group's only operation, so far
     return ncclSuccess;
   }
   note_group_operation();
-  return run(call, choose(call, true, t_group.ops));
+  return run_in_group(call, choose(call, true, t_group.ops), t_group);
 }
 
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupStart() {
@@ -281,7 +321,7 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupEnd() {
     if (t_group.depth > 1) --t_group.depth;
     return note_nccl_result(real().group_end());
   }
-  const GroupState group = leave_group();
+  GroupState group = leave_group();
   std::optional<Choice> to_peerplan;
   ncclResult_t result = group.held_result;
   if (group.held) {
@@ -290,12 +330,13 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupEnd() {
       to_peerplan = std::move(choice);
     } else {
       // Still inside the real group, where the application put it.
-      const ncclResult_t held = run(*group.held, choice);
+      const ncclResult_t held = run_in_group(*group.held, choice, group);
       if (result == ncclSuccess) result = held;
     }
   }
+  fail_if_refused(group);
   const ncclResult_t end = note_nccl_result(real().group_end());
-  if (result == ncclSuccess) result = end;
+  result = group_result(group, result, end);
   // A group NCCL failed ran none of its operations: neither does peerplan
   // (a program that retries it would otherwise sum twice).
   if (to_peerplan && end == ncclSuccess) {
@@ -324,8 +365,9 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
         held.send, held.recv, held.count, held.type, held.op, held.comm, held.stream));
     if (result == ncclSuccess) result = handed;
   }
+  fail_if_refused(group);
   const ncclResult_t end = note_nccl_result(real().group_simulate_end(simInfo));
-  if (result == ncclSuccess) result = end;
+  result = group_result(group, result, end);
   // NCCL initialises the group's new communicators all the same.
   if (end == ncclSuccess) attach_created(group.created);
   return result;
@@ -385,8 +427,9 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclRes
   if (result != ncclSuccess || asyncError == nullptr || *asyncError != ncclSuccess) return result;
   if (state == nullptr || state->async_error.load() == ncclSuccess) return result;
   // NCCL (2.28) asks it too, through its PLT, before each operation it
-  // enqueues: told of peerplan's error, it would refuse every call handed to
-  // it after a timeout, which the docs and counters say NCCL runs. NCCL gets
+  // enqueues: told of peerplan's error, it would refuse the calls handed to
+  // it after a create that gave up, which the docs and counters say NCCL
+  // runs (after a timeout the interposer refuses them itself). NCCL gets
   // its own answer, the program peerplan's (to abort the communicator). The
   // address is read here: a helper's could be this function's.
   if (!in_real_nccl(__builtin_return_address(0))) {
@@ -396,12 +439,13 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclRes
 }
 
 // The other operations: counted (a group's operations, or fallbacks of
-// their own), then passed to NCCL as they are.
+// their own), then passed to NCCL as they are, but on a broken
+// communicator (other_operation).
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                                 ncclDataType_t datatype, int root, ncclComm_t comm,
                                                 cudaStream_t stream) {
   if (!real().broadcast) return missing("ncclBroadcast");
-  other_operation(comm, count, datatype);
+  if (const auto refused = other_operation(comm, count, datatype)) return *refused;
   return note_nccl_result(
       real().broadcast(sendbuff, recvbuff, count, datatype, root, comm, stream));
 }
@@ -412,7 +456,7 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recv
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype,
                                             int root, ncclComm_t comm, cudaStream_t stream) {
   if (!real().broadcast) return missing("ncclBcast");
-  other_operation(comm, count, datatype);
+  if (const auto refused = other_operation(comm, count, datatype)) return *refused;
   return note_nccl_result(real().broadcast(buff, buff, count, datatype, root, comm, stream));
 }
 
@@ -420,7 +464,7 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuf
                                              ncclDataType_t datatype, ncclRedOp_t op, int root,
                                              ncclComm_t comm, cudaStream_t stream) {
   if (!real().reduce) return missing("ncclReduce");
-  other_operation(comm, count, datatype);
+  if (const auto refused = other_operation(comm, count, datatype)) return *refused;
   return note_nccl_result(
       real().reduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream));
 }
@@ -429,7 +473,7 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recv
                                                 size_t sendcount, ncclDataType_t datatype,
                                                 ncclComm_t comm, cudaStream_t stream) {
   if (!real().all_gather) return missing("ncclAllGather");
-  other_operation(comm, sendcount, datatype);
+  if (const auto refused = other_operation(comm, sendcount, datatype)) return *refused;
   return note_nccl_result(real().all_gather(sendbuff, recvbuff, sendcount, datatype, comm, stream));
 }
 
@@ -438,7 +482,7 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* 
                                                     ncclRedOp_t op, ncclComm_t comm,
                                                     cudaStream_t stream) {
   if (!real().reduce_scatter) return missing("ncclReduceScatter");
-  other_operation(comm, recvcount, datatype);
+  if (const auto refused = other_operation(comm, recvcount, datatype)) return *refused;
   return note_nccl_result(
       real().reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
 }
@@ -447,13 +491,13 @@ PEERPLAN_NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count,
                                            ncclDataType_t datatype, int peer, ncclComm_t comm,
                                            cudaStream_t stream) {
   if (!real().send) return missing("ncclSend");
-  other_operation(comm, count, datatype);
+  if (const auto refused = other_operation(comm, count, datatype)) return *refused;
   return note_nccl_result(real().send(sendbuff, count, datatype, peer, comm, stream));
 }
 
 PEERPLAN_NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype,
                                            int peer, ncclComm_t comm, cudaStream_t stream) {
   if (!real().recv) return missing("ncclRecv");
-  other_operation(comm, count, datatype);
+  if (const auto refused = other_operation(comm, count, datatype)) return *refused;
   return note_nccl_result(real().recv(recvbuff, count, datatype, peer, comm, stream));
 }

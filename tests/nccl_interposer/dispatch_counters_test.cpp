@@ -38,17 +38,21 @@ TEST(DispatchCounters, OneSize) {
             "  8 bytes: 0 to peerplan, 1 to NCCL (no_communicator 1)");
 }
 
-TEST(DispatchCounters, CallsPeerplanFailedAreNotCountedAsRunByNccl) {
+// Calls peerplan failed, and those refused after a timeout, ran nowhere:
+// counted as failed, by cause, not as run by NCCL.
+TEST(DispatchCounters, CallsThatRanNowhereAreCountedAsFailedByCause) {
   DispatchCounters counters;
   counters.hit(8);
+  counters.fallback(8, FallbackCause::misaligned);
   counters.fallback(8, FallbackCause::peerplan_error);
   counters.fallback(8, FallbackCause::after_timeout);
   counters.fallback(8, FallbackCause::after_timeout);
   counters.fallback(16, FallbackCause::peerplan_error);
   EXPECT_EQ(counters.summary(),
-            "all-reduce calls: 1 to peerplan, 2 to NCCL, 2 failed in peerplan, over 2 sizes\n"
-            "  8 bytes: 1 to peerplan, 2 to NCCL (after_timeout 2), 1 failed in peerplan\n"
-            "  16 bytes: 0 to peerplan, 0 to NCCL, 1 failed in peerplan");
+            "all-reduce calls: 1 to peerplan, 1 to NCCL, 4 failed, over 2 sizes\n"
+            "  8 bytes: 1 to peerplan, 1 to NCCL (misaligned 1), 3 failed (peerplan_error 1, "
+            "after_timeout 2)\n"
+            "  16 bytes: 0 to peerplan, 0 to NCCL, 1 failed (peerplan_error 1)");
 }
 
 TEST(DispatchCounters, ADeclaredSizePeerplanRoutesToItsFallbackHasItsOwnCause) {

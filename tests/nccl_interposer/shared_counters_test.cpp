@@ -32,7 +32,7 @@ TEST(SharedDispatchCounters, SizesPastTheSlotsAreCountedToo) {
     shared.fallback(bytes, FallbackCause::misaligned);
     plain.fallback(bytes, FallbackCause::misaligned);
   }
-  // count_ is no cause: as DispatchCounters, counted as failed in peerplan.
+  // count_ is no cause: as DispatchCounters, counted as peerplan_error (failed).
   shared.fallback(4096 * 100, FallbackCause::count_);
   plain.fallback(4096 * 100, FallbackCause::count_);
   shared.fallback(7, FallbackCause::count_);

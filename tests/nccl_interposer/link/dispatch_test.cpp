@@ -248,31 +248,128 @@ TEST_F(InterposerDispatch, AGroupOfSeveralRunsOnNcclInTheProgramsOrder) {
   EXPECT_EQ(fake_nccl_calls(), "GroupStart\nAllReduce 64\nSend 8\nAllReduce 128\nGroupEnd\n");
 }
 
-TEST_F(InterposerDispatch, ATimeoutIsARemoteErrorAndLaterCallsGoToNccl) {
-  install([] { throw Timeout("peer 1 never came"); });
+// A timeout breaks the communicator, as an asynchronous error breaks NCCL's
+// own: every later operation on it is ncclRemoteError and reaches neither
+// peerplan nor NCCL (the ranks may see the timeout at different calls, and
+// one rank's call handed to NCCL would pair with another's next one), until
+// the program aborts it. Another communicator is unaffected.
+TEST_F(InterposerDispatch, AfterATimeoutEveryLaterCallOnTheCommunicatorFailsAndRunsNowhere) {
+  bool time_out = true;
+  install([&time_out] {
+    if (time_out) throw Timeout("peer 1 never came");
+  });
   EXPECT_EQ(all_reduce(64), ncclRemoteError);
   EXPECT_NE(std::string(ncclGetLastError(comm_)).find("peer 1 never came"), std::string::npos)
       << ncclGetLastError(comm_);
   ncclResult_t async = ncclSuccess;
   EXPECT_EQ(ncclCommGetAsyncError(comm_, &async), ncclSuccess);
   EXPECT_EQ(async, ncclRemoteError);
+  // peerplan would run the declared one now: it must not be asked, nor NCCL
+  // for any (declared, undeclared, of another type, misaligned).
+  time_out = false;
+  EXPECT_EQ(all_reduce(64), ncclRemoteError);
+  EXPECT_EQ(all_reduce(32), ncclRemoteError);
+  EXPECT_EQ(all_reduce(64, ncclInt32), ncclRemoteError);
+  EXPECT_EQ(all_reduce(64, ncclFloat, ncclSum, 1), ncclRemoteError);
+  EXPECT_EQ(ncclBroadcast(buffer_, buffer_, 8, ncclFloat, 0, comm_, nullptr), ncclRemoteError);
+  EXPECT_EQ(ncclRecv(buffer_, 8, ncclFloat, 1, comm_, nullptr), ncclRemoteError);
+  EXPECT_EQ(seen_->all_reduces, Counts{});
   EXPECT_EQ(fake_nccl_calls(), "");
-  // NCCL asks ncclCommGetAsyncError before it runs a call, as the fake
-  // does: it gets its own answer, and runs them, declared or not.
-  EXPECT_EQ(all_reduce(64), ncclSuccess);
-  EXPECT_EQ(all_reduce(32), ncclSuccess);
-  EXPECT_EQ(fake_nccl_calls(), "AllReduce 64\nAllReduce 32\n");
+  const std::string why = ncclGetLastError(comm_);
+  EXPECT_NE(why.find("peer 1 never came"), std::string::npos) << why;
+  EXPECT_NE(why.find("abort the communicator"), std::string::npos) << why;
   async = ncclSuccess;
   EXPECT_EQ(ncclCommGetAsyncError(comm_, &async), ncclSuccess);
-  EXPECT_EQ(async, ncclRemoteError) << "the program must still see the timeout";
-  // NCCL ran the calls after the timeout only.
-  EXPECT_NE(summary().find("256 bytes: 0 to peerplan, 1 to NCCL (after_timeout 1), 1 failed in "
-                           "peerplan"),
+  EXPECT_EQ(async, ncclRemoteError);
+  // Run by neither library: counted among the failed calls.
+  EXPECT_NE(summary().find("256 bytes: 0 to peerplan, 0 to NCCL, 4 failed (peerplan_error 1, "
+                           "after_timeout 3)"),
             std::string::npos)
       << summary();
-  EXPECT_NE(summary().find("128 bytes: 0 to peerplan, 1 to NCCL (after_timeout 1)"),
+  EXPECT_NE(summary().find("128 bytes: 0 to peerplan, 0 to NCCL, 1 failed (after_timeout 1)"),
             std::string::npos)
       << summary();
+
+  // Another communicator runs as before.
+  int other_handle = 0;
+  const auto other = reinterpret_cast<ncclComm_t>(&other_handle);
+  const auto other_seen = std::make_shared<Seen>();
+  install_peerplan(other, std::make_unique<FakePeerplan>(other_seen), {{DataType::f32, 64}}, 0);
+  EXPECT_EQ(ncclAllReduce(buffer_, buffer_, 64, ncclFloat, ncclSum, other, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(buffer_, buffer_, 32, ncclFloat, ncclSum, other, nullptr), ncclSuccess);
+  EXPECT_EQ(other_seen->all_reduces, Counts{64});
+  EXPECT_EQ(fake_nccl_calls(), "AllReduce 32\n");
+  take_comm(other);
+
+  // Aborted, the handle is NCCL's to reuse: a new communicator there is not broken.
+  EXPECT_EQ(ncclCommAbort(comm_), ncclSuccess);
+  EXPECT_EQ(fake_nccl_calls(), "CommAbort\n");
+  install(nullptr);
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(all_reduce(32), ncclSuccess);
+  EXPECT_EQ(seen_->all_reduces, Counts{64});
+  EXPECT_EQ(fake_nccl_calls(), "AllReduce 32\n");
+}
+
+// After a create that gave up with NCCL's operations out of step (no
+// timeout of a call), every call goes to NCCL, and the program is told to
+// abort (ncclCommGetAsyncError): NCCL, which asks it before it runs a call
+// (as the fake does), gets its own answer and runs them.
+TEST_F(InterposerDispatch, AfterACreateThatGaveUpNcclGetsItsOwnAsyncErrorAndRunsTheCalls) {
+  const auto state = find_comm(comm_);
+  state->release_communicator();
+  state->async_error = static_cast<int>(ncclRemoteError);
+  EXPECT_EQ(all_reduce(64), ncclSuccess);
+  EXPECT_EQ(fake_nccl_calls(), "AllReduce 64\n");
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(comm_, &async), ncclSuccess);
+  EXPECT_EQ(async, ncclRemoteError);
+}
+
+// A group holding an operation refused so fails as a whole, as NCCL's does
+// when one of its operations fails: NCCL runs none of the group's
+// operations (here one on another communicator, and an all-reduce held for
+// peerplan), peerplan none either, and the group's end reports it.
+TEST_F(InterposerDispatch, AGroupWithAnOperationOnACommunicatorATimeoutBrokeFailsAsAWhole) {
+  install([] { throw Timeout("peer 1 never came"); });
+  EXPECT_EQ(all_reduce(64), ncclRemoteError);
+  int other_handle = 0;
+  const auto other = reinterpret_cast<ncclComm_t>(&other_handle);
+  const auto other_seen = std::make_shared<Seen>();
+  install_peerplan(other, std::make_unique<FakePeerplan>(other_seen), {{DataType::f32, 64}}, 0);
+
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(buffer_, buffer_, 64, ncclFloat, ncclSum, other, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclBroadcast(buffer_, buffer_, 8, ncclFloat, 0, other, nullptr), ncclSuccess);
+  EXPECT_EQ(all_reduce(64), ncclRemoteError);
+  EXPECT_EQ(ncclGroupEnd(), ncclRemoteError);
+  EXPECT_EQ(fake_nccl_calls(),
+            "GroupStart\nAllReduce 64\nBroadcast 8\nAllReduce invalid 0\nGroupEnd\n")
+      << "NCCL was not made to fail the group";
+  EXPECT_NE(std::string(ncclGetLastError(comm_)).find("abort the communicator"), std::string::npos)
+      << ncclGetLastError(comm_);
+
+  // Alone in its group, and an operation other than an all-reduce; an
+  // all-reduce held for peerplan on another communicator is not run.
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(all_reduce(64), ncclRemoteError);
+  EXPECT_EQ(ncclGroupEnd(), ncclRemoteError);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(buffer_, buffer_, 64, ncclFloat, ncclSum, other, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclSend(buffer_, 8, ncclFloat, 1, comm_, nullptr), ncclRemoteError);
+  EXPECT_EQ(ncclGroupEnd(), ncclRemoteError);
+  EXPECT_EQ(fake_nccl_calls(),
+            "GroupStart\nAllReduce invalid 0\nGroupEnd\n"
+            "GroupStart\nAllReduce 64\nAllReduce invalid 0\nGroupEnd\n");
+  EXPECT_EQ(other_seen->all_reduces, Counts{});
+
+  // The next group, without the broken communicator, runs.
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(buffer_, buffer_, 64, ncclFloat, ncclSum, other, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclGroupEnd(), ncclSuccess);
+  EXPECT_EQ(other_seen->all_reduces, Counts{64});
+  EXPECT_EQ(fake_nccl_calls(), "GroupStart\nGroupEnd\n");
+  take_comm(other);
 }
 
 TEST_F(InterposerDispatch, AnInvalidArgumentIsNcclsAndLeavesTheCommunicatorUsable) {
