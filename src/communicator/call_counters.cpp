@@ -8,6 +8,17 @@ constexpr auto kRelaxed = std::memory_order_relaxed;
 
 }  // namespace
 
+namespace {
+
+bool has_elements(const PlanKey& key) noexcept {
+  for (int d = 0; d < key.rank; ++d) {
+    if (key.shape[static_cast<std::size_t>(d)] == 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 CallCounters::CallCounters(std::size_t undeclared_keys_tracked) {
   if (undeclared_keys_tracked > 0)
     undeclared_keys_ = std::make_unique<UndeclaredKeys>(undeclared_keys_tracked);
@@ -21,7 +32,9 @@ void CallCounters::count(PreparedPlan* plan, const CallResult& result, const Pla
     return;
   }
   if (plan) plan->fallbacks.fetch_add(1, kRelaxed);
-  if (!plan && undeclared_keys_) undeclared_keys_->record(key);
+  // A call with no elements is counted, not listed: no such shape can be
+  // declared, and the table's heading says to declare what it lists.
+  if (!plan && undeclared_keys_ && has_elements(key)) undeclared_keys_->record(key);
   switch (result.reason) {
     case FallbackReason::over_cutoff:
       fallback_over_cutoff_.fetch_add(1, kRelaxed);
