@@ -65,7 +65,8 @@ class PEERPLAN_API Communicator {
 
   // Probe: never mutates, never throws.
   virtual bool has_plan_for(const PlanKey& key) const noexcept = 0;
-  // Strict lookup: throws UndeclaredPlan naming the key.
+  // Strict lookup: throws UndeclaredPlan naming the key, or InvalidUsage
+  // on a closed or broken communicator (whose probe still answers).
   virtual PlanInfo plan_for(const PlanKey& key) const = 0;
 
   // out = sum over ranks of in. out is in (in place) or a buffer apart
