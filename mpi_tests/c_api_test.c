@@ -2,8 +2,9 @@
 /* The C interface from a C99 program: configuration (valid, invalid and
  * unknown settings), creation from a C and from a Fortran communicator
  * handle, declare, probes and strict lookups, declared and undeclared
- * all-reduces and fused calls checked against exact references, stats,
- * errors as result codes with messages (NULL handles and pointers, calls
+ * all-reduces and fused calls checked against exact references, stats
+ * (with the undeclared-key table of PEERPLAN_TRACK_UNDECLARED), errors as
+ * result codes with messages (NULL handles and pointers, calls
  * after close). Every rank counts its failed checks; the job fails when any
  * rank has one. */
 #include <math.h>
@@ -241,6 +242,15 @@ static void check_communicator(peerplan_comm_t comm, int size) {
         "plan stats of 'norm'");
   CHECK(peerplan_plan_stats(comm, 2, &plan) == PEERPLAN_ERROR_INVALID_ARGUMENT,
         "index past the end");
+  /* Tracking is off here: an undeclared call counts, but no key is kept. */
+  size_t keys = 99;
+  char key[128];
+  CHECK(peerplan_undeclared_key_count(comm, &keys) == PEERPLAN_SUCCESS && keys == 0,
+        "no undeclared keys without PEERPLAN_TRACK_UNDECLARED: %zu", keys);
+  CHECK(peerplan_undeclared_key(comm, 0, key, sizeof key, NULL, NULL, NULL) ==
+                PEERPLAN_ERROR_INVALID_ARGUMENT &&
+            strstr(peerplan_last_error(), "PEERPLAN_TRACK_UNDECLARED") != NULL,
+        "key 0 of an empty table: %s", peerplan_last_error());
   /* peerplan.h: a plan's name and launch text stay valid until the next
    * declare, close or destroy, so a later peerplan_stats must not free them
    * (the sanitizer stage reports a use after free otherwise). */
@@ -275,6 +285,82 @@ static void check_communicator(peerplan_comm_t comm, int size) {
   CHECK(strstr(peerplan_last_error(), "closed") != NULL, "says it is closed");
 }
 
+/* PEERPLAN_TRACK_UNDECLARED through the C interface: three undeclared calls
+ * of one shape are one key with 3 calls, in its C++ text; a bad index and
+ * a buffer too small are INVALID_ARGUMENT. */
+static void check_undeclared_keys(int size) {
+  peerplan_config_t config = NULL;
+  CHECK(peerplan_config_create(&config) == PEERPLAN_SUCCESS &&
+            peerplan_config_set(config, "PEERPLAN_TIMEOUT_MS", "20000") == PEERPLAN_SUCCESS &&
+            peerplan_config_set(config, "PEERPLAN_TRACK_UNDECLARED", "16") == PEERPLAN_SUCCESS,
+        "a config that tracks undeclared keys");
+  peerplan_comm_t comm = NULL;
+  CHECK(peerplan_comm_create(MPI_COMM_WORLD, config, &comm) == PEERPLAN_SUCCESS, "create");
+  peerplan_config_destroy(config);
+  if (comm == NULL) return;
+
+  size_t count = 99;
+  CHECK(peerplan_undeclared_key_count(comm, &count) == PEERPLAN_SUCCESS && count == 0,
+        "no keys before the first peerplan_stats: %zu", count);
+  const int64_t shape[1] = {300};
+  const peerplan_layout_t layout = {1, shape, NULL};
+  float buffer[300];
+  for (int call = 0; call < 3; ++call) {
+    for (int i = 0; i < 300; ++i) buffer[i] = 1.0f;
+    peerplan_call_result_t result;
+    CHECK(peerplan_all_reduce(comm, buffer, buffer, PEERPLAN_F32, layout, NULL, &result) ==
+                  PEERPLAN_SUCCESS &&
+              result.reason == PEERPLAN_REASON_UNDECLARED && buffer[299] == (float)size,
+          "undeclared call %d", call);
+  }
+
+  peerplan_stats_t stats;
+  CHECK(peerplan_stats(comm, &stats) == PEERPLAN_SUCCESS && stats.fallback_undeclared == 3,
+        "stats: %llu undeclared", (unsigned long long)stats.fallback_undeclared);
+  CHECK(peerplan_undeclared_key_count(comm, &count) == PEERPLAN_SUCCESS && count == 1,
+        "one undeclared key: %zu", count);
+  CHECK(peerplan_undeclared_key_count(comm, NULL) == PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "a NULL count");
+  char key[128];
+  size_t length = 0;
+  uint64_t calls = 0, overcount = 99;
+  CHECK(peerplan_undeclared_key(comm, 0, key, sizeof key, &length, &calls, &overcount) ==
+            PEERPLAN_SUCCESS,
+        "key 0");
+  CHECK(strcmp(key, "all_reduce f32 [300] strides [1]") == 0 && length == strlen(key),
+        "key text \"%s\" (length %zu)", key, length);
+  CHECK(calls == 3 && overcount == 0, "calls %llu, overcount %llu", (unsigned long long)calls,
+        (unsigned long long)overcount);
+
+  /* The length alone (NULL, 0), then a buffer too small for the text. */
+  size_t needed = 0;
+  CHECK(peerplan_undeclared_key(comm, 0, NULL, 0, &needed, NULL, NULL) == PEERPLAN_SUCCESS &&
+            needed == length,
+        "length query: %zu", needed);
+  char small[8] = "stale";
+  size_t short_length = 0;
+  CHECK(peerplan_undeclared_key(comm, 0, small, sizeof small, &short_length, NULL, NULL) ==
+                PEERPLAN_ERROR_INVALID_ARGUMENT &&
+            small[0] == '\0' && short_length == length,
+        "a buffer too small: \"%s\", length %zu", small, short_length);
+  CHECK(strstr(peerplan_last_error(), "too small") != NULL, "says too small: %s",
+        peerplan_last_error());
+  CHECK(peerplan_undeclared_key(comm, 0, NULL, 16, NULL, NULL, NULL) ==
+            PEERPLAN_ERROR_INVALID_ARGUMENT,
+        "NULL key with a size");
+  CHECK(peerplan_undeclared_key(comm, 1, key, sizeof key, NULL, &calls, NULL) ==
+                PEERPLAN_ERROR_INVALID_ARGUMENT &&
+            strstr(peerplan_last_error(), "index 1") != NULL,
+        "index past the end: %s", peerplan_last_error());
+
+  CHECK(peerplan_reset_stats(comm) == PEERPLAN_SUCCESS &&
+            peerplan_stats(comm, &stats) == PEERPLAN_SUCCESS &&
+            peerplan_undeclared_key_count(comm, &count) == PEERPLAN_SUCCESS && count == 0,
+        "reset_stats empties the table: %zu", count);
+  CHECK(peerplan_comm_close(comm) == PEERPLAN_SUCCESS, "close");
+  peerplan_comm_destroy(comm);
+}
+
 /* A handle after peerplan_comm_destroy: every entry point refuses it with
  * INVALID_USAGE (or its neutral value) instead of reading freed memory, and a
  * second destroy frees nothing. Called before any later create, which could
@@ -294,6 +380,11 @@ static void check_destroyed_communicator(peerplan_comm_t gone) {
         "all_reduce after destroy");
   CHECK(peerplan_comm_close(gone) == PEERPLAN_ERROR_INVALID_USAGE, "close after destroy");
   CHECK(peerplan_stats(gone, &stats) == PEERPLAN_ERROR_INVALID_USAGE, "stats after destroy");
+  size_t keys = 0;
+  CHECK(peerplan_undeclared_key_count(gone, &keys) == PEERPLAN_ERROR_INVALID_USAGE &&
+            peerplan_undeclared_key(gone, 0, NULL, 0, NULL, NULL, NULL) ==
+                PEERPLAN_ERROR_INVALID_USAGE,
+        "undeclared keys after destroy");
   CHECK(peerplan_comm_rank(gone) == -1 && peerplan_comm_size(gone) == 0 &&
             strcmp(peerplan_comm_backend(gone), "") == 0 && peerplan_comm_p2p_enabled(gone) == 0 &&
             peerplan_comm_cuda_device(gone) == -1,
@@ -337,6 +428,7 @@ int main(int argc, char** argv) {
   if (comm) check_communicator(comm, size);
   peerplan_comm_destroy(comm);
   check_destroyed_communicator(comm);
+  check_undeclared_keys(size);
 
   /* The Fortran handle of the same communicator, as Fortran and Python
    * (mpi4py's py2f) pass it. */

@@ -248,6 +248,22 @@ PEERPLAN_API peerplan_result_t peerplan_deregister_buffers(peerplan_comm_t comm)
 PEERPLAN_API peerplan_result_t peerplan_stats(peerplan_comm_t comm, peerplan_stats_t* stats);
 PEERPLAN_API peerplan_result_t peerplan_plan_stats(peerplan_comm_t comm, size_t index,
                                                    peerplan_plan_stats_t* stats);
+/* The most frequent undeclared keys (PEERPLAN_TRACK_UNDECLARED; C++
+ * Stats::undeclared), most calls first, of the last peerplan_stats call on
+ * this handle: their number (0 when tracking is off or before any
+ * peerplan_stats). */
+PEERPLAN_API peerplan_result_t peerplan_undeclared_key_count(peerplan_comm_t comm, size_t* count);
+/* Key `index` of that snapshot: its text as the C++ to_string(Stats) prints
+ * it ("all_reduce f32 [300] strides [1]"), copied with its terminating NUL
+ * into `key` (`key_size` bytes); `length` receives the text's length
+ * without the NUL, `calls` and `overcount` its counts (the true number of
+ * calls lies in [calls - overcount, calls]). Each of the three may be NULL.
+ * key NULL with key_size 0 asks for the length and counts only. An index
+ * not below the count, or a text longer than key_size - 1 (then `length`
+ * is still set, and `key` holds ""), is PEERPLAN_ERROR_INVALID_ARGUMENT. */
+PEERPLAN_API peerplan_result_t peerplan_undeclared_key(peerplan_comm_t comm, size_t index,
+                                                       char* key, size_t key_size, size_t* length,
+                                                       uint64_t* calls, uint64_t* overcount);
 PEERPLAN_API peerplan_result_t peerplan_reset_stats(peerplan_comm_t comm);
 
 #ifdef __cplusplus

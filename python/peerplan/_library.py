@@ -228,10 +228,22 @@ def _declare(lib):
         "peerplan_deregister_buffers": (ctypes.c_int, [P]),
         "peerplan_stats": (ctypes.c_int, [P, ctypes.POINTER(Stats)]),
         "peerplan_plan_stats": (ctypes.c_int, [P, ctypes.c_size_t, ctypes.POINTER(PlanStats)]),
+        "peerplan_undeclared_key_count": (ctypes.c_int, [P, ctypes.POINTER(ctypes.c_size_t)]),
+        "peerplan_undeclared_key": (
+            ctypes.c_int,
+            [P, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+             ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)],
+        ),
         "peerplan_reset_stats": (ctypes.c_int, [P]),
     }
     for name, (restype, argtypes) in sigs.items():
-        function = getattr(lib, name)
+        try:
+            function = getattr(lib, name)
+        except AttributeError:
+            # Functions are added within one ABI number: a library built from
+            # an older source tree has that number but not the newer functions.
+            raise ImportError(f"peerplan: the library {library_path} has no {name}: it is older "
+                              f"than this package; {_REINSTALL}") from None
         function.restype = restype
         function.argtypes = argtypes
     return lib

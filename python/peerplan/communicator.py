@@ -5,6 +5,7 @@ in the same order, as in C++ (docs/api-cpp.md)."""
 import ctypes
 import operator
 import sys
+import threading
 
 from . import _tensors
 from ._library import (CallResult, Declaration as _CDeclaration, PlanInfo, PlanStats, Stats,
@@ -371,6 +372,9 @@ class Communicator:
         finally:
             lib.peerplan_config_destroy(cfg)
         self._declared = []  # keeps the declarations' weights alive
+        # stats() reads several values of the library's per-handle snapshot,
+        # which another thread's stats() would replace midway.
+        self._stats_lock = threading.Lock()
         # The memory the backend's calls read: host memory, or the memory of
         # the GPU the library drives (_CUDA: device memory that names no
         # device, whose kind alone can be checked).
@@ -598,17 +602,22 @@ class Communicator:
 
     # -- counters and lifetime
     def stats(self):
-        s = Stats()
-        _check(lib.peerplan_stats(self._handle, ctypes.byref(s)))
-        plans = []
-        for i in range(s.plans):
-            p = PlanStats()
-            _check(lib.peerplan_plan_stats(self._handle, i, ctypes.byref(p)))
-            plans.append({"name": p.name.decode(), "route": ROUTES.get(p.route, "unknown"),
-                          "reason": REASONS.get(p.reason, "unknown"), "hits": p.hits,
-                          "fallbacks": p.fallbacks,
-                          "protocol": PROTOCOLS.get(p.protocol, "unknown"),
-                          "launch": p.launch.decode() if p.launch else ""})
+        """The counters as a dict; "plans": one dict per declared plan;
+        "undeclared": the most frequent undeclared keys (track_undeclared=N),
+        most calls first, as {"key", "calls", "overcount"} dicts."""
+        with self._stats_lock:
+            s = Stats()
+            _check(lib.peerplan_stats(self._handle, ctypes.byref(s)))
+            plans = []
+            for i in range(s.plans):
+                p = PlanStats()
+                _check(lib.peerplan_plan_stats(self._handle, i, ctypes.byref(p)))
+                plans.append({"name": p.name.decode(), "route": ROUTES.get(p.route, "unknown"),
+                              "reason": REASONS.get(p.reason, "unknown"), "hits": p.hits,
+                              "fallbacks": p.fallbacks,
+                              "protocol": PROTOCOLS.get(p.protocol, "unknown"),
+                              "launch": p.launch.decode() if p.launch else ""})
+            undeclared = self._undeclared_keys()
         return {
             "p2p_calls": s.p2p_calls,
             "zero_copy_calls": s.zero_copy_calls,
@@ -617,7 +626,27 @@ class Communicator:
             "fallback_p2p_disabled": s.fallback_p2p_disabled,
             "fallback_node_layout": s.fallback_node_layout,
             "plans": plans,
+            "undeclared": undeclared,
         }
+
+    def _undeclared_keys(self):
+        """The undeclared keys of the snapshot peerplan_stats just took."""
+        count = ctypes.c_size_t()
+        _check(lib.peerplan_undeclared_key_count(self._handle, ctypes.byref(count)))
+        keys = []
+        # Fits all but long 8-D keys, which are read again at their length.
+        text = ctypes.create_string_buffer(256)
+        length, calls, overcount = ctypes.c_size_t(), ctypes.c_uint64(), ctypes.c_uint64()
+        for i in range(count.value):
+            args = (ctypes.byref(length), ctypes.byref(calls), ctypes.byref(overcount))
+            result = lib.peerplan_undeclared_key(self._handle, i, text, len(text), *args)
+            if result != 0 and length.value >= len(text):  # too small: `length` says how long
+                text = ctypes.create_string_buffer(length.value + 1)
+                result = lib.peerplan_undeclared_key(self._handle, i, text, len(text), *args)
+            _check(result)
+            keys.append({"key": text.value.decode(), "calls": calls.value,
+                         "overcount": overcount.value})
+        return keys
 
     def reset_stats(self):
         _check(lib.peerplan_reset_stats(self._handle))

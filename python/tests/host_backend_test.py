@@ -3,7 +3,8 @@
 mpirun at 2, 3 and 4 ranks (ctest python_host_test.npN): declare, probes,
 strict lookups, declared and undeclared all-reduces (in place, out of
 place, strided views) and the fused op against exact or float64
-references, stats, errors, close. Exits 77 (ctest: skipped, visibly) when
+references, stats (with the undeclared keys of track_undeclared), errors,
+close. Exits 77 (ctest: skipped, visibly) when
 NumPy or mpi4py is missing."""
 
 import sys
@@ -117,6 +118,8 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
     check(stats["fallback_undeclared"] == 2, f"undeclared count {stats['fallback_undeclared']}")
     check([p["name"] for p in stats["plans"]] == ["ar32", "ar16", "norm"], "plan names")
     check(all(p["hits"] + p["fallbacks"] == 1 for p in stats["plans"]), "one call per plan")
+    check(stats["undeclared"] == [], f"no undeclared keys without track_undeclared: "
+                                     f"{stats['undeclared']}")
     # The host backend stages every P2P route; the launch text names the dtype.
     for p in stats["plans"]:
         if p["route"] == "fallback":
@@ -126,6 +129,29 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host") as comm
             check(p["launch"].startswith(("f32 ", "f16 ", "bf16 ")), f"launch of {p['name']}: {p['launch']}")
 
 expect_raises(peerplan.Error, lambda: comm.all_reduce(np.zeros(8, np.float32)), "after close")
+
+# track_undeclared: three undeclared calls of one shape are one key with 3
+# calls, in the C++ text of the key; reset_stats empties the table.
+with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host",
+                           track_undeclared=16) as tracking:
+    check(tracking.stats()["undeclared"] == [], "no keys before any call")
+    for _ in range(3):
+        y = np.ones(300, np.float32)
+        route, reason = tracking.all_reduce(y)
+        check(reason == "undeclared" and y[299] == size, f"undeclared call: {route} {reason}")
+    undeclared = tracking.stats()["undeclared"]
+    check(undeclared == [{"key": "all_reduce f32 [300] strides [1]", "calls": 3, "overcount": 0}],
+          f"the undeclared keys: {undeclared}")
+    # A second, less called shape comes after it (most calls first).
+    tracking.all_reduce(np.ones((3, 5), np.float32))
+    keys = [k["key"] for k in tracking.stats()["undeclared"]]
+    check(len(keys) == 2 and "[300]" in keys[0] and "[3, 5]" in keys[1], f"order: {keys}")
+    # The C function refuses an index past the table (ValueError from the package).
+    c_key = peerplan._lib.peerplan_undeclared_key
+    check(c_key(tracking.c_handle, 2, None, 0, None, None, None) == 1,
+          "index past the table: PEERPLAN_ERROR_INVALID_ARGUMENT")
+    tracking.reset_stats()
+    check(tracking.stats()["undeclared"] == [], "reset_stats empties the table")
 try:
     peerplan.Communicator(comm_world, timeout_ms="soon")
     check(False, "an invalid setting must fail")

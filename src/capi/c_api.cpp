@@ -5,6 +5,7 @@
 #include "peerplan/peerplan.h"
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -24,8 +25,9 @@
 
 struct peerplan_comm {
   std::unique_ptr<peerplan::Communicator> comm;
-  // peerplan_stats and peerplan_plan_stats may run on several threads (a
-  // monitor beside the caller): the snapshot is read and replaced under it.
+  // peerplan_stats, peerplan_plan_stats and the undeclared-key readers may
+  // run on several threads (a monitor beside the caller): the snapshot is
+  // read and replaced under it.
   std::mutex stats_mutex;
   peerplan::Stats stats;  // what the last peerplan_stats read
   // The plan names and launch texts handed out by peerplan_plan_stats. They
@@ -473,6 +475,57 @@ peerplan_result_t peerplan_plan_stats(peerplan_comm_t comm, size_t index,
                                    static_cast<peerplan_protocol_t>(p.protocol),
                                    comm->keep(p.launch)};
   });
+}
+
+peerplan_result_t peerplan_undeclared_key_count(peerplan_comm_t comm, size_t* count) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_undeclared_key_count", &result)) return result;
+  if (count == nullptr) {
+    return fail(PEERPLAN_ERROR_INVALID_ARGUMENT, "peerplan_undeclared_key_count: count is NULL");
+  }
+  const std::lock_guard lock(comm->stats_mutex);
+  *count = comm->stats.undeclared.size();
+  return PEERPLAN_SUCCESS;
+}
+
+peerplan_result_t peerplan_undeclared_key(peerplan_comm_t comm, size_t index, char* key,
+                                          size_t key_size, size_t* length, uint64_t* calls,
+                                          uint64_t* overcount) {
+  peerplan_result_t result;
+  if (missing(comm, "peerplan_undeclared_key", &result)) return result;
+  if (key == nullptr && key_size > 0) {
+    return fail_with(PEERPLAN_ERROR_INVALID_ARGUMENT, [key_size] {
+      return "peerplan_undeclared_key: key is NULL with key_size " + std::to_string(key_size) +
+             "; pass a buffer, or NULL and 0 to ask for the length only";
+    });
+  }
+  if (key_size > 0) key[0] = '\0';  // a failure leaves "", never stale text
+  const std::lock_guard lock(comm->stats_mutex);
+  const auto& undeclared = comm->stats.undeclared;
+  if (index >= undeclared.size()) {
+    return fail_with(PEERPLAN_ERROR_INVALID_ARGUMENT, [&] {
+      return "peerplan_undeclared_key: index " + std::to_string(index) + " is not below " +
+             std::to_string(undeclared.size()) +
+             ", the undeclared key count of the last peerplan_stats call" +
+             (undeclared.empty() ? std::string(" (none are kept unless PEERPLAN_TRACK_UNDECLARED "
+                                               "is above 0, and peerplan_stats reads them)")
+                                 : std::string());
+    });
+  }
+  const UndeclaredKeyStats& k = undeclared[index];
+  if (length != nullptr) *length = k.key.size();
+  if (calls != nullptr) *calls = k.calls;
+  if (overcount != nullptr) *overcount = k.overcount;
+  if (key == nullptr) return PEERPLAN_SUCCESS;  // the length query
+  if (k.key.size() >= key_size) {
+    return fail_with(PEERPLAN_ERROR_INVALID_ARGUMENT, [&] {
+      return "peerplan_undeclared_key: key_size " + std::to_string(key_size) +
+             " is too small for key " + std::to_string(index) + ", which needs " +
+             std::to_string(k.key.size() + 1) + " bytes with its NUL";
+    });
+  }
+  std::memcpy(key, k.key.c_str(), k.key.size() + 1);
+  return PEERPLAN_SUCCESS;
 }
 
 peerplan_result_t peerplan_reset_stats(peerplan_comm_t comm) {
