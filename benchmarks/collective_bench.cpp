@@ -37,10 +37,12 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/value_parsing.hpp"
 #include "cuda_call_timing.hpp"
 #include "peerplan/communicator.hpp"
 #include "peerplan/errors.hpp"
@@ -64,14 +66,13 @@ void check(ncclResult_t s, const char* what) {
   }
 }
 
-std::size_t parse_size(const std::string& text) {
-  std::size_t pos = 0;
-  double v = std::stod(text, &pos);
-  const char unit = pos < text.size() ? static_cast<char>(std::toupper(text[pos])) : ' ';
-  if (unit == 'K') v *= 1024;
-  if (unit == 'M') v *= 1024 * 1024;
-  if (unit == 'G') v *= 1024.0 * 1024 * 1024;
-  return static_cast<std::size_t>(v);
+// A usage error, found before any GPU or communicator is touched: rank 0
+// says which option and what to change; every rank (the same arguments
+// everywhere) exits with status 2.
+int usage_error(int rank, const std::string& message) {
+  if (rank == 0) std::fprintf(stderr, "peerplan_collective_bench: %s\n", message.c_str());
+  MPI_Finalize();
+  return 2;
 }
 
 }  // namespace
@@ -114,21 +115,48 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = rank == 0 ? app.exit(e) : 0;
+    // --help exits 0; an option CLI11 cannot take (not a number, unknown)
+    // exits 2 on every rank, rank 0 printing CLI11's message, which names it.
+    if (rank == 0) app.exit(e);
     MPI_Finalize();
-    return code;
+    return e.get_exit_code() == 0 ? 0 : 2;
   }
-  setenv("NCCL_NVLS_ENABLE", "0", 1);
 
+  // Every value is checked before any GPU is touched.
   const auto parsed = parse_data_type(dtype_text);
-  if (!parsed) {
-    if (rank == 0) std::fprintf(stderr, "-d %s: expected f16, bf16 or f32\n", dtype_text.c_str());
-    MPI_Finalize();
-    return 1;
-  }
+  if (!parsed) return usage_error(rank, "-d " + dtype_text + ": expected f16, bf16 or f32");
   const DataType dtype = *parsed;
   const std::size_t esize = element_size(dtype);
-  const std::size_t min_bytes = parse_size(min_text), max_bytes = parse_size(max_text);
+  // Byte counts, strictly: digits with an optional K, M or G suffix (no
+  // fraction, sign, other suffix or overflow).
+  const auto min_parsed = core::parse_size(min_text), max_parsed = core::parse_size(max_text);
+  const std::string size_syntax =
+      ": expected a byte count, digits with an optional K, M or G suffix (e.g. 1K, 64M)";
+  if (!min_parsed) return usage_error(rank, "-b " + min_text + size_syntax);
+  if (!max_parsed) return usage_error(rank, "-e " + max_text + size_syntax);
+  const std::size_t min_bytes = *min_parsed, max_bytes = *max_parsed;
+  // The largest tensor a communicator declares (2^48 bytes).
+  const auto max_span = static_cast<std::size_t>(std::int64_t{1} << 48);
+  if (min_bytes < 1) return usage_error(rank, "-b " + min_text + ": at least 1 byte");
+  if (max_bytes > max_span)
+    return usage_error(rank, "-e " + max_text + ": at most 2^48 bytes (256 TiB); lower -e");
+  if (max_bytes < min_bytes)
+    return usage_error(rank, "-b " + min_text + " -e " + max_text + ": -b must be <= -e");
+  if (!(factor > 0) || !std::isfinite(factor)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", factor);
+    return usage_error(rank, std::string("-f ") + text +
+                                 ": use a positive size multiplier (2: double; 1: -b only)");
+  }
+  if (hidden < 1 || hidden > static_cast<std::int64_t>(max_span / esize)) {
+    return usage_error(rank, "--hidden " + std::to_string(hidden) +
+                                 ": use a positive element count whose row spans at most 2^48 "
+                                 "bytes");
+  }
+  if (iters < 1 || warmup < 0)
+    return usage_error(rank, "-n must be >= 1 and -w >= 0 (got -n " + std::to_string(iters) +
+                                 ", -w " + std::to_string(warmup) + ")");
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
   const bool fused = op == "fused";
 
   MPI_Comm local;
@@ -235,12 +263,10 @@ int main(int argc, char** argv) {
     std::int64_t nrows = 0;
     if (fused) {
       nrows = count / hidden;
-      if (nrows < 1) continue;
       count = nrows * hidden;
     }
-    if (count < 1) continue;
-    rows.push_back({static_cast<std::size_t>(count) * esize, count, nrows});
-    if (factor <= 1) break;
+    if (count >= 1) rows.push_back({static_cast<std::size_t>(count) * esize, count, nrows});
+    if (factor <= 1) break;  // -b only (a size without a row included: no more would come)
   }
   std::vector<Declaration> declared;
   if (route_text != "nccl") {

@@ -10,17 +10,22 @@
 // backend) without any error.
 //
 // Run: mpirun -np 4 ./peerplan_transformer_decode [--layers N] [--hidden H] [--steps S]
+//                                                [--prefill T]
 #include <mpi.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
+#include <new>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "peerplan/peerplan.hpp"
@@ -36,21 +41,57 @@ struct Options {
   int prefill_tokens = 300;
 };
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const int value = std::atoi(argv[i + 1]);
-    if (flag == "--layers")
-      o.layers = value;
-    else if (flag == "--hidden")
-      o.hidden = value;
-    else if (flag == "--steps")
-      o.steps = value;
-    else if (flag == "--prefill")
-      o.prefill_tokens = value;
+const char* const kUsage =
+    "usage: peerplan_transformer_decode [--layers N] [--hidden H] [--steps S] [--prefill T]\n"
+    "  --layers N   layers, each with its own norm weight (default 4)\n"
+    "  --hidden H   elements per token (default 1024)\n"
+    "  --steps S    decode steps, each at 1, 2, 4 and 8 tokens (default 20)\n"
+    "  --prefill T  tokens of the one prefill call (default 300)\n"
+    "Each value is a positive whole number, --hidden a multiple of 4; --flag=value works too.\n";
+
+// The command line, strictly: an unknown option, a missing value or one
+// that is not a positive whole number is an error (the message names the
+// option), never silently ignored or read as 0. Empty: use `options`;
+// "help": print the usage.
+std::string parse(int argc, char** argv, Options& options) {
+  const std::pair<const char*, int*> flags[] = {{"--layers", &options.layers},
+                                                {"--hidden", &options.hidden},
+                                                {"--steps", &options.steps},
+                                                {"--prefill", &options.prefill_tokens}};
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    if (flag == "-h" || flag == "--help") return "help";
+    const std::size_t equals = flag.find('=');
+    const bool inline_value = flag.rfind("--", 0) == 0 && equals != std::string::npos;
+    if (inline_value) {
+      value = flag.substr(equals + 1);
+      flag.resize(equals);
+    }
+    int* target = nullptr;
+    for (const auto& [name, field] : flags)
+      if (flag == name) target = field;
+    if (target == nullptr && flag.rfind("-", 0) == 0)
+      return "unknown option " + flag + " (the options are --layers, --hidden, --steps, --prefill)";
+    if (target == nullptr)
+      return "unexpected argument " + flag + " (options take the form --hidden 2048)";
+    if (!inline_value) {
+      if (i + 1 >= argc) return flag + " needs a value, a positive whole number";
+      value = argv[++i];
+    }
+    int parsed = 0;
+    const char* end = value.data() + value.size();
+    const auto [stop, error] = std::from_chars(value.data(), end, parsed);
+    if (value.empty() || error != std::errc() || stop != end || parsed < 1)
+      return flag + " " + value + ": expected a positive whole number (at most 2147483647)";
+    *target = parsed;
   }
-  return o;
+  // Declared shapes are [tokens, hidden] f32: a row is whole 16-byte
+  // vectors (the P2P kernels move those), so hidden is a multiple of 4.
+  if (options.hidden % 4 != 0) {
+    return "--hidden " + std::to_string(options.hidden) +
+           ": use a multiple of 4 (a row of f32 elements must be whole 16-byte vectors)";
+  }
+  return "";
 }
 
 // Wall time of the calls this rank made, by phase (decode steps first,
@@ -77,7 +118,18 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const Options opt = parse(argc, argv);
+  Options opt;
+  // The same arguments on every rank, so the same verdict: rank 0 says why,
+  // every rank exits 2 (0 for --help).
+  const std::string usage_problem = parse(argc, argv, opt);
+  if (!usage_problem.empty()) {
+    const bool help = usage_problem == "help";
+    if (rank == 0 && help) std::printf("%s", kUsage);
+    if (rank == 0 && !help)
+      std::fprintf(stderr, "peerplan_transformer_decode: %s\n%s", usage_problem.c_str(), kUsage);
+    MPI_Finalize();
+    return help ? 0 : 2;
+  }
   long wrong = 0;
 
   try {
@@ -199,6 +251,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: peerplan error (%s): %s\n", rank, peerplan::to_string(e.code()),
                  e.what());
     MPI_Abort(MPI_COMM_WORLD, 2);
+  } catch (const std::bad_alloc&) {
+    // Tensors of [tokens, hidden] f32 elements, a norm weight per layer.
+    std::fprintf(stderr, "rank %d: out of memory; lower --hidden, --prefill or --layers\n", rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  } catch (const std::exception& e) {  // e.g. TensorMemory's CUDA errors
+    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();
   return wrong == 0 ? 0 : 1;

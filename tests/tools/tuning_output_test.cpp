@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // write_entry: creates the file, replaces its own machine's entry, keeps
 // the others and the protocol windows, and leaves a file it cannot parse
-// alone.
+// alone; check_out_path refuses, before the sweep, an --out it could not
+// update, naming --out.
 #include "tuning_output.hpp"
 
 #include <gtest/gtest.h>
@@ -94,6 +95,64 @@ TEST_F(WriteEntry, LeavesAFileItCannotParseAlone) {
   EXPECT_THROW(write_entry(path_, {"host ranks=2", RouteCutoffs{1, 1, 1, 1}, "", 0, {}, {}}, ""),
                InvalidArgument);
   EXPECT_EQ(contents(), "not a tuning file\n");
+}
+
+// The message of check_out_path's (or write_entry's) InvalidArgument, ""
+// when it accepts the path.
+template <typename Call>
+std::string refusal(Call call) {
+  try {
+    call();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Errors speak of --out, the option the user gave, not of the library's
+// Config::tuning_file / PEERPLAN_TUNING_FILE, which a tool run never sets.
+void expect_about_out(const std::string& message, const std::string& path,
+                      const std::string& problem) {
+  EXPECT_EQ(message.rfind("--out " + path + ": ", 0), 0u) << message;
+  EXPECT_NE(message.find(problem), std::string::npos) << message;
+  EXPECT_EQ(message.find("Config::tuning_file"), std::string::npos) << message;
+  EXPECT_EQ(message.find("PEERPLAN_TUNING_FILE"), std::string::npos) << message;
+}
+
+TEST_F(WriteEntry, CheckOutPathTakesANewOrATuningFile) {
+  EXPECT_EQ(refusal([&] { check_out_path(path_); }), "");
+  write_entry(path_, {"host ranks=2", RouteCutoffs{1, 1, 1, 1}, "run 1", 0, {}, {}}, "");
+  EXPECT_EQ(refusal([&] { check_out_path(path_); }), "");
+  // Its probe file is gone; the tuning file is the directory's only file.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(directory_), {}), 1);
+}
+
+TEST_F(WriteEntry, CheckOutPathRefusesADirectory) {
+  const std::string directory = directory_.string();
+  expect_about_out(refusal([&] { check_out_path(directory); }), directory, "is a directory");
+  // write_entry, should the path become a directory during the sweep, too.
+  expect_about_out(refusal([&] {
+                     write_entry(directory, {"host ranks=2", RouteCutoffs{}, "", 0, {}, {}}, "");
+                   }),
+                   directory, "is a directory");
+}
+
+TEST_F(WriteEntry, CheckOutPathRefusesAFileThatIsNotATuningFile) {
+  std::ofstream(path_) << "not a tuning file\n";
+  const std::string message = refusal([&] { check_out_path(path_); });
+  expect_about_out(message, path_, "is not a tuning file the tool can update");
+  EXPECT_NE(message.find("line 1"), std::string::npos) << message;
+  EXPECT_EQ(contents(), "not a tuning file\n");
+  expect_about_out(refusal([&] {
+                     write_entry(path_, {"host ranks=2", RouteCutoffs{}, "", 0, {}, {}}, "");
+                   }),
+                   path_, "is not a tuning file");
+}
+
+TEST_F(WriteEntry, CheckOutPathRefusesAMissingDirectory) {
+  const std::string path = (directory_ / "no_such_dir" / "machine.tune").string();
+  expect_about_out(refusal([&] { check_out_path(path); }), path, "does not exist");
+  expect_about_out(refusal([&] { check_out_path(""); }), "", "empty");
 }
 
 }  // namespace

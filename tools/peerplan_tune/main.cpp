@@ -35,7 +35,6 @@
 #include <string>
 #include <vector>
 
-#include "core/value_parsing.hpp"
 #include "core/window_text.hpp"
 #include "crossovers.hpp"
 #include "peerplan/errors.hpp"
@@ -45,6 +44,7 @@
 #include "routing/fingerprint.hpp"
 #include "routing/launch_shape_tuning.hpp"
 #include "routing/protocol_tuning.hpp"
+#include "sweep_plan.hpp"
 #include "tunable_machine.hpp"
 #include "tuning_output.hpp"
 
@@ -56,20 +56,7 @@ namespace {
 
 using namespace peerplan;
 
-struct Options {
-  std::string out = "peerplan.tune";
-  std::string min_text = "1K";
-  std::string max_text = "256M";
-  std::string dtype_text = "bf16";
-  std::string protocols_max_text = "16M";
-  std::int64_t hidden = 7168;
-  int graph = 0;
-  tune::TimingPlan timing;
-  std::string json_path;
-  // Ranks sharing a GPU: measure anyway (to check the tool's paths on one
-  // GPU), write no file.
-  bool allow_shared_gpus = false;
-};
+using tune::Options;
 
 int world_rank() {
   int rank = 0;
@@ -94,37 +81,6 @@ void ignore_route_and_protocol_variables() {
                   std::getenv(name));
     ::unsetenv(name);
   }
-}
-
-tune::SweepPlan make_plan(const Options& options) {
-  tune::SweepPlan plan;
-  const auto min_bytes = core::parse_size(options.min_text);
-  const auto max_bytes = core::parse_size(options.max_text);
-  const auto dtype = parse_data_type(options.dtype_text);
-  const auto protocols_max = core::parse_size(options.protocols_max_text);
-  if (!min_bytes || !max_bytes || *min_bytes < 16 || *min_bytes % 16 != 0 ||
-      *max_bytes < *min_bytes)
-    throw InvalidArgument("-b " + options.min_text + " -e " + options.max_text +
-                          ": sizes are byte counts with an optional K, M or G suffix; -b must be "
-                          "a multiple of 16 (P2P messages are whole 16-byte packs) and <= -e");
-  if (!dtype) throw InvalidArgument("--dtype " + options.dtype_text + ": use f16, bf16 or f32");
-  if (!protocols_max)
-    throw InvalidArgument("--protocols-max " + options.protocols_max_text +
-                          ": a byte count with an optional K, M or G suffix (0: no protocol "
-                          "sweep)");
-  if (options.hidden < 1 || options.hidden * element_size(*dtype) % 16 != 0)
-    throw InvalidArgument("--hidden " + std::to_string(options.hidden) +
-                          ": a row must be a positive multiple of 16 bytes");
-  if (options.timing.iters < 1 || options.timing.batches < 1 || options.timing.warmup < 0)
-    throw InvalidArgument("-n and --batches must be >= 1, -w >= 0");
-  plan.min_bytes = *min_bytes;
-  plan.max_bytes = *max_bytes;
-  plan.dtype = *dtype;
-  plan.hidden = options.hidden;
-  plan.protocols_max_bytes = *protocols_max;
-  plan.timing = options.timing;
-  plan.timing.graph = options.graph != 0;
-  return plan;
 }
 
 std::string utc_now() {
@@ -527,15 +483,30 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = world_rank() == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 1);
+    // --help (CLI11's exit code 0) exits 0; an option CLI11 cannot take
+    // (a value that is not a number, an unknown option) exits 2, like every
+    // other value the tool cannot use, on every rank alike (the same
+    // arguments everywhere). Rank 0 prints CLI11's message, which names
+    // the option.
+    if (world_rank() == 0) app.exit(e);
     MPI_Finalize();
-    return code;
+    return e.get_exit_code() == 0 ? 0 : 2;
   }
+  // Every value, and on rank 0 (which writes it) --out, is checked before
+  // anything is measured: a value the tool cannot use ends the run at
+  // once, with status 2 on every rank.
   tune::SweepPlan plan;
+  std::string refusal;
   try {
-    plan = make_plan(options);
-  } catch (const Error& e) {  // the same arguments, so the same verdict, on every rank
-    if (world_rank() == 0) std::fprintf(stderr, "peerplan_tune: %s\n", e.what());
+    plan = tune::make_plan(options);
+    if (world_rank() == 0) tune::check_out_path(options.out);
+  } catch (const Error& e) {
+    refusal = e.what();
+  }
+  int refused = refusal.empty() ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &refused, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (refused != 0) {
+    if (world_rank() == 0) std::fprintf(stderr, "peerplan_tune: %s\n", refusal.c_str());
     MPI_Finalize();
     return 2;
   }

@@ -386,10 +386,15 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
           "P2P is disabled here (" + one_shot->p2p_disabled_reason() +
               "): there is nothing to tune; every call takes the fallback");
 
-  const CallBuffer weight(backend, static_cast<std::size_t>(plan.hidden) * esize);
+  // The fused op's weight, only where a size holds a row: a --hidden row
+  // larger than -e is not measured, and needs no memory.
+  std::optional<CallBuffer> weight;
+  if (!fused.empty()) weight.emplace(backend, static_cast<std::size_t>(plan.hidden) * esize);
   std::vector<Declaration> declarations = all_reduce_declarations(sizes, plan.dtype);
-  for (Declaration& d : fused_declarations(fused, plan, weight.data()))
-    declarations.push_back(std::move(d));
+  if (weight) {
+    for (Declaration& d : fused_declarations(fused, plan, weight->data()))
+      declarations.push_back(std::move(d));
+  }
   for (Communicator* c : {one_shot.get(), two_shot.get(), fallback.get()}) c->declare(declarations);
   require(one_shot->p2p_enabled() && two_shot->p2p_enabled(),
           "P2P was disabled while preparing staging buffers for " + std::to_string(plan.max_bytes) +
@@ -437,7 +442,7 @@ Sweep measure_routes(MPI_Comm comm, const SweepPlan& plan, const RowListener& li
       const TensorLayout layout{size.rows, plan.hidden};
       const auto time_on = [&](Communicator& c, Route route) {
         const auto call = [&] {
-          return c.fused_add_rms_norm(inout.data(), residual.data(), weight.data(), kEps,
+          return c.fused_add_rms_norm(inout.data(), residual.data(), weight->data(), kEps,
                                       plan.dtype, layout, timer.stream());
         };
         expect_route(call(), route, c,

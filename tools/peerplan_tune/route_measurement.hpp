@@ -22,20 +22,9 @@
 #include "crossovers.hpp"
 #include "peerplan/dtype.hpp"
 #include "peerplan/route.hpp"
+#include "sweep_plan.hpp"
 
 namespace peerplan::tune {
-
-struct SweepPlan {
-  std::size_t min_bytes = 1024;  // all-reduce sizes: min_bytes, 2 x, 4 x, ... up to max_bytes
-  std::size_t max_bytes = 1024;
-  DataType dtype = DataType::bf16;
-  std::int64_t hidden = 7168;  // fused op: rows of this many elements, as many as fit a size
-  // Protocol sweep: the sizes above up to this many bytes (0: none, the
-  // two-shot's protocols included, which are timed at every size). The
-  // LL communicators stage every size as LL lines, twice its bytes.
-  std::size_t protocols_max_bytes = std::size_t{16} << 20;
-  TimingPlan timing;
-};
 
 struct Sweep {
   Backend backend = Backend::host;
