@@ -320,8 +320,8 @@ TEST_F(DeclareTest, FusedCallWithAnotherWeightThanDeclaredIsWarnedAboutOncePerPl
   const auto [missed, log] = call(copy);
   EXPECT_EQ(missed.route, Route::fallback);
   EXPECT_NE(log.find("WARN"), std::string::npos) << log;
-  for (const std::string piece : {std::string("\"post_norm\""), std::string("but for its weight"),
-                                  address_text(weight_.data()), address_text(copy.data())}) {
+  for (const std::string& piece : {std::string("\"post_norm\""), std::string("but for its weight"),
+                                   address_text(weight_.data()), address_text(copy.data())}) {
     EXPECT_NE(log.find(piece), std::string::npos) << "missing " << piece << " in:\n" << log;
   }
   const auto [again, quiet] = call(copy);
