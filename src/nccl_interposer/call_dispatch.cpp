@@ -92,6 +92,11 @@ Choice choose(const NcclAllReduce& call, bool in_group, std::size_t ops_in_group
       decide(rules_call, state->declared).cause != FallbackCause::undeclared_count) {
     choice.decision.cause = FallbackCause::peerplan_route;
   }
+  // Declared, but left out of peerplan's declarations: its declare refuses it.
+  if (choice.decision.cause == FallbackCause::undeclared_count && !state->not_declarable.empty() &&
+      decide(rules_call, state->not_declarable).cause != FallbackCause::undeclared_count) {
+    choice.decision.cause = FallbackCause::not_declarable;
+  }
   // Whatever the rules say, a group of several operations is NCCL's: the
   // others are already queued in NCCL's group.
   if (choice.decision.to_peerplan && (!to_data_type(call.type) || ops_in_group > 1)) {

@@ -31,10 +31,6 @@ void insert(ncclComm_t comm, std::shared_ptr<CommState> state) {
   table()[comm] = std::move(state);
 }
 
-std::string plan_name(const DeclaredBuffer& buffer) {
-  return std::string("nccl_") + to_string(buffer.dtype) + "_" + std::to_string(buffer.count);
-}
-
 // The environment's timeout, for the bootstrap made before create applies
 // the environment; a value that does not parse is create's to report.
 std::chrono::milliseconds environment_timeout(const Config& config) {
@@ -143,25 +139,21 @@ std::unique_ptr<Communicator> make_communicator(std::unique_ptr<bootstrap::Boots
   return communicator::create_over_bootstrap(std::move(boot), config);
 }
 
-// Create over `boot`, declare, and find the sizes on a P2P route. Returns
-// why peerplan cannot serve (P2P disabled on every rank), or empty; throws
-// on failure.
+// Create over `boot`, declare what peerplan can declare of the sizes, and
+// find those on a P2P route. Returns why peerplan cannot serve (P2P disabled
+// on every rank), or empty; throws on failure.
 std::string create_and_declare(const SharedBootstrap& boot, const Config& config, CommState& state,
-                               const std::vector<DeclaredBuffer>& declared) {
+                               const DeclarationSet& set) {
   auto created = make_communicator(std::make_unique<SharedBootstrap>(boot), config);
   if (!created->p2p_enabled()) {
     // Every rank agreed on it: the close is collective here alike.
     created->close();
     return "peer to peer is disabled (" + created->p2p_disabled_reason() + ")";
   }
-  std::vector<Declaration> declarations;
-  declarations.reserve(declared.size());
-  for (const DeclaredBuffer& buffer : declared) {
-    declarations.push_back(Declaration::all_reduce(
-        plan_name(buffer), buffer.dtype, TensorLayout{static_cast<std::int64_t>(buffer.count)}));
-  }
-  created->declare(declarations);
-  learn_routes(*created, declared, state);
+  created->declare(set.declarations);
+  learn_routes(*created, set.declared, state);
+  state.not_declarable.clear();
+  for (const NotDeclarable& size : set.not_declarable) state.not_declarable.push_back(size.buffer);
   if (!state.routed_to_fallback.empty() && state.rank == 0) {
     log::info(log::Subsystem::init, "NCCL interposer: declared sizes peerplan routes to NCCL:" +
                                         state.routed_to_fallback);
@@ -237,16 +229,31 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
   }
   // Read here, told to the others in the roll call below: every rank takes
   // part in the same exchanges, whatever it declares.
-  std::vector<DeclaredBuffer> declared;
+  DeclarationSet declared;
   RollCallAnswer answer = RollCallAnswer::declared;
-  std::string parse_error;
+  std::string why_here;
   try {
-    declared = declared_from_environment();
-    if (declared.empty()) answer = RollCallAnswer::nothing_declared;
+    // Sizes peerplan's declare would refuse are left out (to NCCL), so that
+    // one of them does not send every size to NCCL. Every rank leaves out
+    // the same sizes of the same spec: the rule reads only type and count.
+    const std::vector<DeclaredBuffer> parsed = declared_from_environment();
+    declared = make_declarations(parsed);
+    if (declared.declared.empty()) answer = RollCallAnswer::nothing_declared;
+    if (!parsed.empty() && declared.declared.empty()) {
+      why_here = "no declared size is one peerplan can declare";
+    }
+    if (state->rank == 0) {
+      // A WARN for sizes the user wrote on their own, an INFO for those a
+      // range swept in (nccl-tests' usual -b 8 starts under 16 bytes).
+      const std::string named = not_declarable_message(declared.not_declarable, true);
+      if (!named.empty()) log::warn(named);
+      const std::string swept = not_declarable_message(declared.not_declarable, false);
+      if (!swept.empty()) log::info(log::Subsystem::init, swept);
+    }
   } catch (const std::exception& e) {
     answer = RollCallAnswer::unparsable;
-    parse_error = std::string("the declared sizes do not parse: ") + e.what();
-    log::warn("NCCL interposer: " + parse_error);
+    why_here = std::string("the declared sizes do not parse: ") + e.what();
+    log::warn("NCCL interposer: " + why_here);
   }
   bootstrap::NcclFunctions functions = bootstrap_functions(real);
   if (!functions.all_gather || !functions.get_async_error || !functions.user_rank ||
@@ -274,7 +281,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
       // Every rank reached the same verdict from the same answers: none
       // goes on to create, so none waits for another.
       state->reason = verdict.reason;
-      if (!parse_error.empty()) state->reason += " (here, " + parse_error + ")";
+      if (!why_here.empty()) state->reason += " (here, " + why_here + ")";
       const std::string line = "NCCL interposer: every call goes to NCCL: " + state->reason;
       if (verdict.warn) {
         log::warn(line);
@@ -307,6 +314,7 @@ void attach_peerplan(ncclComm_t comm, const std::string& why_not, bool non_block
   state->release_communicator();  // a local release: the ranks may be out of step
   state->p2p_declared.clear();
   state->p2p_layouts.clear();
+  state->not_declarable.clear();
   state->reason = failure;
   // Marked already by a failed or timed-out exchange of the bootstrap; a
   // Timeout from elsewhere in create counts as out of step too.

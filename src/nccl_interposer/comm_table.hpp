@@ -39,6 +39,10 @@ struct CommState {
   // The declared sizes peerplan routes to its fallback, each with
   // peerplan's reason, for the summary; empty when there are none.
   std::string routed_to_fallback;
+  // The declared sizes peerplan cannot declare (NotDeclarable), left out of
+  // `declared` and sorted alike: their calls are NCCL's, counted as
+  // not_declarable rather than undeclared_count.
+  std::vector<DeclaredBuffer> not_declarable;
   int rank = 0;
   // NCCL made the communicator non-blocking: peerplan's bootstrap cannot
   // wait on it, and a split of it with no config is non-blocking too.
@@ -103,11 +107,22 @@ struct CommState {
   void hit(std::size_t bytes) { counters.hit(bytes); }
   void fallback(std::size_t bytes, FallbackCause cause) { counters.fallback(bytes, cause); }
   // The counters' summary, then the declared sizes peerplan routes to its
-  // fallback, with its reasons.
+  // fallback, with its reasons, and those it cannot declare.
   std::string summary() const {
-    if (routed_to_fallback.empty()) return counters.summary();
-    return counters.summary() +
-           "\n  declared, but peerplan routes them to its fallback:" + routed_to_fallback;
+    // Appended piece by piece: " " + ... makes GCC 12 warn falsely (-Wrestrict).
+    std::string text = counters.summary();
+    if (!routed_to_fallback.empty()) {
+      text += "\n  declared, but peerplan routes them to its fallback:";
+      text += routed_to_fallback;
+    }
+    if (!not_declarable.empty()) {
+      text += "\n  declared, but peerplan cannot declare them (not_declarable):";
+      for (const DeclaredBuffer& buffer : not_declarable) {
+        text += ' ';
+        text += plan_name(buffer);
+      }
+    }
+    return text;
   }
 
  private:

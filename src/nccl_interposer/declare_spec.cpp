@@ -22,9 +22,10 @@ void append_group(std::string_view group, std::vector<DeclaredBuffer>& out) {
                           " ':'-separated parts, not 2 or 3; " + std::string(kForm));
   }
   const std::vector<DataType> dtypes = parse_dtype_list(trim(parts[0]));
-  const std::vector<std::size_t> bytes =
-      expand_sizes(trim(parts[1]), parts.size() == 3 ? trim(parts[2]) : std::string_view{});
-  append_buffers_of_bytes(dtypes, bytes, out);
+  const std::string_view sizes = trim(parts[1]);
+  const std::string_view step = parts.size() == 3 ? trim(parts[2]) : std::string_view{};
+  // Without a step, expand_sizes takes one size only ("4", or "4K-4K").
+  append_buffers_of_bytes(dtypes, expand_sizes(sizes, step), out, step.empty());
 }
 
 }  // namespace

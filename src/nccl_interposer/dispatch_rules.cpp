@@ -48,6 +48,8 @@ std::string_view to_string(FallbackCause cause) {
       return "reduction";
     case FallbackCause::undeclared_count:
       return "undeclared_count";
+    case FallbackCause::not_declarable:
+      return "not_declarable";
     case FallbackCause::peerplan_route:
       return "peerplan_route";
     case FallbackCause::group_of_many:

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "peerplan/declaration.hpp"
 #include "peerplan/dtype.hpp"
 
 namespace peerplan::nccl_interposer {
@@ -24,9 +25,19 @@ namespace peerplan::nccl_interposer {
 struct DeclaredBuffer {
   DataType dtype;
   std::size_t count;  // count in elements
+  // Named on its own (one size, not a range with a step), so the user meant
+  // this very size: left out as not declarable, it is a WARN, not an INFO.
+  // Not part of the order or equality: repeats are one buffer, named if any is.
+  bool named = false;
 
   // "Sorted" below means in this order: by dtype, then by count.
-  friend auto operator<=>(const DeclaredBuffer&, const DeclaredBuffer&) = default;
+  friend std::strong_ordering operator<=>(const DeclaredBuffer& a, const DeclaredBuffer& b) {
+    if (a.dtype != b.dtype) return a.dtype <=> b.dtype;
+    return a.count <=> b.count;
+  }
+  friend bool operator==(const DeclaredBuffer& a, const DeclaredBuffer& b) {
+    return a.dtype == b.dtype && a.count == b.count;
+  }
 };
 // Parses PEERPLAN_NCCL_DECLARE's text; throws peerplan::InvalidArgument naming the bad part.
 std::vector<DeclaredBuffer> parse_declare_spec(std::string_view spec);
@@ -35,6 +46,32 @@ std::vector<DeclaredBuffer> parse_plan_file(std::string_view text, std::string_v
 // Reads both variables (either or both may be set), merges, dedups, sorts.
 std::vector<DeclaredBuffer> declared_from_environment();
 
+// A declared size peerplan's own validation (plan::validate_declarations,
+// what Communicator::declare runs) refuses, e.g. bf16[4]: its row of 8 bytes
+// is not a multiple of the 16 bytes the P2P kernels move. Left to NCCL.
+struct NotDeclarable {
+  DeclaredBuffer buffer;
+  std::string reason;  // peerplan's: "layout.shape[0] is 4: a row of 8 bytes ..."
+};
+// What the interposer declares: `declared[i]` as `declarations[i]`, and the
+// sizes left out. One refused declaration would fail declare() for the whole
+// set, so each is validated alone; the rule looks at the type and count
+// only, so every rank that parsed the same spec leaves out the same sizes.
+struct DeclarationSet {
+  std::vector<DeclaredBuffer> declared;  // in the order given
+  std::vector<Declaration> declarations;
+  std::vector<NotDeclarable> not_declarable;  // in the order given
+};
+// "nccl_bf16_512": the name of `buffer`'s plan, in peerplan's messages.
+std::string plan_name(const DeclaredBuffer& buffer);
+// An all-reduce of `buffer.count` elements, named plan_name(buffer).
+Declaration declaration_for(const DeclaredBuffer& buffer);
+DeclarationSet make_declarations(std::span<const DeclaredBuffer> buffers);
+// The create-time message on those of `left_out` whose `named` is `named`
+// (a WARN for those, an INFO for the others): each size and peerplan's
+// reason, one a line; empty when there are none.
+std::string not_declarable_message(std::span<const NotDeclarable> left_out, bool named);
+
 enum class NcclType { int8, uint8, int32, uint32, int64, uint64, f16, f32, f64, bf16, other };
 enum class NcclOp { sum, prod, max, min, avg, other };
 enum class FallbackCause : std::uint8_t {
@@ -42,6 +79,8 @@ enum class FallbackCause : std::uint8_t {
   dtype,
   reduction,
   undeclared_count,
+  // Declared, but peerplan cannot declare it (NotDeclarable): left to NCCL.
+  not_declarable,
   peerplan_route,  // declared, but peerplan routes it to its own fallback
   group_of_many,
   misaligned,

@@ -86,12 +86,13 @@ void append_entry(std::string_view line, std::vector<DeclaredBuffer>& out) {
   }
   const std::vector<DataType> dtypes = parse_dtype_list(values["dtype"]);
   const std::string_view step = values.contains("step") ? values["step"] : std::string_view{};
+  const std::string_view written = has_bytes ? values["bytes"] : values["count"];
   const std::vector<std::size_t> sizes =
-      has_bytes ? expand_sizes(values["bytes"], step, SizeUnit::bytes)
-                : expand_sizes(values["count"], step, SizeUnit::elements);
-  if (has_bytes) return append_buffers_of_bytes(dtypes, sizes, out);
+      expand_sizes(written, step, has_bytes ? SizeUnit::bytes : SizeUnit::elements);
+  const bool named = step.empty();  // expand_sizes takes one size only then
+  if (has_bytes) return append_buffers_of_bytes(dtypes, sizes, out, named);
   for (const DataType dtype : dtypes)
-    for (const std::size_t count : sizes) out.push_back({dtype, count});
+    for (const std::size_t count : sizes) out.push_back({dtype, count, named});
 }
 
 }  // namespace

@@ -49,7 +49,9 @@ RollCallVerdict judge_roll_call(std::span<const std::uint8_t> answers) {
     return verdict;
   }
   if (nothing.size() == answers.size()) {
-    verdict.reason = "nothing is declared (PEERPLAN_NCCL_DECLARE and PEERPLAN_PLAN_FILE unset)";
+    verdict.reason =
+        "nothing is declared (PEERPLAN_NCCL_DECLARE and PEERPLAN_PLAN_FILE unset, or no size "
+        "they declare is one peerplan can declare)";
     return verdict;
   }
   verdict.warn = true;

@@ -2,6 +2,7 @@
 #include "nccl_interposer/size_ranges.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "core/value_parsing.hpp"
@@ -132,7 +133,7 @@ std::vector<DataType> parse_dtype_list(std::string_view list) {
 }
 
 void append_buffers_of_bytes(std::span<const DataType> dtypes, std::span<const std::size_t> bytes,
-                             std::vector<DeclaredBuffer>& out) {
+                             std::vector<DeclaredBuffer>& out, bool named) {
   for (const DataType dtype : dtypes) {
     const std::size_t element = element_size(dtype);
     for (const std::size_t size : bytes) {
@@ -142,14 +143,23 @@ void append_buffers_of_bytes(std::span<const DataType> dtypes, std::span<const s
                               " bytes each); declare sizes that are multiples of " +
                               std::to_string(element) + " bytes");
       }
-      out.push_back({dtype, size / element});
+      out.push_back({dtype, size / element, named});
     }
   }
 }
 
 void sort_and_dedup(std::vector<DeclaredBuffer>& buffers) {
   std::sort(buffers.begin(), buffers.end());
-  buffers.erase(std::unique(buffers.begin(), buffers.end()), buffers.end());
+  // std::unique, but keeping `named` of every repeat (equality ignores it).
+  auto kept = buffers.begin();
+  for (auto it = buffers.begin(); it != buffers.end(); ++it) {
+    if (kept != buffers.begin() && *std::prev(kept) == *it) {
+      std::prev(kept)->named = std::prev(kept)->named || it->named;
+    } else {
+      *kept++ = *it;
+    }
+  }
+  buffers.erase(kept, buffers.end());
 }
 
 }  // namespace peerplan::nccl_interposer

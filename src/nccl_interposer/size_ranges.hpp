@@ -35,11 +35,13 @@ std::vector<std::size_t> expand_sizes(std::string_view sizes, std::string_view s
 std::vector<DataType> parse_dtype_list(std::string_view list);
 
 // One buffer per type and size, each size in bytes of the whole buffer:
-// each must be a multiple of the type's element size.
+// each must be a multiple of the type's element size. `named`: the size
+// was written on its own (DeclaredBuffer::named).
 void append_buffers_of_bytes(std::span<const DataType> dtypes, std::span<const std::size_t> bytes,
-                             std::vector<DeclaredBuffer>& out);
+                             std::vector<DeclaredBuffer>& out, bool named = false);
 
-// The merged list without repeats, sorted.
+// The merged list without repeats, sorted; a buffer is named if any of its
+// repeats is.
 void sort_and_dedup(std::vector<DeclaredBuffer>& buffers);
 
 }  // namespace peerplan::nccl_interposer

@@ -16,12 +16,14 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "nccl_interposer/comm_table.hpp"
 #include "peerplan/errors.hpp"
+#include "plan/validation.hpp"
 #include "fake_nccl_record.hpp"
 #include "stand_in_communicator.hpp"
 
@@ -480,6 +482,155 @@ TEST_F(InterposerDispatch, ACommunicatorMarkedAbortedSendsItsCallsToNccl) {
   EXPECT_EQ(all_reduce(64), ncclSuccess);
   EXPECT_EQ(seen_->all_reduces, Counts{});
   EXPECT_EQ(fake_nccl_calls(), "AllReduce 64\n");
+}
+
+// Two ranks, the other answering every exchange as this one does: the roll
+// call sees both declare, and the final agreement is this rank's.
+class EchoBootstrap final : public bootstrap::Bootstrap {
+ public:
+  int rank() const noexcept override { return 0; }
+  int size() const noexcept override { return 2; }
+  int local_rank() const noexcept override { return 0; }
+  int local_size() const noexcept override { return 2; }
+  int node_id() const noexcept override { return 0; }
+  int num_nodes() const noexcept override { return 1; }
+  std::vector<bootstrap::Blob> allgather(std::span<const std::byte> mine) override {
+    return {bootstrap::Blob(mine.begin(), mine.end()), bootstrap::Blob(mine.begin(), mine.end())};
+  }
+  std::vector<bootstrap::Blob> local_allgather(std::span<const std::byte> mine) override {
+    return allgather(mine);
+  }
+  bootstrap::Blob broadcast(std::span<const std::byte> blob, int) override {
+    return bootstrap::Blob(blob.begin(), blob.end());
+  }
+  void barrier() override {}
+  bool agree(bool ok) override { return ok; }
+};
+
+// What peerplan's declare checks first: the set is refused as a whole when
+// one declaration breaks a rule (plan::validate_declarations). Records the
+// declared names and the counts of the all-reduces it ran.
+class ValidatingPeerplan final : public StandInCommunicator {
+ public:
+  explicit ValidatingPeerplan(std::shared_ptr<Seen> seen) : seen_(std::move(seen)) {}
+  void declare(std::span<const Declaration> declarations) override {
+    plan::validate_declarations(declarations);
+    for (const Declaration& declaration : declarations) declared_.push_back(declaration.name);
+  }
+  CallResult all_reduce(const void*, void*, DataType, const TensorLayout& layout,
+                        StreamHandle) override {
+    seen_->all_reduces.push_back(layout.numel());
+    return {Route::one_shot, FallbackReason::none};
+  }
+  static inline std::vector<std::string> declared_;
+
+ private:
+  std::shared_ptr<Seen> seen_;
+};
+
+// attach_peerplan for real, from PEERPLAN_NCCL_DECLARE, over stand-ins of
+// the bootstrap and of peerplan's create.
+class InterposerDeclare : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(kFakeNccl);
+    unsetenv("PEERPLAN_PLAN_FILE");
+    unsetenv("NCCL_COMM_BLOCKING");
+    ValidatingPeerplan::declared_.clear();
+    set_bootstrap_maker([](ncclComm_t, const bootstrap::NcclFunctions&,
+                           std::chrono::milliseconds) -> std::unique_ptr<bootstrap::Bootstrap> {
+      return std::make_unique<EchoBootstrap>();
+    });
+    set_communicator_maker(
+        [this](std::unique_ptr<bootstrap::Bootstrap>, Config) -> std::unique_ptr<Communicator> {
+          return std::make_unique<ValidatingPeerplan>(seen_);
+        });
+  }
+  void TearDown() override {
+    set_bootstrap_maker({});
+    set_communicator_maker({});
+    take_comm(comm());
+    for (const char* name : {"PEERPLAN_NCCL_DECLARE", "PEERPLAN_DEBUG"}) unsetenv(name);
+  }
+  static ncclComm_t comm() { return reinterpret_cast<ncclComm_t>(&handle_); }
+  std::shared_ptr<CommState> attach(const char* declare) {
+    setenv("PEERPLAN_NCCL_DECLARE", declare, 1);
+    attach_peerplan(comm());
+    fake_nccl_calls();
+    return find_comm(comm());
+  }
+  ncclResult_t all_reduce(std::size_t count, ncclDataType_t type) {
+    return ncclAllReduce(buffer_, buffer_, count, type, ncclSum, comm(), nullptr);
+  }
+
+  std::shared_ptr<Seen> seen_ = std::make_shared<Seen>();
+  static inline int handle_ = 0;
+  alignas(256) float buffer_[64] = {};
+};
+
+// The documented "bf16:8-256M:x2" starts at bf16[4], 8 bytes, which peerplan
+// cannot declare: it is left to NCCL, and the rest still run on peerplan
+// (declared with it, peerplan refused the whole set, and every call went
+// to NCCL).
+TEST_F(InterposerDeclare, ASizePeerplanCannotDeclareGoesToNcclAndTheOthersToPeerplan) {
+  const auto state = attach("bf16:8-64:x2");
+  ASSERT_NE(state, nullptr);
+  ASSERT_NE(state->communicator(), nullptr) << state->reason;
+  EXPECT_EQ(ValidatingPeerplan::declared_,
+            (std::vector<std::string>{"nccl_bf16_8", "nccl_bf16_16", "nccl_bf16_32"}));
+  EXPECT_EQ(all_reduce(16, ncclBfloat16), ncclSuccess);  // 32 bytes
+  EXPECT_EQ(all_reduce(4, ncclBfloat16), ncclSuccess);   // 8 bytes
+  EXPECT_EQ(all_reduce(2, ncclBfloat16), ncclSuccess);   // 4 bytes, never declared
+  EXPECT_EQ(seen_->all_reduces, Counts{16});
+  EXPECT_EQ(fake_nccl_calls(), "AllReduce 4\nAllReduce 2\n");
+  const std::string text = state->summary();
+  EXPECT_NE(text.find("all-reduce calls: 1 to peerplan, 2 to NCCL, over 3 sizes"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n  8 bytes: 0 to peerplan, 1 to NCCL (not_declarable 1)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\n  4 bytes: 0 to peerplan, 1 to NCCL (undeclared_count 1)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("32 bytes: 1 to peerplan, 0 to NCCL"), std::string::npos) << text;
+  EXPECT_NE(text.find("declared, but peerplan cannot declare them (not_declarable): nccl_bf16_4"),
+            std::string::npos)
+      << text;
+}
+
+// Rank 0 says so once, at create: an INFO for a size a range swept in, a
+// WARN for one the user wrote on its own.
+TEST_F(InterposerDeclare, RankZeroSaysWhichSizesItLeftToNcclAndWhy) {
+  setenv("PEERPLAN_DEBUG", "INFO", 1);
+  testing::internal::CaptureStderr();
+  attach("bf16:8-64:x2;f32:4");
+  const std::string said = testing::internal::GetCapturedStderr();
+  const std::size_t info = said.find("INFO: NCCL interposer: 1 declared size is left to NCCL");
+  const std::size_t warn = said.find("WARN: NCCL interposer: 1 declared size is left to NCCL");
+  ASSERT_NE(info, std::string::npos) << said;
+  ASSERT_NE(warn, std::string::npos) << said;
+  EXPECT_NE(said.find("nccl_bf16_4 (8 bytes): layout.shape[0] is 4: a row of 8 bytes is not a "
+                      "multiple of 16 bytes",
+                      info),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("nccl_f32_1 (4 bytes)", warn), std::string::npos) << said;
+  EXPECT_EQ(said.find("every call goes to NCCL"), std::string::npos) << said;
+}
+
+// Nothing left that peerplan can declare: no create, as when nothing is
+// declared, and the reason says so.
+TEST_F(InterposerDeclare, NothingPeerplanCanDeclareIsAsNothingDeclared) {
+  const auto state = attach("f32:4-8:x2");
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->communicator(), nullptr);
+  EXPECT_NE(state->reason.find("nothing is declared"), std::string::npos) << state->reason;
+  EXPECT_NE(state->reason.find("no declared size is one peerplan can declare"), std::string::npos)
+      << state->reason;
+  EXPECT_TRUE(ValidatingPeerplan::declared_.empty());
+  EXPECT_EQ(all_reduce(1, ncclFloat), ncclSuccess);
+  EXPECT_EQ(fake_nccl_calls(), "AllReduce 1\n");
 }
 
 // Counts the bootstraps attach_peerplan makes, each failing at once (no
