@@ -7,7 +7,8 @@
 # FORBID. For the command-line checks of the tools, benchmarks and examples
 # (a value they cannot use: status 2 and a message naming the option,
 # before anything is measured), registered in tests/tools,
-# benchmarks/CMakeLists.txt and examples/CMakeLists.txt.
+# benchmarks/CMakeLists.txt, examples/CMakeLists.txt and mpi_tests (the
+# tuner's other refusals).
 string(REPLACE "@@" ";" COMMAND "${COMMAND}")
 string(REPLACE "@@" ";" OUTPUT "${OUTPUT}")
 string(REPLACE "@@" ";" FORBID "${FORBID}")
