@@ -29,10 +29,12 @@ std::vector<PciAddress> crossing_points(const GpuLocation& gpu) {
 LinkClass pcie_class(const GpuLocation& a, const GpuLocation& b) {
   if (a.host_bridge.empty() || a.host_bridge != b.host_bridge) {
     // Different root complexes: the traffic crosses the CPU-side fabric,
-    // within one NUMA node (NODE) or between NUMA nodes (SYS). An unknown
-    // locality is treated as the far case.
+    // within one NUMA node of one socket (NODE) or farther (SYS). The socket
+    // counts too: one NUMA node can span two (AMD NPS0, node interleaving,
+    // numa=off). An unknown NUMA node or socket is treated as the far case.
     const bool same_numa = a.numa_node >= 0 && a.numa_node == b.numa_node;
-    return {same_numa ? LinkKind::node : LinkKind::sys, 0};
+    const bool same_package = a.package >= 0 && a.package == b.package;
+    return {same_numa && same_package ? LinkKind::node : LinkKind::sys, 0};
   }
   const auto up_a = crossing_points(a);
   const auto up_b = crossing_points(b);
@@ -179,8 +181,9 @@ std::string link_matrix(const std::vector<GpuLocation>& gpus, const NvlinkCounts
   }
   out << "\nLegend:\n"
          "  X    = the same GPU\n"
-         "  SYS  = PCIe plus the interconnect between NUMA nodes (UPI, Infinity Fabric, ...)\n"
-         "  NODE = PCIe plus the path between host bridges inside one NUMA node\n"
+         "  SYS  = PCIe plus the interconnect between NUMA nodes or sockets (UPI, Infinity "
+         "Fabric, ...)\n"
+         "  NODE = PCIe plus the path between host bridges inside one NUMA node of one socket\n"
          "  PHB  = PCIe through a host bridge (the CPU's root complex)\n"
          "  PXB  = PCIe through several switches, not through a host bridge\n"
          "  PIX  = PCIe through at most one switch\n"

@@ -9,12 +9,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <new>
 #include <system_error>
 
 #include "peerplan/errors.hpp"
+
+// hwloc 2.0 named the flag WHOLE_SYSTEM; 2.1 renamed it.
+#if HWLOC_API_VERSION < 0x00020100
+#define HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED HWLOC_TOPOLOGY_FLAG_WHOLE_SYSTEM
+#endif
 
 namespace peerplan::topology {
 namespace {
@@ -48,8 +54,9 @@ int package_id(hwloc_obj_t package) {
                                                   : static_cast<int>(package->logical_index);
 }
 
-// NUMA nodes and packages whose CPUs intersect `cpus`. NUMA nodes without
-// CPUs (CXL or HBM memory, GPU memory) are nobody's local node and never match.
+// NUMA nodes and packages whose CPUs intersect `cpus`. hwloc gives a NUMA
+// node without CPUs (CXL or HBM memory) the cpuset of the object it hangs
+// from, so such nodes are listed too; local_numa_node() sets them aside.
 std::vector<int> numa_nodes_near(hwloc_topology_t topology, hwloc_const_cpuset_t cpus) {
   std::vector<int> nodes;
   for (hwloc_obj_t node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, nullptr);
@@ -58,6 +65,43 @@ std::vector<int> numa_nodes_near(hwloc_topology_t topology, hwloc_const_cpuset_t
       nodes.push_back(static_cast<int>(node->os_index));
   std::sort(nodes.begin(), nodes.end());
   return nodes;
+}
+
+// Plain DRAM as hwloc marks it: no subtype, or "DRAM" where it also marks
+// HBM, MCDRAM, NVM or CXL memory.
+bool is_plain_memory(hwloc_obj_t node) noexcept {
+  return node->subtype == nullptr || std::strcmp(node->subtype, "DRAM") == 0;
+}
+
+// The NUMA node local to an I/O device whose locality is `cpus`, or -1 when
+// its CPUs span several. Nothing in hwloc 2.x (live or XML) marks a NUMA node
+// as CPU-less: a CXL/HBM node only shares the cpuset of the object it hangs
+// from. So a node attached higher up (its cpuset strictly contains another
+// candidate's, e.g. machine-wide CXL) is farther and set aside, and nodes
+// left with one and the same cpuset are one locality: the plain DRAM one,
+// then the lowest OS index (Linux numbers CPU-less nodes last) stands for
+// it. Every GPU of that locality gets the same node, so NODE/SYS holds.
+int local_numa_node(hwloc_topology_t topology, hwloc_const_cpuset_t cpus) {
+  std::vector<hwloc_obj_t> near;
+  for (hwloc_obj_t node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, nullptr);
+       node != nullptr; node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, node))
+    if (node->cpuset != nullptr && hwloc_bitmap_intersects(node->cpuset, cpus))
+      near.push_back(node);
+  const auto farther = [&near](hwloc_obj_t node) {
+    return std::any_of(near.begin(), near.end(), [node](hwloc_obj_t other) {
+      return hwloc_bitmap_isincluded(other->cpuset, node->cpuset) &&
+             !hwloc_bitmap_isequal(other->cpuset, node->cpuset);
+    });
+  };
+  hwloc_obj_t best = nullptr;
+  for (hwloc_obj_t node : near) {
+    if (farther(node)) continue;
+    if (best != nullptr && !hwloc_bitmap_isequal(best->cpuset, node->cpuset)) return -1;
+    if (best == nullptr || (is_plain_memory(node) && !is_plain_memory(best)) ||
+        (is_plain_memory(node) == is_plain_memory(best) && node->os_index < best->os_index))
+      best = node;
+  }
+  return best != nullptr ? static_cast<int>(best->os_index) : -1;
 }
 
 std::vector<int> packages_near(hwloc_topology_t topology, hwloc_const_cpuset_t cpus) {
@@ -132,8 +176,7 @@ GpuLocation locate_gpu(hwloc_topology_t topology, hwloc_obj_t device) {
   const hwloc_obj_t local = hwloc_get_non_io_ancestor_obj(topology, device);
   if (local != nullptr && local->cpuset != nullptr) {
     gpu.local_cpus = list_string(local->cpuset);
-    const auto nodes = numa_nodes_near(topology, local->cpuset);
-    if (nodes.size() == 1) gpu.numa_node = nodes.front();
+    gpu.numa_node = local_numa_node(topology, local->cpuset);
     const auto packages = packages_near(topology, local->cpuset);
     if (packages.size() == 1) gpu.package = packages.front();
   }
@@ -148,6 +191,39 @@ std::string topology_file_error(const std::string& path, const std::string& prob
          "machine)";
 }
 
+// The version an hwloc XML file declares (<topology version="3.0">), or ""
+// when its start does not hold one.
+std::string xml_format_version(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  const auto tag = head.find("<topology");
+  if (tag == std::string::npos) return {};
+  const auto end = head.find('>', tag);
+  const std::string key = "version=\"";
+  const auto start = head.find(key, tag);
+  if (start == std::string::npos || start > end) return {};
+  const auto close = head.find('"', start + key.size());
+  if (close == std::string::npos || close > end) return {};
+  return head.substr(start + key.size(), close - start - key.size());
+}
+
+// Why a file hwloc would not load failed, when its format version is newer
+// than this hwloc reads (hwloc 3.x writes version 3.0 by default); "" else.
+std::string newer_format_problem(const std::string& path) {
+  const std::string version = xml_format_version(path);
+  const unsigned ours = hwloc_get_api_version() >> 16;
+  if (version.empty() || std::atoi(version.c_str()) <= static_cast<int>(ours)) return {};
+  return "topology file '" + path + "' is an hwloc XML export in format version " + version +
+         " (written by hwloc " + version.substr(0, version.find('.')) + ".x), which the hwloc " +
+         std::to_string(ours) +
+         ".x peerplan uses cannot read. Export it again on that machine in the version 2 "
+         "format with `lstopo --export-xml-flags v2 file.xml`; it is read because "
+         "Config::topology_file or PEERPLAN_TOPO_FILE names it (leave both unset to use this "
+         "machine)";
+}
+
 // A fresh handle with I/O discovery on: without it hwloc reports no PCI
 // devices at all. KEEP_IMPORTANT keeps GPUs, NICs, storage and the bridges
 // leading to them, and drops empty bridges and uninteresting devices.
@@ -155,6 +231,15 @@ hwloc_topology_t new_io_topology() {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0)
     throw SystemError("hwloc_topology_init failed: " + errno_text(errno));
+  // Keep the CPUs and NUMA nodes this process may not use: a rank confined
+  // by its cgroup (Slurm ConstrainCores) to one socket would otherwise lose
+  // the other socket, and the GPUs there their NUMA node and package. The
+  // same holds for an XML written by such a process (allowed_cpuset).
+  if (hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED) != 0) {
+    const int error = errno;
+    hwloc_topology_destroy(raw);
+    throw SystemError("hwloc could not be told to keep disallowed CPUs: " + errno_text(error));
+  }
   if (hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT) != 0) {
     const int error = errno;
     hwloc_topology_destroy(raw);
@@ -203,8 +288,11 @@ Topology Topology::load_xml(const std::string& path) {
   Handle handle(new_io_topology());
   if (hwloc_topology_set_xml(handle.get(), path.c_str()) != 0)
     throw InvalidArgument(topology_file_error(path, "cannot be read (" + errno_text(errno) + ")"));
-  if (hwloc_topology_load(handle.get()) != 0)
+  if (hwloc_topology_load(handle.get()) != 0) {
+    if (auto problem = newer_format_problem(path); !problem.empty())
+      throw InvalidArgument(std::move(problem));
     throw InvalidArgument(topology_file_error(path, "could not be parsed as an hwloc topology"));
+  }
   return Topology(std::move(handle), false, path);
 }
 

@@ -13,6 +13,7 @@
 
 #include "peerplan/errors.hpp"
 #include "topology/link_class.hpp"
+#include "topology/p2p_policy.hpp"
 #include "topology/topology.hpp"
 #include "fixture_support.hpp"
 
@@ -83,6 +84,70 @@ const std::vector<FixtureCase>& fixture_cases() {
         {"PXB", "PXB", "X", "PIX"},
         {"PXB", "PXB", "PIX", "X"}},
        {0, 0, 2, 6, 6, 6, 6}},
+      // One NUMA node over two sockets (node interleaving): NODE only within a socket.
+      {"4gpu-one-numa-two-sockets.xml",
+       16,
+       1,
+       2,
+       {"0000:01:00.0", "0000:21:00.0", "0000:81:00.0", "0000:a1:00.0"},
+       {{"X", "NODE", "SYS", "SYS"},
+        {"NODE", "X", "SYS", "SYS"},
+        {"SYS", "SYS", "X", "NODE"},
+        {"SYS", "SYS", "NODE", "X"}},
+       {0, 0, 0, 0, 0, 2, 6}},
+      // Single-socket EPYC, one GPU per root complex; and the same with a CXL node.
+      {"2gpu-one-socket-two-root-complexes.xml",
+       16,
+       1,
+       1,
+       {"0000:01:00.0", "0000:41:00.0"},
+       {{"X", "NODE"}, {"NODE", "X"}},
+       {0, 0, 0, 0, 0, 1, 1}},
+      // A CPU-less (CXL) NUMA node beside the socket's own is not the GPUs' node.
+      {"2gpu-one-socket-cxl-node.xml",
+       16,
+       2,
+       1,
+       {"0000:01:00.0", "0000:41:00.0"},
+       {{"X", "NODE"}, {"NODE", "X"}},
+       {0, 0, 0, 0, 0, 1, 1}},
+      {"4gpu-two-sockets-cxl-machine-wide.xml",
+       16,
+       3,
+       2,
+       {"0000:01:00.0", "0000:21:00.0", "0000:81:00.0", "0000:a1:00.0"},
+       {{"X", "NODE", "SYS", "SYS"},
+        {"NODE", "X", "SYS", "SYS"},
+        {"SYS", "SYS", "X", "NODE"},
+        {"SYS", "SYS", "NODE", "X"}},
+       {0, 0, 0, 0, 0, 2, 6}},
+      {"4gpu-two-sockets-cxl-on-socket0.xml",
+       16,
+       3,
+       2,
+       {"0000:01:00.0", "0000:21:00.0", "0000:81:00.0", "0000:a1:00.0"},
+       {{"X", "NODE", "SYS", "SYS"},
+        {"NODE", "X", "SYS", "SYS"},
+        {"SYS", "SYS", "X", "NODE"},
+        {"SYS", "SYS", "NODE", "X"}},
+       {0, 0, 0, 0, 0, 2, 6}},
+      // 8gpu-two-sockets.xml exported by a process whose cgroup allows socket 0
+      // only: the disallowed socket still counts, so the matrix is the same.
+      {"8gpu-two-sockets-cgroup-socket0.xml",
+       64,
+       2,
+       2,
+       {"0000:03:00.0", "0000:04:00.0", "0000:23:00.0", "0000:24:00.0", "0000:83:00.0",
+        "0000:84:00.0", "0000:a3:00.0", "0000:a4:00.0"},
+       {{"X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
+        {"PIX", "X", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
+        {"NODE", "NODE", "X", "PIX", "SYS", "SYS", "SYS", "SYS"},
+        {"NODE", "NODE", "PIX", "X", "SYS", "SYS", "SYS", "SYS"},
+        {"SYS", "SYS", "SYS", "SYS", "X", "PIX", "NODE", "NODE"},
+        {"SYS", "SYS", "SYS", "SYS", "PIX", "X", "NODE", "NODE"},
+        {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "X", "PIX"},
+        {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "PIX", "X"}},
+       {0, 0, 4, 4, 4, 12, 28}},
   };
   return cases;
 }
@@ -182,7 +247,7 @@ TEST(FixtureDetails, TwoSocketGpuKnowsItsPathSocketAndCpus) {
   EXPECT_EQ(gpu->device_id, 0x26b9);  // L40S
   EXPECT_EQ(gpu->class_id, 0x0302);
   EXPECT_EQ(gpu->host_bridge, "0000:[80-9f]");
-  EXPECT_EQ(gpu->numa_node, 1);
+  EXPECT_EQ(gpu.value().numa_node, 1);
   EXPECT_EQ(gpu->package, 1);
   EXPECT_EQ(gpu->local_cpus, "16-31,48-63");
   ASSERT_EQ(gpu->bridges.size(), 3u);
@@ -198,7 +263,7 @@ TEST(FixtureDetails, TwoSocketGpuKnowsItsPathSocketAndCpus) {
 
   const auto first_socket = topology.find_gpu("0000:03:00.0");
   ASSERT_TRUE(first_socket.has_value());
-  EXPECT_EQ(first_socket->numa_node, 0);
+  EXPECT_EQ(first_socket.value().numa_node, 0);
   EXPECT_EQ(first_socket->package, 0);
   EXPECT_EQ(first_socket->local_cpus, "0-15,32-47");
 }
@@ -263,7 +328,7 @@ TEST(FixtureDetails, CapturedVmMatchesNvidiaSmiThere) {
   EXPECT_EQ(gpu0->device_id, 0x2335);  // H200
   EXPECT_TRUE(gpu0->bridges.empty());
   EXPECT_EQ(gpu0->host_bridge, "0000:[00-00]");
-  EXPECT_EQ(gpu0->numa_node, 0);
+  EXPECT_EQ(gpu0.value().numa_node, 0);
   EXPECT_EQ(to_string(classify(*gpu0, *gpu1, 18)), "NV18");
   EXPECT_EQ(to_string(classify(*gpu0, *gpu1)), "PHB");
   // The virtio and NIC devices on the same bus are not GPUs.
@@ -335,6 +400,88 @@ TEST(FixtureDetails, LocalityRefusesBadOrForeignCpuLists) {
   } catch (const InvalidArgument& error) {
     EXPECT_NE(std::string(error.what()).find("0-63"), std::string::npos) << error.what();
   }
+}
+
+// Ranks, one per GPU of `topology`, in bus id order.
+std::vector<RankGpuPlacement> one_rank_per_gpu(const Topology& topology) {
+  std::vector<RankGpuPlacement> ranks;
+  for (const auto& gpu : topology.gpus())
+    ranks.push_back({static_cast<int>(ranks.size()), gpu.bus_id(), gpu});
+  return ranks;
+}
+
+TEST(FixtureDetails, OneNumaNodeOverTwoSocketsWithUnknownSocketIsSys) {
+  // NPS0 / node interleaving: one NUMA node for both sockets, and hwloc
+  // attaches the host bridges to the whole machine, so no GPU has a known
+  // socket. The pairs may cross sockets: SYS, and off at the default level.
+  const auto topology =
+      Topology::load_xml(fixture_path("4gpu-one-numa-two-sockets-machine-locality.xml"));
+  EXPECT_EQ(topology.numa_node_count(), 1);
+  EXPECT_EQ(topology.package_count(), 2);
+  const auto& gpus = topology.gpus();
+  ASSERT_EQ(gpus.size(), 4u);
+  for (const auto& gpu : gpus) {
+    EXPECT_EQ(gpu.numa_node, 0) << gpu.bus_id();
+    EXPECT_EQ(gpu.package, -1) << gpu.bus_id();
+  }
+  EXPECT_EQ(classify(gpus[0], gpus[2]).kind, LinkKind::sys);
+  EXPECT_EQ(classify(gpus[0], gpus[1]).kind, LinkKind::sys);
+  const auto verdict = check_p2p_level(one_rank_per_gpu(topology), {}, P2PLevel::automatic);
+  ASSERT_TRUE(verdict.obstacle.has_value());
+  EXPECT_NE(verdict.obstacle->find("SYS"), std::string::npos) << *verdict.obstacle;
+  EXPECT_FALSE(check_p2p_level(one_rank_per_gpu(topology), {}, P2PLevel::sys).obstacle);
+}
+
+TEST(FixtureDetails, OneNumaNodeOverTwoSocketsWithKnownSocketsIsSysAcross) {
+  const auto topology = Topology::load_xml(fixture_path("4gpu-one-numa-two-sockets.xml"));
+  const auto far = topology.find_gpu("0000:81:00.0");
+  ASSERT_TRUE(far.has_value());
+  EXPECT_EQ(far.value().numa_node, 0);
+  EXPECT_EQ(far->package, 1);
+  EXPECT_TRUE(check_p2p_level(one_rank_per_gpu(topology), {}, P2PLevel::automatic).obstacle);
+}
+
+TEST(FixtureDetails, CpuLessNumaNodeIsNotTheGpusNode) {
+  // hwloc gives a CXL memory node the cpuset of the object it hangs from,
+  // so it meets the GPUs' CPUs too; the GPUs' node is still the socket's own.
+  const auto one_socket = Topology::load_xml(fixture_path("2gpu-one-socket-cxl-node.xml"));
+  const auto& gpus = one_socket.gpus();
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0].numa_node, 0);
+  EXPECT_EQ(gpus[1].numa_node, 0);
+  EXPECT_EQ(classify(gpus[0], gpus[1]).kind, LinkKind::node);
+  EXPECT_FALSE(check_p2p_level(one_rank_per_gpu(one_socket), {}, P2PLevel::automatic).obstacle);
+
+  // The same machine without the CXL node: the same answer.
+  const auto plain = Topology::load_xml(fixture_path("2gpu-one-socket-two-root-complexes.xml"));
+  ASSERT_EQ(plain.gpus().size(), 2u);
+  EXPECT_EQ(plain.gpus()[0].numa_node, 0);
+  EXPECT_EQ(classify(plain.gpus()[0], plain.gpus()[1]).kind, LinkKind::node);
+
+  // A CXL node attached to the whole machine (node 2) is farther than each socket's node.
+  const auto machine_wide =
+      Topology::load_xml(fixture_path("4gpu-two-sockets-cxl-machine-wide.xml"));
+  EXPECT_EQ(machine_wide.find_gpu("0000:21:00.0").value().numa_node, 0);
+  EXPECT_EQ(machine_wide.find_gpu("0000:81:00.0").value().numa_node, 1);
+  // ... and one attached to socket 0 beside its DRAM node (node 2) is not picked either.
+  const auto on_socket = Topology::load_xml(fixture_path("4gpu-two-sockets-cxl-on-socket0.xml"));
+  EXPECT_EQ(on_socket.find_gpu("0000:01:00.0").value().numa_node, 0);
+  EXPECT_EQ(on_socket.find_gpu("0000:81:00.0").value().numa_node, 1);
+}
+
+TEST(FixtureDetails, CgroupConfinedExportStillPlacesTheOtherSocketsGpus) {
+  // Exported by a rank whose cgroup (Slurm ConstrainCores) allows socket 0
+  // only: hwloc must keep socket 1, or its GPUs lose their node and socket.
+  const auto topology = Topology::load_xml(fixture_path("8gpu-two-sockets-cgroup-socket0.xml"));
+  const auto gpu = topology.find_gpu("0000:83:00.0");
+  ASSERT_TRUE(gpu.has_value());
+  EXPECT_EQ(gpu.value().numa_node, 1);
+  EXPECT_EQ(gpu->package, 1);
+  EXPECT_EQ(gpu->local_cpus, "16-31,48-63");
+  const auto& gpus = topology.gpus();
+  ASSERT_EQ(gpus.size(), 8u);
+  EXPECT_EQ(classify(gpus[4], gpus[6]).kind, LinkKind::node);
+  EXPECT_EQ(classify(gpus[5], gpus[6]).kind, LinkKind::node);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ GpuLocation gpu_on_root_port(std::uint8_t gpu_bus, std::uint8_t root_port_bus, s
                            PciPortRole::root_port}};
   gpu.host_bridge = std::move(host);
   gpu.numa_node = numa;
+  gpu.package = numa;  // one NUMA node per socket, unless a test says otherwise
   return gpu;
 }
 
@@ -59,6 +60,29 @@ TEST(LinkClass, UnknownLocalityAcrossHostBridgesIsTreatedAsSys) {
   const auto a = gpu_on_root_port(0x01, 0x00, "0000:[00-1f]", -1);
   const auto b = gpu_on_root_port(0x21, 0x20, "0000:[20-3f]", -1);
   EXPECT_EQ(classify(a, b).kind, LinkKind::sys);
+}
+
+TEST(LinkClass, OneNumaNodeOverTwoSocketsIsSysAcrossSockets) {
+  // Node interleaving / NPS0: one NUMA node, two sockets.
+  const auto a = gpu_on_root_port(0x01, 0x00, "0000:[00-1f]", 0);
+  auto same_socket = gpu_on_root_port(0x21, 0x20, "0000:[20-3f]", 0);
+  auto other_socket = gpu_on_root_port(0x81, 0x80, "0000:[80-9f]", 0);
+  other_socket.package = 1;
+  EXPECT_EQ(classify(a, same_socket).kind, LinkKind::node);
+  EXPECT_EQ(classify(a, other_socket).kind, LinkKind::sys);
+  EXPECT_EQ(classify(other_socket, a).kind, LinkKind::sys);
+}
+
+TEST(LinkClass, UnknownSocketAcrossHostBridgesIsTreatedAsSys) {
+  // Same NUMA node, but hwloc could not tell the socket: it may be either.
+  auto a = gpu_on_root_port(0x01, 0x00, "0000:[00-1f]", 0);
+  auto b = gpu_on_root_port(0x21, 0x20, "0000:[20-3f]", 0);
+  a.package = -1;
+  b.package = -1;
+  EXPECT_EQ(classify(a, b).kind, LinkKind::sys);
+  b.package = 0;
+  EXPECT_EQ(classify(a, b).kind, LinkKind::sys);
+  EXPECT_EQ(classify(b, a).kind, LinkKind::sys);
 }
 
 TEST(LinkClass, TwoFunctionsBehindOneRootPortArePix) {

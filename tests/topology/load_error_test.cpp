@@ -87,6 +87,16 @@ TEST(TopologyLoadError, TruncatedExport) {
   expect_helpful(load_failure(file.path()), file.path());
 }
 
+TEST(TopologyLoadError, Hwloc3ExportSaysHowToWriteAVersion2One) {
+  // hwloc 2.x cannot read the XML that hwloc 3.x writes by default; the
+  // message must not send the user back to the command that wrote it.
+  const std::string path = fixture_path("hwloc3-export.xml");
+  const auto message = load_failure(path);
+  expect_helpful(message, path);
+  EXPECT_NE(message.find("3.0"), std::string::npos) << message;
+  EXPECT_NE(message.find("--export-xml-flags v2"), std::string::npos) << message;
+}
+
 TEST(TopologyLoadError, LoadWithAPathReadsTheFile) {
   const auto topology = Topology::load(fixture_path("2gpu-one-switch.xml"));
   EXPECT_FALSE(topology.is_live());
