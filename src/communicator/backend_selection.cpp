@@ -160,6 +160,8 @@ void create_cuda_transports([[maybe_unused]] MPI_Comm comm,
   const auto level = p2p_level_verdict(cards, nodes, config.p2p_level);
   if (bootstrap.rank() == 0) {
     log::info(log::Subsystem::route, level.summary);
+    // Unknown links held against an explicit level are in the obstacle;
+    // these are the ones allowed (at auto or SYS): INFO, as they change nothing.
     if (level.unknown_links) log::info(log::Subsystem::route, *level.unknown_links);
   }
   setup.gpus_shared = shared.any();

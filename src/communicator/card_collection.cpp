@@ -9,8 +9,10 @@
 
 #include "bootstrap/nodes.hpp"
 #include "communicator/cutoff_resolution.hpp"
+#include "communicator/p2p_level_check.hpp"
 #include "core/config_fields.hpp"
 #include "core/config_validation.hpp"
+#include "core/log.hpp"
 #include "peerplan/errors.hpp"
 #include "topology/pci_address.hpp"
 #include "topology/topology.hpp"
@@ -84,8 +86,14 @@ void fill_gpu([[maybe_unused]] const Config& config, [[maybe_unused]] int local_
   // topology that does not load is reported by topology_error instead.
   if (topology::PciAddress::parse(card.gpu.bus_id)) {
     try {
-      card.gpu_location =
-          topology::Topology::shared(config.topology_file)->find_gpu(card.gpu.bus_id);
+      const auto topology = topology::Topology::shared(config.topology_file);
+      card.gpu_location = topology->find_gpu(card.gpu.bus_id);
+      // A file the user chose that lacks the GPU is a mistake worth a WARN
+      // (it can turn P2P off); a live topology without it is told by the
+      // P2P level check.
+      if (!card.gpu_location && !config.topology_file.empty())
+        log::warn(communicator::topology_file_lacks_gpu(config.topology_file, card.gpu.bus_id,
+                                                        topology->gpus().size(), config.p2p_level));
     } catch (const Error&) {
     }
   }

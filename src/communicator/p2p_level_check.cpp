@@ -54,4 +54,26 @@ P2PLevelVerdict p2p_level_verdict(const std::vector<RankCard>& cards,
   return agreed.value_or(P2PLevelVerdict{});
 }
 
+std::string topology_file_lacks_gpu(const std::string& topology_file, const std::string& bus_id,
+                                    std::size_t file_gpus, P2PLevel level) {
+  const auto address = topology::PciAddress::parse(bus_id);
+  std::string text = "Config::topology_file / PEERPLAN_TOPO_FILE '" + topology_file +
+                     "' does not list this rank's GPU " +
+                     (address ? address->to_string() : bus_id) + " (it lists " +
+                     std::to_string(file_gpus) + " GPU(s); a file from another machine?): ";
+  // Mirrors check_p2p_level: only an explicit level below SYS refuses unknown links.
+  if (level == P2PLevel::automatic || level == P2PLevel::sys) {
+    text += "its links to the other GPUs are unknown and not checked against PEERPLAN_P2P_LEVEL=" +
+            std::string(to_string(level));
+  } else {
+    text += "its links to the other GPUs are unknown and count as beyond PEERPLAN_P2P_LEVEL=" +
+            std::string(to_string(level)) +
+            ", so P2P stays off if this node's ranks use other GPUs too (set "
+            "PEERPLAN_P2P_LEVEL=SYS or auto to allow them)";
+  }
+  return text +
+         "; point it at an hwloc XML of this machine that lists its GPUs (`lstopo --of xml`), or "
+         "unset it to use the live topology";
+}
+
 }  // namespace peerplan::communicator

@@ -74,8 +74,36 @@ struct Beyond {
   std::size_t first_i = 0, first_j = 0;
   PairLink first_link;
   int pairs = 0;
+  int unknown_pairs = 0;                   // of `pairs`, those whose link is unknown
   P2PLevel level_for_all = P2PLevel::loc;  // over the pairs whose link is known
 };
+
+// Whether a pair of two GPUs whose link the topology does not show counts
+// as beyond `level`. A level the user chose on purpose is honoured, as
+// NCCL leaves P2P off for a GPU missing from its topology; SYS allows every
+// link anyway, and auto keeps allowing them (the backend's peer-access
+// check still applies) so that containers that hide /sys keep P2P.
+bool unknown_link_beyond(P2PLevel level) {
+  return level != P2PLevel::automatic && level != P2PLevel::sys;
+}
+
+// Why a topology lacks a GPU, for messages.
+constexpr const char* kWhyUnplaced =
+    "as when /sys hides PCI devices (some containers), PEERPLAN_TOPO_FILE lacks the GPU, or its "
+    "PCI domain is above 0xffff (hwloc drops those)";
+constexpr const char* kTopoFileAdvice =
+    "set PEERPLAN_TOPO_FILE to an hwloc XML of this machine that lists its GPUs (`lstopo --of "
+    "xml`, where /sys shows them) so that the links are known";
+
+// "does not list GPU 0000:99:00.0 (rank 1)": the GPUs of a pair that
+// their rank's topology did not place, the reason their link is unknown.
+std::string unplaced_of_pair(const RankGpuPlacement& a, const RankGpuPlacement& b) {
+  const auto gpu = [](const RankGpuPlacement& rank) {
+    return "GPU " + bus_id_text(rank) + " (rank " + std::to_string(rank.rank) + ")";
+  };
+  if (!a.location && !b.location) return "lists neither " + gpu(a) + " nor " + gpu(b);
+  return "does not list " + gpu(a.location ? b : a);
+}
 
 std::string obstacle_text(const std::vector<RankGpuPlacement>& ranks, const Beyond& beyond,
                           P2PLevel level, int pair_count) {
@@ -86,24 +114,26 @@ std::string obstacle_text(const std::vector<RankGpuPlacement>& ranks, const Beyo
     text += ": GPUs " + bus_id_text(a) + " and " + bus_id_text(b) + " are linked through " +
             describe_link(*beyond.first_link.link);
   } else {
-    // Only LOC blocks a pair of unknown link: any link between two GPUs is beyond it.
+    // Say why the link is unknown: the fix is to let the topology see the GPU.
     text += " use different GPUs (" + bus_id_text(a) + " and " + bus_id_text(b) +
-            ") whose link the topology does not show";
+            ") whose link the topology does not show: it " + unplaced_of_pair(a, b) + ", " +
+            kWhyUnplaced + "; an unknown link counts as";
   }
-  text += ", beyond PEERPLAN_P2P_LEVEL=" + describe_level(level);
+  text += (beyond.first_link.link ? ", beyond" : " beyond");
+  text += " PEERPLAN_P2P_LEVEL=" + describe_level(level);
   const int others = beyond.pairs - 1;
   if (others > 0)
     text += ", as are " + std::to_string(others) + " more of the " + std::to_string(pair_count) +
             " GPU pairs";
   const char* them = others > 0 ? "them all" : "it";
-  if (beyond.first_link.link) {
+  if (beyond.unknown_pairs == 0) {
     text += std::string("; set PEERPLAN_P2P_LEVEL=") + to_string(beyond.level_for_all) +
             " to allow " + them;
   } else {
-    text += std::string(
-                "; set PEERPLAN_P2P_LEVEL to the class `nvidia-smi topo -m` shows for "
-                "their link (or auto) to allow ") +
-            them;
+    // Only SYS allows every unknown link, and auto too when it allows every known one.
+    const bool auto_allows = beyond.level_for_all <= effective_p2p_level(P2PLevel::automatic);
+    text += std::string("; ") + kTopoFileAdvice + ", or PEERPLAN_P2P_LEVEL=SYS" +
+            (auto_allows ? " or auto" : "") + " to allow " + them;
   }
   return text;
 }
@@ -125,9 +155,11 @@ std::string describe_link(LinkClass link) {
     case LinkKind::phb:
       return name + " (a PCIe host bridge)";
     case LinkKind::node:
-      return name + " (two PCIe host bridges of one NUMA node)";
+      return name + " (two PCIe host bridges of one NUMA node and socket)";
     case LinkKind::sys:
-      return name + " (across NUMA nodes, over the CPU interconnect)";
+      return name +
+             " (across NUMA nodes or sockets, over the CPU interconnect, or where either GPU's "
+             "node or socket is unknown)";
   }
   return name;
 }
@@ -171,15 +203,18 @@ P2PLevelVerdict check_p2p_level(const std::vector<RankGpuPlacement>& ranks,
       ++verdict.pairs;
       const PairLink pair = link_between(ranks[i], ranks[j], nvlinks.empty() ? 0 : nvlinks[i][j]);
       const bool known_beyond = pair.link && !p2p_allowed(*pair.link, effective);
-      const bool unknown_beyond = !pair.link && effective == P2PLevel::loc && pair.distinct_gpus;
+      const bool unknown_beyond = !pair.link && pair.distinct_gpus && unknown_link_beyond(level);
       lines << "\n  " << pair_name(ranks[i], ranks[j]) << " (" << bus_id_text(ranks[i]) << ", "
             << bus_id_text(ranks[j]) << "): " << (pair.link ? to_string(*pair.link) : "unknown");
       if (known_beyond || unknown_beyond) {
-        if (!beyond) beyond = Beyond{i, j, pair, 0, P2PLevel::loc};
+        if (!beyond) beyond = Beyond{i, j, pair, 0, 0, P2PLevel::loc};
         ++beyond->pairs;
         if (pair.link)
           beyond->level_for_all = std::max(beyond->level_for_all, level_needed_for(*pair.link));
-        lines << ", beyond the level";
+        else
+          ++beyond->unknown_pairs;
+        lines << (pair.link ? ", beyond the level"
+                            : ", beyond the level (a GPU the topology does not place)");
       } else if (pair.link) {
         ++verdict.allowed_pairs;
         lines << ", allowed";
@@ -204,10 +239,25 @@ P2PLevelVerdict check_p2p_level(const std::vector<RankGpuPlacement>& ranks,
     unplaced_ids += (unplaced_ids.empty() ? "" : ", ") + bus_id_text(ranks[i]);
   }
   if (!unplaced.empty()) {
-    verdict.unknown_links = "the topology does not place the GPU of " + join_ranks(unplaced) +
-                            " (" + unplaced_ids + "): " + std::to_string(verdict.unknown_pairs) +
-                            " GPU pair(s) of unknown link, not checked against "
-                            "PEERPLAN_P2P_LEVEL (the backend's peer-access check still applies)";
+    // At auto these pairs are allowed: say why their GPU is missing and how
+    // to have them checked or refused.
+    const bool automatic = level == P2PLevel::automatic;
+    std::string text = "the topology does not place the GPU of " + join_ranks(unplaced) + " (" +
+                       unplaced_ids + ")" +
+                       (automatic ? std::string(", ") + kWhyUnplaced : std::string()) + ": " +
+                       std::to_string(verdict.unknown_pairs) + " GPU pair(s) of unknown link";
+    if (automatic) {
+      text += std::string(
+                  ", allowed by PEERPLAN_P2P_LEVEL=auto (the backend's peer-access check still "
+                  "applies); ") +
+              kTopoFileAdvice +
+              ", or set an explicit PEERPLAN_P2P_LEVEL below SYS to count them as beyond it";
+    } else {
+      text +=
+          ", not checked against PEERPLAN_P2P_LEVEL (the backend's peer-access check still "
+          "applies)";
+    }
+    verdict.unknown_links = std::move(text);
   }
   std::ostringstream summary;
   summary << "PEERPLAN_P2P_LEVEL=" << describe_level(level) << ": " << verdict.pairs

@@ -28,21 +28,24 @@ struct RankGpuPlacement {
 
 struct P2PLevelVerdict {
   // Why P2P must stay off: the first pair (in the order of `ranks`) whose
-  // link is farther than the level, its class in nvidia-smi's vocabulary,
-  // the level, and the level that would allow it. nullopt when every pair
-  // whose link is known is within the level.
+  // link is farther than the level, its class in nvidia-smi's vocabulary
+  // (or why its link is unknown), the level, and what would allow it.
+  // nullopt when every pair is within the level. Two GPUs of unknown link
+  // count as beyond every explicit level but SYS, as NCCL leaves P2P off
+  // for a GPU missing from its topology; auto allows them.
   std::optional<std::string> obstacle;
-  // Ranks whose GPU could not be placed: their links are unknown and not
-  // held against the level (the backend's peer-access check still decides).
-  // nullopt when every pair's link is known. Worth an INFO line.
+  // Ranks whose GPU could not be placed, in pairs of unknown link not held
+  // against the level (at auto or SYS, or a rank without a bus id; the
+  // backend's peer-access check still decides). nullopt when there are
+  // none. Worth an INFO line.
   std::optional<std::string> unknown_links;
   // The level, the counts below, then one line per pair with its class
   // and verdict, for INFO.
   std::string summary;
   int pairs = 0;          // pairs of ranks, n (n - 1) / 2
   int allowed_pairs = 0;  // link known and within the level (LOC pairs included)
-  int beyond_pairs = 0;   // farther than the level (the obstacle names the first)
-  int unknown_pairs = 0;  // link unknown, not checked
+  int beyond_pairs = 0;   // farther than the level, or unknown at an explicit level below SYS
+  int unknown_pairs = 0;  // link unknown, not held against the level
 };
 
 // Classifies every pair of `ranks` (two ranks on the same GPU are LOC,
@@ -50,9 +53,10 @@ struct P2PLevelVerdict {
 // (P2PLevel::automatic acts as effective_p2p_level(level)). nvlinks[i][j]
 // is the NVLink count between ranks[i]'s and ranks[j]'s GPUs
 // (count_nvlinks over the ranks' bus ids), or empty when none is known; a
-// pair with NVLinks is NV# even when a GPU could not be placed. At LOC, two
-// ranks known to use different GPUs are beyond the level whatever their
-// link. Deterministic: the same input gives the same text on every rank.
+// pair with NVLinks is NV# even when a GPU could not be placed. Two ranks
+// known to use different GPUs whose link is unknown are beyond every
+// explicit level but SYS (not beyond auto). Deterministic: the same input
+// gives the same text on every rank.
 // Throws InvalidArgument if nvlinks is neither empty nor ranks.size() square.
 P2PLevelVerdict check_p2p_level(const std::vector<RankGpuPlacement>& ranks,
                                 const NvlinkCounts& nvlinks, P2PLevel level);

@@ -247,9 +247,45 @@ TEST(CardDecisions, P2PLevelPairsStayWithinANode) {
 TEST(CardDecisions, P2PLevelWithAGpuTheTopologyDoesNotListIsUnknownNotBlocked) {
   auto cards = cards_with_gpus({"a", "a"}, {"0000:03:00.0", "0000:04:00.0"});
   cards[1].gpu_location.reset();
-  const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic);
-  EXPECT_FALSE(verdict.obstacle.has_value());
-  EXPECT_TRUE(verdict.unknown_links.has_value());
+  for (P2PLevel level : {P2PLevel::automatic, P2PLevel::sys}) {
+    const auto verdict = p2p_level_verdict(cards, node_ids(cards), level);
+    EXPECT_FALSE(verdict.obstacle.has_value()) << *verdict.obstacle;
+    EXPECT_TRUE(verdict.unknown_links.has_value());
+  }
+}
+
+TEST(CardDecisions, P2PLevelSetOnPurposeRefusesAGpuTheTopologyDoesNotList) {
+  // Across sockets (03 and 83), but rank 1's topology lacks its GPU: an
+  // explicit level must not let the unknown link through.
+  auto cards = cards_with_gpus({"a", "a"}, {"0000:03:00.0", "0000:83:00.0"});
+  cards[1].gpu_location.reset();
+  for (P2PLevel level : {P2PLevel::nvl, P2PLevel::pxb, P2PLevel::node}) {
+    const auto verdict = p2p_level_verdict(cards, node_ids(cards), level);
+    ASSERT_TRUE(verdict.obstacle.has_value()) << to_string(level);
+    EXPECT_NE(verdict.obstacle->find("does not list GPU 0000:83:00.0 (rank 1)"), std::string::npos)
+        << *verdict.obstacle;
+    EXPECT_NE(verdict.obstacle->find("set PEERPLAN_TOPO_FILE"), std::string::npos)
+        << *verdict.obstacle;
+    EXPECT_NE(verdict.obstacle->find("PEERPLAN_P2P_LEVEL=SYS or auto to allow it"),
+              std::string::npos)
+        << *verdict.obstacle;
+  }
+}
+
+TEST(CardDecisions, TopologyFileLackingTheGpuNamesTheFileAndTheGpu) {
+  const std::string at_pxb =
+      topology_file_lacks_gpu("/etc/topo.xml", "00000000:83:00.0", 2, P2PLevel::pxb);
+  EXPECT_EQ(at_pxb.rfind("Config::topology_file / PEERPLAN_TOPO_FILE '/etc/topo.xml' does not "
+                         "list this rank's GPU 0000:83:00.0 (it lists 2 GPU(s)",
+                         0),
+            0u)
+      << at_pxb;
+  EXPECT_NE(at_pxb.find("count as beyond PEERPLAN_P2P_LEVEL=PXB"), std::string::npos) << at_pxb;
+  EXPECT_NE(at_pxb.find("lstopo --of xml"), std::string::npos) << at_pxb;
+  const std::string at_auto =
+      topology_file_lacks_gpu("/etc/topo.xml", "0000:83:00.0", 2, P2PLevel::automatic);
+  EXPECT_NE(at_auto.find("not checked against PEERPLAN_P2P_LEVEL=auto"), std::string::npos)
+      << at_auto;
 }
 
 // Cards whose GPUs `fixture` (tests/fixtures/topology) places.
@@ -326,6 +362,8 @@ TEST(CardDecisions, P2PLevelLocRefusesDifferentGpusWhateverLinksThem) {
             0u)
       << *verdict.obstacle;
   EXPECT_FALSE(p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic).obstacle);
+  EXPECT_FALSE(p2p_level_verdict(cards, node_ids(cards), P2PLevel::sys).obstacle);
+  EXPECT_TRUE(p2p_level_verdict(cards, node_ids(cards), P2PLevel::pix).obstacle);
 }
 
 TEST(CardDecisions, P2PLevelTheMostTellingNodeVerdictWins) {

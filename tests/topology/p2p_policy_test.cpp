@@ -343,21 +343,98 @@ RankGpuPlacement on(const Topology& topology, int rank, const std::string& bus_i
   return {rank, bus_id, topology.find_gpu(bus_id)};
 }
 
-TEST(P2PPolicyUnplaced, UnknownLinksAreNotHeldAgainstTheLevel) {
+TEST(P2PPolicyUnplaced, UnknownLinksAreBeyondAnExplicitLevelBelowSys) {
+  // NCCL leaves P2P off for a GPU missing from its topology: a level set on
+  // purpose is honoured for a pair whose link nobody knows.
   const auto topology = Topology::load_xml(fixture_path("2gpu-one-switch.xml"));
   const std::vector<RankGpuPlacement> ranks = {on(topology, 0, "0000:43:00.0"),
                                                on(topology, 1, "0000:99:00.0")};
   ASSERT_FALSE(ranks[1].location.has_value());
-  for (P2PLevel level : {P2PLevel::nvl, P2PLevel::pix, P2PLevel::node, P2PLevel::automatic}) {
+  for (P2PLevel level :
+       {P2PLevel::nvl, P2PLevel::pix, P2PLevel::pxb, P2PLevel::phb, P2PLevel::node}) {
+    const auto verdict = check_p2p_level(ranks, {}, level);
+    ASSERT_TRUE(verdict.obstacle.has_value()) << to_string(level);
+    const std::string& reason = *verdict.obstacle;
+    EXPECT_EQ(reason.rfind("ranks 0 and 1 use different GPUs (0000:43:00.0 and 0000:99:00.0)", 0),
+              0u)
+        << reason;
+    // Why the link is unknown, and what to change.
+    EXPECT_NE(reason.find("does not list GPU 0000:99:00.0 (rank 1)"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("/sys hides PCI devices"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("PEERPLAN_TOPO_FILE lacks the GPU"), std::string::npos) << reason;
+    EXPECT_NE(reason.find(std::string("beyond PEERPLAN_P2P_LEVEL=") + to_string(level)),
+              std::string::npos)
+        << reason;
+    EXPECT_NE(reason.find("set PEERPLAN_TOPO_FILE to an hwloc XML"), std::string::npos) << reason;
+    EXPECT_NE(reason.find("PEERPLAN_P2P_LEVEL=SYS or auto to allow it"), std::string::npos)
+        << reason;
+    EXPECT_EQ(verdict.beyond_pairs, 1);
+    EXPECT_EQ(verdict.unknown_pairs, 0);
+    EXPECT_EQ(verdict.allowed_pairs, 0);
+    EXPECT_FALSE(verdict.unknown_links.has_value()) << *verdict.unknown_links;
+    EXPECT_NE(verdict.summary.find("unknown, beyond the level"), std::string::npos)
+        << verdict.summary;
+  }
+}
+
+TEST(P2PPolicyUnplaced, UnknownLinksAreAllowedAtSysAndAuto) {
+  const auto topology = Topology::load_xml(fixture_path("2gpu-one-switch.xml"));
+  const std::vector<RankGpuPlacement> ranks = {on(topology, 0, "0000:43:00.0"),
+                                               on(topology, 1, "0000:99:00.0")};
+  for (P2PLevel level : {P2PLevel::sys, P2PLevel::automatic}) {
     const auto verdict = check_p2p_level(ranks, {}, level);
     EXPECT_FALSE(verdict.obstacle.has_value()) << to_string(level) << ": " << *verdict.obstacle;
     EXPECT_EQ(verdict.unknown_pairs, 1);
+    EXPECT_EQ(verdict.beyond_pairs, 0);
     EXPECT_EQ(verdict.allowed_pairs, 0);
     ASSERT_TRUE(verdict.unknown_links.has_value());
     EXPECT_NE(verdict.unknown_links->find("rank 1 (0000:99:00.0)"), std::string::npos)
         << *verdict.unknown_links;
     EXPECT_NE(verdict.summary.find("not checked"), std::string::npos) << verdict.summary;
   }
+  // At auto the INFO line says why, and how to have the link checked.
+  const auto automatic = check_p2p_level(ranks, {}, P2PLevel::automatic);
+  EXPECT_NE(automatic.unknown_links->find("allowed by PEERPLAN_P2P_LEVEL=auto"), std::string::npos)
+      << *automatic.unknown_links;
+  EXPECT_NE(automatic.unknown_links->find("set PEERPLAN_TOPO_FILE"), std::string::npos)
+      << *automatic.unknown_links;
+}
+
+TEST(P2PPolicyUnplaced, UnknownAndKnownPairsBeyondTheLevelNeedSys) {
+  // Two sockets: ranks 0 and 1 across them (SYS), rank 2's GPU unlisted.
+  const auto topology = Topology::load_xml(fixture_path("8gpu-two-sockets.xml"));
+  const std::vector<RankGpuPlacement> ranks = {on(topology, 0, "0000:03:00.0"),
+                                               on(topology, 1, "0000:83:00.0"),
+                                               on(topology, 2, "0000:f1:00.0")};
+  ASSERT_FALSE(ranks[2].location.has_value());
+  const auto verdict = check_p2p_level(ranks, {}, P2PLevel::pxb);
+  ASSERT_TRUE(verdict.obstacle.has_value());
+  const std::string& reason = *verdict.obstacle;
+  EXPECT_EQ(reason.rfind("ranks 0 and 1: GPUs 0000:03:00.0 and 0000:83:00.0 are linked through "
+                         "SYS (",
+                         0),
+            0u)
+      << reason;
+  EXPECT_EQ(verdict.beyond_pairs, 3);
+  EXPECT_EQ(verdict.unknown_pairs, 0);
+  // auto would still refuse the SYS pair: only SYS allows them all.
+  EXPECT_NE(reason.find("or PEERPLAN_P2P_LEVEL=SYS to allow them all"), std::string::npos)
+      << reason;
+  EXPECT_NE(reason.find("set PEERPLAN_TOPO_FILE"), std::string::npos) << reason;
+  EXPECT_FALSE(check_p2p_level(ranks, {}, P2PLevel::sys).obstacle.has_value());
+}
+
+TEST(P2PPolicyUnplaced, NoTopologyAtAllRefusesAnExplicitLevel) {
+  // A topology that lists no GPU (the whole of /sys PCI hidden): every
+  // pair of two GPUs is unknown, so NVL refuses them unless NVLink is known.
+  const std::vector<RankGpuPlacement> ranks = {{0, "0000:17:00.0", {}}, {1, "0000:b1:00.0", {}}};
+  const auto verdict = check_p2p_level(ranks, {}, P2PLevel::nvl);
+  ASSERT_TRUE(verdict.obstacle.has_value());
+  EXPECT_NE(verdict.obstacle->find(
+                "lists neither GPU 0000:17:00.0 (rank 0) nor GPU 0000:b1:00.0 (rank 1)"),
+            std::string::npos)
+      << *verdict.obstacle;
+  EXPECT_FALSE(check_p2p_level(ranks, {{0, 2}, {2, 0}}, P2PLevel::nvl).obstacle.has_value());
 }
 
 TEST(P2PPolicyUnplaced, LocStillBlocksTwoDifferentGpus) {
