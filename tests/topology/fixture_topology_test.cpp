@@ -33,6 +33,27 @@ struct FixtureCase {
 
 std::ostream& operator<<(std::ostream& out, const FixtureCase& c) { return out << c.file; }
 
+// Cells shared by fixtures of one machine seen differently (a cgroup, a CXL node).
+const std::vector<std::string> kEightGpuIds = {"0000:03:00.0", "0000:04:00.0", "0000:23:00.0",
+                                               "0000:24:00.0", "0000:83:00.0", "0000:84:00.0",
+                                               "0000:a3:00.0", "0000:a4:00.0"};
+const std::vector<std::vector<std::string>> kEightGpuMatrix = {
+    {"X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
+    {"PIX", "X", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
+    {"NODE", "NODE", "X", "PIX", "SYS", "SYS", "SYS", "SYS"},
+    {"NODE", "NODE", "PIX", "X", "SYS", "SYS", "SYS", "SYS"},
+    {"SYS", "SYS", "SYS", "SYS", "X", "PIX", "NODE", "NODE"},
+    {"SYS", "SYS", "SYS", "SYS", "PIX", "X", "NODE", "NODE"},
+    {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "X", "PIX"},
+    {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "PIX", "X"}};
+const std::vector<std::string> kFourGpuTwoSocketsIds = {"0000:01:00.0", "0000:21:00.0",
+                                                        "0000:81:00.0", "0000:a1:00.0"};
+const std::vector<std::vector<std::string>> kFourGpuTwoSocketsMatrix = {
+    {"X", "NODE", "SYS", "SYS"},
+    {"NODE", "X", "SYS", "SYS"},
+    {"SYS", "SYS", "X", "NODE"},
+    {"SYS", "SYS", "NODE", "X"}};
+
 const std::vector<FixtureCase>& fixture_cases() {
   static const std::vector<FixtureCase> cases = {
       {"2gpu-one-switch.xml",
@@ -52,21 +73,7 @@ const std::vector<FixtureCase>& fixture_cases() {
         {"PHB", "PHB", "X", "PIX"},
         {"PHB", "PHB", "PIX", "X"}},
        {0, 0, 2, 2, 6, 6, 6}},
-      {"8gpu-two-sockets.xml",
-       64,
-       2,
-       2,
-       {"0000:03:00.0", "0000:04:00.0", "0000:23:00.0", "0000:24:00.0", "0000:83:00.0",
-        "0000:84:00.0", "0000:a3:00.0", "0000:a4:00.0"},
-       {{"X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
-        {"PIX", "X", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
-        {"NODE", "NODE", "X", "PIX", "SYS", "SYS", "SYS", "SYS"},
-        {"NODE", "NODE", "PIX", "X", "SYS", "SYS", "SYS", "SYS"},
-        {"SYS", "SYS", "SYS", "SYS", "X", "PIX", "NODE", "NODE"},
-        {"SYS", "SYS", "SYS", "SYS", "PIX", "X", "NODE", "NODE"},
-        {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "X", "PIX"},
-        {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "PIX", "X"}},
-       {0, 0, 4, 4, 4, 12, 28}},
+      {"8gpu-two-sockets.xml", 64, 2, 2, kEightGpuIds, kEightGpuMatrix, {0, 0, 4, 4, 4, 12, 28}},
       {"2gpu-h200-vm.xml",
        32,
        1,
@@ -89,11 +96,8 @@ const std::vector<FixtureCase>& fixture_cases() {
        16,
        1,
        2,
-       {"0000:01:00.0", "0000:21:00.0", "0000:81:00.0", "0000:a1:00.0"},
-       {{"X", "NODE", "SYS", "SYS"},
-        {"NODE", "X", "SYS", "SYS"},
-        {"SYS", "SYS", "X", "NODE"},
-        {"SYS", "SYS", "NODE", "X"}},
+       kFourGpuTwoSocketsIds,
+       kFourGpuTwoSocketsMatrix,
        {0, 0, 0, 0, 0, 2, 6}},
       // Single-socket EPYC, one GPU per root complex; and the same with a CXL node.
       {"2gpu-one-socket-two-root-complexes.xml",
@@ -115,21 +119,15 @@ const std::vector<FixtureCase>& fixture_cases() {
        16,
        3,
        2,
-       {"0000:01:00.0", "0000:21:00.0", "0000:81:00.0", "0000:a1:00.0"},
-       {{"X", "NODE", "SYS", "SYS"},
-        {"NODE", "X", "SYS", "SYS"},
-        {"SYS", "SYS", "X", "NODE"},
-        {"SYS", "SYS", "NODE", "X"}},
+       kFourGpuTwoSocketsIds,
+       kFourGpuTwoSocketsMatrix,
        {0, 0, 0, 0, 0, 2, 6}},
       {"4gpu-two-sockets-cxl-on-socket0.xml",
        16,
        3,
        2,
-       {"0000:01:00.0", "0000:21:00.0", "0000:81:00.0", "0000:a1:00.0"},
-       {{"X", "NODE", "SYS", "SYS"},
-        {"NODE", "X", "SYS", "SYS"},
-        {"SYS", "SYS", "X", "NODE"},
-        {"SYS", "SYS", "NODE", "X"}},
+       kFourGpuTwoSocketsIds,
+       kFourGpuTwoSocketsMatrix,
        {0, 0, 0, 0, 0, 2, 6}},
       // 8gpu-two-sockets.xml exported by a process whose cgroup allows socket 0
       // only: the disallowed socket still counts, so the matrix is the same.
@@ -137,16 +135,8 @@ const std::vector<FixtureCase>& fixture_cases() {
        64,
        2,
        2,
-       {"0000:03:00.0", "0000:04:00.0", "0000:23:00.0", "0000:24:00.0", "0000:83:00.0",
-        "0000:84:00.0", "0000:a3:00.0", "0000:a4:00.0"},
-       {{"X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
-        {"PIX", "X", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
-        {"NODE", "NODE", "X", "PIX", "SYS", "SYS", "SYS", "SYS"},
-        {"NODE", "NODE", "PIX", "X", "SYS", "SYS", "SYS", "SYS"},
-        {"SYS", "SYS", "SYS", "SYS", "X", "PIX", "NODE", "NODE"},
-        {"SYS", "SYS", "SYS", "SYS", "PIX", "X", "NODE", "NODE"},
-        {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "X", "PIX"},
-        {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "PIX", "X"}},
+       kEightGpuIds,
+       kEightGpuMatrix,
        {0, 0, 4, 4, 4, 12, 28}},
   };
   return cases;
