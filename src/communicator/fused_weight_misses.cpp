@@ -23,9 +23,11 @@ void FusedWeightMisses::rebuild(std::span<const Declaration> declarations,
     PlanKey key = make_key(d);
     const std::uintptr_t weight = key.weight;
     key.weight = 0;
-    // The first declaration of a key is the one the index serves.
-    if (by_key_without_weight_.emplace(key, declared_.size()).second)
+    const auto [found, added] = by_key_without_weight_.emplace(key, declared_.size());
+    if (added)
       declared_.push_back({d.name, weight});
+    else
+      ++declared_[found->second].plans;
   }
 }
 
@@ -41,14 +43,19 @@ std::optional<std::string> FusedWeightMisses::warning_for_miss(const PlanKey& ke
   const auto found = by_key_without_weight_.find(without_weight);
   if (found == by_key_without_weight_.end()) return {};
   Declared& declared = declared_[found->second];
-  if (declared.warned || declared.weight == key.weight) return {};
+  if (declared.warned) return {};
   declared.warned = true;
-  return "fused_add_rms_norm: a call matches the declared plan \"" + declared.name +
-         "\" but for its weight (declared " + address(declared.weight) + ", passed " +
-         address(key.weight) +
-         "), so it takes the fallback on this rank; ranks that pass the declared weight take "
-         "the P2P route and wait for this one until they raise Timeout. Pass the declared "
-         "weight, or declare() again after reallocating it (said once per plan)";
+  const std::string matched =
+      declared.plans == 1
+          ? "the declared plan \"" + declared.name + "\" but for its weight (declared " +
+                address(declared.weight) + ", passed " + address(key.weight) + ")"
+          : "the dtype, shape and eps of " + std::to_string(declared.plans) +
+                " declared plans (the first \"" + declared.name + "\") but none of their " +
+                "weights (passed " + address(key.weight) + ")";
+  return "fused_add_rms_norm: a call matches " + matched +
+         ", so it takes the fallback on this rank; ranks that pass a declared weight take the "
+         "P2P route and wait for this one until they raise Timeout. Pass the declared weight, "
+         "or declare() again after reallocating it (said once per shape)";
 }
 
 }  // namespace peerplan::communicator

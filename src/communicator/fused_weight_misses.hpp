@@ -26,13 +26,15 @@ class FusedWeightMisses {
   void rebuild(std::span<const Declaration> declarations, const std::vector<bool>& p2p);
   void clear();
   // For a fused call whose key missed the index: the warning, the first
-  // time a declared P2P plan differs from `key` in its weight alone.
+  // time declared P2P plans differ from `key` in their weights alone (once
+  // per such key: every layer's norm may share it).
   std::optional<std::string> warning_for_miss(const PlanKey& key);
 
  private:
   struct Declared {
-    std::string name;
+    std::string name;  // the first declared plan of the key
     std::uintptr_t weight;
+    int plans = 1;  // declared P2P plans with this key but for the weight (one per layer)
     bool warned = false;
   };
   std::unordered_map<PlanKey, std::size_t, PlanKeyHash> by_key_without_weight_;
