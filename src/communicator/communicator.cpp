@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "bootstrap/fail_together.hpp"
 #include "bootstrap/mpi_bootstrap.hpp"
@@ -512,12 +513,9 @@ class CommunicatorImpl final : public Communicator {
   template <class Step>
   void breaking_on_failure(const char* what, Step&& step) {
     try {
-      step();
+      breaking_on_timeout(what, std::forward<Step>(step));
     } catch (const Mismatch& e) {
       broken_reason_ = std::string(what) + " met different calls on the ranks (" + e.what() + ")";
-      throw;
-    } catch (const Timeout& e) {
-      broken_reason_ = std::string(what) + " timed out (" + e.what() + ")";
       throw;
     }
   }

@@ -1,18 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "communicator/fused_weight_misses.hpp"
 
-#include <cstdio>
+#include "plan/norm_text.hpp"
 
 namespace peerplan::communicator {
-namespace {
-
-std::string address(std::uintptr_t value) {
-  char text[2 + 16 + 1];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
-}  // namespace
 
 void FusedWeightMisses::rebuild(std::span<const Declaration> declarations,
                                 const std::vector<bool>& p2p) {
@@ -48,10 +39,11 @@ std::optional<std::string> FusedWeightMisses::warning_for_miss(const PlanKey& ke
   const std::string matched =
       declared.plans == 1
           ? "the declared plan \"" + declared.name + "\" but for its weight (declared " +
-                address(declared.weight) + ", passed " + address(key.weight) + ")"
+                plan::weight_address_text(declared.weight) + ", passed " +
+                plan::weight_address_text(key.weight) + ")"
           : "the dtype, shape and eps of " + std::to_string(declared.plans) +
                 " declared plans (the first \"" + declared.name + "\") but none of their " +
-                "weights (passed " + address(key.weight) + ")";
+                "weights (passed " + plan::weight_address_text(key.weight) + ")";
   return "fused_add_rms_norm: a call matches " + matched +
          ", so it takes the fallback on this rank; ranks that pass a declared weight take the "
          "P2P route and wait for this one until they raise Timeout. Pass the declared weight, "

@@ -7,6 +7,7 @@
 // compare by eye.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "peerplan/plan_key.hpp"
@@ -17,5 +18,8 @@ namespace peerplan::plan {
 // 0, as it is compared), in the shortest text that reads back as the same
 // float: two keys whose eps differ in the last bit print differently.
 std::string norm_text(const PlanKey& key);
+
+// "0x7f3a1c000000": a weight address as norm_text prints it.
+std::string weight_address_text(std::uintptr_t weight);
 
 }  // namespace peerplan::plan

@@ -44,16 +44,13 @@ CallSignature fused_signature(Route route, DataType dtype, std::int64_t elements
 }
 
 std::string describe(const CallSignature& call) {
-  const auto operation = static_cast<Operation>(call.kind & 0xff);
-  const auto route = static_cast<Route>((call.kind >> 8) & 0xff);
-  const auto dtype = static_cast<DataType>((call.kind >> 16) & 0xff);
   std::ostringstream text;
-  text << to_string(operation) << " (" << route_phrase(route) << ") of ";
-  if (operation == Operation::fused_add_rms_norm && call.row != 0) {
-    text << call.elements / call.row << " rows of " << call.row << " " << to_string(dtype)
+  text << to_string(call.operation()) << " (" << route_phrase(call.route()) << ") of ";
+  if (call.operation() == Operation::fused_add_rms_norm && call.row != 0) {
+    text << call.elements / call.row << " rows of " << call.row << " " << to_string(call.dtype())
          << ", eps " << std::bit_cast<float>(static_cast<std::uint32_t>(call.kind >> 32));
   } else {
-    text << call.elements << " " << to_string(dtype) << " elements";
+    text << call.elements << " " << to_string(call.dtype()) << " elements";
   }
   return text.str();
 }

@@ -19,6 +19,10 @@ struct CallSignature {
   std::uint64_t elements = 0;  // the call's element count
   std::uint64_t row = 0;       // the fused op's row length (hidden); 0 for an all-reduce
   friend bool operator==(const CallSignature&, const CallSignature&) = default;
+
+  Operation operation() const noexcept { return static_cast<Operation>(kind & 0xff); }
+  Route route() const noexcept { return static_cast<Route>((kind >> 8) & 0xff); }
+  DataType dtype() const noexcept { return static_cast<DataType>((kind >> 16) & 0xff); }
 };
 
 CallSignature all_reduce_signature(Route route, DataType dtype, std::int64_t elements) noexcept;

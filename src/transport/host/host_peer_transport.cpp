@@ -339,8 +339,7 @@ std::string HostPeerTransport::name_local_ranks(const std::vector<int>& local_ra
 
 void HostPeerTransport::stage_input(Call& call, const CallSignature& signature,
                                     const TensorLayout& layout, const void* input) {
-  const DataType dtype = static_cast<DataType>((signature.kind >> 16) & 0xff);
-  pack(layout, element_size(dtype), input, input_region(local_rank_, call.epoch));
+  pack(layout, element_size(signature.dtype()), input, input_region(local_rank_, call.epoch));
   store_call_signature(own_segment(), call.epoch, signature);
   store_signal(own_segment(), Signal::arrive, call.epoch);
   PEERPLAN_FAULT_POINT("p2p.arrived", bootstrap_.rank());
@@ -372,17 +371,16 @@ void HostPeerTransport::require_same_calls(const Call& call, const CallSignature
       "order";
   // Done with the slots as the others are: the next calls stay in step.
   finish_call(call);
+  // The other nodes are left waiting for this node's partial sums: tell
+  // them, and stop using the exchange between nodes, now out of step.
   if (across_nodes_) {
-    // The other nodes are left waiting for this node's partial sums: tell
-    // them, and stop using the exchange between nodes, now out of step.
-    broken_ = true;
-    broken_reason_ = message;
-    across_nodes_->give_up(message);
+    fail_transport(message +
+                       "; the exchange between nodes is out of step: close() the "
+                       "communicator and create a new one",
+                   /*different_calls=*/true);
   }
   throw Mismatch(std::string(kBackend) + ": " + message +
-                 (across_nodes_ ? "; the exchange between nodes is out of step: close() the "
-                                  "communicator and create a new one"
-                                : ". Nothing was reduced or written; later calls work."));
+                 ". Nothing was reduced or written; later calls work.");
 }
 
 void HostPeerTransport::finish_call(const Call& call) {
