@@ -46,6 +46,7 @@ const char* phase_text(Signal which) {
       return "finish reading the staging slot of the call before last ('done')";
     case Signal::abandoned:
     case Signal::verdict:
+    case Signal::gave_up_why:
       break;
   }
   return "?";
