@@ -21,6 +21,7 @@
 #include "element_ops.cuh"
 #include "launch_recipe.hpp"
 #include "launch_shape.cuh"
+#include "rank_loop.cuh"
 #include "recipe_steps.cuh"
 #include "rms_norm_row.cuh"
 #include "two_shot_phases.cuh"
@@ -30,8 +31,10 @@ namespace {
 
 // kAligned: inout, residual and weight are 16-byte aligned (the call's
 // choice, KernelStep::unaligned_kernel); else their packs go element by
-// element.
-template <class T, bool kAligned>
+// element. kRanks: 2 for exactly two ranks (rank_loop.cuh), whose loops
+// over shards and sources hold a pack per rank instead of kMaxRanks and
+// whose row walk divides by a constant.
+template <class T, bool kAligned, int kRanks>
 __global__ void __launch_bounds__(kRowThreads, 1)
     fused_two_shot_rows_kernel(const __grid_constant__ PeerSet p, T* inout, T* residual,
                                const T* weight, float eps,
@@ -40,9 +43,13 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   __shared__ RowShared shared;
   constexpr int V = Pack<T>::kCount;
   constexpr int kKept = kKeptPacks;
+  constexpr int kRankBound = RankLoop<kRanks>::kBound;
+  // Read where used: p.size comes from the parameter space, a register kept
+  // for it spills in the general kernel.
+  const auto ranks = [&p] { return RankLoop<kRanks>::count(p.size); };
   std::uint32_t epoch;
   if (!begin_call(p, epoch)) return;
-  const std::int64_t shard_rows = (rows + p.size - 1) / p.size;
+  const std::int64_t shard_rows = (rows + ranks() - 1) / ranks();
   RowInBlock row_sum(shared.scratch);
   const KeptPacks mine = kept_packs<V>(row_part(row_sum.split(), row_sum.thread(), hidden / V));
   constexpr bool inout_vec = kAligned, residual_vec = kAligned;
@@ -58,18 +65,18 @@ __global__ void __launch_bounds__(kRowThreads, 1)
 #pragma unroll
     for (int it = 0; it < kKept; ++it) {
       if (!mine.has[it]) continue;
-      Pack<T> in[kMaxRanks];
+      Pack<T> in[kRankBound];
 #pragma unroll
-      for (int s = 0; s < kMaxRanks; ++s) {
+      for (int s = 0; s < kRankBound; ++s) {
         const std::int64_t row = s * shard_rows + k;
-        if (s < p.size && row < rows) {
+        if (s < ranks() && row < rows) {
           in[s] = load_row_pack(inout + row * hidden, mine.element[it], hidden, inout_vec);
         }
       }
 #pragma unroll
-      for (int s = 0; s < kMaxRanks; ++s) {
+      for (int s = 0; s < kRankBound; ++s) {
         const std::int64_t row = s * shard_rows + k;
-        if (s < p.size && row < rows) {
+        if (s < ranks() && row < rows) {
           *reinterpret_cast<uint4*>(data_of<T>(p, s, p.rank, epoch) + row * hidden +
                                     mine.element[it]) = in[s].raw;
         }
@@ -92,8 +99,19 @@ __global__ void __launch_bounds__(kRowThreads, 1)
     for (int it = 0; it < kKept; ++it) {
       if (!mine.has[it]) continue;
       const std::int64_t first = row * hidden + mine.element[it];
-      const Pack<T> sum = two_shot::reduce_sources<T>(p, epoch, first);
-      two_shot::push_reduced(p, epoch, first, sum);
+      Pack<T> sum;
+      if constexpr (kRanks == 2) {
+        // Own and peer sub-slot: (0 + a) + b is the rank-order sum on both ranks.
+        const int peer = 1 - p.rank;
+        sum = two_rank_sum<T>(
+                  *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, p.rank, epoch) + first),
+                  *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, peer, epoch) + first))
+                  .rounded();
+        *reinterpret_cast<uint4*>(data_of<T>(p, peer, p.rank, epoch) + first) = sum.raw;
+      } else {
+        sum = two_shot::reduce_sources<T>(p, epoch, first);
+        two_shot::push_reduced(p, epoch, first, sum);
+      }
       *reinterpret_cast<uint4*>(data_of<T>(p, p.rank, p.rank, epoch) + first) = sum.raw;
     }
   }
@@ -108,10 +126,10 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   // exchanged (row_norm.cu's streamed kernel does the same).
   // Row i of this block: k = first_k + (i / size) * step_k in shard i % size.
   auto row_of = [&](std::int64_t i, int& owner) {
-    owner = static_cast<int>(i % p.size);
-    return owner * shard_rows + first_k + (i / p.size) * step_k;
+    owner = static_cast<int>(i % ranks());
+    return owner * shard_rows + first_k + (i / ranks()) * step_k;
   };
-  const std::int64_t my_rows = (shard_rows - first_k + step_k - 1) / step_k * p.size;
+  const std::int64_t my_rows = (shard_rows - first_k + step_k - 1) / step_k * ranks();
   Pack<T> sums[kKept], old[kKept];
   auto load_row = [&](std::int64_t i, Pack<T>(&s)[kKept], Pack<T>(&o)[kKept]) {
     int owner = 0;
@@ -168,8 +186,15 @@ KernelStep fused_two_shot_rows_step(const PeerSet& shape, ElementType type, std:
   KernelStep step;
   with_element_type(type, [&](auto tag) {
     using T = decltype(tag);
-    step.kernel = reinterpret_cast<const void*>(fused_two_shot_rows_kernel<T, true>);
-    step.unaligned_kernel = reinterpret_cast<const void*>(fused_two_shot_rows_kernel<T, false>);
+    if (shape.size == 2) {
+      step.kernel = reinterpret_cast<const void*>(fused_two_shot_rows_kernel<T, true, 2>);
+      step.unaligned_kernel =
+          reinterpret_cast<const void*>(fused_two_shot_rows_kernel<T, false, 2>);
+    } else {
+      step.kernel = reinterpret_cast<const void*>(fused_two_shot_rows_kernel<T, true, 0>);
+      step.unaligned_kernel =
+          reinterpret_cast<const void*>(fused_two_shot_rows_kernel<T, false, 0>);
+    }
   });
   // A block per row of a shard, at most one per per-block flag: the grid
   // depends on the message alone, the same on every rank.
