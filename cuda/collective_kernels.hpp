@@ -64,6 +64,10 @@ enum class ErrorCode : std::uint32_t {
   // registered on this rank's view: buffers were deregistered after a
   // graph that reads them was captured.
   unregistered_buffer = 3,
+  // The hierarchical route's sum between nodes carried the mark of a rank
+  // (same local rank, another node) whose node kernel did not complete: the
+  // sum is not this call's (node_shards.cu).
+  node_shard_missing = 4,
 };
 
 // DeviceError::peer at or above this: the kernel found at its start that

@@ -35,6 +35,9 @@ struct Signals {
   // call touch the same word).
   alignas(16) std::uint32_t epochs[kMaxCallBlocks + 1];
   std::uint32_t aborted;  // this rank gave up; later kernels exit at once
+  // node_reduce_scatter's blocks that completed the call (node_shards.cu);
+  // back to 0 when the last one has.
+  std::uint32_t node_blocks_done;
 };
 static_assert(sizeof(Signals) <= kSignalAreaBytes, "signal area too small");
 static_assert(kMaxRanks == 8, "begin_call reads abandoned[] as two 16-byte packs");

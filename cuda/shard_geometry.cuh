@@ -55,10 +55,21 @@ PEERPLAN_HOST_DEVICE constexpr ShardRange shard_range(std::int64_t count, std::i
   return ShardRange{begin, end};
 }
 
+// The hierarchical route's mark (node_shards.cu): in a rank's buffer of its
+// node's shard (element 0 = the range's begin), the element after the last
+// pack the range touches, which no pack of the shard overwrites. The step
+// between nodes sums the elements before it and the mark: offset + 1.
+PEERPLAN_HOST_DEVICE constexpr std::int64_t node_mark_offset(ShardRange range, int pack_elements) {
+  return (range.end - range.begin + pack_elements - 1) / pack_elements * pack_elements;
+}
+
 // Examples the kernels rely on (computed at compile time).
 static_assert(shard_elements<8>(9, 4) == 8 && shard_range(9, 8, 0).end == 8 &&
               shard_range(9, 8, 1).begin == 8 && shard_range(9, 8, 1).end == 9 &&
               shard_range(9, 8, 2).begin == 9 && shard_range(9, 8, 3).end == 9);
+static_assert(node_mark_offset(shard_range(9, 8, 0), 8) == 8 &&
+              node_mark_offset(shard_range(9, 8, 1), 8) == 8 &&
+              node_mark_offset(shard_range(9, 8, 2), 8) == 0);
 static_assert(shard_elements<8>(4096, 2) == 2048 && shard_elements<8>(4097, 2) == 2056 &&
               shard_elements<4>(1, 8) == 4 && shard_elements<4>(100, 3) == 36 &&
               shard_elements<8>(1000, 3) == 336 && shard_elements<4>(1000, 3) == 336);

@@ -1159,5 +1159,110 @@ TEST(CudaHierarchicalTimeout, LateRankFailsEveryRankInTimeAndANewCommunicatorWor
   fresh->close();
 }
 
+// A rank of the first node is late by more than the timeout, and the other
+// nodes' ranks are late by less, so that the step between nodes waits for
+// the first node's ranks and gets their shards: shards their node kernels
+// never reduced (they gave up, or found at their start that a peer had).
+// Those must not come back as a sum: a rank whose call returned with a
+// wrong result must hear at the next call that the call failed (the
+// device's report, "P2P call #..."), and the late rank's group on the other
+// nodes, whose own kernels and exchange completed, hears why: the sum
+// between nodes is not the call's (docs/faults.md).
+TEST(CudaHierarchicalTimeout, ShardsNotReducedAreNeverSummedIntoAResult) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  const auto layouts = even_layouts(size());
+  PEERPLAN_MPI_SKIP_IF(layouts.empty(), no_even_layout());
+  using namespace std::chrono_literals;
+  const Nodes& nodes = layouts.front();
+  const PoseAsNodes pose(nodes);
+  constexpr auto kTimeout = 2000ms;
+  constexpr auto kBound = 2 * kTimeout + 4000ms;
+  int my_node = 0, my_local = 0;
+  for (std::size_t node = 0; node < nodes.size(); ++node) {
+    for (std::size_t local = 0; local < nodes[node].size(); ++local) {
+      if (nodes[node][local] == rank()) {
+        my_node = static_cast<int>(node);
+        my_local = static_cast<int>(local);
+      }
+    }
+  }
+  const int late = nodes[0][1];
+  // The late rank starts after its node's peers gave up (1.0 x timeout);
+  // the other nodes start before and wait for it between nodes for less
+  // than the timeout.
+  const auto delay = rank() == late ? 7 * kTimeout / 5 : my_node == 0 ? 0ms : 4 * kTimeout / 5;
+  Config config = hierarchical_config();
+  config.timeout = kTimeout;
+  const std::int64_t n = 4096;
+  const TensorLayout layout({n});
+  DeviceBuffer in(n * 4), out(n * 4);
+  // Integer values, different in each call: every sum is exact, and a
+  // shard left from the first call is not the second call's.
+  const auto upload_call = [&](int call) {
+    std::vector<std::uint8_t> bytes(n * 4);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = static_cast<float>((i + rank() + 3 * call) % 5);
+      std::memcpy(bytes.data() + i * 4, &v, 4);
+    }
+    in.upload(bytes);
+  };
+  const auto wrong_elements = [&](int call) {
+    const auto got = out.download(n * 4);
+    std::int64_t wrong = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      float expected = 0.0f;
+      for (int r = 0; r < size(); ++r) expected += static_cast<float>((i + r + 3 * call) % 5);
+      float value;
+      std::memcpy(&value, got.data() + i * 4, 4);
+      wrong += value != expected;
+    }
+    return wrong;
+  };
+  auto comm = create_cuda(config);
+  comm->declare(std::vector<Declaration>{Declaration::all_reduce("ar", DataType::f32, layout)});
+  upload_call(0);
+  ASSERT_EQ(comm->all_reduce(in.ptr, out.ptr, DataType::f32, layout, nullptr).route,
+            Route::hierarchical);
+  check_cuda(cudaDeviceSynchronize(), "the call before the late one");
+  ASSERT_EQ(wrong_elements(0), 0) << "the call before the late one";
+  upload_call(1);
+  check_cuda(cudaMemset(out.ptr, 0, n * 4), "clearing out");
+  check_cuda(cudaDeviceSynchronize(), "clearing out");
+  MPI_Barrier(test_comm());
+  std::this_thread::sleep_for(delay);
+  const auto start = std::chrono::steady_clock::now();
+  const comm_test::Attempt call = comm_test::attempt([&] {
+    comm->all_reduce(in.ptr, out.ptr, DataType::f32, layout, nullptr);
+    check_cuda(cudaDeviceSynchronize(), "the late call's kernels");
+  });
+  const std::int64_t wrong = call.timed_out ? 0 : wrong_elements(1);
+  comm_test::Attempt next;
+  if (!call.timed_out) {
+    next = comm_test::attempt(
+        [&] { comm->all_reduce(in.ptr, out.ptr, DataType::f32, layout, nullptr); });
+  }
+  const auto waited = std::chrono::steady_clock::now() - start;
+  const std::string who = "rank " + std::to_string(rank()) + " (node " + std::to_string(my_node) +
+                          ", local rank " + std::to_string(my_local) + ")";
+  EXPECT_TRUE(call.timed_out || next.timed_out)
+      << who
+      << " must raise Timeout at the late call or at the next one; the late call: " << call.message
+      << "; the next call: " << next.message;
+  if (wrong > 0) {
+    EXPECT_NE(next.message.find("P2P call #"), npos)
+        << who << ": the late call returned with " << wrong << " of " << n
+        << " elements wrong, so the next call must report that call failed; it raised: "
+        << next.message;
+  }
+  if (my_node != 0 && my_local == 1 && !call.timed_out) {
+    EXPECT_NE(next.message.find("is not this call's"), npos)
+        << who << " received the late rank's group sum: it must learn that sum is not the "
+        << "call's; the next call raised: " << next.message;
+  }
+  EXPECT_LT(waited, kBound) << who << ": detection took too long";
+  check_cuda(cudaDeviceSynchronize(), "after the failed calls");
+  MPI_Barrier(test_comm());
+}
+
 }  // namespace
 }  // namespace peerplan::cuda_test

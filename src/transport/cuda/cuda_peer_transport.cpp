@@ -14,6 +14,7 @@
 #include "peerplan/errors.hpp"
 #include "routing/defaults.hpp"
 #include "routing/protocol_tuning.hpp"
+#include "shard_geometry.cuh"
 #include "transport/cuda/bounded_wait.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/idle_gpus.hpp"
@@ -342,7 +343,8 @@ void CudaPeerTransport::wait_until_no_kernel_uses_buffers(const char* step) {
 
 void CudaPeerTransport::allocate_node_buffers(std::size_t max_message_bytes) {
   // A shard is ceil(count / ranks) elements rounded up to whole 16-byte
-  // packs (cuda/shard_geometry.cuh): at most bytes / ranks + two packs.
+  // packs (cuda/shard_geometry.cuh), and the mark follows this rank's part
+  // of it: at most bytes / ranks + two packs.
   const std::size_t shard_bytes =
       max_message_bytes / static_cast<std::size_t>(local_size_) + 2 * cuda_kernels::kPackBytes;
   check_cuda(cudaMalloc(&node_shard_, shard_bytes),
@@ -383,7 +385,13 @@ void CudaPeerTransport::check_error_word(const char* what) {
                        "buffers registered. " +
                        std::string(kUnusableUntilReserve));
   }
-  if (static_cast<ErrorCode>(code) == ErrorCode::timeout) {
+  if (static_cast<ErrorCode>(code) == ErrorCode::node_shard_missing) {
+    message +=
+        "failed: on another node, the rank with this rank's local rank did not complete "
+        "its node's part of the call (a rank of that node gave up on it, or was late), "
+        "so the sum between nodes that this rank received is not this call's; the "
+        "ranks of that node raise Timeout naming the rank they waited for";
+  } else if (static_cast<ErrorCode>(code) == ErrorCode::timeout) {
     message += "timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank " +
                peer_name + " to " + phase_text(word->phase);
   } else if (late) {
@@ -438,14 +446,17 @@ class CudaPlanLaunch final : public PlanLaunch {
   std::string describe() const override {
     if (!hierarchical) return cuda_kernels::describe(recipe);
     return cuda_kernels::describe(recipe) + "; across nodes: " + engine + " all-reduce of " +
-           std::to_string(exchange_count) + " elements; then " + cuda_kernels::describe(after);
+           std::to_string(exchange_count) + " elements (shard and mark); then " +
+           cuda_kernels::describe(after);
   }
   const cuda_kernels::LaunchRecipe recipe;
   const std::string what;  // "all_reduce (one-shot LL)"
   bool hierarchical = false;
   cuda_kernels::LaunchRecipe after{};
-  std::size_t exchange_count = 0;  // elements of this rank's shard (0: none)
-  std::string engine;              // "NCCL" / "MPI"
+  // Elements summed between nodes: this rank's shard to whole packs and its
+  // mark (cuda/node_shards.cu); 0 when the shard is empty.
+  std::size_t exchange_count = 0;
+  std::string engine;  // "NCCL" / "MPI"
 };
 
 // The kernels that run (route, protocol); nullopt: this transport has none.
@@ -598,10 +609,13 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare_hierarchical(const Launch
       before, fused ? "fused_add_rms_norm (hierarchical)" : "all_reduce (hierarchical)");
   plan->hierarchical = true;
   plan->after = after;
-  const std::int64_t first = std::min<std::int64_t>(
-      static_cast<std::int64_t>(local_rank_) * before.shard_elements, before.count);
-  plan->exchange_count = static_cast<std::size_t>(
-      std::min<std::int64_t>(first + before.shard_elements, before.count) - first);
+  const auto shard = cuda_kernels::shard_range(before.count, before.shard_elements, local_rank_);
+  const auto pack_elements =
+      static_cast<int>(cuda_kernels::kPackBytes / element_size(request.dtype));
+  if (shard.end > shard.begin) {
+    plan->exchange_count =
+        static_cast<std::size_t>(cuda_kernels::node_mark_offset(shard, pack_elements)) + 1;
+  }
   plan->engine = across_nodes_->engine();
   return plan;
 }
