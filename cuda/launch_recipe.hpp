@@ -102,9 +102,12 @@ const char* to_string(Algorithm algorithm) noexcept;
 bool fused_two_shot_rows_fits(ElementType type, std::int64_t hidden) noexcept;
 // The transport takes fused_two_shot_rows for rows of at least this many
 // bytes: the kernel loop at equal grids measured it faster there and
-// slower below (a block's rows are latency-bound; benchmarks/kernel-loop.md,
-// "The fused two-shot in one kernel").
-inline constexpr std::size_t kFusedTwoShotRowsMinRowBytes = 14336;
+// slower below (a block's rows are latency-bound). Its two-rank
+// instantiation holds a pack per rank and wins from shorter rows
+// (benchmarks/kernel-loop.md, "The fused two-shot in one kernel").
+constexpr std::size_t fused_two_shot_rows_min_row_bytes(int ranks) noexcept {
+  return ranks == 2 ? 8192 : 14336;
+}
 
 // One kernel launch, fully decided.
 struct KernelStep {

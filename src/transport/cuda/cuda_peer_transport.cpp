@@ -541,7 +541,7 @@ std::unique_ptr<PlanLaunch> CudaPeerTransport::prepare(const LaunchRequest& requ
   if (*algorithm == Algorithm::fused_two_shot_row_norm && kernel_layout(layout).dense &&
       cuda_kernels::fused_two_shot_rows_fits(type, layout.last_dim()) &&
       static_cast<std::size_t>(layout.last_dim()) * element_size(request.dtype) >=
-          cuda_kernels::kFusedTwoShotRowsMinRowBytes) {
+          cuda_kernels::fused_two_shot_rows_min_row_bytes(peers_.size)) {
     algorithm = Algorithm::fused_two_shot_rows;
   }
   // The one-shot's grid for this message (a local choice: its kernels have
