@@ -99,19 +99,8 @@ __global__ void __launch_bounds__(kRowThreads, 1)
     for (int it = 0; it < kKept; ++it) {
       if (!mine.has[it]) continue;
       const std::int64_t first = row * hidden + mine.element[it];
-      Pack<T> sum;
-      if constexpr (kRanks == 2) {
-        // Own and peer sub-slot: (0 + a) + b is the rank-order sum on both ranks.
-        const int peer = 1 - p.rank;
-        sum = two_rank_sum<T>(
-                  *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, p.rank, epoch) + first),
-                  *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, peer, epoch) + first))
-                  .rounded();
-        *reinterpret_cast<uint4*>(data_of<T>(p, peer, p.rank, epoch) + first) = sum.raw;
-      } else {
-        sum = two_shot::reduce_sources<T>(p, epoch, first);
-        two_shot::push_reduced(p, epoch, first, sum);
-      }
+      const Pack<T> sum = two_shot::reduce_sources<T, kRanks>(p, epoch, first);
+      two_shot::push_reduced<T, kRanks>(p, epoch, first, sum);
       *reinterpret_cast<uint4*>(data_of<T>(p, p.rank, p.rank, epoch) + first) = sum.raw;
     }
   }

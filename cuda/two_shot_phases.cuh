@@ -62,10 +62,17 @@ __device__ __forceinline__ void push_shards(const PeerSet& p, const T* in,
 
 // Sum of every source's sub-slot of this rank's own slot at element
 // `first` (a pack boundary): fixed rank order, one rounding, local reads,
-// all issued before the first add.
-template <class T>
+// all issued before the first add. kRanks: rank_loop.cuh; at two ranks own
+// + peer, which is the rank-order sum on both (two_rank_sum).
+template <class T, int kRanks = 0>
 __device__ __forceinline__ Pack<T> reduce_sources(const PeerSet& p, std::uint32_t epoch,
                                                   std::int64_t first) {
+  if constexpr (kRanks == 2) {
+    return two_rank_sum<T>(
+               *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, p.rank, epoch) + first),
+               *reinterpret_cast<const uint4*>(data_of<T>(p, p.rank, 1 - p.rank, epoch) + first))
+        .rounded();
+  }
   Pack<T> in[kMaxRanks];
 #pragma unroll
   for (int r = 0; r < kMaxRanks; ++r) {
@@ -77,9 +84,13 @@ __device__ __forceinline__ Pack<T> reduce_sources(const PeerSet& p, std::uint32_
 
 // Phase 2's second half: this rank's reduced pack at `first` into every
 // peer's slot (sub-slot <own rank>), for their all-gather.
-template <class T>
+template <class T, int kRanks = 0>
 __device__ __forceinline__ void push_reduced(const PeerSet& p, std::uint32_t epoch,
                                              std::int64_t first, const Pack<T>& sum) {
+  if constexpr (kRanks == 2) {
+    *reinterpret_cast<uint4*>(data_of<T>(p, 1 - p.rank, p.rank, epoch) + first) = sum.raw;
+    return;
+  }
   for (int q = 0; q < p.size; ++q) {
     if (q != p.rank) *reinterpret_cast<uint4*>(data_of<T>(p, q, p.rank, epoch) + first) = sum.raw;
   }
