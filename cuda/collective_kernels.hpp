@@ -85,7 +85,11 @@ struct DeviceError {
   // late): a field of its own cost the fused LL kernel registers.
   std::uint32_t peer;
   std::uint32_t block;
-  std::uint32_t reserved[3];
+  // With kLatePeer + q: the word rank q left in this rank's abandoned[]
+  // (give_up_mark.cuh), which names the call q gave up on. That may be an
+  // earlier call than `epoch`, one this rank's kernel completed late.
+  std::uint32_t peer_mark;
+  std::uint32_t reserved[2];
 };
 
 // A tensor's element layout as the kernels see it. `dense`: element i at

@@ -117,6 +117,10 @@ inline __device__ __noinline__ void give_up(const PeerSet& p, ErrorCode code, Ph
     error->phase = static_cast<std::uint32_t>(phase);
     error->peer = static_cast<std::uint32_t>(peer);
     error->block = blockIdx.x;
+    if (peer >= static_cast<int>(kLatePeer)) {
+      error->peer_mark = *static_cast<const volatile std::uint32_t*>(
+          &own->abandoned[peer - static_cast<int>(kLatePeer)]);
+    }
     __threadfence_system();
     error->code = static_cast<std::uint32_t>(code);
     __threadfence_system();

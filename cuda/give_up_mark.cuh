@@ -26,4 +26,21 @@ __host__ __device__ __forceinline__ bool late_for_mark(std::uint32_t call, std::
   return mark != 0u && static_cast<std::int32_t>(call - mark) >= 0;
 }
 
+// The call a peer gave up on, from its mark as a rank found it at the start
+// of call `call` (late_for_mark true): the mark, but for the mark of epoch 0,
+// which found at call 1 means 0 (a give-up at 2^32 - 1 would have failed
+// this rank's call 0 at its start). Found at call 0 it may mean either call:
+// 2^32 - 1 is returned, and the caller says both (ambiguous_wrap_mark).
+__host__ __device__ __forceinline__ std::uint32_t call_given_up(std::uint32_t call,
+                                                                std::uint32_t mark) {
+  return mark == 0xFFFFFFFFu && call == 1u ? 0u : mark;
+}
+
+// Whether that mark, found at that call, names call 0 or the one before it
+// alike.
+__host__ __device__ __forceinline__ bool ambiguous_wrap_mark(std::uint32_t call,
+                                                             std::uint32_t mark) {
+  return mark == 0xFFFFFFFFu && call == 0u;
+}
+
 }  // namespace peerplan::cuda_kernels

@@ -2,7 +2,7 @@
 // The give-up word and the late-rank check (cuda/give_up_mark.cuh), checked
 // on the host around the 2^32 wrap: a rank at the call a peer gave up on, or
 // a later one, fails it; a rank at an earlier call does not; a give-up at
-// epoch 0 is never taken for "no give-up".
+// epoch 0 is never taken for "no give-up"; which call a mark names.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -41,6 +41,23 @@ TEST(GiveUpMark, AGiveUpAtEpochZeroFailsTheCallAtZeroAndLaterOnes) {
   for (std::uint32_t call : {0xFFFFFFFEu, 0xFFFFFFF0u}) {
     EXPECT_FALSE(late_for_mark(call, mark)) << call;
   }
+}
+
+TEST(GiveUpMark, TheCallGivenUpOnIsTheMarkButAtTheWrap) {
+  for (std::uint32_t epoch : kGaveUpAt) {
+    for (std::uint32_t later : {0u, 1u, 2u}) {
+      EXPECT_EQ(call_given_up(epoch + later, gave_up_mark(epoch)), epoch)
+          << epoch << " + " << later;
+      EXPECT_FALSE(ambiguous_wrap_mark(epoch + later, gave_up_mark(epoch)));
+    }
+  }
+  // The mark of 0 is also that of 2^32 - 1: found at call 1 it is 0; found at
+  // 2^32 - 1 it is that call; found at 0 it may be either.
+  const std::uint32_t mark = gave_up_mark(0u);
+  EXPECT_EQ(call_given_up(1u, mark), 0u);
+  EXPECT_EQ(call_given_up(0xFFFFFFFFu, mark), 0xFFFFFFFFu);
+  EXPECT_FALSE(ambiguous_wrap_mark(1u, mark));
+  EXPECT_TRUE(ambiguous_wrap_mark(0u, mark));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "shard_geometry.cuh"
 #include "transport/cuda/bounded_wait.hpp"
 #include "transport/cuda/cuda_check.hpp"
+#include "transport/cuda/device_error_text.hpp"
 #include "transport/cuda/idle_gpus.hpp"
 #include "transport/cuda/row_clusters.hpp"
 #include "transport/cuda/test_epoch_start.hpp"
@@ -28,27 +29,12 @@ namespace {
 
 using cuda_kernels::DeviceError;
 using cuda_kernels::ErrorCode;
-using cuda_kernels::Phase;
 
 struct DeviceIdentity {
   std::int32_t global_rank;
   std::int32_t device;
   char pci_bus_id[32];
 };
-
-const char* phase_text(std::uint32_t phase) {
-  switch (static_cast<Phase>(phase)) {
-    case Phase::arrive:
-      return "stage their input (flag barrier 'arrive')";
-    case Phase::reduced:
-      return "reduce their shard (two-shot barrier 'reduced')";
-    case Phase::done:
-      return "finish reading this rank's registered input (pull barrier 'done')";
-    case Phase::none:
-      break;
-  }
-  return "?";
-}
 
 constexpr std::string_view kBackend = "peerplan cuda backend";
 
@@ -370,41 +356,23 @@ void CudaPeerTransport::check_error_word(const char* what) {
   const std::uint32_t code = word->code;
   if (code == 0 || broken_) return;
   broken_ = true;
-  // kLatePeer + q: the kernel found at its start that rank q had given up.
-  const bool late = word->peer >= cuda_kernels::kLatePeer;
-  const int peer = static_cast<int>(late ? word->peer - cuda_kernels::kLatePeer : word->peer);
-  const std::string peer_name =
-      peer >= 0 && peer < local_size_ ? std::to_string(global_ranks_[peer]) : "?";
-  std::string message = "P2P call #" + std::to_string(word->epoch) + " (detected at " + what + ") ";
+  // The device wrote `code` last: the other fields are in place.
+  DeviceError seen{};
+  seen.code = code;
+  seen.epoch = word->epoch;
+  seen.phase = word->phase;
+  seen.peer = word->peer;
+  seen.block = word->block;
+  seen.peer_mark = word->peer_mark;
+  broken_reason_ = describe_device_error(seen, what, global_ranks_, timeout_);
   if (static_cast<ErrorCode>(code) == ErrorCode::unregistered_buffer) {
-    broken_reason_ = message + "failed: rank " + peer_name +
-                     " named a registered buffer that this rank has no mapping of";
     throw InvalidUsage(std::string(kBackend) + ": " + broken_reason_ +
                        ". Buffers were deregistered while a captured CUDA graph still reads "
                        "them: capture graphs again after deregister_buffers(), or keep the "
                        "buffers registered. " +
                        std::string(kUnusableUntilReserve));
   }
-  if (static_cast<ErrorCode>(code) == ErrorCode::node_shard_missing) {
-    message +=
-        "failed: on another node, the rank with this rank's local rank did not complete "
-        "its node's part of the call (a rank of that node gave up on it, or was late), "
-        "so the sum between nodes that this rank received is not this call's; the "
-        "ranks of that node raise Timeout naming the rank they waited for";
-  } else if (static_cast<ErrorCode>(code) == ErrorCode::timeout) {
-    message += "timed out after " + std::to_string(timeout_.count()) + " ms waiting for rank " +
-               peer_name + " to " + phase_text(word->phase);
-  } else if (late) {
-    message += "failed: this rank reached it late, after rank " + peer_name +
-               " had given up on it at its own timeout";
-  } else {
-    message += "failed: rank " + peer_name +
-               " gave up on it after its own timeout while this "
-               "rank waited for it to " +
-               std::string(phase_text(word->phase));
-  }
-  broken_reason_ = message;
-  throw Timeout(peer_timeout_message(kBackend, message));
+  throw Timeout(peer_timeout_message(kBackend, broken_reason_));
 }
 
 void CudaPeerTransport::begin_call(const char* what, std::size_t message_bytes) {
