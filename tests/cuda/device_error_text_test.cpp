@@ -59,8 +59,9 @@ TEST(DeviceErrorText, APeerThatGaveUpWhileThisRankWaitedIsNamed) {
 TEST(DeviceErrorText, ARankLateForTheCallAPeerGaveUpOnNamesThatCall) {
   for (const std::uint32_t call : {2u, 0xFFFFFFFFu}) {
     const std::string t = text(late(call, call));
-    EXPECT_TRUE(starts_with(t, "P2P call #" + std::to_string(call) + " (detected at all_reduce) "
-                               "failed: this rank reached it late, after rank 5 had given up"))
+    EXPECT_TRUE(starts_with(t, "P2P call #" + std::to_string(call) +
+                                   " (detected at all_reduce) "
+                                   "failed: this rank reached it late, after rank 5 had given up"))
         << t;
   }
   // A word without the mark (none recorded) names the call found at.
@@ -70,8 +71,9 @@ TEST(DeviceErrorText, ARankLateForTheCallAPeerGaveUpOnNamesThatCall) {
 
 TEST(DeviceErrorText, ACallCompletedAfterAPeerGaveUpOnItIsNamedNotTheNextOne) {
   const std::string t = text(late(8, 7));
-  EXPECT_TRUE(starts_with(t, "P2P call #7 (detected at all_reduce, the start of P2P call #8) "
-                             "failed: rank 5 gave up on it"))
+  EXPECT_TRUE(starts_with(t,
+                          "P2P call #7 (detected at all_reduce, the start of P2P call #8) "
+                          "failed: rank 5 gave up on it"))
       << t;
   EXPECT_NE(t.find("its outputs are unspecified"), std::string::npos) << t;
   EXPECT_EQ(t.find("reached it late"), std::string::npos) << t;
@@ -83,9 +85,17 @@ TEST(DeviceErrorText, AcrossTheWrapTheMarkOfCallZeroIsReadAsTheCallItCanBe) {
   const std::string at_one = text(late(1, mark_of_zero));
   EXPECT_TRUE(starts_with(at_one, "P2P call #0 (detected at all_reduce, the start of P2P call #1)"))
       << at_one;
+  // Found at 0 it may name either: the late reading first (cuda_epoch_wrap_test
+  // makes this case on GPUs), the other said too.
   const std::string at_zero = text(late(0, mark_of_zero));
-  EXPECT_TRUE(starts_with(at_zero, "P2P call #0 or the call before it, #4294967295,")) << at_zero;
-  EXPECT_NE(at_zero.find("the outputs of both as unspecified"), std::string::npos) << at_zero;
+  EXPECT_TRUE(starts_with(at_zero,
+                          "P2P call #0 (detected at all_reduce) failed: this rank "
+                          "reached it late"))
+      << at_zero;
+  EXPECT_NE(at_zero.find("or on the call before it, #4294967295, which this rank completed"),
+            std::string::npos)
+      << at_zero;
+  EXPECT_NE(at_zero.find("outputs of both calls as unspecified"), std::string::npos) << at_zero;
   // A give-up at 2^32 - 2 found at call 0: this rank completed 2^32 - 2 and 2^32 - 1.
   EXPECT_TRUE(starts_with(text(late(0, 0xFFFFFFFEu)), "P2P call #4294967294 (detected"));
 }

@@ -34,17 +34,19 @@ std::string call_text(std::uint32_t call) { return "P2P call #" + std::to_string
 // reads may have met data of another call.
 std::string late_text(std::uint32_t call, std::uint32_t mark, const char* what,
                       const std::string& peer) {
-  const std::string found = std::string(" (detected at ") + what + ", the start of " +
-                            call_text(call) + ") ";
-  if (cuda_kernels::ambiguous_wrap_mark(call, mark)) {
-    return call_text(0) + " or the call before it, #4294967295," + found + "failed: rank " +
-           peer + " gave up on one of them at its own timeout (its word names either): treat "
-           "the outputs of both as unspecified";
-  }
+  const std::string found =
+      std::string(" (detected at ") + what + ", the start of " + call_text(call) + ") ";
   const std::uint32_t given_up = cuda_kernels::call_given_up(call, mark);
-  if (mark == 0 || given_up == call) {
-    return call_text(call) + " (detected at " + what + ") failed: this rank reached it late, " +
-           "after rank " + peer + " had given up on it at its own timeout";
+  if (mark == 0 || given_up == call || cuda_kernels::ambiguous_wrap_mark(call, mark)) {
+    std::string text = call_text(call) + " (detected at " + what +
+                       ") failed: this rank reached it late, after rank " + peer +
+                       " had given up on it at its own timeout";
+    if (cuda_kernels::ambiguous_wrap_mark(call, mark)) {
+      text +=
+          " (or on the call before it, #4294967295, which this rank completed: the rank's "
+          "word names either, so treat the outputs of both calls as unspecified)";
+    }
+    return text;
   }
   return call_text(given_up) + found + "failed: rank " + peer +
          " gave up on it at its own timeout while this rank was still in it. This rank's call "
@@ -73,8 +75,8 @@ std::string describe_device_error(const cuda_kernels::DeviceError& word, const c
              "so the sum between nodes that this rank received is not this call's; the "
              "ranks of that node raise Timeout naming the rank they waited for";
     case ErrorCode::timeout:
-      return head + "timed out after " + std::to_string(timeout.count()) +
-             " ms waiting for rank " + peer_name + " to " + phase_text(word.phase);
+      return head + "timed out after " + std::to_string(timeout.count()) + " ms waiting for rank " +
+             peer_name + " to " + phase_text(word.phase);
     case ErrorCode::peer_gave_up:
     case ErrorCode::none:
       break;
