@@ -10,6 +10,7 @@
 
 #include "bootstrap/fail_together.hpp"
 #include "peerplan/errors.hpp"
+#include "transport/cuda/bounded_wait.hpp"
 #include "transport/cuda/cuda_check.hpp"
 #include "transport/cuda/ipc_handles.hpp"
 
@@ -82,7 +83,8 @@ std::size_t BufferRegistry::map(int rank, const cudaIpcMemHandle_t& handle) {
   return mappings_.size() - 1;
 }
 
-void BufferRegistry::add(bootstrap::Bootstrap& bootstrap, std::span<const BufferRegion> regions) {
+void BufferRegistry::add(bootstrap::Bootstrap& bootstrap, std::span<const BufferRegion> regions,
+                         std::chrono::milliseconds timeout) {
   if (table_.empty()) {
     local_rank_ = bootstrap.local_rank();
     local_size_ = bootstrap.local_size();
@@ -158,7 +160,7 @@ void BufferRegistry::add(bootstrap::Bootstrap& bootstrap, std::span<const Buffer
       // Uploaded before the agreement: a failure here is still everyone's.
       std::vector<void*> next_table = table_;
       for (const auto& e : entries) next_table[e.slot] = e.address;
-      upload_table(next_table);
+      upload_table(next_table, timeout);
       uploaded = true;
     } catch (const Error& e) {
       error = e.what();
@@ -170,7 +172,7 @@ void BufferRegistry::add(bootstrap::Bootstrap& bootstrap, std::span<const Buffer
   if (failures) {
     if (uploaded) {
       try {
-        upload_table(table_);
+        upload_table(table_, timeout);
       } catch (const Error&) {
         // The old entries stay valid mappings; only new slots could differ,
         // and no call names them (their indices were never handed out).
@@ -200,24 +202,48 @@ void BufferRegistry::add(bootstrap::Bootstrap& bootstrap, std::span<const Buffer
   for (std::size_t r = 0; r < counts.size(); ++r) next_index_[r] += counts[r];
 }
 
-void BufferRegistry::upload_table(const std::vector<void*>& table) {
+// On a stream of its own, waited for up to `timeout`: a copy on the legacy
+// stream (cudaMemcpy) would wait for the kernels of every blocking stream,
+// which may never end (a kernel of another library, a fallback call a peer
+// never made). The entries it rewrites hold the same values as before, so a
+// kernel that reads the table meanwhile finds the same mappings.
+void BufferRegistry::upload_table(const std::vector<void*>& table,
+                                  std::chrono::milliseconds timeout) {
   const std::size_t bytes = table.size() * sizeof(void*);
   if (device_table_ == nullptr) {
     check_cuda(cudaMalloc(reinterpret_cast<void**>(&device_table_), bytes),
                "cudaMalloc of the registered-buffer table (register buffers outside CUDA graph "
                "capture)");
   }
-  check_cuda(cudaMemcpy(device_table_, table.data(), bytes, cudaMemcpyHostToDevice),
-             "uploading the registered-buffer table (register buffers outside CUDA graph "
-             "capture)");
+  cudaStream_t stream = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+             "creating a stream for the registered-buffer table");
+  bool finished = false;
+  try {
+    // From pageable memory: the call returns once `table` has been staged.
+    check_cuda(cudaMemcpyAsync(device_table_, table.data(), bytes, cudaMemcpyHostToDevice, stream),
+               "uploading the registered-buffer table (register buffers outside CUDA graph "
+               "capture)");
+    finished = poll_until_done([stream] { return cudaStreamQuery(stream); }, timeout,
+                               "uploading the registered-buffer table");
+  } catch (...) {
+    cudaStreamDestroy(stream);
+    throw;
+  }
+  cudaStreamDestroy(stream);  // does not wait: CUDA releases it once the copy is done
+  if (!finished) {
+    throw CudaError("uploading the registered-buffer table (" + std::to_string(bytes) +
+                    " bytes) did not finish within " + milliseconds_text(timeout) +
+                    " (PEERPLAN_TIMEOUT_MS): the GPU is not making progress");
+  }
 }
 
-void BufferRegistry::clear(bootstrap::Bootstrap& bootstrap) {
+void BufferRegistry::clear(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout) {
   if (!table_.empty()) {
     unmap_all();
     std::fill(table_.begin(), table_.end(), nullptr);
     own_.clear();
-    if (device_table_ != nullptr) upload_table(table_);
+    if (device_table_ != nullptr) upload_table(table_, timeout);
   }
   bootstrap.barrier();
 }

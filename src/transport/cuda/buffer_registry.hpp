@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -37,11 +38,13 @@ class BufferRegistry {
   // memory of the current device, inside one allocation, exportable), then
   // exchanges and maps every rank's. Throws on every rank when any rank
   // failed (its own message says why), leaving the registry unchanged.
-  void add(bootstrap::Bootstrap& bootstrap, std::span<const BufferRegion> regions);
+  // The device table's upload waits for nothing but itself, up to `timeout`.
+  void add(bootstrap::Bootstrap& bootstrap, std::span<const BufferRegion> regions,
+           std::chrono::milliseconds timeout);
   // Collective: forgets (and unmaps) every registration. The caller first
   // makes sure that no kernel of any rank still reads through the mappings
   // (wait_for_idle_gpus, idle_gpus.hpp): clear() does not wait for the GPU.
-  void clear(bootstrap::Bootstrap& bootstrap);
+  void clear(bootstrap::Bootstrap& bootstrap, std::chrono::milliseconds timeout);
   // Local only (peers may be gone). Idempotent.
   void release_local() noexcept;
   // Forgets every mapping and the device table without closing or freeing
@@ -78,7 +81,7 @@ class BufferRegistry {
   // first use; counts one more user.
   std::size_t map(int rank, const cudaIpcMemHandle_t& handle);
   void unmap_all() noexcept;
-  void upload_table(const std::vector<void*>& table);
+  void upload_table(const std::vector<void*>& table, std::chrono::milliseconds timeout);
 
   std::vector<OwnBuffer> own_;             // sorted by begin
   std::vector<void*> table_;               // [local rank][kMaxRegisteredBuffers]

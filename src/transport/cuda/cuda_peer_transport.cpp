@@ -40,6 +40,14 @@ constexpr std::string_view kBackend = "peerplan cuda backend";
 
 constexpr std::uint32_t kProbePattern = 0x5eed0000u;
 
+// One pinned, mapped block: the kernels' error word and, after it, the words
+// create()'s probe reads from the peers, so that create() allocates and frees
+// no pinned memory of its own (cudaFreeHost waits for the device).
+struct HostWords {
+  DeviceError error;
+  std::uint32_t probe[cuda_kernels::kMaxRanks];
+};
+
 // create() validates KernelChoices::one_shot_max_blocks against this.
 static_assert(kOneShotMaxBlocksLimit == cuda_kernels::kMaxOneShotBlocks,
               "config.hpp's limit must be the kernels' own");
@@ -87,7 +95,7 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
     check_cuda(cudaGetDevice(&mine.device), "cudaGetDevice");
     check_cuda(cudaDeviceGetPCIBusId(mine.pci_bus_id, sizeof mine.pci_bus_id, mine.device),
                "cudaDeviceGetPCIBusId");
-    check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&error_host_), sizeof(DeviceError),
+    check_cuda(cudaHostAlloc(reinterpret_cast<void**>(&error_host_), sizeof(HostWords),
                              cudaHostAllocMapped),
                "cudaHostAlloc of the error word");
     std::memset(error_host_, 0, sizeof(DeviceError));
@@ -163,37 +171,64 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
 }
 
 // cudaDeviceCanAccessPeer can claim access that does not work (IOMMU,
-// virtualisation, ACS): read a known word from every peer's slab.
+// virtualisation, ACS): read a known word from every peer's slab. Nothing
+// here waits for other GPU work, which may never end (a kernel of another
+// library, a fallback call a peer never made): the word goes in with the
+// slab's fill (bounded, on a stream of its own), the reads run on a stream of
+// their own into pinned memory, waited for up to the timeout, and the slabs
+// are freed only at close(), after its bounded wait for the device
+// (cudaFree waits for every kernel).
 void CudaPeerTransport::probe_peer_access() {
-  IpcSlabs probe = IpcSlabs::establish(bootstrap_, timeout_, cuda_kernels::kSignalAreaBytes);
+  probe_slabs_ = IpcSlabs::establish(
+      bootstrap_, timeout_, cuda_kernels::kSignalAreaBytes, static_cast<std::size_t>(-1), 0,
+      SlabWord{0, kProbePattern | static_cast<std::uint32_t>(local_rank_)});
+  std::uint32_t* seen = reinterpret_cast<HostWords*>(error_host_)->probe;
+  std::fill(seen, seen + cuda_kernels::kMaxRanks, 0u);
+  cudaStream_t stream = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+             "creating a stream for the peer-access probe");
   std::string error;
-  try {
-    const std::uint32_t word = kProbePattern | static_cast<std::uint32_t>(local_rank_);
-    check_cuda(cudaMemcpy(probe.base(local_rank_), &word, sizeof word, cudaMemcpyHostToDevice),
-               "writing the probe word");
-    // A copy from pageable memory may return before its DMA lands; ranks
-    // sharing a GPU read it in the same time slice otherwise (seen on H200).
-    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after writing the probe word");
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  bootstrap_.barrier();
+  bool finished = false;
   for (int r = 0; r < local_size_ && error.empty(); ++r) {
     if (r == local_rank_) continue;
-    std::uint32_t seen = 0;
-    const cudaError_t status =
-        cudaMemcpy(&seen, probe.base(r), sizeof seen, cudaMemcpyDeviceToHost);
-    if (status != cudaSuccess || seen != (kProbePattern | static_cast<std::uint32_t>(r))) {
+    const cudaError_t status = cudaMemcpyAsync(&seen[r], probe_slabs_.base(r), sizeof seen[r],
+                                               cudaMemcpyDeviceToHost, stream);
+    if (status != cudaSuccess) {
       cudaGetLastError();
-      error = "peerplan cuda backend: reading rank " + std::to_string(global_ranks_[r]) +
-              "'s probe word through its IPC mapping " +
-              (status != cudaSuccess ? std::string("failed: ") + cudaGetErrorString(status)
-                                     : std::string("returned a wrong value")) +
-              "; peer-to-peer access does not work between these GPUs";
+      error = "reading rank " + std::to_string(global_ranks_[r]) +
+              "'s probe word through its IPC mapping failed: " + cudaGetErrorString(status);
     }
   }
-  probe.release(bootstrap_);
-  if (!error.empty()) throw CudaError(error);
+  try {
+    finished = poll_until_done([stream] { return cudaStreamQuery(stream); }, timeout_,
+                               "reading the peers' probe words");
+  } catch (const Error& e) {
+    if (error.empty()) error = e.what();
+  }
+  cudaStreamDestroy(stream);  // does not wait: CUDA releases it once its copies are done
+  if (error.empty() && !finished) {
+    error = "reading the peers' probe words through their IPC mappings did not finish within " +
+            milliseconds_text(timeout_) + " (PEERPLAN_TIMEOUT_MS)";
+  }
+  for (int r = 0; r < local_size_ && error.empty(); ++r) {
+    if (r != local_rank_ && seen[r] != (kProbePattern | static_cast<std::uint32_t>(r))) {
+      error = "reading rank " + std::to_string(global_ranks_[r]) +
+              "'s probe word through its IPC mapping returned a wrong value";
+    }
+  }
+  if (!error.empty()) {
+    // Freed only where nothing runs on the device (copies that did not
+    // finish may still write; cudaFree would wait for every kernel):
+    // else leaked, a signal area's bytes.
+    if (finished &&
+        device_idle_by(device_of(error_host_), TeardownClock::now() + kTeardownMargin)) {
+      probe_slabs_.release_local();
+    } else {
+      probe_slabs_.abandon();
+    }
+    throw CudaError("peerplan cuda backend: " + error +
+                    "; peer-to-peer access does not work between these GPUs");
+  }
 }
 
 CudaPeerTransport::~CudaPeerTransport() { close(); }
@@ -216,6 +251,7 @@ void CudaPeerTransport::close() {
               "still use them). A kernel on this GPU does not end: a fallback call that a peer "
               "never made, or a kernel outside peerplan.");
     slabs_.abandon();
+    probe_slabs_.abandon();
     registry_.abandon();
     node_shard_ = node_reduced_ = nullptr;
     error_host_ = nullptr;
@@ -224,6 +260,7 @@ void CudaPeerTransport::close() {
     return;
   }
   slabs_.release_local();
+  probe_slabs_.release_local();
   registry_.release_local();
   release_node_buffers();
   if (dma_streams_) cuda_kernels::destroy_dma_streams(*dma_streams_);
@@ -257,7 +294,11 @@ void CudaPeerTransport::reserve(std::size_t max_message_bytes, std::size_t max_l
   // Every rank rebuilds, or none: a rank that timed out resets every rank's epochs.
   if (bootstrap_.agree(!needs_rebuild)) return;
 
-  wait_until_no_kernel_uses_buffers("re-creating the staging slabs (declare)");
+  // The first slabs replace nothing: no wait for the GPU, whose other work
+  // may never end (every rank alike: the slabs come and go together).
+  if (!bootstrap_.agree(slabs_.empty() && node_shard_ == nullptr)) {
+    wait_until_no_kernel_uses_buffers("re-creating the staging slabs (declare)");
+  }
   slabs_.release(bootstrap_);
   release_node_buffers();
   std::memset(error_host_, 0, sizeof(DeviceError));
@@ -637,7 +678,7 @@ void CudaPeerTransport::register_buffers(std::span<const BufferRegion> buffers) 
   if (closed_) {
     throw InvalidUsage("peerplan cuda backend: register_buffers after close()");
   }
-  registry_.add(bootstrap_, buffers);
+  registry_.add(bootstrap_, buffers, timeout_);
   peers_.registry = registry_.device_table();
 }
 
@@ -646,7 +687,7 @@ void CudaPeerTransport::deregister_buffers() {
   // Every rank has registered (add() is collective), or none has: then
   // nothing is mapped and there is nothing to wait for.
   if (!registry_.empty()) wait_until_no_kernel_uses_buffers("deregister_buffers");
-  registry_.clear(bootstrap_);
+  registry_.clear(bootstrap_, timeout_);
 }
 
 void CudaPeerTransport::fused_add_rms_norm(const PlanLaunch& launch, const FusedArgs& args) {

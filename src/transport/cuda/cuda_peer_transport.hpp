@@ -105,6 +105,7 @@ class CudaPeerTransport final : public PeerTransport {
   std::vector<int> global_ranks_;  // by local rank
   bool pull_ = false;
   IpcSlabs slabs_;
+  IpcSlabs probe_slabs_;  // create()'s peer-access probe, freed at close()
   BufferRegistry registry_;
   cuda_kernels::PeerSet peers_{};
   // The agreed KernelChoices and transfer mode, resolved: which protocol

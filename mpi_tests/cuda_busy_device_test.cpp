@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend beside GPU work that does not end (as far as peerplan can
+// tell: a host function on one of the application's streams that returns only
+// when the test lets it, as a kernel of another library or a fallback call a
+// peer never made would hold the GPU). create(), the first declare(),
+// register_buffers() and a P2P call on a stream of the application's own wait
+// for none of it: each returns in time, while the work is still held, and the
+// call's sums are right. Any world size from 2 to 8, one GPU per rank or
+// shared. Skipped (on every rank) without GPUs.
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <thread>
+
+#include "support/cuda_test_support.hpp"
+
+namespace peerplan::cuda_test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kTimeout{1500};
+// Each step takes milliseconds; one that waited for the held work would take
+// until the test released it (after every step) or kHold.
+constexpr milliseconds kBound{8000};
+// The held work's own limit, so that a failing test never leaves the GPU held.
+constexpr std::chrono::seconds kHold{20};
+constexpr std::int64_t kCount = 8192;
+
+// Work queued on a blocking stream (the default flags, as an application's)
+// that does not end until release(): cudaDeviceSynchronize, cudaFree and
+// copies on the legacy stream wait for it.
+class HeldWork {
+ public:
+  HeldWork() {
+    check_cuda(cudaStreamCreate(&stream_), "cudaStreamCreate");
+    check_cuda(cudaLaunchHostFunc(stream_, &hold, this), "cudaLaunchHostFunc");
+  }
+  ~HeldWork() {
+    release();
+    cudaStreamDestroy(stream_);
+  }
+  HeldWork(const HeldWork&) = delete;
+  HeldWork& operator=(const HeldWork&) = delete;
+  bool still_held() const { return !ended_.load(); }
+  void release() {
+    released_ = true;
+    cudaStreamSynchronize(stream_);
+  }
+
+ private:
+  static void CUDART_CB hold(void* self) {
+    auto* work = static_cast<HeldWork*>(self);
+    const auto until = Clock::now() + kHold;
+    while (!work->released_.load() && Clock::now() < until) {
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    work->ended_ = true;
+  }
+
+  cudaStream_t stream_ = nullptr;
+  std::atomic<bool> released_{false};
+  std::atomic<bool> ended_{false};
+};
+
+TEST(CudaBusyDevice, CreateDeclareRegisterAndACallDoNotWaitForOtherWorkOnTheGpu) {
+  PEERPLAN_SKIP_WITHOUT_GPUS();
+  ensure_cuda_contexts();
+  check_cuda(cudaSetDevice(device_of_this_rank()), "cudaSetDevice");
+  cudaStream_t own = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  // Memory and the input before the work is held: the test's own steps use
+  // only the non-blocking stream from then on.
+  const std::size_t bytes = kCount * 2;
+  DeviceBuffer pool(bytes), out(bytes);
+  const auto input = random_tensor(DataType::bf16, kCount, 11, rank());
+  check_cuda(cudaMemcpyAsync(pool.ptr, input.data(), bytes, cudaMemcpyHostToDevice, own), "upload");
+  check_cuda(cudaStreamSynchronize(own), "upload");
+
+  std::optional<HeldWork> held;
+  held.emplace();
+  MPI_Barrier(test_comm());
+  auto in_time = [&](const char* step, auto&& run) {
+    const auto start = Clock::now();
+    run();
+    const auto took = Clock::now() - start;
+    EXPECT_LT(took, kBound) << step << " took "
+                            << std::chrono::duration_cast<milliseconds>(took).count() << " ms";
+    EXPECT_TRUE(held->still_held()) << step << " returned only once the held work had ended";
+  };
+
+  Config config;
+  config.timeout = kTimeout;
+  config.transfer_mode = TransferMode::pull;  // registered inputs are read in place
+  config.fallback = Fallback::mpi;            // NCCL's own waits are not peerplan's
+  std::unique_ptr<Communicator> comm;
+  in_time("create", [&] { comm = create_cuda(config); });
+  ASSERT_TRUE(comm->p2p_enabled()) << comm->p2p_disabled_reason();
+  const std::vector<Declaration> declared{
+      Declaration::all_reduce("x", DataType::bf16, TensorLayout({kCount}))};
+  in_time("declare", [&] { comm->declare(declared); });
+  const BufferRegion registered{pool.ptr, bytes};
+  in_time("register_buffers", [&] { comm->register_buffers(std::span(&registered, 1)); });
+  CallResult result;
+  std::vector<std::uint8_t> got(bytes);
+  in_time("all_reduce on a non-blocking stream", [&] {
+    result = comm->all_reduce(pool.ptr, out.ptr, DataType::bf16, TensorLayout({kCount}), own);
+    check_cuda(cudaMemcpyAsync(got.data(), out.ptr, bytes, cudaMemcpyDeviceToHost, own),
+               "download");
+    check_cuda(cudaStreamSynchronize(own), "the call");
+  });
+  EXPECT_TRUE(result.zero_copy);
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < kCount; ++i) {
+    double reference = 0;
+    for (int r = 0; r < size(); ++r) {
+      reference += value_at(DataType::bf16, random_tensor(DataType::bf16, kCount, 11, r), i);
+    }
+    const double value = value_at(DataType::bf16, got, i);
+    if (!(std::fabs(value - reference) <= sum_tolerance(DataType::bf16, reference))) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0);
+
+  held.reset();  // released: what follows may wait for the GPU
+  MPI_Barrier(test_comm());
+  comm->deregister_buffers();
+  comm->close();
+  cudaStreamDestroy(own);
+}
+
+}  // namespace
+}  // namespace peerplan::cuda_test
