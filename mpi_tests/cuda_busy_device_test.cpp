@@ -5,14 +5,17 @@
 // peer never made would hold the GPU). A create() made again then, its first
 // declare(), register_buffers() and a P2P call on a stream of the
 // application's own wait for none of it: each returns in time, while the work
-// is still held, and the call's sums are right. Any world size from 2 to 8, one GPU per rank or
-// shared. Skipped (on every rank) without GPUs.
+// is still held, and the call's sums are right; so do fallback (MPI) calls,
+// the second of which grows the fallback's buffers. Any world size from 2 to
+// 8, one GPU per rank or shared. Skipped (on every rank) without GPUs.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <optional>
 #include <thread>
 
+#include "peerplan/half_conversion.hpp"
 #include "support/cuda_test_support.hpp"
 
 namespace peerplan::cuda_test {
@@ -65,6 +68,24 @@ class HeldWork {
   std::atomic<bool> ended_{false};
 };
 
+// An all-reduce of `count` ones in `data` on `own` (a shape no declaration
+// covers: the MPI fallback), whose sums must be the rank count. `data` is
+// allocated beforehand: freeing device memory waits for the GPU.
+void fallback_call(Communicator& comm, const DeviceBuffer& data, std::int64_t count,
+                   cudaStream_t own) {
+  const std::size_t bytes = static_cast<std::size_t>(count) * 2;
+  const std::vector<std::uint16_t> ones(static_cast<std::size_t>(count), float_to_bf16_bits(1.0f));
+  check_cuda(cudaMemcpyAsync(data.ptr, ones.data(), bytes, cudaMemcpyHostToDevice, own), "upload");
+  const CallResult result =
+      comm.all_reduce(data.ptr, data.ptr, DataType::bf16, TensorLayout({count}), own);
+  EXPECT_EQ(result.route, Route::fallback);
+  std::vector<std::uint16_t> got(static_cast<std::size_t>(count));
+  check_cuda(cudaMemcpyAsync(got.data(), data.ptr, bytes, cudaMemcpyDeviceToHost, own), "download");
+  check_cuda(cudaStreamSynchronize(own), "the fallback call");
+  const std::uint16_t expected = float_to_bf16_bits(static_cast<float>(size()));
+  EXPECT_EQ(std::count(got.begin(), got.end(), expected), count);
+}
+
 // Config of both rounds: pull mode reads registered inputs in place; the MPI
 // fallback keeps NCCL's own waits (docs/faults.md) out of the test.
 Config busy_config() {
@@ -75,12 +96,13 @@ Config busy_config() {
   return config;
 }
 
-// create(), declare(), register_buffers() and a zero-copy all-reduce of
-// `pool` on `own` (a non-blocking stream), each passed to `step`; then the
-// sums are checked. Returns the communicator, registered.
+// create(), declare(), register_buffers(), a zero-copy all-reduce of `pool`
+// on `own` (a non-blocking stream) and two fallback calls in `large`, each
+// passed to `step`; the sums are checked. Returns the communicator, registered.
 template <class Step>
 std::unique_ptr<Communicator> run_until_the_call(const DeviceBuffer& pool, const DeviceBuffer& out,
-                                                 cudaStream_t own, Step&& step) {
+                                                 const DeviceBuffer& large, cudaStream_t own,
+                                                 Step&& step) {
   std::unique_ptr<Communicator> comm;
   step("create", [&] { comm = create_cuda(busy_config()); });
   if (!comm) return comm;
@@ -109,6 +131,10 @@ std::unique_ptr<Communicator> run_until_the_call(const DeviceBuffer& pool, const
     if (!(std::fabs(value - reference) <= sum_tolerance(DataType::bf16, reference))) ++wrong;
   }
   EXPECT_EQ(wrong, 0);
+  // Undeclared shapes go to the MPI fallback; the second grows its buffers.
+  for (std::int64_t count : {kCount * 2, kCount * 8}) {
+    step("a fallback call", [&] { fallback_call(*comm, large, count, own); });
+  }
   return comm;
 }
 
@@ -125,13 +151,13 @@ TEST(CudaBusyDevice, CreateDeclareRegisterAndACallDoNotWaitForOtherWorkOnTheGpu)
   // Memory and the input before the work is held: the test's own steps use
   // only the non-blocking stream from then on.
   const std::size_t bytes = kCount * 2;
-  DeviceBuffer pool(bytes), out(bytes);
+  DeviceBuffer pool(bytes), out(bytes), large(bytes * 8);
   const auto input = random_tensor(DataType::bf16, kCount, 11, rank());
   check_cuda(cudaMemcpyAsync(pool.ptr, input.data(), bytes, cudaMemcpyHostToDevice, own), "upload");
   check_cuda(cudaStreamSynchronize(own), "upload");
 
   auto untimed = [](const char*, auto&& run) { run(); };
-  auto first = run_until_the_call(pool, out, own, untimed);
+  auto first = run_until_the_call(pool, out, large, own, untimed);
   ASSERT_TRUE(first);
   first->deregister_buffers();
   first->close();
@@ -147,7 +173,7 @@ TEST(CudaBusyDevice, CreateDeclareRegisterAndACallDoNotWaitForOtherWorkOnTheGpu)
                             << std::chrono::duration_cast<milliseconds>(took).count() << " ms";
     EXPECT_TRUE(held->still_held()) << step << " returned only once the held work had ended";
   };
-  auto comm = run_until_the_call(pool, out, own, in_time);
+  auto comm = run_until_the_call(pool, out, large, own, in_time);
 
   held.reset();  // released: what follows may wait for the GPU
   MPI_Barrier(test_comm());

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "transport/cuda/mpi_device_fallback.hpp"
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <utility>
@@ -53,7 +54,9 @@ void MpiDeviceFallback::close() {
 
 void MpiDeviceFallback::release_buffers() noexcept {
   // The last call's copies and kernels may still run on its stream; they
-  // end unless something queued before them never does.
+  // end unless something queued before them never does. One deadline for
+  // both waits below.
+  const auto deadline = TeardownClock::now() + timeout_;
   bool idle = true;
   try {
     idle = poll_until_done([this] { return cudaEventQuery(last_use_); }, timeout_,
@@ -68,6 +71,18 @@ void MpiDeviceFallback::release_buffers() noexcept {
               "(leaked on purpose: a copy may still use them)");
     return;
   }
+  const bool holds_memory = pinned_ != nullptr || scratch_ != nullptr;
+  if (holds_memory && !device_idle_by(device_, deadline)) {
+    log::warn(std::string(kContext) + ": close: other work on the GPU was still running " +
+              milliseconds_text(timeout_) +
+              " after close() began; the fallback's staging buffers stay allocated (leaked on "
+              "purpose: freeing them would wait for that work)");
+    return;
+  }
+  for (void* buffer : retired_pinned_) cudaFreeHost(buffer);
+  for (void* buffer : retired_scratch_) cudaFree(buffer);
+  retired_pinned_.clear();
+  retired_scratch_.clear();
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
   if (scratch_ != nullptr) cudaFree(scratch_);
   if (last_use_ != nullptr) cudaEventDestroy(last_use_);
@@ -99,34 +114,35 @@ void MpiDeviceFallback::record_last_use(cudaStream_t stream) {
   check_cuda(cudaEventRecord(last_use_, stream), "recording the MPI fallback's event");
 }
 
-void* MpiDeviceFallback::pinned(std::size_t bytes, cudaStream_t stream) {
+void* MpiDeviceFallback::pinned(std::size_t bytes) {
   if (bytes <= pinned_bytes_) return pinned_;
-  // The previous call's copies may still read the old buffer.
-  wait_for_stream(stream, "growing the pinned staging buffer");
-  if (pinned_ != nullptr) check_cuda(cudaFreeHost(pinned_), "cudaFreeHost");
-  pinned_ = nullptr;
-  pinned_bytes_ = 0;
-  check_cuda(cudaHostAlloc(&pinned_, bytes, cudaHostAllocDefault),
-             "cudaHostAlloc of " + std::to_string(bytes) + " bytes for the MPI fallback");
-  pinned_bytes_ = bytes;
+  // Retired, not freed (retired_pinned_): earlier calls' copies may still
+  // read it.
+  const std::size_t grown = std::max(bytes, 2 * pinned_bytes_);
+  void* buffer = nullptr;
+  check_cuda(cudaHostAlloc(&buffer, grown, cudaHostAllocDefault),
+             "cudaHostAlloc of " + std::to_string(grown) + " bytes for the MPI fallback");
+  if (pinned_ != nullptr) retired_pinned_.push_back(pinned_);
+  pinned_ = buffer;
+  pinned_bytes_ = grown;
   return pinned_;
 }
 
-void* MpiDeviceFallback::device_scratch(std::size_t bytes, cudaStream_t stream) {
+void* MpiDeviceFallback::device_scratch(std::size_t bytes) {
   if (bytes <= scratch_bytes_) return scratch_;
-  wait_for_stream(stream, "growing the MPI fallback's device buffer");
-  if (scratch_ != nullptr) check_cuda(cudaFree(scratch_), "cudaFree");
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
-  check_cuda(cudaMalloc(&scratch_, bytes),
-             "cudaMalloc of " + std::to_string(bytes) + " bytes for the MPI fallback");
-  scratch_bytes_ = bytes;
+  const std::size_t grown = std::max(bytes, 2 * scratch_bytes_);
+  void* buffer = nullptr;
+  check_cuda(cudaMalloc(&buffer, grown),
+             "cudaMalloc of " + std::to_string(grown) + " bytes for the MPI fallback");
+  if (scratch_ != nullptr) retired_scratch_.push_back(scratch_);  // as in pinned()
+  scratch_ = buffer;
+  scratch_bytes_ = grown;
   return scratch_;
 }
 
 void MpiDeviceFallback::reduce_staged(const void* source, void* destination, std::size_t bytes,
                                       DataType dtype, cudaStream_t stream, bool fused) {
-  void* host = pinned(bytes, stream);
+  void* host = pinned(bytes);
   check_cuda(cudaMemcpyAsync(host, source, bytes, cudaMemcpyDeviceToHost, stream),
              "copying the message to pinned host memory");
   wait_for_stream(stream, fused ? "fused_add_rms_norm" : "all_reduce");
@@ -152,7 +168,7 @@ void MpiDeviceFallback::all_reduce(const AllReduceArgs& args) {
   if (args.layout->is_contiguous()) {
     reduce_staged(args.in, args.out, bytes, args.dtype, stream, false);
   } else {
-    void* packed = device_scratch(bytes, stream);
+    void* packed = device_scratch(bytes);
     const auto layout = kernel_layout(*args.layout);
     check_cuda(cuda_kernels::launch_pack(element_bytes, args.in, packed, layout, count, stream),
                "launching the pack kernel");
@@ -179,7 +195,7 @@ void MpiDeviceFallback::fused_add_rms_norm(const FusedArgs& args) {
   // The reduced message lands in the packed buffer; the add + RMSNorm
   // kernel reads it from there and writes inout and residual, exactly as
   // after the NCCL fallback's all-reduce.
-  void* reduced = device_scratch(bytes, stream);
+  void* reduced = device_scratch(bytes);
   const auto layout = kernel_layout(*args.layout);
   const void* source = args.inout;
   if (!args.layout->is_contiguous()) {

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "bootstrap/owned_comm.hpp"
 #include "peerplan/config.hpp"
@@ -60,8 +61,8 @@ class MpiDeviceFallback final : public FallbackTransport {
   // produces `source`.
   void reduce_staged(const void* source, void* destination, std::size_t bytes, DataType dtype,
                      cudaStream_t stream, bool fused);
-  void* device_scratch(std::size_t bytes, cudaStream_t stream);
-  void* pinned(std::size_t bytes, cudaStream_t stream);
+  void* device_scratch(std::size_t bytes);
+  void* pinned(std::size_t bytes);
   // Orders this call after the previous one's last use of the staging
   // buffers (it may have run on another stream).
   void after_previous_call(cudaStream_t stream, const char* what);
@@ -80,6 +81,12 @@ class MpiDeviceFallback final : public FallbackTransport {
   std::size_t pinned_bytes_ = 0;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
+  // Buffers that a growth replaced, freed with the others at close():
+  // cudaFree and cudaFreeHost wait for every kernel of the device, which may
+  // never end (another library's, a fallback call a peer never made). A
+  // growth at least doubles a buffer, so these hold less than it.
+  std::vector<void*> retired_pinned_;
+  std::vector<void*> retired_scratch_;
   bool closed_ = false;
 };
 
