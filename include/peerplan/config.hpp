@@ -208,6 +208,12 @@ struct Config {
   // (docs/profiling.md). They cost nothing measurable unless a profiler
   // records; false: peerplan makes no NVTX call at all. A local choice.
   bool nvtx = true;
+  // Before each all-reduce or fused call, the ranks compare their calls and
+  // raise Mismatch together, naming every rank's call, when they differ
+  // (PEERPLAN_CHECK_CALLS). For debugging: it costs every call an exchange
+  // among all ranks, made on the host when the call is made (under CUDA
+  // graph capture, at capture). Must agree on every rank.
+  bool check_calls = false;
 };
 
 inline constexpr int kMaxUndeclaredKeysTracked = 1024;

@@ -28,6 +28,7 @@
 #include "communicator/fused_weight_misses.hpp"
 #include "communicator/machine_fingerprint.hpp"
 #include "communicator/prepared_plan.hpp"
+#include "communicator/same_call_check.hpp"
 #include "core/config_fields.hpp"
 #include "core/environment.hpp"
 #include "core/fault_injection.hpp"
@@ -158,6 +159,9 @@ class CommunicatorImpl final : public Communicator {
     ensure_open("all_reduce");
     communicator::check_dtype("all_reduce", dtype);
     const PlanKey key = make_all_reduce_key(dtype, layout);
+    if (config_.check_calls) {
+      breaking_on_timeout("all_reduce", [&] { communicator::require_same_call(*boot_, key); });
+    }
     const auto* entry = index_.find(key);
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
     const CallRange range(nvtx_, Operation::all_reduce, plan, dtype, layout);
@@ -191,6 +195,10 @@ class CommunicatorImpl final : public Communicator {
     ensure_open("fused_add_rms_norm");
     communicator::check_dtype("fused_add_rms_norm", dtype);
     const PlanKey key = make_fused_key(dtype, layout, weight, eps);
+    if (config_.check_calls) {
+      breaking_on_timeout("fused_add_rms_norm",
+                          [&] { communicator::require_same_call(*boot_, key); });
+    }
     const auto* entry = index_.find(key);
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
     const CallRange range(nvtx_, Operation::fused_add_rms_norm, plan, dtype, layout);

@@ -58,6 +58,8 @@ std::vector<ConfigField> config_fields(const Config& c) {
        std::to_string(c.undeclared_keys_tracked), false},
       // Profiler ranges change nothing a peer sees.
       {"nvtx", "PEERPLAN_NVTX", c.nvtx ? "1" : "0", false},
+      // Every rank must take part in each call's comparison.
+      {"check_calls", "PEERPLAN_CHECK_CALLS", c.check_calls ? "1" : "0", true},
   };
 }
 

@@ -361,6 +361,13 @@ const std::vector<Variable>& variables() {
          c.nvtx = *on;
          return std::string(*on ? "NVTX ranges on" : "NVTX ranges off");
        }},
+      {"PEERPLAN_CHECK_CALLS", "one of 0|1|true|false|yes|no|on|off (case-insensitive)",
+       [](Config& c, std::string_view v) -> std::optional<std::string> {
+         const auto on = parse_bool(v);
+         if (!on) return std::nullopt;
+         c.check_calls = *on;
+         return std::string(*on ? "calls compared across ranks" : "calls not compared");
+       }},
   };
   return table;
 }

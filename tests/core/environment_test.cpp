@@ -82,7 +82,8 @@ TEST(Environment, ReadsExactlyTheDocumentedVariables) {
                                                  "PEERPLAN_TWO_SHOT_LAMPORT",
                                                  "PEERPLAN_FALLBACK",
                                                  "PEERPLAN_TRACK_UNDECLARED",
-                                                 "PEERPLAN_NVTX"};
+                                                 "PEERPLAN_NVTX",
+                                                 "PEERPLAN_CHECK_CALLS"};
   EXPECT_EQ(environment_variable_names(), documented);
 
   // And it looks each of them up (no more, no fewer).
