@@ -152,6 +152,23 @@ with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host",
           "index past the table: PEERPLAN_ERROR_INVALID_ARGUMENT")
     tracking.reset_stats()
     check(tracking.stats()["undeclared"] == [], "reset_stats empties the table")
+# check_calls=True (PEERPLAN_CHECK_CALLS): calls that differ between ranks
+# raise Error "mismatch" on every rank, naming each rank's call; the same
+# calls run as usual afterwards.
+if size > 1:
+    with peerplan.Communicator(comm_world, timeout_ms=20000, backend="host",
+                               check_calls=True) as checking:
+        mine = np.ones(16 if rank == 0 else 24, np.float32)
+        try:
+            checking.all_reduce(mine)
+            check(False, "different calls must raise")
+        except peerplan.Error as e:
+            check(e.code == "mismatch" and "rank 0: all_reduce f32 [16]" in str(e),
+                  f"check_calls: {e.code}: {e}")
+        check(np.all(mine == 1.0), "nothing ran before the comparison")
+        same = np.ones(16, np.float32)
+        checking.all_reduce(same)
+        check(np.all(same == size), "the same calls run after a mismatch")
 try:
     peerplan.Communicator(comm_world, timeout_ms="soon")
     check(False, "an invalid setting must fail")
