@@ -163,7 +163,12 @@ CudaPeerTransport::CudaPeerTransport(bootstrap::Bootstrap& bootstrap,
   }
   if (auto failures = bootstrap::gather_failures(
           bootstrap, error.empty() ? std::nullopt : std::optional<std::string>(error))) {
-    if (error_host_) cudaFreeHost(error_host_);
+    // No kernel has used it; freeing it still waits for the device's other
+    // work, so only where that ends soon (else a word's bytes are leaked).
+    if (error_host_ != nullptr &&
+        device_idle_by(device_of(error_host_), TeardownClock::now() + kTeardownMargin)) {
+      cudaFreeHost(error_host_);
+    }
     error_host_ = nullptr;
     throw Unsupported(failures->message);
   }
