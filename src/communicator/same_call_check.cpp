@@ -21,8 +21,8 @@ PlanKey without_weight(PlanKey key) {
 }  // namespace
 
 void require_same_call(bootstrap::Bootstrap& bootstrap, const PlanKey& key) {
-  const auto all = bootstrap.allgather(
-      std::span(reinterpret_cast<const std::byte*>(&key), sizeof key));
+  const auto all =
+      bootstrap.allgather(std::span(reinterpret_cast<const std::byte*>(&key), sizeof key));
   std::vector<PlanKey> keys(all.size());
   bool same = true;
   for (std::size_t r = 0; r < all.size(); ++r) {
@@ -42,8 +42,9 @@ void require_same_call(bootstrap::Bootstrap& bootstrap, const PlanKey& key) {
   throw Mismatch(
       "the ranks made different calls at this point (PEERPLAN_CHECK_CALLS=1 compared them; "
       "nothing was launched):" +
-      calls + "\nEvery rank must make the same calls (operation, dtype, shape, strides, eps) in "
-              "the same order");
+      calls +
+      "\nEvery rank must make the same calls (operation, dtype, shape, strides, eps) in "
+      "the same order");
 }
 
 }  // namespace peerplan::communicator
