@@ -128,11 +128,12 @@ fi
 [[ -n "$FULL" ]] && TARGETS+=(peerplan_call_overhead_bench)
 [[ -n "${TUNE:-}" || -n "${TUNE_CHECK:-}" ]] && TARGETS+=(peerplan_tune peerplan_kernel_loop)
 [[ -z "${SKIP_DEMO:-}" ]] && TARGETS+=(peerplan_transformer_decode)
-# The GPU test binaries, for the GPU tests and for compute-sanitizer.
-TEST_BINARIES=(cuda_collectives_test cuda_lifecycle_test cuda_registration_test cuda_p2p_agreement_test
-              cuda_teardown_test cuda_lamport_test cuda_fused_lamport_test cuda_mpi_fallback_test
-              cuda_graph_replay_test cuda_hierarchical_test cuda_nccl_build_test cuda_two_shot_protocols_test
-              cuda_epoch_wrap_test)
+# The GPU test binaries, for the GPU tests and for compute-sanitizer: every
+# peerplan_add_gpu_test of mpi_tests/CMakeLists.txt (so that a new one is never
+# left unbuilt), and the NCCL build's test.
+mapfile -t TEST_BINARIES < <(sed -n 's/^ *peerplan_add_gpu_test(\([a-z0-9_]*\)[ )].*/\1/p' \
+                               mpi_tests/CMakeLists.txt)
+TEST_BINARIES+=(cuda_nccl_build_test)
 TEST_REGEX='^cuda_.*\.np'  # + the rank count
 if [[ -n "${GPU_TESTS:-}" ]]; then
   read -r -a TEST_BINARIES <<<"$GPU_TESTS"
