@@ -72,6 +72,31 @@ bool poll_until_done(Query ready, std::chrono::milliseconds timeout, const char*
   }
 }
 
+// A stream of its own for a step that must wait for nothing but its own
+// work: non-blocking, so it waits for no other stream's (which may never
+// end), and destroyed without waiting (CUDA releases it once its work is
+// done).
+class OwnStream {
+ public:
+  // `what`: the step, for the error when no stream can be made (CudaError).
+  explicit OwnStream(const std::string& what) {
+    check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+               "creating a stream for " + what);
+  }
+  ~OwnStream() { cudaStreamDestroy(stream_); }
+  OwnStream(const OwnStream&) = delete;
+  OwnStream& operator=(const OwnStream&) = delete;
+
+  cudaStream_t get() const noexcept { return stream_; }
+  // Whether its work finished within `bound` (poll_until_done).
+  bool finished_within(std::chrono::milliseconds bound, const char* what) const {
+    return poll_until_done([stream = stream_] { return cudaStreamQuery(stream); }, bound, what);
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
 // "2000 ms"
 std::string milliseconds_text(std::chrono::milliseconds duration);
 

@@ -215,22 +215,12 @@ void BufferRegistry::upload_table(const std::vector<void*>& table,
                "cudaMalloc of the registered-buffer table (register buffers outside CUDA graph "
                "capture)");
   }
-  cudaStream_t stream = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-             "creating a stream for the registered-buffer table");
-  bool finished = false;
-  try {
-    // From pageable memory: the call returns once `table` has been staged.
-    check_cuda(cudaMemcpyAsync(device_table_, table.data(), bytes, cudaMemcpyHostToDevice, stream),
-               "uploading the registered-buffer table (register buffers outside CUDA graph "
-               "capture)");
-    finished = poll_until_done([stream] { return cudaStreamQuery(stream); }, timeout,
-                               "uploading the registered-buffer table");
-  } catch (...) {
-    cudaStreamDestroy(stream);
-    throw;
-  }
-  cudaStreamDestroy(stream);  // does not wait: CUDA releases it once the copy is done
+  const OwnStream stream("the registered-buffer table");
+  // From pageable memory: the call returns once `table` has been staged.
+  check_cuda(
+      cudaMemcpyAsync(device_table_, table.data(), bytes, cudaMemcpyHostToDevice, stream.get()),
+      "uploading the registered-buffer table (register buffers outside CUDA graph capture)");
+  const bool finished = stream.finished_within(timeout, "uploading the registered-buffer table");
   if (!finished) {
     throw CudaError("uploading the registered-buffer table (" + std::to_string(bytes) +
                     " bytes) did not finish within " + milliseconds_text(timeout) +

@@ -189,15 +189,13 @@ void CudaPeerTransport::probe_peer_access() {
       SlabWord{0, kProbePattern | static_cast<std::uint32_t>(local_rank_)});
   std::uint32_t* seen = reinterpret_cast<HostWords*>(error_host_)->probe;
   std::fill(seen, seen + cuda_kernels::kMaxRanks, 0u);
-  cudaStream_t stream = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-             "creating a stream for the peer-access probe");
+  const OwnStream stream("the peer-access probe");
   std::string error;
   bool finished = false;
   for (int r = 0; r < local_size_ && error.empty(); ++r) {
     if (r == local_rank_) continue;
     const cudaError_t status = cudaMemcpyAsync(&seen[r], probe_slabs_.base(r), sizeof seen[r],
-                                               cudaMemcpyDeviceToHost, stream);
+                                               cudaMemcpyDeviceToHost, stream.get());
     if (status != cudaSuccess) {
       cudaGetLastError();
       error = "reading rank " + std::to_string(global_ranks_[r]) +
@@ -205,12 +203,10 @@ void CudaPeerTransport::probe_peer_access() {
     }
   }
   try {
-    finished = poll_until_done([stream] { return cudaStreamQuery(stream); }, timeout_,
-                               "reading the peers' probe words");
+    finished = stream.finished_within(timeout_, "reading the peers' probe words");
   } catch (const Error& e) {
     if (error.empty()) error = e.what();
   }
-  cudaStreamDestroy(stream);  // does not wait: CUDA releases it once its copies are done
   if (error.empty() && !finished) {
     error = "reading the peers' probe words through their IPC mappings did not finish within " +
             milliseconds_text(timeout_) + " (PEERPLAN_TIMEOUT_MS)";

@@ -26,33 +26,21 @@ namespace {
 // `bound`: it may still write into the slab.
 bool fill_slab(void* slab, std::size_t bytes, std::size_t head, unsigned char tail_byte,
                const std::optional<SlabWord>& word, std::chrono::milliseconds bound) {
-  cudaStream_t stream = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-             "creating a stream to zero-fill the staging slab");
-  // Destroying it does not wait: CUDA releases it once its work is done.
-  const auto destroy = [stream] { cudaStreamDestroy(stream); };
-  bool finished = false;
-  try {
-    check_cuda(cudaMemsetAsync(slab, 0, head, stream), "cudaMemset of the staging slab");
-    if (head < bytes) {
-      check_cuda(cudaMemsetAsync(static_cast<char*>(slab) + head, tail_byte, bytes - head, stream),
-                 "cudaMemset of the staging slab's sentinel region");
-    }
-    // The word byte by byte (little-endian, as the GPU reads it): a copy
-    // from host memory could wait for the stream without the bound below.
-    for (std::size_t b = 0; word && b < sizeof word->value; ++b) {
-      check_cuda(cudaMemsetAsync(static_cast<char*>(slab) + word->offset + b,
-                                 static_cast<int>((word->value >> (8 * b)) & 0xffu), 1, stream),
-                 "writing the staging slab's starting word");
-    }
-    finished = poll_until_done([stream] { return cudaStreamQuery(stream); }, bound,
-                               "zero-filling the staging slab");
-  } catch (...) {
-    destroy();
-    throw;
+  const OwnStream stream("zero-filling the staging slab");
+  check_cuda(cudaMemsetAsync(slab, 0, head, stream.get()), "cudaMemset of the staging slab");
+  if (head < bytes) {
+    check_cuda(
+        cudaMemsetAsync(static_cast<char*>(slab) + head, tail_byte, bytes - head, stream.get()),
+        "cudaMemset of the staging slab's sentinel region");
   }
-  destroy();
-  return finished;
+  // The word byte by byte (little-endian, as the GPU reads it): a copy
+  // from host memory could wait for the stream without the bound below.
+  for (std::size_t b = 0; word && b < sizeof word->value; ++b) {
+    check_cuda(cudaMemsetAsync(static_cast<char*>(slab) + word->offset + b,
+                               static_cast<int>((word->value >> (8 * b)) & 0xffu), 1, stream.get()),
+               "writing the staging slab's starting word");
+  }
+  return stream.finished_within(bound, "zero-filling the staging slab");
 }
 
 }  // namespace
