@@ -113,6 +113,18 @@ std::optional<std::string> apply_window(Config& config, std::string_view value, 
 
 const std::string kWindowAccepted = std::string(core::kWindowSyntax);
 
+const std::string kBooleanAccepted = "one of 0|1|true|false|yes|no|on|off (case-insensitive)";
+
+// A boolean field of Config; `on` and `off` are the effect lines.
+template <bool Config::*Field>
+std::optional<std::string> apply_boolean(Config& config, std::string_view value, const char* on,
+                                         const char* off) {
+  const auto set = parse_bool(value);
+  if (!set) return std::nullopt;
+  config.*Field = *set;
+  return std::string(*set ? on : off);
+}
+
 // The parser's own reason: "0" and "4M..64K" are well-formed but hold no
 // message, which the syntax alone does not tell.
 std::string window_problem(std::string_view value) { return core::parse_window(value).problem; }
@@ -242,13 +254,10 @@ const std::vector<Variable>& variables() {
          c.transfer_mode = *mode;
          return std::string("transfer mode ") + to_string(*mode);
        }},
-      {"PEERPLAN_DISABLE_P2P", "one of 0|1|true|false|yes|no|on|off (case-insensitive)",
-       [](Config& c, std::string_view v) -> std::optional<std::string> {
-         const auto disable = parse_bool(v);
-         if (!disable) return std::nullopt;
-         c.disable_p2p = *disable;
-         return std::string(*disable ? "P2P disabled: every call takes the fallback"
-                                     : "P2P allowed");
+      {"PEERPLAN_DISABLE_P2P", kBooleanAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_boolean<&Config::disable_p2p>(
+             c, v, "P2P disabled: every call takes the fallback", "P2P allowed");
        }},
       {"PEERPLAN_P2P_LEVEL", one_of(kP2PLevels),
        [](Config& c, std::string_view v) -> std::optional<std::string> {
@@ -354,19 +363,14 @@ const std::vector<Variable>& variables() {
                     ? std::string("undeclared keys not tracked")
                     : "Stats keep the " + std::to_string(*keys) + " most frequent undeclared keys";
        }},
-      {"PEERPLAN_NVTX", "one of 0|1|true|false|yes|no|on|off (case-insensitive)",
-       [](Config& c, std::string_view v) -> std::optional<std::string> {
-         const auto on = parse_bool(v);
-         if (!on) return std::nullopt;
-         c.nvtx = *on;
-         return std::string(*on ? "NVTX ranges on" : "NVTX ranges off");
+      {"PEERPLAN_NVTX", kBooleanAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_boolean<&Config::nvtx>(c, v, "NVTX ranges on", "NVTX ranges off");
        }},
-      {"PEERPLAN_CHECK_CALLS", "one of 0|1|true|false|yes|no|on|off (case-insensitive)",
-       [](Config& c, std::string_view v) -> std::optional<std::string> {
-         const auto on = parse_bool(v);
-         if (!on) return std::nullopt;
-         c.check_calls = *on;
-         return std::string(*on ? "calls compared across ranks" : "calls not compared");
+      {"PEERPLAN_CHECK_CALLS", kBooleanAccepted,
+       [](Config& c, std::string_view v) {
+         return apply_boolean<&Config::check_calls>(c, v, "calls compared across ranks",
+                                                    "calls not compared");
        }},
   };
   return table;
