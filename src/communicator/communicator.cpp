@@ -159,9 +159,7 @@ class CommunicatorImpl final : public Communicator {
     ensure_open("all_reduce");
     communicator::check_dtype("all_reduce", dtype);
     const PlanKey key = make_all_reduce_key(dtype, layout);
-    if (config_.check_calls) {
-      breaking_on_timeout("all_reduce", [&] { communicator::require_same_call(*boot_, key); });
-    }
+    compare_calls_if_asked("all_reduce", key);
     const auto* entry = index_.find(key);
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
     const CallRange range(nvtx_, Operation::all_reduce, plan, dtype, layout);
@@ -195,10 +193,7 @@ class CommunicatorImpl final : public Communicator {
     ensure_open("fused_add_rms_norm");
     communicator::check_dtype("fused_add_rms_norm", dtype);
     const PlanKey key = make_fused_key(dtype, layout, weight, eps);
-    if (config_.check_calls) {
-      breaking_on_timeout("fused_add_rms_norm",
-                          [&] { communicator::require_same_call(*boot_, key); });
-    }
+    compare_calls_if_asked("fused_add_rms_norm", key);
     const auto* entry = index_.find(key);
     auto* plan = entry ? static_cast<PreparedPlan*>(entry->payload) : nullptr;
     const CallRange range(nvtx_, Operation::fused_add_rms_norm, plan, dtype, layout);
@@ -501,6 +496,13 @@ class CommunicatorImpl final : public Communicator {
       throw InvalidUsage(std::string(what) + ": the communicator is unusable since " +
                          broken_reason_ + "; close() it and create a new one");
     }
+  }
+
+  // Config::check_calls: the ranks compare this call before anything runs
+  // (same_call_check.hpp); a timeout there breaks the communicator.
+  void compare_calls_if_asked(const char* what, const PlanKey& key) {
+    if (!config_.check_calls) return;
+    breaking_on_timeout(what, [&] { communicator::require_same_call(*boot_, key); });
   }
 
   // Runs a step that exchanges with every rank outside the P2P transport;
