@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <optional>
 #include <thread>
 
@@ -121,16 +120,7 @@ std::unique_ptr<Communicator> run_until_the_call(const DeviceBuffer& pool, const
     check_cuda(cudaStreamSynchronize(own), "the call");
   });
   EXPECT_TRUE(result.zero_copy);
-  std::int64_t wrong = 0;
-  for (std::int64_t i = 0; i < kCount; ++i) {
-    double reference = 0;
-    for (int r = 0; r < size(); ++r) {
-      reference += value_at(DataType::bf16, random_tensor(DataType::bf16, kCount, 11, r), i);
-    }
-    const double value = value_at(DataType::bf16, got, i);
-    if (!(std::fabs(value - reference) <= sum_tolerance(DataType::bf16, reference))) ++wrong;
-  }
-  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(wrong_sums(DataType::bf16, got, kCount, 11), 0);
   // Undeclared shapes go to the MPI fallback; the second grows its buffers.
   for (std::int64_t count : {kCount * 2, kCount * 8}) {
     step("a fallback call", [&] { fallback_call(*comm, large, count, own); });

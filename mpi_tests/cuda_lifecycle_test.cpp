@@ -23,17 +23,7 @@ std::vector<std::uint8_t> all_reduce_bytes(Communicator& comm, std::int64_t n, s
   EXPECT_EQ(result.route, expected);
   check_cuda(cudaDeviceSynchronize(), "sync");
   auto got = out.download(n * 2);
-  std::int64_t wrong = 0;
-  // Exact reference: sums of the bf16-rounded inputs.
-  std::vector<std::vector<std::uint8_t>> inputs;
-  for (int r = 0; r < size(); ++r) inputs.push_back(random_tensor(DataType::bf16, n, seed, r));
-  for (std::int64_t i = 0; i < n; ++i) {
-    double ref = 0;
-    for (int r = 0; r < size(); ++r) ref += value_at(DataType::bf16, inputs[r], i);
-    if (!(std::fabs(value_at(DataType::bf16, got, i) - ref) <= sum_tolerance(DataType::bf16, ref)))
-      ++wrong;
-  }
-  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(wrong_sums(DataType::bf16, got, n, seed), 0);
   return got;
 }
 

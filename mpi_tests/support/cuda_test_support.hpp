@@ -202,6 +202,24 @@ inline double sum_tolerance(DataType dtype, double reference) {
   return rel * std::fabs(reference) + (dtype == DataType::f32 ? 1e-6 : 1e-3);
 }
 
+// How many of the first `count` elements of `got` miss the sum over every
+// rank r of random_tensor(dtype, ..., seed, r) (sum_tolerance): the check of
+// an all-reduce of those inputs by a P2P route.
+inline std::int64_t wrong_sums(DataType dtype, const std::vector<std::uint8_t>& got,
+                               std::int64_t count, std::uint64_t seed) {
+  std::vector<std::vector<std::uint8_t>> inputs;
+  for (int r = 0; r < size(); ++r) inputs.push_back(random_tensor(dtype, count, seed, r));
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    double reference = 0;
+    for (const auto& input : inputs) reference += value_at(dtype, input, i);
+    if (!(std::fabs(value_at(dtype, got, i) - reference) <= sum_tolerance(dtype, reference))) {
+      ++wrong;
+    }
+  }
+  return wrong;
+}
+
 // What a fallback (NCCL, MPI) adds to sum_tolerance: it adds one rank's
 // value at a time and rounds each partial sum to the dtype, so n ranks
 // round n - 1 times; the last rounding is sum_tolerance's, each earlier one
