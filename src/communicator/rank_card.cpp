@@ -127,6 +127,7 @@ void put_location(Writer& out, const std::optional<topology::GpuLocation>& locat
   out.i32(location->numa_node);
   out.i32(location->package);
   out.text(location->local_cpus);
+  out.u32(location->pcie_mb_per_s);
 }
 
 std::uint16_t get_u16(Reader& in, const char* field) {
@@ -157,6 +158,7 @@ std::optional<topology::GpuLocation> get_location(Reader& in) {
   location.numa_node = in.i32("gpu_location.numa_node");
   location.package = in.i32("gpu_location.package");
   location.local_cpus = in.text("gpu_location.local_cpus");
+  location.pcie_mb_per_s = in.u32("gpu_location.pcie_mb_per_s");
   return location;
 }
 

@@ -40,7 +40,7 @@ struct CardTuningEntry {
 struct RankCard {
   // Bumped whenever the encoding changes: a rank of another build is
   // then named instead of being misread.
-  static constexpr std::uint32_t kVersion = 1;
+  static constexpr std::uint32_t kVersion = 2;
 
   std::string node_key;     // bootstrap::detail::node_key(): which ranks share a node
   std::string machine_key;  // the hardware itself, whatever PEERPLAN_HOST_ID says

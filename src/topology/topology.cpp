@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -152,6 +153,9 @@ GpuLocation locate_gpu(hwloc_topology_t topology, hwloc_obj_t device) {
   gpu.vendor_id = pci.vendor_id;
   gpu.device_id = pci.device_id;
   gpu.class_id = pci.class_id;
+  // hwloc gives GB/s as a float (0 where the OS does not say).
+  if (pci.linkspeed > 0.0f)
+    gpu.pcie_mb_per_s = static_cast<std::uint32_t>(std::lround(pci.linkspeed * 1000.0));
 
   for (hwloc_obj_t parent = device->parent; parent != nullptr && parent->type == HWLOC_OBJ_BRIDGE;
        parent = parent->parent) {

@@ -83,7 +83,7 @@ TEST(RankCard, GarbageIsRejected) {
 TEST(RankCard, AnotherVersionIsNamed) {
   auto bytes = encode_rank_card(RankCard{});
   bytes[4] = std::byte{7};
-  EXPECT_NE(decode_error(bytes).find("version 7, this build reads version 1"), std::string::npos)
+  EXPECT_NE(decode_error(bytes).find("version 7, this build reads version 2"), std::string::npos)
       << decode_error(bytes);
 }
 

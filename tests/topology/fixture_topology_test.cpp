@@ -285,6 +285,20 @@ TEST(FixtureDetails, VgaClassGpusAreFoundToo) {
   }
 }
 
+TEST(FixtureDetails, EachGpuKnowsItsOwnPcieLinkSpeed) {
+  // hwloc's pci_link_speed in GB/s, kept as MB/s: PCIe 4.0 x16 below the
+  // switches, PCIe 5.0 x16 for the H200s of the VM.
+  for (const char* file :
+       {"2gpu-one-switch.xml", "4gpu-two-switches.xml", "8gpu-two-sockets.xml"}) {
+    const auto topology = Topology::load_xml(fixture_path(file));
+    ASSERT_FALSE(topology.gpus().empty()) << file;
+    for (const auto& gpu : topology.gpus()) EXPECT_EQ(gpu.pcie_mb_per_s, 31508u) << file;
+  }
+  const auto vm = Topology::load_xml(fixture_path("2gpu-h200-vm.xml"));
+  ASSERT_EQ(vm.gpus().size(), 2u);
+  for (const auto& gpu : vm.gpus()) EXPECT_EQ(gpu.pcie_mb_per_s, 63015u) << gpu.bus_id();
+}
+
 TEST(FixtureDetails, NvlinkCountsTurnEveryPairIntoNv) {
   // On the real DGX-2 every GPU pair has 6 NVLinks through the NVSwitches,
   // which hwloc cannot see: given the counts, NV6 replaces PIX and PXB.
