@@ -12,7 +12,9 @@
 // NVLink). docs/concepts.md ("World sizes") has the derivation.
 #include "routing/defaults.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cstdio>
 
 namespace peerplan::routing {
 namespace {
@@ -57,6 +59,24 @@ constexpr Window kCudaFusedLl = Window::up_to_bytes(2 * MiB);
 constexpr Window kCudaTwoShotDma = Window::never();
 constexpr Window kCudaTwoShotLamport = Window::never();
 // END two-rank CUDA defaults
+
+// The link the CUDA windows above were measured over: NV18, 18 NVLinks of
+// 25 GB/s per direction (hwloc's PCIe speeds are per direction too).
+constexpr double kMeasuredLinkMbPerS = 450000.0;
+
+// `window` with its lower edge, where LL lines give way to Lamport, moved
+// for `link`. There the extra 8 bytes of each LL line cost what Lamport's
+// fixed work (its sentinel reset) costs; a slower link makes those bytes
+// dearer, so the edge moves down by the bandwidth ratio (a power of two,
+// at least one pack).
+Window lamport_edge_over(Window window, const NodeLink& link) noexcept {
+  if (window.is_never() || window.above == 0) return window;
+  const double speed = link.mb_per_s > 0 ? link.mb_per_s : kAssumedPcieMbPerS;
+  const double scaled =
+      static_cast<double>(window.above) * std::min(1.0, speed / kMeasuredLinkMbPerS);
+  window.above = std::max(kPackAlignment, std::bit_floor(static_cast<std::size_t>(scaled)));
+  return window;
+}
 
 std::size_t host_one_shot_limit(int world_size) noexcept {
   const std::size_t peers = world_size < 2 ? 1 : static_cast<std::size_t>(world_size - 1);
@@ -125,6 +145,23 @@ ProtocolWindows default_protocol_windows(Backend backend, int /*world_size*/, bo
   windows.fused_two_shot = true;
   windows.tunable = true;
   return windows;
+}
+
+ProtocolTuning default_link_windows(const NodeLink& link) noexcept {
+  ProtocolTuning moved;
+  if (!link.pcie) return moved;
+  moved.one_shot_lamport = lamport_edge_over(kCudaOneShotLamport, link);
+  moved.fused_lamport = lamport_edge_over(kCudaFusedLamport, link);
+  return moved;
+}
+
+std::string describe_node_link(const NodeLink& link) {
+  if (!link.pcie) return "NVLink or unknown";
+  char speed[32];
+  const std::uint32_t mb = link.mb_per_s > 0 ? link.mb_per_s : kAssumedPcieMbPerS;
+  std::snprintf(speed, sizeof speed, "%.1f GB/s", mb / 1000.0);
+  return link.mb_per_s > 0 ? std::string("PCIe at ") + speed
+                           : std::string("PCIe at an unknown speed, taken as ") + speed;
 }
 
 }  // namespace peerplan::routing

@@ -7,9 +7,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 #include "peerplan/config.hpp"
 #include "routing/protocol_choice.hpp"
+#include "routing/protocol_tuning.hpp"
 
 namespace peerplan::routing {
 
@@ -23,6 +26,34 @@ RouteCutoffs default_cutoffs(int world_size, Backend backend = Backend::host) no
 // (apply_configured_windows, apply_protocol_tuning). The host backend has
 // one protocol for everything: ProtocolWindows{}.
 ProtocolWindows default_protocol_windows(Backend backend, int world_size, bool pull) noexcept;
+
+// The link between one node's GPUs, as far as the CUDA defaults depend on
+// it (communicator/node_link.hpp works it out from the ranks' cards). The
+// defaults were measured over NVLink; nothing set means NVLink or unknown.
+struct NodeLink {
+  // Some pair of a node's GPUs reaches each other over PCIe only.
+  bool pcie = false;
+  // The slowest of those GPUs' own PCIe links, MB/s per direction (hwloc's
+  // speed); 0 when the topology does not say.
+  std::uint32_t mb_per_s = 0;
+
+  friend bool operator==(const NodeLink&, const NodeLink&) = default;
+};
+
+// The PCIe speed assumed where the topology gives none: PCIe 4.0 x16.
+inline constexpr std::uint32_t kAssumedPcieMbPerS = 31508;
+
+// The default protocol windows that move over `link`, with the values they
+// take there, as a tuning file's entry would set them (apply_protocol_tuning
+// applies them where the Config leaves a window automatic); no field set
+// over NVLink or an unknown link. Over PCIe, LL lines (8 data bytes in
+// 16) give way to Lamport at the measured size scaled by the link's
+// bandwidth over NVLink's.
+ProtocolTuning default_link_windows(const NodeLink& link) noexcept;
+
+// "PCIe at 31.5 GB/s" (or "at an unknown speed, taken as 31.5 GB/s"),
+// "NVLink or unknown", for logs.
+std::string describe_node_link(const NodeLink& link);
 
 // The CUDA one-shot kernels' largest grid when KernelChoices::
 // one_shot_max_blocks is 0 and no tuning file step applies: this many

@@ -59,6 +59,53 @@ TEST(DefaultProtocolWindows, TheRouterRunsTheOldChoicesAtTheirEdges) {
   EXPECT_FALSE(w.fused_ll.contains(2 * MiB + 16));
 }
 
+// Over PCIe the LL lines' doubled bytes cost 7-15x more than over NV18
+// (450 GB/s): the Lamport windows start at 64 KiB x the speed ratio, as a
+// power of two; their upper edges and every other window stay.
+TEST(DefaultLinkWindows, NvlinkOrUnknownMovesNothing) {
+  EXPECT_EQ(default_link_windows(NodeLink{}), ProtocolTuning{});
+  EXPECT_EQ(default_link_windows(NodeLink{false, 31508}), ProtocolTuning{});
+  EXPECT_EQ(describe_node_link(NodeLink{}), "NVLink or unknown");
+}
+
+TEST(DefaultLinkWindows, PcieMovesTheLamportEdgesByTheSpeedRatio) {
+  const ProtocolTuning gen4 = default_link_windows(NodeLink{true, 31508});
+  EXPECT_EQ(gen4.one_shot_lamport, Window::above_bytes(4 * KiB));  // 64 KiB x 0.070 = 4.5 KiB
+  EXPECT_EQ(gen4.fused_lamport, (Window{4 * KiB, 4 * MiB}));
+  EXPECT_FALSE(gen4.fused_ll || gen4.two_shot_dma || gen4.two_shot_lamport);
+  EXPECT_EQ(describe_node_link(NodeLink{true, 31508}), "PCIe at 31.5 GB/s");
+
+  const ProtocolTuning gen5 = default_link_windows(NodeLink{true, 63015});
+  EXPECT_EQ(gen5.one_shot_lamport, Window::above_bytes(8 * KiB));  // 9.0 KiB
+  EXPECT_EQ(gen5.fused_lamport, (Window{8 * KiB, 4 * MiB}));
+
+  // An unknown speed is taken as PCIe 4.0 x16; a very slow link keeps one pack.
+  EXPECT_EQ(default_link_windows(NodeLink{true, 0}), gen4);
+  EXPECT_EQ(describe_node_link(NodeLink{true, 0}), "PCIe at an unknown speed, taken as 31.5 GB/s");
+  EXPECT_EQ(default_link_windows(NodeLink{true, 1}).one_shot_lamport, Window::above_bytes(16));
+}
+
+TEST(DefaultLinkWindows, AFasterLinkThanTheMeasuredOneMovesNothingUp) {
+  const ProtocolTuning fast = default_link_windows(NodeLink{true, 900000});
+  EXPECT_EQ(fast.one_shot_lamport, Window::above_bytes(64 * KiB));
+  EXPECT_EQ(fast.fused_lamport, (Window{64 * KiB, 4 * MiB}));
+}
+
+TEST(DefaultLinkWindows, AppliedLikeATuningEntryTheConfigStillWins) {
+  const ProtocolTuning gen4 = default_link_windows(NodeLink{true, 31508});
+  const ProtocolWindows moved = apply_protocol_tuning(test::cuda_push_windows(), gen4, {});
+  EXPECT_TRUE(moved.one_shot_lamport.contains(4 * KiB + 16));
+  EXPECT_FALSE(moved.one_shot_lamport.contains(4 * KiB));
+  EXPECT_TRUE(moved.fused_lamport.contains(8 * KiB));
+  EXPECT_EQ(moved.fused_ll, Window::up_to_bytes(2 * MiB)) << "rows Lamport cannot take";
+  KernelChoices kernels;
+  kernels.one_shot_lamport = Window::above_bytes(64 * KiB);
+  const ProtocolWindows configured =
+      apply_protocol_tuning(test::cuda_push_windows(), gen4, kernels);
+  EXPECT_EQ(configured.one_shot_lamport, Window::above_bytes(64 * KiB));
+  EXPECT_EQ(configured.fused_lamport, (Window{4 * KiB, 4 * MiB}));
+}
+
 TEST(BuiltinDefaults, LaunchShapes) {
   EXPECT_EQ(kOneShotBlocksPerMultiprocessor, 1);
   EXPECT_EQ(kDmaPieceTargetBytes, 8 * MiB);
