@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "communicator/card_decisions.hpp"
+#include "communicator/node_link.hpp"
 #include "core/log.hpp"
+#include "core/window_text.hpp"
 #include "peerplan/errors.hpp"
 #include "routing/cutoffs.hpp"
 #include "routing/fingerprint.hpp"
@@ -54,8 +56,32 @@ const char* source_of(std::size_t RouteCutoffs::*member, const Config& config,
   return "default";
 }
 
+// The entry's windows, and the defaults' moves for the node's link where
+// the entry sets none (the Config's, where it sets one, win over both).
+routing::ProtocolTuning entry_over_link(const routing::TuningEntry* entry,
+                                        const routing::ProtocolTuning& link_windows) {
+  routing::ProtocolTuning windows = entry != nullptr ? entry->protocols : routing::ProtocolTuning{};
+  for (const auto& field : routing::kWindowFields) {
+    if (!(windows.*field.tuned)) windows.*field.tuned = link_windows.*field.tuned;
+  }
+  return windows;
+}
+
+// "; GPUs linked by PCIe at 31.5 GB/s: the default one_shot_lamport=4K..
+// fused_lamport=4K..4M" (the fields the link moves), or nothing.
+std::string link_text(const routing::NodeLink& link, const routing::ProtocolTuning& moved) {
+  if (!link.pcie) return "";
+  std::string text = "; GPUs linked by " + routing::describe_node_link(link) + ": the default";
+  for (const auto& field : routing::kWindowFields) {
+    if (moved.*field.tuned)
+      text += std::string(" ") + field.name + "=" + core::window_text(moved.*field.tuned);
+  }
+  return text + " (docs/concepts.md, \"PCIe-only GPUs\")";
+}
+
 void log_resolution(const Config& config, const std::string& fingerprint,
-                    const routing::TuningEntry* entry, const RouteCutoffs& resolved) {
+                    const routing::TuningEntry* entry, const RouteCutoffs& resolved,
+                    const std::string& link_note) {
   std::string line = "route cutoffs for '" + fingerprint + "':";
   for (const auto& field : routing::kCutoffFields) {
     line += std::string(" ") + field.name + "=" + std::to_string(resolved.*field.member) + " (" +
@@ -85,7 +111,7 @@ void log_resolution(const Config& config, const std::string& fingerprint,
   } else if (config.tuning_file.empty()) {
     line += "; no tuning file (PEERPLAN_TUNING_FILE)";
   }
-  log::info(log::Subsystem::route, line);
+  log::info(log::Subsystem::route, line + link_note);
 }
 
 // What the one-shot grid steps say, for the agreement text.
@@ -119,11 +145,12 @@ ResolvedRouting resolve_route_cutoffs(const std::vector<RankCard>& cards, int ra
   const bool shared = routing::fingerprint_says_shared(fingerprint);
   const routing::TuningEntry* entry =
       tuning && !shared ? routing::find_entry(*tuning, fingerprint) : nullptr;
+  const routing::NodeLink link = node_link(cards, backend);
+  const routing::ProtocolTuning link_windows = routing::default_link_windows(link);
   const ResolvedRouting resolved{
       routing::resolve_cutoffs(config.cutoffs, entry ? entry->cutoffs : RouteCutoffs{},
                                static_cast<int>(cards.size()), backend),
-      entry ? entry->protocols : routing::ProtocolTuning{},
-      entry ? entry->shapes : routing::LaunchShapeTuning{}};
+      entry_over_link(entry, link_windows), entry ? entry->shapes : routing::LaunchShapeTuning{}};
   if (rank == 0) {
     if (tuning && shared) {
       log::info(log::Subsystem::route, "tuning file " + config.tuning_file +
@@ -132,7 +159,7 @@ ResolvedRouting resolve_route_cutoffs(const std::vector<RankCard>& cards, int ra
       warn_no_entry(config.tuning_file, fingerprint, *tuning);
     }
     if (log::enabled(LogLevel::info, log::Subsystem::route))
-      log_resolution(config, fingerprint, entry, resolved.cutoffs);
+      log_resolution(config, fingerprint, entry, resolved.cutoffs, link_text(link, link_windows));
   }
   // Every rank must route alike; the cards say what each rank's file decides.
   check_tuning_agreement(cards, fingerprint, !shared, tuning_entry_effect(config, nullptr));

@@ -26,8 +26,11 @@ namespace peerplan::communicator {
 std::string tuning_entry_effect(const Config& config, const routing::TuningEntry* entry);
 
 struct ResolvedRouting {
-  RouteCutoffs cutoffs;               // no field at kAutoCutoff
-  routing::ProtocolTuning protocols;  // the entry's (every field auto without one)
+  RouteCutoffs cutoffs;  // no field at kAutoCutoff
+  // The entry's windows; where it sets none, the defaults' moves for the
+  // link between the node's GPUs (routing::default_link_windows); every
+  // field auto on NVLink without an entry.
+  routing::ProtocolTuning protocols;
   routing::LaunchShapeTuning shapes;  // the entry's (no steps without one)
 };
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "communicator/cutoff_resolution.hpp"
+#include "fixture_cards.hpp"
 #include "communicator/machine_fingerprint.hpp"
 #include "communicator/p2p_level_check.hpp"
 #include "core/config_fields.hpp"
@@ -19,21 +20,6 @@
 
 namespace peerplan::communicator {
 namespace {
-
-RankCard card_on(const std::string& node, const Config& config = {}) {
-  RankCard card;
-  card.node_key = node;
-  card.machine_key = "machine";
-  for (const auto& field : core::config_fields(config))
-    if (field.agreed) card.agreed_settings.push_back({field.name, field.variable, field.value});
-  return card;
-}
-
-std::vector<RankCard> cards_on(const std::vector<std::string>& nodes) {
-  std::vector<RankCard> cards;
-  for (const auto& node : nodes) cards.push_back(card_on(node));
-  return cards;
-}
 
 template <class Error, class Decision>
 std::string error_of(Decision&& decision) {
@@ -288,18 +274,6 @@ TEST(CardDecisions, TopologyFileLackingTheGpuNamesTheFileAndTheGpu) {
       << at_auto;
 }
 
-// Cards whose GPUs `fixture` (tests/fixtures/topology) places.
-std::vector<RankCard> cards_in(const std::string& fixture, const std::vector<std::string>& buses) {
-  const auto machine =
-      topology::Topology::load(std::string(PEERPLAN_TEST_FIXTURES) + "/topology/" + fixture);
-  auto cards = cards_on(std::vector<std::string>(buses.size(), "a"));
-  for (std::size_t r = 0; r < cards.size(); ++r) {
-    cards[r].gpu.bus_id = buses[r];
-    cards[r].gpu_location = machine.find_gpu(buses[r]);
-  }
-  return cards;
-}
-
 TEST(CardDecisions, P2PLevelAtTwoRanksBelowOneSwitchHasNoObstacle) {
   const auto cards = cards_in("8gpu-two-sockets.xml", {"0000:03:00.0", "0000:04:00.0"});
   const auto verdict = p2p_level_verdict(cards, node_ids(cards), P2PLevel::automatic);
@@ -390,6 +364,7 @@ TEST(CardDecisions, GpuLocationsSurviveTheCardEncoding) {
   EXPECT_EQ(back.gpu_location->switches(), cards[0].gpu_location->switches());
   EXPECT_EQ(back.gpu_location->host_bridge, cards[0].gpu_location->host_bridge);
   EXPECT_EQ(back.gpu_location->numa_node, cards[0].gpu_location->numa_node);
+  EXPECT_EQ(back.gpu_location->pcie_mb_per_s, 31508u);
   EXPECT_EQ(back, cards[0]);
 }
 
