@@ -106,8 +106,8 @@ class CommunicatorImpl final : public Communicator {
     if (p2p_enabled_) {
       windows_ = routing::apply_protocol_tuning(peer_->protocol_windows(), resolved.protocols,
                                                 config_.kernels);
-      // The windows the router gives plans from, once the tuning file's moved
-      // the transport's (the transport logged its own at create).
+      // The windows the router gives plans from, once the tuning file's (or
+      // a PCIe link's) moved the transport's (which it logged at create).
       if (windows_.tunable && !routing::is_empty(resolved.protocols) && boot_->rank() == 0)
         log::info(log::Subsystem::route,
                   "protocol windows in force: " + routing::describe_protocol_windows(windows_));
