@@ -80,7 +80,7 @@ void fill_gpu([[maybe_unused]] const Config& config, [[maybe_unused]] int local_
     own.device = device;
     transport::cuda::check_kernel_choices(config.kernels, device);
     const auto identity = transport::cuda::current_gpu_identity();
-    card.gpu = {identity.pci_bus_id, identity.name, identity.nvlinks};
+    card.gpu = {identity.pci_bus_id, identity.name, identity.nvlinks, identity.pcie_max_mb_per_s};
   });
   // Where this rank's topology places its GPU, for the P2P level check. A
   // topology that does not load is reported by topology_error instead.

@@ -30,8 +30,11 @@ routing::NodeLink node_link(const std::vector<RankCard>& cards, Backend backend)
       gpus.push_back(gpu);
       addresses.push_back(gpu.address);
       ends.push_back(cards[r].gpu.nvlinks);
-      if (gpu.pcie_mb_per_s > 0 && (slowest == 0 || gpu.pcie_mb_per_s < slowest))
-        slowest = gpu.pcie_mb_per_s;
+      // NVML's capacity of the link; else hwloc's speed, which is the link's
+      // current state (an idle GPU may have slowed it).
+      const std::uint32_t speed =
+          cards[r].gpu.pcie_max_mb_per_s > 0 ? cards[r].gpu.pcie_max_mb_per_s : gpu.pcie_mb_per_s;
+      if (speed > 0 && (slowest == 0 || speed < slowest)) slowest = speed;
     }
     const auto farthest = routing::farthest_link(gpus, topology::count_nvlinks(addresses, ends));
     if (!farthest || farthest->kind == topology::LinkKind::nv ||

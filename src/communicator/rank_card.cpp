@@ -198,6 +198,7 @@ std::vector<std::byte> encode_rank_card(const RankCard& card) {
   out.i32(card.gpu.nvlinks.switch_links);
   out.u32(static_cast<std::uint32_t>(card.gpu.nvlinks.gpu_peers.size()));
   for (const auto& peer : card.gpu.nvlinks.gpu_peers) out.text(peer.to_string());
+  out.u32(card.gpu.pcie_max_mb_per_s);
   put_location(out, card.gpu_location);
   return out.take();
 }
@@ -245,6 +246,7 @@ RankCard decode_rank_card(std::span<const std::byte> bytes) {
     if (!peer) Reader::fail("NVLink peer '" + text + "' is not a PCI address");
     card.gpu.nvlinks.gpu_peers.push_back(*peer);
   }
+  card.gpu.pcie_max_mb_per_s = in.u32("gpu.pcie_max_mb_per_s");
   card.gpu_location = get_location(in);
   in.finish();
   return card;

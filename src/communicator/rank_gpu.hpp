@@ -4,6 +4,7 @@
 // lead. Plain values, no CUDA types.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "topology/nvlink_counts.hpp"
@@ -14,6 +15,9 @@ struct RankGpu {
   std::string bus_id;  // PCI bus id in any spelling PciAddress::parse takes; empty if unknown
   std::string name;    // model, e.g. "NVIDIA H200"
   topology::NvlinkEnds nvlinks;
+  // Its PCIe link's capacity from NVML, MB/s per direction; 0 unknown (the
+  // topology's current speed, GpuLocation::pcie_mb_per_s, stands in).
+  std::uint32_t pcie_max_mb_per_s = 0;
   friend bool operator==(const RankGpu&, const RankGpu&) = default;
 };
 

@@ -33,8 +33,8 @@ ProtocolWindows default_protocol_windows(Backend backend, int world_size, bool p
 struct NodeLink {
   // Some pair of a node's GPUs reaches each other over PCIe only.
   bool pcie = false;
-  // The slowest of those GPUs' own PCIe links, MB/s per direction (hwloc's
-  // speed); 0 when the topology does not say.
+  // The slowest of those GPUs' own PCIe links, MB/s per direction (NVML's
+  // capacity, else hwloc's current speed); 0 when neither says.
   std::uint32_t mb_per_s = 0;
 
   friend bool operator==(const NodeLink&, const NodeLink&) = default;

@@ -46,7 +46,9 @@ struct GpuLocation {
   int package = -1;        // physical package (socket) local to the GPU; -1 if unknown or several
   std::string local_cpus;  // CPUs local to the GPU, list format ("0-15,32-47")
   // The GPU's own PCIe link, MB/s per direction as hwloc gives it (31508 for
-  // PCIe 4.0 x16); 0 when unknown. Over PCIe the CUDA defaults scale with it.
+  // PCIe 4.0 x16): the link's current state, which an idle GPU may have
+  // slowed; 0 when unknown. Over PCIe the CUDA defaults scale with it where
+  // NVML gives no capacity (RankGpu::pcie_max_mb_per_s).
   std::uint32_t pcie_mb_per_s = 0;
 
   std::string bus_id() const { return address.to_string(); }

@@ -54,6 +54,17 @@ TEST(NodeLink, TheSlowestGpuOfAPcieNodeGivesTheSpeed) {
   EXPECT_EQ(node_link(cards, Backend::cuda), (routing::NodeLink{true, 0})) << "speed unknown";
 }
 
+TEST(NodeLink, NvmlsCapacityWinsOverTheTopologysCurrentSpeed) {
+  // hwloc reads the link's state now: an idle GPU may have slowed it to 2.5 GT/s.
+  auto cards = one_switch_pair();
+  for (auto& card : cards) card.gpu_location->pcie_mb_per_s = 4000;
+  EXPECT_EQ(node_link(cards, Backend::cuda), (routing::NodeLink{true, 4000}));
+  for (auto& card : cards) card.gpu.pcie_max_mb_per_s = 31508;
+  EXPECT_EQ(node_link(cards, Backend::cuda), (routing::NodeLink{true, 31508}));
+  cards[1].gpu.pcie_max_mb_per_s = 0;  // NVML could not say for this one
+  EXPECT_EQ(node_link(cards, Backend::cuda), (routing::NodeLink{true, 4000}));
+}
+
 TEST(NodeLink, NothingMovesOnTheHostBackendOnASharedGpuOrAnUnplacedOne) {
   EXPECT_EQ(node_link(one_switch_pair(), Backend::host), routing::NodeLink{});
   const auto shared = cards_in("2gpu-one-switch.xml", {"0000:43:00.0", "0000:43:00.0"});

@@ -31,6 +31,7 @@ RankCard full_card() {
   card.gpu.bus_id = "0000:17:00.0";
   card.gpu.name = "NVIDIA H200";
   card.gpu.nvlinks.switch_links = 18;
+  card.gpu.pcie_max_mb_per_s = 63015;
   card.gpu.nvlinks.gpu_peers = {*topology::PciAddress::parse("0000:3a:00.0"),
                                 *topology::PciAddress::parse("0000:3a:00.0")};
   return card;

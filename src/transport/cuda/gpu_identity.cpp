@@ -15,7 +15,9 @@ GpuIdentity current_gpu_identity() {
   char bus_id[64] = {};
   check_cuda(cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device), "cudaDeviceGetPCIBusId");
   GpuIdentity identity{bus_id, properties.name, {}};
-  identity.nvlinks = query_nvlink_ends(identity.pci_bus_id);
+  const NvmlLinks links = query_nvml_links(identity.pci_bus_id);
+  identity.nvlinks = links.nvlinks;
+  identity.pcie_max_mb_per_s = links.pcie_max_mb_per_s;
   return identity;
 }
 

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// NVLink ends through NVML, opened with dlopen. The few NVML declarations
-// used are written out here: nvml.h is not part of every CUDA toolkit
+// What NVML says of a GPU's links (NVLink ends, the PCIe link's capacity),
+// NVML opened with dlopen. The few NVML declarations used are written out here: nvml.h is not part of every CUDA toolkit
 // install, and these entry points and structs are stable C ABI (the _v2
 // suffixes are NVML's own versioning).
 #include <dlfcn.h>
 
+#include "topology/pcie_speed.hpp"
 #include "transport/cuda/gpu_identity.hpp"
 
 namespace peerplan::transport::cuda {
@@ -40,6 +41,8 @@ class Nvml {
     load(link_state_, "nvmlDeviceGetNvLinkState");
     load(remote_pci_, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     load(remote_type_, "nvmlDeviceGetNvLinkRemoteDeviceType");  // newer drivers only
+    load(max_generation_, "nvmlDeviceGetMaxPcieLinkGeneration");
+    load(max_width_, "nvmlDeviceGetMaxPcieLinkWidth");
     initialised_ =
         init_ && shutdown_ && by_bus_id_ && link_state_ && remote_pci_ && init_() == kNvmlSuccess;
   }
@@ -72,6 +75,20 @@ class Nvml {
     return ends;
   }
 
+  // The most the GPU's PCIe link can carry (the generation and width the GPU
+  // and the slot both support), not its current state: an idle GPU may run
+  // its link slower. 0 when NVML cannot say.
+  std::uint32_t pcie_max_mb_per_s(const std::string& pci_bus_id) const {
+    NvmlDevice device = nullptr;
+    unsigned generation = 0, width = 0;
+    if (!initialised_ || !max_generation_ || !max_width_ ||
+        by_bus_id_(pci_bus_id.c_str(), &device) != kNvmlSuccess ||
+        max_generation_(device, &generation) != kNvmlSuccess ||
+        max_width_(device, &width) != kNvmlSuccess)
+      return 0;
+    return topology::pcie_mb_per_s(generation, width);
+  }
+
  private:
   template <class Function>
   void load(Function*& function, const char* name) {
@@ -86,14 +103,16 @@ class Nvml {
   NvmlReturn (*link_state_)(NvmlDevice, unsigned, int*) = nullptr;
   NvmlReturn (*remote_pci_)(NvmlDevice, unsigned, NvmlPciInfo*) = nullptr;
   NvmlReturn (*remote_type_)(NvmlDevice, unsigned, unsigned*) = nullptr;
+  NvmlReturn (*max_generation_)(NvmlDevice, unsigned*) = nullptr;
+  NvmlReturn (*max_width_)(NvmlDevice, unsigned*) = nullptr;
 };
 
 }  // namespace
 
-topology::NvlinkEnds query_nvlink_ends(const std::string& pci_bus_id) noexcept {
+NvmlLinks query_nvml_links(const std::string& pci_bus_id) noexcept {
   try {
     const Nvml nvml;
-    return nvml.ends_of(pci_bus_id);
+    return {nvml.ends_of(pci_bus_id), nvml.pcie_max_mb_per_s(pci_bus_id)};
   } catch (...) {
     return {};
   }
