@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // One rank's GPU as its rank card carries it (the machine fingerprint, the
-// P2P level check): where it sits on PCI, its model and where its NVLinks
-// lead. Plain values, no CUDA types.
+// P2P level check, the defaults' link): where it sits on PCI, its model,
+// where its NVLinks lead and its PCIe link's capacity. Plain values, no
+// CUDA types.
 #pragma once
 
 #include <cstdint>

@@ -35,8 +35,8 @@ TEST(NvmlLinks, EachGpusPcieCapacityIsKnownAndNoLessThanItsCurrentSpeed) {
     if (located && located->pcie_mb_per_s > 0) {
       EXPECT_GE(links.pcie_max_mb_per_s, located->pcie_mb_per_s) << bus_id;
     }
-    std::printf("GPU %d (%s): PCIe capacity %u MB/s (NVML), now %u MB/s (hwloc)\n", device,
-                bus_id, links.pcie_max_mb_per_s, located ? located->pcie_mb_per_s : 0u);
+    std::printf("GPU %d (%s): PCIe capacity %u MB/s (NVML), now %u MB/s (hwloc)\n", device, bus_id,
+                links.pcie_max_mb_per_s, located ? located->pcie_mb_per_s : 0u);
   }
 }
 

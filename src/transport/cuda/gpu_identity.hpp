@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the topology fingerprint needs to know about this rank's GPU
-// (routing/fingerprint.hpp): its model, where it sits on PCI, and where
-// its NVLinks lead. No CUDA types, so the communicator can include it.
+// What the topology fingerprint and the defaults need to know about this
+// rank's GPU (routing/fingerprint.hpp, communicator/node_link.hpp): its
+// model, where it sits on PCI, where its NVLinks lead and what its PCIe link
+// carries. No CUDA types, so the communicator can include it.
 #pragma once
 
 #include <cstdint>

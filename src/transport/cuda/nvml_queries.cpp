@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // What NVML says of a GPU's links (NVLink ends, the PCIe link's capacity),
-// NVML opened with dlopen. The few NVML declarations used are written out here: nvml.h is not part of every CUDA toolkit
-// install, and these entry points and structs are stable C ABI (the _v2
-// suffixes are NVML's own versioning).
+// NVML opened with dlopen. The few NVML declarations used are written out
+// here: nvml.h is not part of every CUDA toolkit install, and these entry
+// points and structs are stable C ABI (the _v2 suffixes are NVML's own
+// versioning).
 #include <dlfcn.h>
 
 #include "topology/pcie_speed.hpp"
