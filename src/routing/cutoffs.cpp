@@ -26,14 +26,14 @@ RouteCutoffs fill_automatic(RouteCutoffs preferred, const RouteCutoffs& fallback
   return preferred;
 }
 
-RouteCutoffs resolve_cutoffs(const RouteCutoffs& configured, int world_size,
-                             Backend backend) noexcept {
-  return fill_automatic(configured, default_cutoffs(world_size, backend));
+RouteCutoffs resolve_cutoffs(const RouteCutoffs& configured, int world_size, Backend backend,
+                             const NodeLink& link) noexcept {
+  return fill_automatic(configured, default_cutoffs(world_size, backend, link));
 }
 
 RouteCutoffs resolve_cutoffs(const RouteCutoffs& configured, const RouteCutoffs& tuned,
-                             int world_size, Backend backend) noexcept {
-  return resolve_cutoffs(fill_automatic(configured, tuned), world_size, backend);
+                             int world_size, Backend backend, const NodeLink& link) noexcept {
+  return resolve_cutoffs(fill_automatic(configured, tuned), world_size, backend, link);
 }
 
 std::string describe_cutoffs(const RouteCutoffs& cutoffs) {

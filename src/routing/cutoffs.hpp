@@ -36,12 +36,12 @@ RouteCutoffs fill_automatic(RouteCutoffs preferred, const RouteCutoffs& fallback
 
 // `configured` with each kAutoCutoff field replaced by default_cutoffs'.
 RouteCutoffs resolve_cutoffs(const RouteCutoffs& configured, int world_size,
-                             Backend backend = Backend::host) noexcept;
+                             Backend backend = Backend::host, const NodeLink& link = {}) noexcept;
 
 // Per field: `configured` if set, else `tuned` (a tuning file's entry) if
-// set, else default_cutoffs'. The result has no kAutoCutoff field.
+// set, else default_cutoffs' (for `link`). The result has no kAutoCutoff field.
 RouteCutoffs resolve_cutoffs(const RouteCutoffs& configured, const RouteCutoffs& tuned,
-                             int world_size, Backend backend) noexcept;
+                             int world_size, Backend backend, const NodeLink& link = {}) noexcept;
 
 // "one_shot_max_bytes=65536 two_shot_min_bytes=0 two_shot_max_bytes=0
 // fused_max_bytes=3670016" ("auto" for kAutoCutoff), for logs and messages.

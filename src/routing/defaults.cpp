@@ -9,7 +9,9 @@
 // (n-1) M in one hop, two-shot 2 (n-1)/n M in two hops and a barrier, so
 // one-shot is the faster while M <= a B n / ((n-1)(n-2)), with a = 3 us
 // (two-shot's extra hop and barrier) and B = 366 GB/s (SM stores over
-// NVLink). docs/concepts.md ("World sizes") has the derivation.
+// NVLink; over PCIe-only GPUs B x the link's speed over NVLink's, as the
+// LL windows: link_ratio). docs/concepts.md ("World sizes") has the
+// derivation.
 #include "routing/defaults.hpp"
 
 #include <algorithm>
@@ -64,6 +66,14 @@ constexpr Window kCudaTwoShotLamport = Window::never();
 // 25 GB/s per direction (hwloc's PCIe speeds are per direction too).
 constexpr double kMeasuredLinkMbPerS = 450000.0;
 
+// What a byte on `link` costs next to one on the link the defaults were
+// measured over: 1 there, the bandwidth ratio (below 1) over PCIe.
+double link_ratio(const NodeLink& link) noexcept {
+  if (!link.pcie) return 1.0;
+  const double speed = link.mb_per_s > 0 ? link.mb_per_s : kAssumedPcieMbPerS;
+  return std::min(1.0, speed / kMeasuredLinkMbPerS);
+}
+
 // `window` with its lower edge, where LL lines give way to Lamport, moved
 // for `link`. There the extra 8 bytes of each LL line cost what Lamport's
 // fixed work (its sentinel reset) costs; a slower link makes those bytes
@@ -71,9 +81,7 @@ constexpr double kMeasuredLinkMbPerS = 450000.0;
 // at least one pack).
 Window lamport_edge_over(Window window, const NodeLink& link) noexcept {
   if (window.is_never() || window.above == 0) return window;
-  const double speed = link.mb_per_s > 0 ? link.mb_per_s : kAssumedPcieMbPerS;
-  const double scaled =
-      static_cast<double>(window.above) * std::min(1.0, speed / kMeasuredLinkMbPerS);
+  const double scaled = static_cast<double>(window.above) * link_ratio(link);
   window.above = std::max(kPackAlignment, std::bit_floor(static_cast<std::size_t>(scaled)));
   return window;
 }
@@ -86,11 +94,12 @@ std::size_t host_one_shot_limit(int world_size) noexcept {
 }
 
 // The model's one-shot / two-shot crossover at n >= 3 ranks, as a power of
-// two no larger than the measured two-rank limit.
-std::size_t cuda_one_shot_limit(std::size_t n) noexcept {
+// two no larger than the measured two-rank limit; B the measured link's
+// bandwidth x `ratio` (link_ratio).
+std::size_t cuda_one_shot_limit(std::size_t n, double ratio) noexcept {
   if (n <= 2) return kCudaOneShotTwoRanks;
-  const double crossover =
-      kTwoShotLatencyBytes * static_cast<double>(n) / static_cast<double>((n - 1) * (n - 2));
+  const double crossover = kTwoShotLatencyBytes * ratio * static_cast<double>(n) /
+                           static_cast<double>((n - 1) * (n - 2));
   const std::size_t limit =
       crossover < 1.0 ? 1 : std::bit_floor(static_cast<std::size_t>(crossover));
   return limit < kCudaOneShotTwoRanks ? limit : kCudaOneShotTwoRanks;
@@ -105,7 +114,7 @@ std::size_t scaled_from_two_ranks(std::size_t two_rank_bytes, std::size_t times,
   return packs == 0 ? kPackAlignment : packs;
 }
 
-RouteCutoffs cuda_cutoffs(int world_size) noexcept {
+RouteCutoffs cuda_cutoffs(int world_size, const NodeLink& link) noexcept {
   const std::size_t n = world_size < 2 ? 2 : static_cast<std::size_t>(world_size);
   // Two-shot to 2 x its two-rank maximum / n: never more link bytes than
   // the ring it replaces; its pieces likewise, the same staging at every n.
@@ -115,13 +124,14 @@ RouteCutoffs cuda_cutoffs(int world_size) noexcept {
   const std::size_t two_shot_min = n == 2 ? kCudaTwoShotMinTwoRanks : 0;
   // The fused one-shot pushes n-1 copies: its two-rank limit / (n-1).
   const std::size_t fused = scaled_from_two_ranks(kCudaFusedTwoRanks, 1, n - 1);
-  return RouteCutoffs{cuda_one_shot_limit(n), two_shot_max, fused, two_shot_min, piece};
+  return RouteCutoffs{cuda_one_shot_limit(n, link_ratio(link)), two_shot_max, fused, two_shot_min,
+                      piece};
 }
 
 }  // namespace
 
-RouteCutoffs default_cutoffs(int world_size, Backend backend) noexcept {
-  if (backend == Backend::cuda) return cuda_cutoffs(world_size);
+RouteCutoffs default_cutoffs(int world_size, Backend backend, const NodeLink& link) noexcept {
+  if (backend == Backend::cuda) return cuda_cutoffs(world_size, link);
   // The fused op is a one-shot reduction and shares its limit; two-shot
   // has no lower bound (below the one-shot limit one-shot is taken first).
   const std::size_t one_shot = host_one_shot_limit(world_size);

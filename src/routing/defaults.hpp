@@ -16,17 +16,6 @@
 
 namespace peerplan::routing {
 
-// The route cutoffs a backend uses for `world_size` ranks. Every field is
-// a finite byte count (never kAutoCutoff). World sizes below 2 get the
-// 2-rank row (they never take a P2P route anyway).
-RouteCutoffs default_cutoffs(int world_size, Backend backend = Backend::host) noexcept;
-
-// The protocol windows a backend runs for `world_size` ranks, in `pull`
-// or push mode, before the Config's and the tuning file's windows apply
-// (apply_configured_windows, apply_protocol_tuning). The host backend has
-// one protocol for everything: ProtocolWindows{}.
-ProtocolWindows default_protocol_windows(Backend backend, int world_size, bool pull) noexcept;
-
 // The link between one node's GPUs, as far as the CUDA defaults depend on
 // it (communicator/node_link.hpp works it out from the ranks' cards). The
 // defaults were measured over NVLink; nothing set means NVLink or unknown.
@@ -42,6 +31,20 @@ struct NodeLink {
 
 // The PCIe speed assumed where the topology gives none: PCIe 4.0 x16.
 inline constexpr std::uint32_t kAssumedPcieMbPerS = 31508;
+
+// The route cutoffs a backend uses for `world_size` ranks. Every field is
+// a finite byte count (never kAutoCutoff). World sizes below 2 get the
+// 2-rank row (they never take a P2P route anyway). Over a PCIe `link` the
+// CUDA one-shot limit at 3+ ranks, a crossover of link bytes against
+// latency, scales with the link's bandwidth over NVLink's.
+RouteCutoffs default_cutoffs(int world_size, Backend backend = Backend::host,
+                             const NodeLink& link = {}) noexcept;
+
+// The protocol windows a backend runs for `world_size` ranks, in `pull`
+// or push mode, before the Config's and the tuning file's windows apply
+// (apply_configured_windows, apply_protocol_tuning). The host backend has
+// one protocol for everything: ProtocolWindows{}.
+ProtocolWindows default_protocol_windows(Backend backend, int world_size, bool pull) noexcept;
 
 // The default protocol windows that move over `link`, with the values they
 // take there, as a tuning file's entry would set them (apply_protocol_tuning

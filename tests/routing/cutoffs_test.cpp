@@ -46,6 +46,34 @@ TEST(DefaultCutoffs, CudaTwoRanksAreTheMeasuredCrossovers) {
   }
 }
 
+TEST(DefaultCutoffs, OverPcieTheOneShotLimitBeyondTwoRanksScalesWithTheLink) {
+  // The same model with B x the link's speed over NV18's 450 GB/s: one-shot
+  // sends (n-1) M, two-shot 2 (n-1)/n M, and over PCIe those bytes cost
+  // 7-15x more. Two ranks send M either way: their measured limit stays.
+  constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
+  const NodeLink gen4{true, 31508}, gen5{true, 63015};
+  EXPECT_EQ(default_cutoffs(2, Backend::cuda, gen4), default_cutoffs(2, Backend::cuda));
+  const std::pair<int, std::size_t> at_gen4[] = {{3, 64 * KiB}, {4, 32 * KiB}, {5, 16 * KiB},
+                                                 {6, 16 * KiB}, {7, 16 * KiB}, {8, 8 * KiB}};
+  for (auto [n, limit] : at_gen4) {
+    const RouteCutoffs pcie = default_cutoffs(n, Backend::cuda, gen4);
+    EXPECT_EQ(pcie.one_shot_max_bytes, limit) << n;
+    RouteCutoffs others = pcie;
+    others.one_shot_max_bytes = default_cutoffs(n, Backend::cuda).one_shot_max_bytes;
+    EXPECT_EQ(others, default_cutoffs(n, Backend::cuda)) << "only the one-shot limit moves, " << n;
+  }
+  EXPECT_EQ(default_cutoffs(3, Backend::cuda, gen5).one_shot_max_bytes, 128 * KiB);
+  EXPECT_EQ(default_cutoffs(4, Backend::cuda, gen5).one_shot_max_bytes, 64 * KiB);
+  EXPECT_EQ(default_cutoffs(8, Backend::cuda, gen5).one_shot_max_bytes, 16 * KiB);
+  EXPECT_EQ(default_cutoffs(4, Backend::cuda, NodeLink{true, 0}),
+            default_cutoffs(4, Backend::cuda, gen4))
+      << "an unknown speed is taken as PCIe 4.0 x16";
+  EXPECT_EQ(default_cutoffs(4, Backend::host, gen4), default_cutoffs(4, Backend::host));
+  EXPECT_EQ(resolve_cutoffs(RouteCutoffs{}, RouteCutoffs{}, 4, Backend::cuda, gen4),
+            default_cutoffs(4, Backend::cuda, gen4));
+  EXPECT_EQ(default_cutoffs(4, Backend::cuda, gen4).two_shot_max_bytes, 32 * MiB);
+}
+
 TEST(DefaultCutoffs, CudaBeyondTwoRanksFollowTheLinkBytesModel) {
   // src/routing/cutoffs.cpp and docs/concepts.md "World sizes": one-shot up to
   // a B n / ((n-1)(n-2)) with a B = 1.1 MB, as a power of two; two-shot up
