@@ -67,16 +67,18 @@ routing::ProtocolTuning entry_over_link(const routing::TuningEntry* entry,
   return windows;
 }
 
-// "; GPUs linked by PCIe at 31.5 GB/s: the default one_shot_lamport=4K..
-// fused_lamport=4K..4M" (the fields the link moves), or nothing.
+// "; GPUs linked by PCIe at 31.5 GB/s: the defaults scale with it (the
+// one-shot limit at 3+ ranks, one_shot_lamport=4K.. fused_lamport=4K..4M)",
+// or nothing.
 std::string link_text(const routing::NodeLink& link, const routing::ProtocolTuning& moved) {
   if (!link.pcie) return "";
-  std::string text = "; GPUs linked by " + routing::describe_node_link(link) + ": the default";
+  std::string text = "; GPUs linked by " + routing::describe_node_link(link) +
+                     ": the defaults scale with it (the one-shot limit at 3+ ranks,";
   for (const auto& field : routing::kWindowFields) {
     if (moved.*field.tuned)
       text += std::string(" ") + field.name + "=" + core::window_text(moved.*field.tuned);
   }
-  return text + " (docs/concepts.md, \"PCIe-only GPUs\")";
+  return text + "; docs/concepts.md, \"PCIe-only GPUs\")";
 }
 
 void log_resolution(const Config& config, const std::string& fingerprint,
@@ -149,7 +151,7 @@ ResolvedRouting resolve_route_cutoffs(const std::vector<RankCard>& cards, int ra
   const routing::ProtocolTuning link_windows = routing::default_link_windows(link);
   const ResolvedRouting resolved{
       routing::resolve_cutoffs(config.cutoffs, entry ? entry->cutoffs : RouteCutoffs{},
-                               static_cast<int>(cards.size()), backend),
+                               static_cast<int>(cards.size()), backend, link),
       entry_over_link(entry, link_windows), entry ? entry->shapes : routing::LaunchShapeTuning{}};
   if (rank == 0) {
     if (tuning && shared) {

@@ -107,6 +107,22 @@ TEST(NodeLink, TheResolutionHandsTheRouterTheWindowsOfTheLink) {
             routing::ProtocolTuning{});
 }
 
+TEST(NodeLink, FourRanksOverPcieSwitchesGetTheLinksOneShotLimit) {
+  const auto cards = cards_in("4gpu-two-switches.xml",
+                              {"0000:43:00.0", "0000:44:00.0", "0000:47:00.0", "0000:48:00.0"});
+  ASSERT_EQ(node_link(cards, Backend::cuda), (routing::NodeLink{true, 31508}));
+  const auto resolved = resolve_route_cutoffs(cards, 1, Config{}, Backend::cuda,
+                                              machine_fingerprint(cards, 1, Backend::cuda), {});
+  EXPECT_EQ(resolved.cutoffs.one_shot_max_bytes, 32 * KiB) << "512 KiB over NVLink";
+  Config config;
+  config.cutoffs.one_shot_max_bytes = 256 * KiB;
+  EXPECT_EQ(resolve_route_cutoffs(cards, 1, config, Backend::cuda,
+                                  machine_fingerprint(cards, 1, Backend::cuda), {})
+                .cutoffs.one_shot_max_bytes,
+            256 * KiB)
+      << "an explicit cutoff wins";
+}
+
 TEST(NodeLink, ATuningEntrysWindowWinsOverTheLinks) {
   auto cards = one_switch_pair();
   const std::string fingerprint = machine_fingerprint(cards, 1, Backend::cuda);
