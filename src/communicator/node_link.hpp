@@ -14,9 +14,10 @@ namespace peerplan::communicator {
 
 // PCIe when, on some node, a pair of the ranks' GPUs is linked by PCIe only
 // (no NVLink); its speed the slowest of those nodes' GPUs' own links (as
-// NVML gives its capacity, else as the topology gives its current speed). Nothing set (NVLink or unknown) on the host backend,
-// when ranks share a GPU (for testing), and when a rank's topology does
-// not place its GPU: the measured defaults then stay.
+// NVML gives its capacity, else as the topology gives its current speed).
+// Nothing set (NVLink or unknown) on the host backend, when ranks share a
+// GPU (for testing), and when a rank's topology does not place its GPU: the
+// measured defaults then stay.
 routing::NodeLink node_link(const std::vector<RankCard>& cards, Backend backend);
 
 }  // namespace peerplan::communicator
