@@ -10,25 +10,21 @@
 #include "topology/nvlink_counts.hpp"
 
 namespace peerplan::communicator {
-namespace {
 
-// Every rank's GPU as its own topology placed it (its card), or nothing
-// when one is missing.
-void locate(const std::vector<RankCard>& cards, routing::MachineFacts& facts) {
-  std::vector<topology::GpuLocation> gpus;
+std::optional<PlacedGpus> placed_gpus(const std::vector<RankCard>& cards,
+                                      const std::vector<std::size_t>& ranks) {
+  PlacedGpus placed;
   std::vector<topology::PciAddress> addresses;
   std::vector<topology::NvlinkEnds> ends;
-  for (const RankCard& card : cards) {
-    if (!card.gpu_location) return;  // links unknown
-    gpus.push_back(*card.gpu_location);
-    addresses.push_back(card.gpu_location->address);
-    ends.push_back(card.gpu.nvlinks);
+  for (std::size_t r : ranks) {
+    if (!cards[r].gpu_location) return std::nullopt;
+    placed.gpus.push_back(*cards[r].gpu_location);
+    addresses.push_back(cards[r].gpu_location->address);
+    ends.push_back(cards[r].gpu.nvlinks);
   }
-  facts.gpus = std::move(gpus);
-  facts.nvlinks = topology::count_nvlinks(addresses, ends);
+  placed.nvlinks = topology::count_nvlinks(addresses, ends);
+  return placed;
 }
-
-}  // namespace
 
 std::string machine_fingerprint(const std::vector<RankCard>& cards, int num_nodes,
                                 Backend backend) {
@@ -42,7 +38,13 @@ std::string machine_fingerprint(const std::vector<RankCard>& cards, int num_node
   if (backend == Backend::cuda && facts.num_nodes == 1) {
     for (const RankCard& card : cards)
       facts.gpu_names.push_back(card.gpu.name.empty() ? "unknown" : card.gpu.name);
-    locate(cards, facts);
+    std::vector<std::size_t> every_rank(cards.size());
+    for (std::size_t r = 0; r < cards.size(); ++r) every_rank[r] = r;
+    // Every rank's GPU, or none (the links read as unknown).
+    if (auto placed = placed_gpus(cards, every_rank)) {
+      facts.gpus = std::move(placed->gpus);
+      facts.nvlinks = std::move(placed->nvlinks);
+    }
   }
   return routing::topology_fingerprint(facts);
 }
