@@ -66,12 +66,16 @@ constexpr Window kCudaTwoShotLamport = Window::never();
 // 25 GB/s per direction (hwloc's PCIe speeds are per direction too).
 constexpr double kMeasuredLinkMbPerS = 450000.0;
 
+// A PCIe link's MB/s, the assumed one where the topology gave none.
+std::uint32_t pcie_speed(const NodeLink& link) noexcept {
+  return link.mb_per_s > 0 ? link.mb_per_s : kAssumedPcieMbPerS;
+}
+
 // What a byte on `link` costs next to one on the link the defaults were
 // measured over: 1 there, the bandwidth ratio (below 1) over PCIe.
 double link_ratio(const NodeLink& link) noexcept {
   if (!link.pcie) return 1.0;
-  const double speed = link.mb_per_s > 0 ? link.mb_per_s : kAssumedPcieMbPerS;
-  return std::min(1.0, speed / kMeasuredLinkMbPerS);
+  return std::min(1.0, pcie_speed(link) / kMeasuredLinkMbPerS);
 }
 
 // `window` with its lower edge, where LL lines give way to Lamport, moved
@@ -168,8 +172,7 @@ ProtocolTuning default_link_windows(const NodeLink& link) noexcept {
 std::string describe_node_link(const NodeLink& link) {
   if (!link.pcie) return "NVLink or unknown";
   char speed[32];
-  const std::uint32_t mb = link.mb_per_s > 0 ? link.mb_per_s : kAssumedPcieMbPerS;
-  std::snprintf(speed, sizeof speed, "%.1f GB/s", mb / 1000.0);
+  std::snprintf(speed, sizeof speed, "%.1f GB/s", pcie_speed(link) / 1000.0);
   return link.mb_per_s > 0 ? std::string("PCIe at ") + speed
                            : std::string("PCIe at an unknown speed, taken as ") + speed;
 }

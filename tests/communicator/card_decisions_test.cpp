@@ -195,13 +195,8 @@ TEST(CardDecisions, FingerprintOfTheHostBackendNeedsNoGpu) {
 // Two sockets: GPUs 03, 04 below one switch of socket 0, 83, 84 on socket 1.
 std::vector<RankCard> cards_with_gpus(const std::vector<std::string>& nodes,
                                       const std::vector<std::string>& buses) {
-  const auto machine = topology::Topology::load(std::string(PEERPLAN_TEST_FIXTURES) +
-                                                "/topology/8gpu-two-sockets.xml");
-  auto cards = cards_on(nodes);
-  for (std::size_t r = 0; r < cards.size(); ++r) {
-    cards[r].gpu.bus_id = buses[r];
-    cards[r].gpu_location = machine.find_gpu(buses[r]);
-  }
+  auto cards = cards_in("8gpu-two-sockets.xml", buses);
+  for (std::size_t r = 0; r < cards.size(); ++r) cards[r].node_key = nodes[r];
   return cards;
 }
 
